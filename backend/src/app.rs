@@ -1,0 +1,134 @@
+//! Application state, the router with its layers, and serving with graceful shutdown.
+
+use std::{future::Future, io, path::Path, sync::Arc};
+
+use axum::{
+    Router,
+    extract::{DefaultBodyLimit, Request},
+    http::{HeaderName, HeaderValue, StatusCode, Uri, header},
+    middleware,
+    response::{Html, IntoResponse, Response},
+};
+use sqlx::PgPool;
+use tokio::net::TcpListener;
+use tower_http::{
+    compression::CompressionLayer,
+    limit::RequestBodyLimitLayer,
+    request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
+    services::ServeDir,
+    set_header::SetResponseHeaderLayer,
+    timeout::TimeoutLayer,
+    trace::TraceLayer,
+};
+
+use crate::{config::HttpSettings, error, fleet, health};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+}
+
+impl AppState {
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The whole HTTP surface: `/api/*` and the console's static files.
+pub fn app(state: AppState, settings: &HttpSettings) -> Router {
+    let api = Router::new()
+        .merge(health::router())
+        .merge(fleet::router())
+        .fallback(error::api_not_found)
+        .with_state(state);
+
+    let index = Arc::new(settings.public_dir.join("index.html"));
+    let spa = move |uri: Uri| {
+        let index = Arc::clone(&index);
+        async move { spa_fallback(&uri, &index).await }
+    };
+    // The built pkg/ keeps the same file names between builds: make browsers revalidate.
+    let assets = Router::new()
+        .fallback_service(
+            ServeDir::new(&settings.public_dir)
+                .precompressed_gzip()
+                .fallback(axum::handler::HandlerWithoutStateExt::into_service(spa)),
+        )
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        ));
+
+    Router::new()
+        .nest("/api", api)
+        .merge(assets)
+        .layer(DefaultBodyLimit::max(settings.body_limit_bytes))
+        .layer(RequestBodyLimitLayer::new(settings.body_limit_bytes))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, settings.request_timeout))
+        .layer(middleware::from_fn(error::json_errors))
+        .layer(CompressionLayer::new())
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok());
+            tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), id)
+        }))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+/// Client-side routes (`/quotas`, `/plan/...`) get index.html; a missing file (`/pkg/x.js`)
+/// and anything under `/api` that the API router did not take stay 404, so a broken build or a
+/// wrong API path is never answered with a page.
+async fn spa_fallback(uri: &Uri, index: &Path) -> Response {
+    let path = uri.path();
+    let last = path.rsplit('/').next().unwrap_or_default();
+    if last.contains('.') || path == "/api" || path.starts_with("/api/") {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    match tokio::fs::read_to_string(index).await {
+        Ok(html) => Html(html).into_response(),
+        Err(err) => {
+            tracing::error!(path = %index.display(), %err, "index.html is missing: build the frontend");
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+    }
+}
+
+/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(%err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(%err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

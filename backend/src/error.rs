@@ -1,0 +1,140 @@
+//! The backend's one error type and the HTTP error contract.
+//!
+//! Handlers return [`Result`]. [`Error::into_response`] only attaches the shared
+//! [`ApiError`] to the response; [`json_errors`] (a middleware over the whole router) is the one
+//! place that renders error bodies, logs server errors once with the request id, and turns the
+//! bare errors of lower layers (body limit, timeout, method routing, extractor rejections) into
+//! the same JSON. A 5xx body never carries internals: it says "internal error" and the id.
+
+use axum::{
+    Json,
+    body::to_bytes,
+    extract::Request,
+    http::{StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use shared::{ApiError, ErrorCode, FieldError};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("not found")]
+    NotFound,
+    #[error("invalid input")]
+    Invalid(Vec<FieldError>),
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("internal: {0}")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl Error {
+    fn to_api_error(&self) -> ApiError {
+        match self {
+            Self::NotFound => ApiError::from_code(ErrorCode::NotFound),
+            Self::Invalid(fields) => ApiError {
+                fields: fields.clone(),
+                ..ApiError::from_code(ErrorCode::Invalid)
+            },
+            Self::Conflict(message) => ApiError::new(ErrorCode::Conflict, message.clone()),
+            Self::Database(sqlx::Error::RowNotFound) => ApiError::from_code(ErrorCode::NotFound),
+            Self::Database(
+                sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed,
+            ) => ApiError::new(
+                ErrorCode::Unavailable,
+                "the database is unavailable; try again",
+            ),
+            Self::Database(_) | Self::Internal(_) => ApiError::from_code(ErrorCode::Internal),
+        }
+    }
+}
+
+/// The detail of a server error, kept out of the body and logged once by [`json_errors`].
+#[derive(Clone)]
+struct ErrorDetail(String);
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let body = self.to_api_error();
+        let mut response = StatusCode::from_u16(body.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            .into_response();
+        response
+            .extensions_mut()
+            .insert(ErrorDetail(self.to_string()));
+        response.extensions_mut().insert(body);
+        response
+    }
+}
+
+/// Largest plain-text rejection we read back to reuse its message.
+const REJECTION_TEXT_LIMIT: usize = 4096;
+
+/// Renders every error response as an [`ApiError`] JSON body; see the module doc.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut api_error = match parts.extensions.remove::<ApiError>() {
+        Some(api_error) => api_error,
+        None if is_json(&parts.headers) => return Response::from_parts(parts, body),
+        None => {
+            let code = ErrorCode::from_http_status(status.as_u16());
+            let mut api_error = ApiError::from_code(code);
+            // Extractor rejections (bad JSON, wrong content type) explain themselves well.
+            if matches!(status.as_u16(), 400 | 415 | 422) {
+                if let Ok(bytes) = to_bytes(body, REJECTION_TEXT_LIMIT).await {
+                    let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+                    if !text.is_empty() {
+                        api_error.message = text;
+                    }
+                }
+            }
+            api_error
+        }
+    };
+    if status.is_server_error() {
+        let detail = parts
+            .extensions
+            .get::<ErrorDetail>()
+            .map_or("-", |d| d.0.as_str());
+        tracing::error!(status = status.as_u16(), request_id = ?request_id, detail, "server error");
+        api_error.request_id = request_id;
+    }
+    // Keep what the original said about itself (Allow, Retry-After, the request id), not what
+    // described its old body.
+    for name in [
+        header::CONTENT_TYPE,
+        header::CONTENT_LENGTH,
+        header::CONTENT_ENCODING,
+    ] {
+        parts.headers.remove(name);
+    }
+    let mut response = (status, Json(api_error)).into_response();
+    response.headers_mut().extend(parts.headers);
+    response
+}
+
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// A handler's last resort for unknown `/api` routes.
+pub async fn api_not_found() -> Error {
+    Error::NotFound
+}

@@ -1,0 +1,65 @@
+use shared::fleet::{GpuModel, NodePool};
+use sqlx::PgExecutor;
+
+pub async fn list_models(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<GpuModel>> {
+    sqlx::query_as!(
+        GpuModel,
+        "select name, vendor, mem_mib, mig_max_instances, price_cents_per_gpu_hour
+         from gpu_models order by name"
+    )
+    .fetch_all(db)
+    .await
+}
+
+pub async fn list_pools(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<NodePool>> {
+    sqlx::query_as!(
+        NodePool,
+        "select p.name, m.name as gpu_model, p.nodes, p.gpus_per_node
+         from node_pools p join gpu_models m on m.id = p.gpu_model_id
+         order by p.name"
+    )
+    .fetch_all(db)
+    .await
+}
+
+pub async fn count_models(db: impl PgExecutor<'_>) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(r#"select count(*) as "count!" from gpu_models"#)
+        .fetch_one(db)
+        .await
+}
+
+pub async fn lock_fleet(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
+    sqlx::query!("lock table gpu_models in share row exclusive mode")
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+pub async fn insert_model(db: impl PgExecutor<'_>, model: &GpuModel) -> sqlx::Result<()> {
+    sqlx::query!(
+        "insert into gpu_models (name, vendor, mem_mib, mig_max_instances, price_cents_per_gpu_hour)
+         values ($1, $2, $3, $4, $5)",
+        model.name,
+        model.vendor,
+        model.mem_mib,
+        model.mig_max_instances,
+        model.price_cents_per_gpu_hour,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub async fn insert_pool(db: impl PgExecutor<'_>, pool: &NodePool) -> sqlx::Result<()> {
+    sqlx::query!(
+        "insert into node_pools (name, gpu_model_id, nodes, gpus_per_node)
+         select $1, id, $3, $4 from gpu_models where name = $2",
+        pool.name,
+        pool.gpu_model,
+        pool.nodes,
+        pool.gpus_per_node,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}

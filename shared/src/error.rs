@@ -1,0 +1,192 @@
+//! The HTTP error contract: every non-2xx response of `/api` carries an [`ApiError`] body.
+//!
+//! Codes are stable strings (`not_found`, `invalid`, ...) that clients may match on; the
+//! message is for people. The HTTP status of each code is defined here, once.
+
+use serde::{Deserialize, Serialize};
+
+/// A stable, machine-readable error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The request is malformed (bad JSON, bad query string).
+    BadRequest,
+    /// The request is well-formed but some fields are wrong; see `fields`.
+    Invalid,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    Timeout,
+    Conflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    /// A dependency (the database, Prometheus, the cluster) cannot be reached right now.
+    Unavailable,
+    Internal,
+    /// A code this build does not know (sent by a newer server).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ErrorCode {
+    /// The HTTP status code that carries this error.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::BadRequest => 400,
+            Self::Unauthenticated => 401,
+            Self::Forbidden => 403,
+            Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::Timeout => 408,
+            Self::Conflict => 409,
+            Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::Invalid => 422,
+            Self::Unavailable => 503,
+            Self::Internal | Self::Unknown => 500,
+        }
+    }
+
+    /// The code for a bare HTTP status, for errors raised below the application (body limits,
+    /// timeouts, method routing) that arrive without a body of ours.
+    pub fn from_http_status(status: u16) -> Self {
+        match status {
+            400 => Self::BadRequest,
+            401 => Self::Unauthenticated,
+            403 => Self::Forbidden,
+            404 => Self::NotFound,
+            405 => Self::MethodNotAllowed,
+            408 => Self::Timeout,
+            409 => Self::Conflict,
+            413 => Self::PayloadTooLarge,
+            415 => Self::UnsupportedMediaType,
+            422 => Self::Invalid,
+            503 => Self::Unavailable,
+            _ => Self::Internal,
+        }
+    }
+
+    /// A default message a person can act on.
+    pub fn default_message(self) -> &'static str {
+        match self {
+            Self::BadRequest => "the request could not be read",
+            Self::Invalid => "some fields are invalid",
+            Self::Unauthenticated => "please log in",
+            Self::Forbidden => "you are not allowed to do this",
+            Self::NotFound => "no such resource",
+            Self::MethodNotAllowed => "this method is not allowed on this resource",
+            Self::Timeout => "the request took too long and was stopped",
+            Self::Conflict => "the resource changed or already exists",
+            Self::PayloadTooLarge => "the request body is too large",
+            Self::UnsupportedMediaType => "unsupported content type; send application/json",
+            Self::Unavailable => "a service this request needs is unavailable; try again shortly",
+            Self::Internal | Self::Unknown => "internal error",
+        }
+    }
+}
+
+/// One invalid field: a path into the request (`teams[2].workloads[0].gpus_per_job`) and the
+/// problem with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+/// The JSON body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FieldError>,
+    /// Set on 5xx responses so a person can quote it and an operator can find the log line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            fields: Vec::new(),
+            request_id: None,
+        }
+    }
+
+    /// An error with the code's default message.
+    pub fn from_code(code: ErrorCode) -> Self {
+        Self::new(code, code.default_message())
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        for field in &self.fields {
+            write!(f, "; {}: {}", field.path, field.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_its_status() {
+        let codes = [
+            ErrorCode::BadRequest,
+            ErrorCode::Invalid,
+            ErrorCode::Unauthenticated,
+            ErrorCode::Forbidden,
+            ErrorCode::NotFound,
+            ErrorCode::MethodNotAllowed,
+            ErrorCode::Timeout,
+            ErrorCode::Conflict,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::Unavailable,
+            ErrorCode::Internal,
+        ];
+        for code in codes {
+            assert_eq!(
+                ErrorCode::from_http_status(code.http_status()),
+                code,
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn wire_format_is_stable() {
+        let mut err = ApiError::new(ErrorCode::Invalid, "bad scenario");
+        err.fields.push(FieldError {
+            path: "fleet[0].count".into(),
+            message: "must be > 0".into(),
+        });
+        let json = serde_json::to_string(&err).expect("serialises");
+        assert_eq!(
+            json,
+            r#"{"code":"invalid","message":"bad scenario","fields":[{"path":"fleet[0].count","message":"must be > 0"}]}"#
+        );
+        let plain = serde_json::to_string(&ApiError::from_code(ErrorCode::NotFound)).expect("ok");
+        assert_eq!(
+            plain,
+            r#"{"code":"not_found","message":"no such resource"}"#
+        );
+    }
+
+    #[test]
+    fn unknown_codes_from_a_newer_server_still_decode() {
+        let err: ApiError =
+            serde_json::from_str(r#"{"code":"quota_exhausted","message":"m"}"#).expect("decodes");
+        assert_eq!(err.code, ErrorCode::Unknown);
+        assert_eq!(err.code.http_status(), 500);
+    }
+}

@@ -1,0 +1,10 @@
+//! gpufleet's pure domain, shared by the backend, the browser (wasm32) and the CLI.
+//!
+//! Invariants: no I/O, no clocks, no randomness, no environment. Callers pass `now`, seeds and
+//! ids. Units are in names (`mem_mib`, `price_cents_per_gpu_hour`); money is integer cents.
+
+pub mod error;
+pub mod fleet;
+pub mod health;
+
+pub use error::{ApiError, ErrorCode, FieldError};

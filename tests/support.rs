@@ -1,0 +1,181 @@
+//! Helpers for the end-to-end tests: the real server on a free port, and headless Chromium
+//! driven through ChromeDriver (WebDriver). Anything missing fails loudly with what to install.
+
+use std::{
+    net::{SocketAddr, TcpListener as StdListener},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use backend::{AppState, config::HttpSettings};
+use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
+use hyper_util::client::legacy::connect::HttpConnector;
+use sqlx::PgPool;
+use tokio::sync::oneshot;
+
+/// The repository root (this crate lives in `tests/`).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The running console: stops when dropped.
+pub struct Server {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Server {
+    /// Serves the built console from `public/` against `pool` on a free loopback port.
+    pub async fn start(pool: PgPool) -> Self {
+        let public_dir = repo_root().join("public");
+        let wasm = public_dir.join("pkg/gpufleet_bg.wasm");
+        assert!(
+            wasm.exists(),
+            "{} is missing: build the frontend first (./dev test does)",
+            wasm.display()
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let router = backend::app(
+            AppState::new(pool),
+            &HttpSettings {
+                public_dir,
+                ..Default::default()
+            },
+        );
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(backend::serve(listener, router, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            addr,
+            stop: Some(stop),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Headless Chromium behind its own ChromeDriver, with a fresh profile.
+pub struct Browser {
+    pub client: Client,
+    driver: Child,
+    profile: PathBuf,
+}
+
+fn executable(env: &str, default: &str) -> String {
+    let path = std::env::var(env).unwrap_or_else(|_| default.to_owned());
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} is missing: install Debian's chromium and chromium-driver (./dev test does), or set {env}"
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+impl Browser {
+    pub async fn start() -> Self {
+        let chromium = executable("CHROMIUM", "/usr/bin/chromium");
+        let chromedriver = executable("CHROMEDRIVER", "/usr/bin/chromedriver");
+        let port = free_port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let profile =
+            std::env::temp_dir().join(format!("gpufleet-chromium-{}-{port}", std::process::id()));
+        let capabilities = serde_json::json!({
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--window-size=1280,900",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            }
+        });
+        let serde_json::Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        let client = loop {
+            match ClientBuilder::new(HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => break client,
+                Err(err) if started.elapsed() < Duration::from_secs(20) => {
+                    let _ = err;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(err) => panic!("cannot start headless Chromium through ChromeDriver: {err}"),
+            }
+        };
+        Self {
+            client,
+            driver,
+            profile,
+        }
+    }
+
+    /// Waits for the element, then for its text to contain `text`.
+    pub async fn wait_for_text(&self, css: &str, text: &str) -> Element {
+        let started = Instant::now();
+        loop {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                if let Ok(got) = element.text().await {
+                    if got.contains(text) {
+                        return element;
+                    }
+                }
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let page = self.client.source().await.unwrap_or_default();
+                panic!("no `{css}` containing {text:?} after 30 s; the page was:\n{page}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Saves a PNG of the viewport under `target/e2e/` for people to look at.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.client.screenshot().await.expect("screenshot");
+        let dir = repo_root().join("target/e2e");
+        std::fs::create_dir_all(&dir).expect("target/e2e");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("write screenshot");
+        path
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
