@@ -147,12 +147,11 @@ impl Browser {
     pub async fn wait_for_text(&self, css: &str, text: &str) -> Element {
         let started = Instant::now();
         loop {
-            if let Ok(element) = self.client.find(Locator::Css(css)).await {
-                if let Ok(got) = element.text().await {
-                    if got.contains(text) {
-                        return element;
-                    }
-                }
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && let Ok(got) = element.text().await
+                && got.contains(text)
+            {
+                return element;
             }
             if started.elapsed() > Duration::from_secs(30) {
                 let page = self.client.source().await.unwrap_or_default();

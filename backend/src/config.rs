@@ -95,10 +95,10 @@ pub fn redact_url(url: &str) -> String {
         None => (rest, ""),
     };
     let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{user}:***@{host}")
-        }
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
         None => authority.to_owned(),
     };
     let tail = tail.split('?').next().unwrap_or_default();
@@ -116,7 +116,8 @@ mod tests {
                 "postgres://u:secret@h:5432/db",
                 "postgres://u:***@h:5432/db",
             ),
-            ("postgres://u@h/db?password=secret", "postgres://u:***@h/db"),
+            ("postgres://u@h/db?password=secret", "postgres://u@h/db"),
+            ("postgres://u:p@ss@h/db", "postgres://u:***@h/db"),
             ("postgres://h:1/db?sslmode=require", "postgres://h:1/db"),
             ("postgres:///db?host=/tmp", "postgres:///db"),
             ("nonsense", "<unparsable database url>"),

@@ -94,12 +94,12 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
             let code = ErrorCode::from_http_status(status.as_u16());
             let mut api_error = ApiError::from_code(code);
             // Extractor rejections (bad JSON, wrong content type) explain themselves well.
-            if matches!(status.as_u16(), 400 | 415 | 422) {
-                if let Ok(bytes) = to_bytes(body, REJECTION_TEXT_LIMIT).await {
-                    let text = String::from_utf8_lossy(&bytes).trim().to_owned();
-                    if !text.is_empty() {
-                        api_error.message = text;
-                    }
+            if matches!(status.as_u16(), 400 | 415 | 422)
+                && let Ok(bytes) = to_bytes(body, REJECTION_TEXT_LIMIT).await
+            {
+                let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+                if !text.is_empty() {
+                    api_error.message = text;
                 }
             }
             api_error

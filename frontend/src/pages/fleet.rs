@@ -48,7 +48,10 @@ fn FleetTables(fleet: Fleet) -> impl IntoView {
         <div id="fleet-chart" class="chart" node_ref=chart></div>
         <table>
             <thead>
-                <tr><th>"Pool"</th><th>"GPU model"</th><th>"Nodes"</th><th>"GPUs per node"</th><th>"GPUs"</th></tr>
+                <tr>
+                    <th>"Pool"</th><th>"GPU model"</th><th class="num">"Nodes"</th>
+                    <th class="num">"GPUs per node"</th><th class="num">"GPUs"</th>
+                </tr>
             </thead>
             <tbody>
                 {fleet
@@ -70,7 +73,11 @@ fn FleetTables(fleet: Fleet) -> impl IntoView {
         </table>
         <table>
             <thead>
-                <tr><th>"GPU model"</th><th>"Memory (GiB)"</th><th>"MIG instances"</th><th>"$ per GPU-hour"</th><th>"GPUs"</th><th>"$ per hour"</th></tr>
+                <tr>
+                    <th>"GPU model"</th><th class="num">"Memory (GiB)"</th>
+                    <th class="num">"MIG instances"</th><th class="num">"$ per GPU-hour"</th>
+                    <th class="num">"GPUs"</th><th class="num">"$ per hour"</th>
+                </tr>
             </thead>
             <tbody>
                 {fleet

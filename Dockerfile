@@ -1,0 +1,16 @@
+# The console as one image: `docker compose up` (see docker-compose.yml).
+FROM rust:1.95-bookworm AS build
+RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN ./dev build
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/target/release/gpufleet /usr/local/bin/gpufleet
+COPY --from=build /src/public /srv/gpufleet/public
+ENV GPUFLEET_PUBLIC_DIR=/srv/gpufleet/public GPUFLEET_LISTEN=0.0.0.0:8080
+EXPOSE 8080
+USER nobody
+ENTRYPOINT ["gpufleet"]
+CMD ["serve"]
