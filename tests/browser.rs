@@ -3,11 +3,70 @@
 
 use fantoccini::Locator;
 use gpufleet_e2e::{Browser, Server};
+use shared::auth::{NewUser, Role};
 use sqlx::PgPool;
+
+const PASSWORD: &str = "browser test password";
+
+async fn user(pool: &PgPool, username: &str, role: Role) {
+    let new = NewUser {
+        username: username.into(),
+        display_name: format!("{username} {}", role.as_str()),
+        password: PASSWORD.into(),
+        roles: vec![role],
+        teams: Vec::new(),
+    };
+    backend::accounts::insert_user(pool, &new)
+        .await
+        .expect("user");
+}
+
+async fn log_in(browser: &Browser, username: &str, password: &str) {
+    browser
+        .wait_for_text("[data-test=login-form]", "Log in")
+        .await;
+    let form = browser
+        .client
+        .find(Locator::Css("[data-test=login-form]"))
+        .await
+        .expect("form");
+    form.find(Locator::Css("input[name=username]"))
+        .await
+        .expect("field")
+        .send_keys(username)
+        .await
+        .expect("type");
+    form.find(Locator::Css("input[name=password]"))
+        .await
+        .expect("field")
+        .send_keys(password)
+        .await
+        .expect("type");
+    form.find(Locator::Css("button[type=submit]"))
+        .await
+        .expect("button")
+        .click()
+        .await
+        .expect("click");
+}
+
+async fn nav_titles(browser: &Browser) -> Vec<String> {
+    let links = browser
+        .client
+        .find_all(Locator::Css("[data-test=nav] a"))
+        .await
+        .expect("links");
+    let mut titles = Vec::new();
+    for link in links {
+        titles.push(link.text().await.expect("text"));
+    }
+    titles
+}
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "ada", Role::Admin).await;
     let server = Server::start(pool).await;
     let browser = Browser::start().await;
 
@@ -16,6 +75,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .goto(&server.url("/"))
         .await
         .expect("open the console");
+    log_in(&browser, "ada", PASSWORD).await;
     // The WASM app rendered and the health round trip reached the database.
     let health = browser
         .wait_for_text("[data-test=health-status]", "database up")
@@ -56,5 +116,93 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .expect("click");
     browser.wait_for_text(".notyet", "Not built yet").await;
 
+    browser.close().await;
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
+    let people = [
+        ("rita", Role::Requester, vec!["Quotas", "Fleet"]),
+        (
+            "alex",
+            Role::Approver,
+            vec!["Plan", "Quotas", "Chargeback", "Fleet"],
+        ),
+        ("fiona", Role::Finance, vec!["Chargeback", "Fleet"]),
+        (
+            "ada",
+            Role::Admin,
+            vec!["Plan", "Quotas", "Chargeback", "Fleet", "Admin"],
+        ),
+    ];
+    for (name, role, _) in &people {
+        user(&pool, name, *role).await;
+    }
+    let server = Server::start(pool).await;
+    let browser = Browser::start().await;
+    browser
+        .client
+        .goto(&server.url("/"))
+        .await
+        .expect("open the console");
+
+    // A wrong password is refused in words, and nothing else shows.
+    log_in(&browser, "rita", "not the password").await;
+    browser
+        .wait_for_text(".error", "wrong username or password")
+        .await;
+    browser.client.goto(&server.url("/")).await.expect("reload");
+
+    for (name, role, want) in &people {
+        log_in(&browser, name, PASSWORD).await;
+        browser
+            .wait_for_text("[data-test=user-roles]", role.as_str())
+            .await;
+        assert_eq!(nav_titles(&browser).await, *want, "{name}");
+        if *role == Role::Admin {
+            browser
+                .client
+                .find(Locator::LinkText("Admin"))
+                .await
+                .expect("nav link")
+                .click()
+                .await
+                .expect("click");
+            browser
+                .wait_for_text("[data-test=user-rita]", "requester")
+                .await;
+            browser.screenshot("console-admin").await;
+        } else {
+            // A page outside the role, opened by its address, shows no data.
+            browser
+                .client
+                .goto(&server.url("/admin"))
+                .await
+                .expect("open /admin");
+            browser
+                .wait_for_text("main", "You do not have access to this page.")
+                .await;
+        }
+        browser
+            .client
+            .find(Locator::Css("[data-test=logout]"))
+            .await
+            .expect("button")
+            .click()
+            .await
+            .expect("click");
+        browser
+            .wait_for_text("[data-test=login-form]", "Log in")
+            .await;
+        // Logged out for real: a reload stays on the log-in page.
+        browser
+            .client
+            .goto(&server.url("/fleet"))
+            .await
+            .expect("reload");
+        browser
+            .wait_for_text("[data-test=login-form]", "Log in")
+            .await;
+    }
     browser.close().await;
 }

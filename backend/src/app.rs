@@ -1,13 +1,15 @@
 //! Application state, the router with its layers, and serving with graceful shutdown.
 
-use std::{future::Future, io, path::Path, sync::Arc};
+use std::{future::Future, io, net::SocketAddr, path::Path, sync::Arc};
 
 use axum::{
     Router,
     extract::{DefaultBodyLimit, Request},
-    http::{HeaderName, HeaderValue, StatusCode, Uri, header},
-    middleware,
+    handler::Handler,
+    http::{HeaderName, HeaderValue, Method, StatusCode, Uri, header},
+    middleware::{self, Next},
     response::{Html, IntoResponse, Response},
+    routing::{MethodFilter, on},
 };
 use sqlx::PgPool;
 use tokio::net::TcpListener;
@@ -21,28 +23,111 @@ use tower_http::{
     trace::TraceLayer,
 };
 
-use crate::{config::HttpSettings, error, fleet, health};
+use crate::{
+    accounts,
+    auth::{self, Access, AuthSettings},
+    config::HttpSettings,
+    error, fleet, health,
+};
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
+    pub auth: Arc<AuthSettings>,
 }
 
 impl AppState {
+    /// State with the default auth settings (sessions only, no auth proxy).
     pub fn new(pool: PgPool) -> Self {
-        Self { pool }
+        Self::with_auth(pool, AuthSettings::default())
     }
+
+    pub fn with_auth(pool: PgPool, auth: AuthSettings) -> Self {
+        Self {
+            pool,
+            auth: Arc::new(auth),
+        }
+    }
+}
+
+/// One `/api` route and what it needs from the caller.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub method: Method,
+    /// Relative to `/api`, with axum's `{param}` placeholders.
+    pub path: &'static str,
+    pub access: Access,
+}
+
+/// The `/api` router, built so that every route carries its [`Access`] rule: the only way to
+/// add a route is [`Api::route`], which installs the check and records the rule for the
+/// authorisation tests.
+#[derive(Default)]
+pub struct Api {
+    router: Router<AppState>,
+    rules: Vec<Rule>,
+}
+
+impl Api {
+    pub fn route<H, T>(
+        mut self,
+        method: Method,
+        path: &'static str,
+        access: Access,
+        handler: H,
+    ) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        let filter = MethodFilter::try_from(method.clone())
+            .unwrap_or_else(|_| panic!("{method} {path}: not a routable method"));
+        let check = middleware::from_fn(move |request: Request, next: Next| {
+            auth::authorize(access, request, next)
+        });
+        self.router = self
+            .router
+            .route(path, on(filter, handler).route_layer(check));
+        self.rules.push(Rule {
+            method,
+            path,
+            access,
+        });
+        self
+    }
+
+    pub fn merge(mut self, other: Api) -> Self {
+        self.router = self.router.merge(other.router);
+        self.rules.extend(other.rules);
+        self
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+}
+
+/// Every `/api` route of the product.
+pub fn api() -> Api {
+    Api::default()
+        .merge(health::api())
+        .merge(auth::api())
+        .merge(accounts::api())
+        .merge(fleet::api())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole HTTP surface: `/api/*` and the console's static files.
 pub fn app(state: AppState, settings: &HttpSettings) -> Router {
-    let api = Router::new()
-        .merge(health::router())
-        .merge(fleet::router())
+    let api = api()
+        .router
         .fallback(error::api_not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::identify,
+        ))
         .with_state(state);
 
     let index = Arc::new(settings.public_dir.join("index.html"));
@@ -102,7 +187,8 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    axum::serve(listener, router)
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, service)
         .with_graceful_shutdown(shutdown)
         .await
 }

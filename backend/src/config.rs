@@ -5,6 +5,8 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::auth::{AuthSettings, ProxySettings, parse_networks, parse_role_groups};
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gpufleet",
@@ -22,8 +24,57 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply the database migrations, then exit.
     Migrate(DbArgs),
-    /// Load the demo fleet into an empty database (does nothing when a fleet exists).
-    Demo(DbArgs),
+    /// Load the demo fleet, teams and one user per role into an empty database.
+    Demo(DemoArgs),
+    /// Manage users: create the first admin, reset a password, list users.
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Also write the demo users' passwords to this file (mode 600) when they are created.
+    #[arg(long)]
+    pub credentials_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user. Without --password-stdin a random password is generated and printed once.
+    Create {
+        #[command(flatten)]
+        db: DbArgs,
+        username: String,
+        /// Give the admin role (for the first admin of a new install).
+        #[arg(long)]
+        admin: bool,
+        /// Roles to give: requester, approver, finance, admin (repeat the flag).
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// Teams to join (repeat the flag).
+        #[arg(long = "team")]
+        teams: Vec<String>,
+        #[arg(long, default_value = "")]
+        display_name: String,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Set a new password (random unless --password-stdin) and end the user's sessions.
+    ResetPassword {
+        #[command(flatten)]
+        db: DbArgs,
+        username: String,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// List users with their roles and teams.
+    List {
+        #[command(flatten)]
+        db: DbArgs,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -55,6 +106,71 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes (413 above it).
     #[arg(long, env = "GPUFLEET_BODY_LIMIT_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub body_limit_bytes: usize,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AuthArgs {
+    /// Minutes without a request after which a session ends.
+    #[arg(long, env = "GPUFLEET_SESSION_IDLE_MIN", default_value_t = 30)]
+    pub session_idle_min: u64,
+    /// Hours after log-in at which a session ends, however active.
+    #[arg(long, env = "GPUFLEET_SESSION_ABSOLUTE_H", default_value_t = 12)]
+    pub session_absolute_h: u64,
+    /// Always mark the session cookie Secure (it is when a trusted proxy forwards https).
+    #[arg(long, env = "GPUFLEET_SECURE_COOKIES", default_value_t = false)]
+    pub secure_cookies: bool,
+    /// Trust X-Forwarded-User/-Groups from the proxies in --trusted-proxies (e.g. oauth2-proxy).
+    #[arg(long, env = "GPUFLEET_AUTH_PROXY", default_value_t = false)]
+    pub auth_proxy: bool,
+    /// Proxy addresses or networks, comma-separated (e.g. 10.0.0.5,10.1.0.0/16).
+    #[arg(long, env = "GPUFLEET_TRUSTED_PROXIES", default_value = "")]
+    pub trusted_proxies: String,
+    /// How proxy groups map to roles: role=group pairs, comma-separated.
+    #[arg(
+        long,
+        env = "GPUFLEET_PROXY_ROLE_GROUPS",
+        default_value = "requester=gpufleet-requesters,approver=gpufleet-approvers,finance=gpufleet-finance,admin=gpufleet-admins"
+    )]
+    pub proxy_role_groups: String,
+    /// Proxy groups named <prefix><team> make their members members of the team.
+    #[arg(
+        long,
+        env = "GPUFLEET_PROXY_TEAM_GROUP_PREFIX",
+        default_value = "gpufleet-team-"
+    )]
+    pub proxy_team_group_prefix: String,
+}
+
+impl AuthArgs {
+    pub fn settings(&self) -> Result<AuthSettings, String> {
+        let trusted_proxies = parse_networks(&self.trusted_proxies)?;
+        if self.auth_proxy && trusted_proxies.is_empty() {
+            return Err(
+                "--auth-proxy needs --trusted-proxies (GPUFLEET_TRUSTED_PROXIES)".to_owned(),
+            );
+        }
+        let proxy = if self.auth_proxy {
+            Some(ProxySettings {
+                role_groups: parse_role_groups(&self.proxy_role_groups)?,
+                team_group_prefix: self.proxy_team_group_prefix.clone(),
+            })
+        } else {
+            None
+        };
+        if self.session_idle_min == 0 || self.session_absolute_h == 0 {
+            return Err("session lifetimes must be positive".to_owned());
+        }
+        Ok(AuthSettings {
+            session_idle: Duration::from_secs(self.session_idle_min * 60),
+            session_absolute: Duration::from_secs(self.session_absolute_h * 3600),
+            secure_cookies: self.secure_cookies,
+            trusted_proxies,
+            proxy,
+            ..AuthSettings::default()
+        })
+    }
 }
 
 /// What the HTTP layer needs, apart from state. Tests build it directly.

@@ -20,6 +20,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(&'static str),
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    #[error("too many requests")]
+    TooManyRequests { retry_after_s: u64 },
+    #[error("a dependency is unavailable")]
+    Unavailable,
     #[error("not found")]
     NotFound,
     #[error("invalid input")]
@@ -35,6 +43,13 @@ pub enum Error {
 impl Error {
     fn to_api_error(&self) -> ApiError {
         match self {
+            Self::Unauthenticated(message) => ApiError::new(ErrorCode::Unauthenticated, *message),
+            Self::Forbidden(message) => ApiError::new(ErrorCode::Forbidden, *message),
+            Self::TooManyRequests { .. } => ApiError::new(
+                ErrorCode::TooManyRequests,
+                "too many failed log-ins; wait a few minutes and try again",
+            ),
+            Self::Unavailable => ApiError::from_code(ErrorCode::Unavailable),
             Self::NotFound => ApiError::from_code(ErrorCode::NotFound),
             Self::Invalid(fields) => ApiError {
                 fields: fields.clone(),
@@ -63,6 +78,11 @@ impl IntoResponse for Error {
         let mut response = StatusCode::from_u16(body.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             .into_response();
+        if let Self::TooManyRequests { retry_after_s } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, retry_after_s.into());
+        }
         response
             .extensions_mut()
             .insert(ErrorDetail(self.to_string()));

@@ -3,14 +3,18 @@
 
 mod db;
 
-use axum::{Json, Router, extract::State, routing::get};
+use axum::{Json, extract::State, http::Method};
 use shared::fleet::{Fleet, GpuModel, NodePool};
 use sqlx::PgPool;
 
-use crate::{app::AppState, error::Result};
+use crate::{
+    app::{Api, AppState},
+    auth::Access,
+    error::Result,
+};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/fleet", get(get_fleet))
+pub fn api() -> Api {
+    Api::default().route(Method::GET, "/fleet", Access::SignedIn, get_fleet)
 }
 
 async fn get_fleet(State(state): State<AppState>) -> Result<Json<Fleet>> {

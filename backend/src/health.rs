@@ -5,16 +5,23 @@ mod db;
 
 use std::time::{Duration, Instant};
 
-use axum::{Json, Router, extract::State, http::StatusCode, routing::get};
+use axum::{
+    Json,
+    extract::State,
+    http::{Method, StatusCode},
+};
 use shared::health::{BuildInfo, DatabaseHealth, DatabaseStatus, Health, Status};
 
-use crate::app::AppState;
+use crate::{
+    app::{Api, AppState},
+    auth::Access,
+};
 
 /// How long the health check waits for the database before calling it down.
 const DB_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/health", get(get_health))
+pub fn api() -> Api {
+    Api::default().route(Method::GET, "/health", Access::Public, get_health)
 }
 
 /// The facts compiled into this binary.

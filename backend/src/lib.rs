@@ -1,6 +1,8 @@
 //! gpufleet's server and CLI as a library, so tests drive the same router the binary serves.
 
+pub mod accounts;
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod error;
 pub mod fleet;

@@ -1,12 +1,18 @@
-//! `gpufleet`: wires config → logging → pool → migrations → serve. Everything else is library.
+//! `gpufleet`: wires config → logging → pool → migrations → serve, and the admin CLI.
+//! Everything else is library code.
+#![allow(clippy::print_stdout)] // a CLI prints
+
+use std::io::BufRead;
 
 use anyhow::Context;
 use backend::{
-    MIGRATOR, app, config,
-    config::{Cli, Command, HttpSettings},
+    MIGRATOR, accounts, app,
+    auth::password,
+    config::{self, Cli, Command, HttpSettings, UserCommand},
     fleet::{self, DemoLoad},
 };
 use clap::Parser;
+use shared::auth::{NewUser, Role};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -15,10 +21,12 @@ async fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,sqlx=warn,tower_http=info".into()),
         )
+        .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {
+            let auth = args.auth.settings().map_err(anyhow::Error::msg)?;
             let pool = migrated_pool(&args.db).await?;
             let listener = tokio::net::TcpListener::bind(args.listen)
                 .await
@@ -27,9 +35,10 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!(
                 url = %format!("http://{}", listener.local_addr()?),
                 public_dir = %settings.public_dir.display(),
+                auth_proxy = auth.proxy.is_some(),
                 "serving the console"
             );
-            let router = app(app::AppState::new(pool.clone()), &settings);
+            let router = app(app::AppState::with_auth(pool.clone(), auth), &settings);
             app::serve(listener, router, app::shutdown_signal()).await?;
             pool.close().await;
             tracing::info!("stopped");
@@ -38,17 +47,153 @@ async fn main() -> anyhow::Result<()> {
             migrated_pool(&args).await?.close().await;
         }
         Command::Demo(args) => {
-            let pool = migrated_pool(&args).await?;
+            let pool = migrated_pool(&args.db).await?;
             match fleet::load_demo(&pool)
                 .await
                 .context("loading the demo fleet")?
             {
                 DemoLoad::Loaded { gpus } => tracing::info!(gpus, "loaded the demo fleet"),
-                DemoLoad::AlreadyHasFleet => tracing::info!("a fleet exists; demo not loaded"),
+                DemoLoad::AlreadyHasFleet => {
+                    tracing::info!("a fleet exists; demo fleet not loaded")
+                }
+            }
+            match accounts::load_demo(&pool)
+                .await
+                .context("creating the demo users")?
+            {
+                Some(credentials) => {
+                    let text: String = credentials
+                        .iter()
+                        .map(|(who, password)| format!("{who:<20} {password}\n"))
+                        .collect();
+                    println!(
+                        "Demo users (shown once; reset with `gpufleet user reset-password NAME`):\n{text}"
+                    );
+                    if let Some(path) = &args.credentials_file {
+                        write_private(path, &text)?;
+                    }
+                }
+                None => tracing::info!("users exist; demo users not created"),
             }
             pool.close().await;
         }
+        Command::User(command) => user(command).await?,
     }
+    Ok(())
+}
+
+async fn user(command: UserCommand) -> anyhow::Result<()> {
+    match command {
+        UserCommand::Create {
+            db,
+            username,
+            admin,
+            roles,
+            teams,
+            display_name,
+            password_stdin,
+        } => {
+            let mut parsed = roles
+                .iter()
+                .map(|r| {
+                    Role::parse(r).with_context(|| {
+                        format!("{r:?} is not a role (requester, approver, finance, admin)")
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            if admin {
+                parsed.push(Role::Admin);
+            }
+            let (password, generated) = password_from(password_stdin)?;
+            let pool = migrated_pool(&db).await?;
+            let new = NewUser {
+                username,
+                display_name,
+                password: password.clone(),
+                roles: parsed,
+                teams,
+            };
+            let user = accounts::insert_user(&pool, &new).await.map_err(explain)?;
+            let roles: Vec<&str> = user.roles.iter().map(|r| r.as_str()).collect();
+            println!(
+                "created {} with roles [{}]",
+                user.username,
+                roles.join(", ")
+            );
+            if generated {
+                println!("password (shown once): {password}");
+            }
+        }
+        UserCommand::ResetPassword {
+            db,
+            username,
+            password_stdin,
+        } => {
+            let (password, generated) = password_from(password_stdin)?;
+            let pool = migrated_pool(&db).await?;
+            accounts::set_password(&pool, &username, &password)
+                .await
+                .map_err(explain)?;
+            println!("password of {username} reset; their sessions ended");
+            if generated {
+                println!("password (shown once): {password}");
+            }
+        }
+        UserCommand::List { db } => {
+            let pool = migrated_pool(&db).await?;
+            let users = accounts::db::list_users(&pool).await?;
+            println!("{:<24} {:<32} {:<24} status", "username", "roles", "teams");
+            for user in users {
+                println!(
+                    "{:<24} {:<32} {:<24} {}",
+                    user.username,
+                    user.roles.join(","),
+                    user.teams.join(","),
+                    if user.disabled { "disabled" } else { "active" }
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The password from stdin's first line, or a generated one (`true`).
+fn password_from(stdin: bool) -> anyhow::Result<(String, bool)> {
+    if !stdin {
+        return Ok((password::generate(), true));
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("reading the password from stdin")?;
+    Ok((line.trim_end_matches(['\n', '\r']).to_owned(), false))
+}
+
+/// Turns API errors into CLI messages that name the field and the problem.
+fn explain(err: backend::error::Error) -> anyhow::Error {
+    match err {
+        backend::error::Error::Invalid(fields) => {
+            let lines: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{}: {}", f.path, f.message))
+                .collect();
+            anyhow::anyhow!("invalid input: {}", lines.join("; "))
+        }
+        other => anyhow::anyhow!("{other}"),
+    }
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(text.as_bytes())?;
     Ok(())
 }
 
@@ -60,6 +205,6 @@ async fn migrated_pool(args: &config::DbArgs) -> anyhow::Result<sqlx::PgPool> {
         .run(&pool)
         .await
         .with_context(|| format!("cannot apply migrations to {redacted}"))?;
-    tracing::info!(database = %redacted, "migrations applied");
+    tracing::debug!(database = %redacted, "migrations applied");
     Ok(pool)
 }

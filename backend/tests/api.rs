@@ -1,60 +1,31 @@
 //! The HTTP contract, driven through the real router against a real PostgreSQL (one fresh,
 //! migrated database per test, from `#[sqlx::test]`; DATABASE_URL names the server).
 
-use std::{path::PathBuf, time::Duration};
+mod common;
 
 use axum::{
     Router,
     body::Body,
-    http::{Request, StatusCode, header},
+    http::{Method, Request, StatusCode, header},
 };
 use backend::{
     AppState, app,
     config::HttpSettings,
     fleet::{self, DemoLoad},
 };
+use common::{dead_pool, login, public_fixture, request, router, send, user};
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 use shared::{
     ApiError, ErrorCode,
+    auth::Role,
     fleet::Fleet,
     health::{DatabaseStatus, Health, Status},
 };
-use sqlx::{PgPool, postgres::PgPoolOptions};
+use sqlx::PgPool;
 use tower::ServiceExt;
 
-fn router(pool: PgPool) -> Router {
-    app(
-        AppState::new(pool),
-        &HttpSettings {
-            public_dir: public_fixture(),
-            ..Default::default()
-        },
-    )
-}
-
-/// A pool whose server is a closed loopback port: the database is down.
-fn dead_pool() -> PgPool {
-    PgPoolOptions::new()
-        .acquire_timeout(Duration::from_secs(1))
-        .connect_lazy("postgres://gpufleet:hunter2@127.0.0.1:1/gpufleet")
-        .expect("a well-formed url")
-}
-
-/// A public/ folder with a known index.html, so static routing is tested apart from the build.
-fn public_fixture() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpufleet-public-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("pkg")).expect("temp dir");
-    std::fs::write(
-        dir.join("index.html"),
-        "<!doctype html><title>gpufleet test</title>",
-    )
-    .expect("write index");
-    std::fs::write(dir.join("pkg/app.js"), "export default 1;").expect("write js");
-    dir
-}
-
-async fn send(
+async fn send_raw(
     router: Router,
     request: Request<Body>,
 ) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
@@ -93,7 +64,7 @@ fn assert_json(headers: &axum::http::HeaderMap) {
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn health_is_ok_with_build_facts_and_schema_version(pool: PgPool) {
-    let (status, headers, body) = send(router(pool), get("/api/health")).await;
+    let (status, headers, body) = send_raw(router(pool), get("/api/health")).await;
     assert_eq!(status, StatusCode::OK);
     assert_json(&headers);
     let health: Health = decode(&body);
@@ -116,7 +87,7 @@ async fn health_is_ok_with_build_facts_and_schema_version(pool: PgPool) {
 async fn health_reports_a_dead_database_clearly_and_the_server_keeps_serving() {
     let router = router(dead_pool());
     for _ in 0..2 {
-        let (status, headers, body) = send(router.clone(), get("/api/health")).await;
+        let (status, headers, body) = send_raw(router.clone(), get("/api/health")).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert_json(&headers);
         let health: Health = decode(&body);
@@ -136,7 +107,12 @@ async fn health_reports_a_dead_database_clearly_and_the_server_keeps_serving() {
 
 #[tokio::test]
 async fn a_dead_database_is_a_503_with_a_request_id_and_no_internals() {
-    let (status, headers, body) = send(router(dead_pool()), get("/api/fleet")).await;
+    // A session cookie makes the server look the caller up in the (dead) database.
+    let request = Request::get("/api/fleet")
+        .header(header::COOKIE, "gpufleet_session=0123")
+        .body(Body::empty())
+        .expect("request");
+    let (status, headers, body) = send_raw(router(dead_pool()), request).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_json(&headers);
     let err: ApiError = decode(&body);
@@ -153,7 +129,7 @@ async fn a_dead_database_is_a_503_with_a_request_id_and_no_internals() {
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn unknown_api_routes_are_404_json(pool: PgPool) {
     for uri in ["/api/nope", "/api/", "/api/health/extra"] {
-        let (status, headers, body) = send(router(pool.clone()), get(uri)).await;
+        let (status, headers, body) = send_raw(router(pool.clone()), get(uri)).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
         assert_json(&headers);
         let err: ApiError = decode(&body);
@@ -167,7 +143,7 @@ async fn wrong_methods_are_405_json_with_allow(pool: PgPool) {
     let request = Request::post("/api/health")
         .body(Body::empty())
         .expect("request");
-    let (status, headers, body) = send(router(pool), request).await;
+    let (status, headers, body) = send_raw(router(pool), request).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert_json(&headers);
     assert!(headers.contains_key(header::ALLOW));
@@ -187,7 +163,7 @@ async fn oversized_bodies_are_413_json(pool: PgPool) {
         .header(header::CONTENT_LENGTH, 4096)
         .body(Body::from(vec![b' '; 4096]))
         .expect("request");
-    let (status, headers, body) = send(router, request).await;
+    let (status, headers, body) = send_raw(router, request).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_json(&headers);
     let err: ApiError = decode(&body);
@@ -197,8 +173,15 @@ async fn oversized_bodies_are_413_json(pool: PgPool) {
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_demo_fleet_loads_once_into_an_empty_database(pool: PgPool) {
-    let (_, _, body) = send(router(pool.clone()), get("/api/fleet")).await;
-    assert_eq!(decode::<Fleet>(&body), Fleet::default());
+    user(&pool, "viewer", &[Role::Finance], &[]).await;
+    let router = router(pool.clone());
+    let session = login(&router, "viewer", common::PASSWORD).await;
+    let reply = send(
+        &router,
+        request(Method::GET, "/api/fleet", Some(&session), None),
+    )
+    .await;
+    assert_eq!(reply.json::<Fleet>(), Fleet::default());
 
     let want = fleet::demo_fleet();
     assert_eq!(
@@ -210,9 +193,13 @@ async fn the_demo_fleet_loads_once_into_an_empty_database(pool: PgPool) {
         DemoLoad::AlreadyHasFleet
     );
 
-    let (status, _, body) = send(router(pool), get("/api/fleet")).await;
-    assert_eq!(status, StatusCode::OK);
-    let got: Fleet = decode(&body);
+    let reply = send(
+        &router,
+        request(Method::GET, "/api/fleet", Some(&session), None),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let got: Fleet = reply.json();
     assert_eq!(got.total_gpus(), 192);
     let mut want_models = want.models.clone();
     want_models.sort_by(|a, b| a.name.cmp(&b.name));
@@ -225,7 +212,7 @@ async fn the_demo_fleet_loads_once_into_an_empty_database(pool: PgPool) {
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_console_is_served_with_client_routes_but_missing_assets_stay_404(pool: PgPool) {
     for uri in ["/", "/fleet", "/plan/anything"] {
-        let (status, headers, body) = send(router(pool.clone()), get(uri)).await;
+        let (status, headers, body) = send_raw(router(pool.clone()), get(uri)).await;
         assert_eq!(status, StatusCode::OK, "{uri}");
         assert!(
             String::from_utf8_lossy(&body).contains("gpufleet test"),
@@ -236,10 +223,10 @@ async fn the_console_is_served_with_client_routes_but_missing_assets_stay_404(po
             Some(&b"no-cache"[..])
         );
     }
-    let (status, _, body) = send(router(pool.clone()), get("/pkg/app.js")).await;
+    let (status, _, body) = send_raw(router(pool.clone()), get("/pkg/app.js")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, b"export default 1;");
-    let (status, headers, _) = send(router(pool), get("/pkg/missing.js")).await;
+    let (status, headers, _) = send_raw(router(pool), get("/pkg/missing.js")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_json(&headers);
 }
@@ -250,7 +237,7 @@ async fn responses_are_compressed_when_asked(pool: PgPool) {
         .header(header::ACCEPT_ENCODING, "gzip")
         .body(Body::empty())
         .expect("request");
-    let (status, headers, _) = send(router(pool), request).await;
+    let (status, headers, _) = send_raw(router(pool), request).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()),

@@ -1,18 +1,77 @@
-//! The one place that talks to the backend: every non-2xx becomes the shared [`ApiError`].
+//! The one place that talks to the backend: every non-2xx becomes the shared [`ApiError`];
+//! state-changing requests carry the session's CSRF token; a 401 signs the console out.
 
-use gloo_net::http::{Request, Response};
-use serde::de::DeserializeOwned;
-use shared::{ApiError, ErrorCode, health::Health};
+use std::cell::RefCell;
+
+use gloo_net::http::{Method, Request, RequestBuilder, Response};
+use leptos::prelude::*;
+use serde::{Serialize, de::DeserializeOwned};
+use shared::{ApiError, ErrorCode, auth::Me, health::Health};
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+thread_local! {
+    /// The signed-in user; `None` shows the log-in page.
+    static SESSION: RefCell<Option<RwSignal<Option<Me>>>> = const { RefCell::new(None) };
+}
+
+/// Registers the signal that holds the signed-in user (once, at start).
+pub fn bind_session(me: RwSignal<Option<Me>>) {
+    SESSION.with(|s| *s.borrow_mut() = Some(me));
+}
+
+fn session() -> Option<RwSignal<Option<Me>>> {
+    SESSION.with(|s| *s.borrow())
+}
+
+fn csrf_token() -> String {
+    session()
+        .and_then(|me| me.with_untracked(|m| m.as_ref().map(|m| m.csrf_token.clone())))
+        .unwrap_or_default()
+}
 
 /// `GET path`, decoded as `T`.
 pub async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
     let response = Request::get(path).send().await.map_err(network_error)?;
-    if !response.ok() {
-        return Err(error_of(response).await);
+    decode(response).await
+}
+
+/// A state-changing request with an optional JSON body, decoded as `T`.
+pub async fn send<B: Serialize, T: DeserializeOwned>(
+    method: Method,
+    path: &str,
+    body: Option<&B>,
+) -> ApiResult<T> {
+    decode(send_raw(method, path, body).await?).await
+}
+
+/// A state-changing request whose answer has no body (204).
+pub async fn send_no_content<B: Serialize>(
+    method: Method,
+    path: &str,
+    body: Option<&B>,
+) -> ApiResult<()> {
+    let response = send_raw(method, path, body).await?;
+    if response.ok() {
+        Ok(())
+    } else {
+        Err(error_of(response).await)
     }
-    response.json().await.map_err(|err| decode_error(&err))
+}
+
+async fn send_raw<B: Serialize>(
+    method: Method,
+    path: &str,
+    body: Option<&B>,
+) -> ApiResult<Response> {
+    let builder = RequestBuilder::new(path)
+        .method(method)
+        .header("X-CSRF-Token", &csrf_token());
+    let request = match body {
+        Some(body) => builder.json(body).map_err(|err| decode_error(&err))?,
+        None => builder.build().map_err(|err| decode_error(&err))?,
+    };
+    request.send().await.map_err(network_error)
 }
 
 /// `GET /api/health`: its 503 carries a [`Health`] body too, so decode either.
@@ -27,15 +86,30 @@ pub async fn health() -> ApiResult<Health> {
     Err(error_of(response).await)
 }
 
+async fn decode<T: DeserializeOwned>(response: Response) -> ApiResult<T> {
+    if !response.ok() {
+        return Err(error_of(response).await);
+    }
+    response.json().await.map_err(|err| decode_error(&err))
+}
+
 async fn error_of(response: Response) -> ApiError {
     let status = response.status();
-    match response.json::<ApiError>().await {
+    let error = match response.json::<ApiError>().await {
         Ok(err) => err,
         Err(_) => ApiError::new(
             ErrorCode::from_http_status(status),
             format!("the server answered {status} {}", response.status_text()),
         ),
+    };
+    // The session ended (expired, logged out elsewhere): back to the log-in page.
+    if error.code == ErrorCode::Unauthenticated
+        && !response.url().ends_with("/api/auth/login")
+        && let Some(me) = session()
+    {
+        me.set(None);
     }
+    error
 }
 
 fn network_error(err: gloo_net::Error) -> ApiError {

@@ -1,7 +1,8 @@
 //! gpufleet's console: a Leptos app rendered in the browser. It holds no business rules: the
-//! math comes from `shared`, the data from `/api` (see `api.rs`).
+//! math and the access rules come from `shared`, the data from `/api` (see `api.rs`).
 
 mod api;
+mod auth;
 mod pages;
 mod ui;
 
@@ -10,6 +11,7 @@ use leptos_router::{
     components::{A, Route, Router, Routes},
     path,
 };
+use shared::auth::{Me, Page};
 use wasm_bindgen::prelude::wasm_bindgen;
 
 /// Entry point, called by the generated JS glue once the module is loaded.
@@ -19,29 +21,78 @@ pub fn start() {
     mount_to_body(App);
 }
 
+/// Whether the first `/api/auth/me` has answered yet.
+#[derive(Clone, Copy, PartialEq)]
+enum Boot {
+    Checking,
+    Ready,
+}
+
 #[component]
 fn App() -> impl IntoView {
+    let me = RwSignal::new(None::<Me>);
+    let boot = RwSignal::new(Boot::Checking);
+    api::bind_session(me);
+    provide_context(me);
+    leptos::task::spawn_local(async move {
+        // 401 means "not signed in": the log-in page shows.
+        if let Ok(user) = api::get::<Me>("/api/auth/me").await {
+            me.set(Some(user));
+        }
+        boot.set(Boot::Ready);
+    });
     view! {
         <Router>
-            <header class="top">
-                <A href="/" attr:class="brand">"gpufleet"</A>
-                <nav>
-                    <A href="/plan">"Plan"</A>
-                    <A href="/quotas">"Quotas"</A>
-                    <A href="/chargeback">"Chargeback"</A>
-                    <A href="/fleet">"Fleet"</A>
-                </nav>
-                <ui::HealthBadge/>
-            </header>
-            <main>
-                <Routes fallback=pages::NotFound>
-                    <Route path=path!("/") view=pages::Home/>
-                    <Route path=path!("/plan") view=pages::Plan/>
-                    <Route path=path!("/quotas") view=pages::Quotas/>
-                    <Route path=path!("/chargeback") view=pages::Chargeback/>
-                    <Route path=path!("/fleet") view=pages::FleetPage/>
-                </Routes>
-            </main>
+            {move || match (boot.get(), me.get()) {
+                (Boot::Checking, _) => view! { <p class="muted boot">"Loading…"</p> }.into_any(),
+                (Boot::Ready, None) => view! { <auth::Login/> }.into_any(),
+                (Boot::Ready, Some(user)) => view! { <Shell me=user/> }.into_any(),
+            }}
         </Router>
+    }
+}
+
+/// The signed-in console: navigation for the user's roles, and the pages.
+#[component]
+fn Shell(me: Me) -> impl IntoView {
+    let links = Page::ALL
+        .into_iter()
+        .filter(|page| page.visible_to(&me.roles))
+        .map(|page| view! { <A href=page.path()>{page.title()}</A> })
+        .collect_view();
+    let roles = me
+        .roles
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let name = if me.display_name.is_empty() {
+        me.username.clone()
+    } else {
+        me.display_name.clone()
+    };
+    view! {
+        <header class="top">
+            <A href="/" attr:class="brand">"gpufleet"</A>
+            <nav data-test="nav">{links}</nav>
+            <ui::HealthBadge/>
+            <span class="who" data-test="user">
+                <strong data-test="user-name">{name}</strong>
+                " "
+                <span class="muted" data-test="user-roles">{roles}</span>
+            </span>
+            <auth::LogoutButton/>
+        </header>
+        <main>
+            <Routes fallback=pages::NotFound>
+                <Route path=path!("/") view=pages::Home/>
+                <Route path=path!("/login") view=pages::Home/>
+                <Route path=path!("/plan") view=move || view! { <ui::Guard page=Page::Plan><pages::Plan/></ui::Guard> }/>
+                <Route path=path!("/quotas") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>
+                <Route path=path!("/chargeback") view=move || view! { <ui::Guard page=Page::Chargeback><pages::Chargeback/></ui::Guard> }/>
+                <Route path=path!("/fleet") view=pages::FleetPage/>
+                <Route path=path!("/admin") view=move || view! { <ui::Guard page=Page::Admin><pages::Admin/></ui::Guard> }/>
+            </Routes>
+        </main>
     }
 }

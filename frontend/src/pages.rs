@@ -1,7 +1,9 @@
 //! One page per domain. Pages that are not built yet say so.
 
+mod admin;
 mod fleet;
 
+pub use admin::Admin;
 pub use fleet::FleetPage;
 use leptos::prelude::*;
 use leptos_router::components::A;

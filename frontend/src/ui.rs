@@ -58,3 +58,23 @@ pub fn NotYet(title: &'static str, what: &'static str) -> impl IntoView {
         </section>
     }
 }
+
+/// Shows `children` only to roles that may use `page` (the server refuses the data anyway).
+#[component]
+pub fn Guard(page: shared::auth::Page, children: ChildrenFn) -> impl IntoView {
+    let me = crate::auth::use_me();
+    move || {
+        let allowed = me.with(|m| m.as_ref().is_some_and(|m| page.visible_to(&m.roles)));
+        if allowed {
+            children().into_any()
+        } else {
+            view! {
+                <section>
+                    <h1>{page.title()}</h1>
+                    <p class="error" role="alert">"You do not have access to this page."</p>
+                </section>
+            }
+            .into_any()
+        }
+    }
+}

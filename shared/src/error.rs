@@ -21,6 +21,8 @@ pub enum ErrorCode {
     Conflict,
     PayloadTooLarge,
     UnsupportedMediaType,
+    /// Too many attempts (failed log-ins); retry after the `Retry-After` header's seconds.
+    TooManyRequests,
     /// A dependency (the database, Prometheus, the cluster) cannot be reached right now.
     Unavailable,
     Internal,
@@ -42,6 +44,7 @@ impl ErrorCode {
             Self::Conflict => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
+            Self::TooManyRequests => 429,
             Self::Invalid => 422,
             Self::Unavailable => 503,
             Self::Internal | Self::Unknown => 500,
@@ -61,6 +64,7 @@ impl ErrorCode {
             409 => Self::Conflict,
             413 => Self::PayloadTooLarge,
             415 => Self::UnsupportedMediaType,
+            429 => Self::TooManyRequests,
             422 => Self::Invalid,
             503 => Self::Unavailable,
             _ => Self::Internal,
@@ -80,6 +84,7 @@ impl ErrorCode {
             Self::Conflict => "the resource changed or already exists",
             Self::PayloadTooLarge => "the request body is too large",
             Self::UnsupportedMediaType => "unsupported content type; send application/json",
+            Self::TooManyRequests => "too many attempts; wait and try again",
             Self::Unavailable => "a service this request needs is unavailable; try again shortly",
             Self::Internal | Self::Unknown => "internal error",
         }
@@ -151,6 +156,7 @@ mod tests {
             ErrorCode::Conflict,
             ErrorCode::PayloadTooLarge,
             ErrorCode::UnsupportedMediaType,
+            ErrorCode::TooManyRequests,
             ErrorCode::Unavailable,
             ErrorCode::Internal,
         ];

@@ -1,0 +1,381 @@
+//! Users and teams: what admins manage (`/api/users`, `/api/teams`), what the CLI creates, and
+//! the demo accounts.
+//!
+//! Invariants: usernames are lower-case; a team's name and namespace are DNS labels; an admin
+//! cannot lock themself out (disable themself or drop their own admin role); disabling a user
+//! or resetting their password ends their sessions.
+
+pub mod db;
+
+use axum::{
+    Extension, Json,
+    extract::{Path, State},
+    http::{Method, StatusCode},
+};
+use shared::{
+    FieldError,
+    auth::{
+        self, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch,
+        validate_cost_centre, validate_dns_label, validate_password, validate_username,
+    },
+};
+use sqlx::PgPool;
+
+use crate::{
+    app::{Api, AppState},
+    auth::{Access, Caller, end_sessions, password},
+    error::{Error, Result},
+};
+
+const ADMIN: &[Role] = &[Role::Admin];
+/// Roles that see every team.
+const SEE_ALL_TEAMS: &[Role] = &[Role::Approver, Role::Finance, Role::Admin];
+
+pub fn api() -> Api {
+    Api::default()
+        .route(Method::GET, "/users", Access::Roles(ADMIN), list_users)
+        .route(Method::POST, "/users", Access::Roles(ADMIN), create_user)
+        .route(
+            Method::PATCH,
+            "/users/{username}",
+            Access::Roles(ADMIN),
+            update_user,
+        )
+        .route(
+            Method::POST,
+            "/users/{username}/password",
+            Access::Roles(ADMIN),
+            reset_password,
+        )
+        .route(Method::GET, "/teams", Access::SignedIn, list_teams)
+        .route(Method::POST, "/teams", Access::Roles(ADMIN), create_team)
+        .route(
+            Method::GET,
+            "/teams/{team}",
+            Access::TeamOr(SEE_ALL_TEAMS),
+            get_team,
+        )
+        .route(
+            Method::PATCH,
+            "/teams/{team}",
+            Access::Roles(ADMIN),
+            update_team,
+        )
+        .route(
+            Method::PUT,
+            "/teams/{team}/members/{username}",
+            Access::Roles(ADMIN),
+            add_member,
+        )
+        .route(
+            Method::DELETE,
+            "/teams/{team}/members/{username}",
+            Access::Roles(ADMIN),
+            remove_member,
+        )
+}
+
+/// Roles as stored (text) to the shared enum; unknown text cannot occur (a check constraint).
+pub fn parse_roles(roles: &[String]) -> Vec<Role> {
+    roles.iter().filter_map(|r| Role::parse(r)).collect()
+}
+
+fn role_names(roles: &[Role]) -> Vec<String> {
+    let mut names: Vec<String> = roles.iter().map(|r| r.as_str().to_owned()).collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn invalid_if_any(errors: Vec<FieldError>) -> Result<()> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(errors))
+    }
+}
+
+async fn list_users(State(state): State<AppState>) -> Result<Json<Vec<User>>> {
+    let users = db::list_users(&state.pool).await?;
+    Ok(Json(users.into_iter().map(User::from).collect()))
+}
+
+async fn create_user(
+    State(state): State<AppState>,
+    Json(new): Json<NewUser>,
+) -> Result<(StatusCode, Json<User>)> {
+    let user = insert_user(&state.pool, &new).await?;
+    tracing::info!(username = user.username, roles = ?user.roles, "user created");
+    Ok((StatusCode::CREATED, Json(user)))
+}
+
+/// Validates and creates a user (the API and the CLI both come here).
+pub async fn insert_user(pool: &PgPool, new: &NewUser) -> Result<User> {
+    let mut errors = Vec::new();
+    validate_username("username", &new.username, &mut errors);
+    validate_password("password", &new.password, &mut errors);
+    if new.display_name.len() > 200 {
+        errors.push(FieldError {
+            path: "display_name".into(),
+            message: "must be at most 200 characters".into(),
+        });
+    }
+    invalid_if_any(errors)?;
+    let plain = new.password.clone();
+    let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
+        .await
+        .map_err(|err| anyhow::anyhow!("hashing panicked: {err}"))??;
+    let mut tx = pool.begin().await?;
+    check_teams_exist(&mut tx, &new.teams, "teams").await?;
+    let user_id = db::insert_user(&mut *tx, &new.username, &new.display_name, Some(&hash))
+        .await?
+        .ok_or_else(|| Error::Conflict(format!("the username {:?} is taken", new.username)))?;
+    db::set_roles(&mut *tx, user_id, &role_names(&new.roles)).await?;
+    db::set_teams(&mut *tx, user_id, &new.teams).await?;
+    let user = db::get_user(&mut *tx, &new.username)
+        .await?
+        .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(user.into())
+}
+
+async fn check_teams_exist(
+    tx: &mut sqlx::PgConnection,
+    teams: &[String],
+    path: &str,
+) -> Result<()> {
+    let unknown = db::unknown_teams(&mut *tx, teams).await?;
+    let errors = teams
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| unknown.contains(t))
+        .map(|(i, t)| FieldError {
+            path: format!("{path}[{i}]"),
+            message: format!("no team is named {t:?}"),
+        })
+        .collect();
+    invalid_if_any(errors)
+}
+
+async fn update_user(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(username): Path<String>,
+    Json(patch): Json<UserPatch>,
+) -> Result<Json<User>> {
+    if username == caller.username {
+        if patch.disabled == Some(true) {
+            return Err(Error::Conflict("you cannot disable yourself".to_owned()));
+        }
+        if patch
+            .roles
+            .as_ref()
+            .is_some_and(|roles| !roles.contains(&Role::Admin))
+        {
+            return Err(Error::Conflict(
+                "you cannot remove your own admin role".to_owned(),
+            ));
+        }
+    }
+    if patch.display_name.as_ref().is_some_and(|n| n.len() > 200) {
+        return Err(Error::Invalid(vec![FieldError {
+            path: "display_name".into(),
+            message: "must be at most 200 characters".into(),
+        }]));
+    }
+    let mut tx = state.pool.begin().await?;
+    let user_id = db::user_id(&mut *tx, &username)
+        .await?
+        .ok_or(Error::NotFound)?;
+    db::update_user(
+        &mut *tx,
+        user_id,
+        patch.display_name.as_deref(),
+        patch.disabled,
+    )
+    .await?;
+    if let Some(roles) = &patch.roles {
+        db::set_roles(&mut *tx, user_id, &role_names(roles)).await?;
+    }
+    if let Some(teams) = &patch.teams {
+        check_teams_exist(&mut tx, teams, "teams").await?;
+        db::set_teams(&mut *tx, user_id, teams).await?;
+    }
+    if patch.disabled == Some(true) {
+        end_sessions(&mut *tx, user_id).await?;
+    }
+    let user = db::get_user(&mut *tx, &username)
+        .await?
+        .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    tracing::info!(username, by = caller.username, "user updated");
+    Ok(Json(user.into()))
+}
+
+async fn reset_password(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(username): Path<String>,
+    Json(body): Json<PasswordReset>,
+) -> Result<StatusCode> {
+    set_password(&state.pool, &username, &body.password).await?;
+    tracing::info!(username, by = caller.username, "password reset");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Sets a new password and ends the user's sessions (the API and the CLI both come here).
+pub async fn set_password(pool: &PgPool, username: &str, password: &str) -> Result<()> {
+    let mut errors = Vec::new();
+    validate_password("password", password, &mut errors);
+    invalid_if_any(errors)?;
+    let plain = password.to_owned();
+    let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
+        .await
+        .map_err(|err| anyhow::anyhow!("hashing panicked: {err}"))??;
+    let mut tx = pool.begin().await?;
+    let user_id = db::user_id(&mut *tx, username)
+        .await?
+        .ok_or(Error::NotFound)?;
+    db::set_password(&mut *tx, user_id, &hash).await?;
+    end_sessions(&mut *tx, user_id).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn list_teams(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Vec<Team>>> {
+    // Everyone else sees only their own teams.
+    let only = (!caller.has_any(SEE_ALL_TEAMS)).then_some(caller.teams.as_slice());
+    let teams = db::list_teams(&state.pool, only).await?;
+    Ok(Json(teams.into_iter().map(Team::from).collect()))
+}
+
+async fn get_team(State(state): State<AppState>, Path(team): Path<String>) -> Result<Json<Team>> {
+    let mut teams = db::list_teams(&state.pool, Some(std::slice::from_ref(&team))).await?;
+    teams.pop().map(|t| Json(t.into())).ok_or(Error::NotFound)
+}
+
+async fn create_team(
+    State(state): State<AppState>,
+    Json(new): Json<NewTeam>,
+) -> Result<(StatusCode, Json<Team>)> {
+    let team = insert_team(&state.pool, &new).await?;
+    tracing::info!(team = team.name, "team created");
+    Ok((StatusCode::CREATED, Json(team)))
+}
+
+pub async fn insert_team(pool: &PgPool, new: &NewTeam) -> Result<Team> {
+    let mut errors = Vec::new();
+    validate_dns_label("name", &new.name, &mut errors);
+    validate_dns_label("namespace", &new.namespace, &mut errors);
+    validate_cost_centre("cost_centre", &new.cost_centre, &mut errors);
+    invalid_if_any(errors)?;
+    if !db::insert_team(pool, &new.name, &new.namespace, new.cost_centre.trim()).await? {
+        return Err(Error::Conflict(format!(
+            "a team named {:?} or using the namespace {:?} exists",
+            new.name, new.namespace
+        )));
+    }
+    Ok(Team {
+        name: new.name.clone(),
+        namespace: new.namespace.clone(),
+        cost_centre: new.cost_centre.trim().to_owned(),
+        members: Vec::new(),
+    })
+}
+
+async fn update_team(
+    State(state): State<AppState>,
+    Path(team): Path<String>,
+    Json(patch): Json<TeamPatch>,
+) -> Result<Json<Team>> {
+    let mut errors = Vec::new();
+    if let Some(namespace) = &patch.namespace {
+        validate_dns_label("namespace", namespace, &mut errors);
+    }
+    if let Some(cost_centre) = &patch.cost_centre {
+        validate_cost_centre("cost_centre", cost_centre, &mut errors);
+    }
+    invalid_if_any(errors)?;
+    let updated = db::update_team(
+        &state.pool,
+        &team,
+        patch.namespace.as_deref(),
+        patch.cost_centre.as_deref().map(str::trim),
+    )
+    .await
+    .map_err(|err| match &err {
+        sqlx::Error::Database(e) if e.is_unique_violation() => {
+            Error::Conflict("another team uses that namespace".to_owned())
+        }
+        _ => Error::Database(err),
+    })?;
+    updated.ok_or(Error::NotFound)?;
+    get_team(State(state), Path(team)).await
+}
+
+async fn add_member(
+    State(state): State<AppState>,
+    Path((team, username)): Path<(String, String)>,
+) -> Result<StatusCode> {
+    if db::add_member(&state.pool, &team, &username).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound)
+    }
+}
+
+async fn remove_member(
+    State(state): State<AppState>,
+    Path((team, username)): Path<(String, String)>,
+) -> Result<StatusCode> {
+    if db::remove_member(&state.pool, &team, &username).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound)
+    }
+}
+
+/// The demo accounts: one user per role, in two teams. Created only in a database without any
+/// user (real installs start with none); the passwords are random and returned once.
+pub async fn load_demo(pool: &PgPool) -> Result<Option<Vec<(String, String)>>> {
+    if db::count_users(pool).await? > 0 {
+        return Ok(None);
+    }
+    if db::count_teams(pool).await? == 0 {
+        for (name, cost_centre) in [("research", "CC-1001"), ("search", "CC-1002")] {
+            let team = NewTeam {
+                name: name.into(),
+                namespace: format!("team-{name}"),
+                cost_centre: cost_centre.into(),
+            };
+            insert_team(pool, &team).await?;
+        }
+    }
+    let people: [(&str, &str, Role, &[&str]); 5] = [
+        ("rita", "Rita Requester", Role::Requester, &["research"]),
+        ("sam", "Sam Requester", Role::Requester, &["search"]),
+        ("alex", "Alex Approver", Role::Approver, &[]),
+        ("fiona", "Fiona Finance", Role::Finance, &[]),
+        ("ada", "Ada Admin", Role::Admin, &[]),
+    ];
+    let mut credentials = Vec::new();
+    for (username, display_name, role, teams) in people {
+        let password = password::generate();
+        let new = NewUser {
+            username: username.into(),
+            display_name: display_name.into(),
+            password: password.clone(),
+            roles: vec![role],
+            teams: teams.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        insert_user(pool, &new).await?;
+        credentials.push((
+            format!("{username} ({})", auth::Role::as_str(role)),
+            password,
+        ));
+    }
+    Ok(Some(credentials))
+}

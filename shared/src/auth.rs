@@ -1,0 +1,312 @@
+//! Accounts: roles, teams, the signed-in user, and which console pages each role may use.
+//!
+//! Invariants: a user holds any set of roles; team membership is a relation (a user may be in
+//! several teams); a team has one Kubernetes namespace and one cost centre.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A team member who requests GPU quota for the teams they belong to.
+    Requester,
+    /// A platform manager who approves quota and plans the fleet.
+    Approver,
+    /// Reads all chargeback.
+    Finance,
+    /// Manages users, teams, flavors and settings.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 4] = [Role::Requester, Role::Approver, Role::Finance, Role::Admin];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Requester => "requester",
+            Role::Approver => "approver",
+            Role::Finance => "finance",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// A team as everyone who may see it sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Team {
+    pub name: String,
+    pub namespace: String,
+    pub cost_centre: String,
+    /// Usernames, sorted.
+    pub members: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewTeam {
+    pub name: String,
+    pub namespace: String,
+    pub cost_centre: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamPatch {
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub cost_centre: Option<String>,
+}
+
+/// `GET /api/auth/me`: who is signed in, and the token to send back as `X-CSRF-Token` on every
+/// state-changing request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Me {
+    pub username: String,
+    pub display_name: String,
+    pub roles: Vec<Role>,
+    pub teams: Vec<String>,
+    pub csrf_token: String,
+}
+
+impl Me {
+    pub fn has(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoginRequest {
+    pub username: String,
+    pub password: String,
+}
+
+/// A user as an admin sees it. Never carries a password or its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub username: String,
+    pub display_name: String,
+    pub roles: Vec<Role>,
+    pub teams: Vec<String>,
+    pub disabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewUser {
+    pub username: String,
+    #[serde(default)]
+    pub display_name: String,
+    pub password: String,
+    #[serde(default)]
+    pub roles: Vec<Role>,
+    #[serde(default)]
+    pub teams: Vec<String>,
+}
+
+/// Changes to a user; absent fields stay as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserPatch {
+    #[serde(default)]
+    pub display_name: Option<String>,
+    #[serde(default)]
+    pub disabled: Option<bool>,
+    #[serde(default)]
+    pub roles: Option<Vec<Role>>,
+    #[serde(default)]
+    pub teams: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PasswordReset {
+    pub password: String,
+}
+
+/// Shortest password accepted.
+pub const MIN_PASSWORD_CHARS: usize = 12;
+
+/// Usernames: lower-case letters, digits and `._@-`, 1 to 64 characters, starting with a letter
+/// or digit (what the database checks too).
+pub fn validate_username(path: &str, username: &str, errors: &mut Vec<FieldError>) {
+    let ok = !username.is_empty()
+        && username.len() <= 64
+        && username.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && username
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._@-".contains(c));
+    if !ok {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message:
+                "use 1-64 lower-case letters, digits or . _ @ -, starting with a letter or digit"
+                    .to_owned(),
+        });
+    }
+}
+
+pub fn validate_password(path: &str, password: &str, errors: &mut Vec<FieldError>) {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message: format!("must be at least {MIN_PASSWORD_CHARS} characters"),
+        });
+    }
+    if password.len() > 1024 {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message: "must be at most 1024 bytes".to_owned(),
+        });
+    }
+}
+
+/// Team names and namespaces: Kubernetes DNS-1123 labels.
+pub fn validate_dns_label(path: &str, value: &str, errors: &mut Vec<FieldError>) {
+    let bytes = value.as_bytes();
+    let ok = !value.is_empty()
+        && value.len() <= 63
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && bytes.first() != Some(&b'-')
+        && bytes.last() != Some(&b'-');
+    if !ok {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message: "must be a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'"
+                .to_owned(),
+        });
+    }
+}
+
+pub fn validate_cost_centre(path: &str, value: &str, errors: &mut Vec<FieldError>) {
+    if value.trim().is_empty() || value.len() > 64 {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message: "must be 1-64 characters".to_owned(),
+        });
+    }
+}
+
+/// The console's pages, and who sees each in the navigation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    Plan,
+    Quotas,
+    Chargeback,
+    Fleet,
+    Admin,
+}
+
+impl Page {
+    pub const ALL: [Page; 5] = [
+        Page::Plan,
+        Page::Quotas,
+        Page::Chargeback,
+        Page::Fleet,
+        Page::Admin,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Page::Plan => "Plan",
+            Page::Quotas => "Quotas",
+            Page::Chargeback => "Chargeback",
+            Page::Fleet => "Fleet",
+            Page::Admin => "Admin",
+        }
+    }
+
+    pub fn path(self) -> &'static str {
+        match self {
+            Page::Plan => "/plan",
+            Page::Quotas => "/quotas",
+            Page::Chargeback => "/chargeback",
+            Page::Fleet => "/fleet",
+            Page::Admin => "/admin",
+        }
+    }
+
+    /// Roles that may use the page; an empty list means every signed-in user.
+    pub fn roles(self) -> &'static [Role] {
+        match self {
+            // Managers plan the fleet.
+            Page::Plan => &[Role::Approver, Role::Admin],
+            Page::Quotas => &[Role::Requester, Role::Approver, Role::Admin],
+            Page::Chargeback => &[Role::Finance, Role::Approver, Role::Admin],
+            Page::Fleet => &[],
+            Page::Admin => &[Role::Admin],
+        }
+    }
+
+    pub fn visible_to(self, roles: &[Role]) -> bool {
+        let allowed = self.roles();
+        allowed.is_empty() || allowed.iter().any(|r| roles.contains(r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn navigation_per_role() {
+        let visible = |roles: &[Role]| -> Vec<&str> {
+            Page::ALL
+                .into_iter()
+                .filter(|p| p.visible_to(roles))
+                .map(Page::title)
+                .collect()
+        };
+        assert_eq!(visible(&[Role::Requester]), ["Quotas", "Fleet"]);
+        assert_eq!(
+            visible(&[Role::Approver]),
+            ["Plan", "Quotas", "Chargeback", "Fleet"]
+        );
+        assert_eq!(visible(&[Role::Finance]), ["Chargeback", "Fleet"]);
+        assert_eq!(
+            visible(&[Role::Admin]),
+            ["Plan", "Quotas", "Chargeback", "Fleet", "Admin"]
+        );
+        assert_eq!(
+            visible(&[Role::Requester, Role::Finance]),
+            ["Quotas", "Chargeback", "Fleet"]
+        );
+        assert_eq!(visible(&[]), ["Fleet"]);
+    }
+
+    #[test]
+    fn field_rules() {
+        let check = |f: fn(&str, &str, &mut Vec<FieldError>), v: &str| {
+            let mut errors = Vec::new();
+            f("x", v, &mut errors);
+            errors.is_empty()
+        };
+        for ok in ["alice", "a", "bob.smith@corp", "x-1_2"] {
+            assert!(check(validate_username, ok), "{ok}");
+        }
+        for bad in ["", "Alice", "-a", "a b", &"a".repeat(65)] {
+            assert!(!check(validate_username, bad), "{bad}");
+        }
+        for ok in ["ml", "team-a", "a1", &"a".repeat(63)] {
+            assert!(check(validate_dns_label, ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "A", "a_b", &"a".repeat(64)] {
+            assert!(!check(validate_dns_label, bad), "{bad}");
+        }
+        assert!(check(validate_password, "correct horse"));
+        assert!(!check(validate_password, "short"));
+        assert!(!check(validate_cost_centre, " "));
+        assert!(check(validate_cost_centre, "CC-1001"));
+    }
+
+    #[test]
+    fn roles_round_trip() {
+        for role in Role::ALL {
+            assert_eq!(Role::parse(role.as_str()), Some(role));
+        }
+        assert_eq!(Role::parse("root"), None);
+    }
+}
