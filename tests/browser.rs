@@ -171,6 +171,34 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
             browser
                 .wait_for_text("[data-test=user-rita]", "requester")
                 .await;
+            // An admin creates a team from the form, and it is listed.
+            let form = browser
+                .client
+                .find(Locator::Css("[data-test=new-team]"))
+                .await
+                .expect("form");
+            for (placeholder, value) in [
+                ("team name", "vision"),
+                ("namespace", "team-vision"),
+                ("cost centre", "CC-7"),
+            ] {
+                let css = format!("input[placeholder='{placeholder}']");
+                form.find(Locator::Css(&css))
+                    .await
+                    .expect("field")
+                    .send_keys(value)
+                    .await
+                    .expect("type");
+            }
+            form.find(Locator::Css("button[type=submit]"))
+                .await
+                .expect("button")
+                .click()
+                .await
+                .expect("click");
+            browser
+                .wait_for_text("[data-test=team-vision]", "vision")
+                .await;
             browser.screenshot("console-admin").await;
         } else {
             // A page outside the role, opened by its address, shows no data.
