@@ -44,6 +44,14 @@ create table team_members (
 
 create index team_members_user_id on team_members (user_id);
 
+-- One row per user with roles and teams as sorted arrays: what access checks and admin lists read.
+create view user_profiles as
+select u.id as user_id, u.username, u.display_name, u.disabled,
+       array(select r.role from user_roles r where r.user_id = u.id order by r.role) as roles,
+       array(select t.name from team_members m join teams t on t.id = m.team_id
+             where m.user_id = u.id order by t.name) as teams
+from users u;
+
 create table sessions (
     -- sha-256 of the cookie's token: a stolen table does not yield usable cookies
     token_sha256 bytea primary key check (length(token_sha256) = 32),

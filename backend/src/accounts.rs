@@ -96,7 +96,7 @@ fn invalid_if_any(errors: Vec<FieldError>) -> Result<()> {
 }
 
 async fn list_users(State(state): State<AppState>) -> Result<Json<Vec<User>>> {
-    let users = db::list_users(&state.pool).await?;
+    let users = db::users(&state.pool, None).await?;
     Ok(Json(users.into_iter().map(User::from).collect()))
 }
 

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use shared::auth::{LoginRequest, Me, Role};
 
 use crate::{
-    accounts,
+    accounts::{self, db::UserRow},
     app::{Api, AppState},
     error::{Error, Result},
 };
@@ -233,23 +233,24 @@ async fn resolve(
     };
     let hash = sha256(token);
     let idle_s = state.auth.session_idle.as_secs_f64();
-    let Some((row, stale)) = db::session_caller(&state.pool, &hash, idle_s).await? else {
+    let Some((user, csrf_token, stale)) = db::session_user(&state.pool, &hash, idle_s).await?
+    else {
         return Ok(None);
     };
     if stale {
         db::touch_session(&state.pool, &hash).await?;
     }
-    Ok(Some(caller_of(row, Some(hash))))
+    Ok(Some(caller_of(user, csrf_token, Some(hash))))
 }
 
-fn caller_of(row: db::CallerRow, session: Option<Vec<u8>>) -> Caller {
+fn caller_of(user: UserRow, csrf_token: String, session: Option<Vec<u8>>) -> Caller {
     Caller {
-        user_id: row.user_id,
-        username: row.username,
-        display_name: row.display_name,
-        roles: accounts::parse_roles(&row.roles),
-        teams: row.teams,
-        csrf_token: row.csrf_token.unwrap_or_default(),
+        user_id: user.user_id,
+        username: user.username,
+        display_name: user.display_name,
+        roles: accounts::parse_roles(&user.roles),
+        teams: user.teams,
+        csrf_token,
         session,
     }
 }
@@ -294,22 +295,23 @@ async fn proxy_caller(
     let unknown = accounts::db::unknown_teams(&state.pool, &teams).await?;
     teams.retain(|t| !unknown.contains(t));
 
-    if let Some(row) = db::user_caller(&state.pool, &username).await?
-        && row.roles == roles
-        && row.teams == teams
-    {
-        return Ok(Some(caller_with_proxy_csrf(row, state)));
-    }
-    let mut tx = state.pool.begin().await?;
-    let user_id = match db::credentials(&mut *tx, &username).await? {
-        Some(c) if c.disabled => {
+    let proxy_caller = |user: UserRow| caller_of(user, state.auth.proxy_csrf_token.clone(), None);
+    match accounts::db::get_user(&state.pool, &username).await? {
+        Some(user) if user.disabled => {
             tracing::warn!(
                 username,
                 "the auth proxy vouched for a disabled user; refused"
             );
             return Ok(None);
         }
-        Some(c) => c.user_id,
+        Some(user) if user.roles == roles && user.teams == teams => {
+            return Ok(Some(proxy_caller(user)));
+        }
+        _ => {}
+    }
+    let mut tx = state.pool.begin().await?;
+    let user_id = match accounts::db::user_id(&mut *tx, &username).await? {
+        Some(id) => id,
         None => {
             let id = accounts::db::insert_user(&mut *tx, &username, "", None).await?;
             id.ok_or_else(|| {
@@ -326,15 +328,9 @@ async fn proxy_caller(
         ?teams,
         "auth proxy: user provisioned or updated"
     );
-    Ok(db::user_caller(&state.pool, &username)
+    Ok(accounts::db::get_user(&state.pool, &username)
         .await?
-        .map(|row| caller_with_proxy_csrf(row, state)))
-}
-
-fn caller_with_proxy_csrf(row: db::CallerRow, state: &AppState) -> Caller {
-    let mut caller = caller_of(row, None);
-    caller.csrf_token = state.auth.proxy_csrf_token.clone();
-    caller
+        .map(proxy_caller))
 }
 
 /// Per-route check, run after routing (so the path's `{team}` is known); see [`Access`].
@@ -492,9 +488,9 @@ async fn login(
     let csrf = password::random_hex(32);
     let absolute = state.auth.session_absolute;
     db::insert_session(&state.pool, &hash, user_id, &csrf, absolute.as_secs_f64()).await?;
-    let row = db::session_caller(&state.pool, &hash, state.auth.session_idle.as_secs_f64())
+    let user = accounts::db::get_user(&state.pool, &username)
         .await?
-        .ok_or_else(|| anyhow::anyhow!("a new session was not found"))?;
+        .ok_or(Error::NotFound)?;
     tracing::info!(username, address, "logged in");
     let trusted = peer.is_some_and(|Extension(ConnectInfo(p))| state.auth.is_trusted(p.ip()));
     let cookie = session_cookie_header(
@@ -502,7 +498,7 @@ async fn login(
         absolute.as_secs(),
         over_tls(&state, &headers, trusted),
     );
-    let me = caller_of(row.0, Some(hash)).me();
+    let me = caller_of(user, csrf, Some(hash)).me();
     Ok(([(header::SET_COOKIE, cookie)], Json(me)).into_response())
 }
 

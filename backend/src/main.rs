@@ -141,7 +141,7 @@ async fn user(command: UserCommand) -> anyhow::Result<()> {
         }
         UserCommand::List { db } => {
             let pool = migrated_pool(&db).await?;
-            let users = accounts::db::list_users(&pool).await?;
+            let users = accounts::db::users(&pool, None).await?;
             println!("{:<24} {:<32} {:<24} status", "username", "roles", "teams");
             for user in users {
                 println!(

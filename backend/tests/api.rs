@@ -4,7 +4,6 @@
 mod common;
 
 use axum::{
-    Router,
     body::Body,
     http::{Method, Request, StatusCode, header},
 };
@@ -13,9 +12,7 @@ use backend::{
     config::HttpSettings,
     fleet::{self, DemoLoad},
 };
-use common::{dead_pool, login, public_fixture, request, router, send, user};
-use http_body_util::BodyExt;
-use serde::de::DeserializeOwned;
+use common::{Reply, dead_pool, login, public_fixture, request, router, send, user};
 use shared::{
     ApiError, ErrorCode,
     auth::Role,
@@ -23,51 +20,25 @@ use shared::{
     health::{DatabaseStatus, Health, Status},
 };
 use sqlx::PgPool;
-use tower::ServiceExt;
-
-async fn send_raw(
-    router: Router,
-    request: Request<Body>,
-) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
-    let response = router.oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes()
-        .to_vec();
-    (status, headers, body)
-}
 
 fn get(uri: &str) -> Request<Body> {
     Request::get(uri).body(Body::empty()).expect("request")
 }
 
-fn decode<T: DeserializeOwned>(body: &[u8]) -> T {
-    serde_json::from_slice(body).unwrap_or_else(|err| {
-        panic!(
-            "not the expected JSON ({err}): {}",
-            String::from_utf8_lossy(body)
-        )
-    })
-}
-
-fn assert_json(headers: &axum::http::HeaderMap) {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    assert_eq!(content_type, Some("application/json"));
+fn assert_no_internals(reply: &Reply) {
+    let text = reply.text();
+    assert!(
+        !text.contains("127.0.0.1") && !text.contains("hunter2"),
+        "leaks internals: {text}"
+    );
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn health_is_ok_with_build_facts_and_schema_version(pool: PgPool) {
-    let (status, headers, body) = send_raw(router(pool), get("/api/health")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_json(&headers);
-    let health: Health = decode(&body);
+    let reply = send(&router(pool), get("/api/health")).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.is_json());
+    let health: Health = reply.json();
     assert_eq!(health.status, Status::Ok);
     assert_eq!(health.database.status, DatabaseStatus::Up);
     assert_eq!(
@@ -78,7 +49,7 @@ async fn health_is_ok_with_build_facts_and_schema_version(pool: PgPool) {
     assert_eq!(health.build.version, env!("CARGO_PKG_VERSION"));
     assert!(!health.build.git_sha.is_empty());
     assert!(
-        headers.contains_key("x-request-id"),
+        reply.headers.contains_key("x-request-id"),
         "every response carries its request id"
     );
 }
@@ -87,21 +58,17 @@ async fn health_is_ok_with_build_facts_and_schema_version(pool: PgPool) {
 async fn health_reports_a_dead_database_clearly_and_the_server_keeps_serving() {
     let router = router(dead_pool());
     for _ in 0..2 {
-        let (status, headers, body) = send_raw(router.clone(), get("/api/health")).await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_json(&headers);
-        let health: Health = decode(&body);
+        let reply = send(&router, get("/api/health")).await;
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(reply.is_json());
+        let health: Health = reply.json();
         assert_eq!(health.status, Status::Degraded);
         assert_eq!(health.database.status, DatabaseStatus::Down);
         assert_eq!(
             health.database.message.as_deref(),
             Some("the database does not answer")
         );
-        let text = String::from_utf8_lossy(&body);
-        assert!(
-            !text.contains("127.0.0.1") && !text.contains("hunter2"),
-            "leaks internals: {text}"
-        );
+        assert_no_internals(&reply);
     }
 }
 
@@ -112,27 +79,27 @@ async fn a_dead_database_is_a_503_with_a_request_id_and_no_internals() {
         .header(header::COOKIE, "gpufleet_session=0123")
         .body(Body::empty())
         .expect("request");
-    let (status, headers, body) = send_raw(router(dead_pool()), request).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_json(&headers);
-    let err: ApiError = decode(&body);
+    let reply = send(&router(dead_pool()), request).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.is_json());
+    let err: ApiError = reply.json();
     assert_eq!(err.code, ErrorCode::Unavailable);
-    let request_id = headers.get("x-request-id").and_then(|v| v.to_str().ok());
+    let request_id = reply
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok());
     assert_eq!(err.request_id.as_deref(), request_id);
-    let text = String::from_utf8_lossy(&body);
-    assert!(
-        !text.contains("127.0.0.1") && !text.contains("hunter2"),
-        "leaks internals: {text}"
-    );
+    assert_no_internals(&reply);
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn unknown_api_routes_are_404_json(pool: PgPool) {
+    let router = router(pool);
     for uri in ["/api/nope", "/api/", "/api/health/extra"] {
-        let (status, headers, body) = send_raw(router(pool.clone()), get(uri)).await;
-        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
-        assert_json(&headers);
-        let err: ApiError = decode(&body);
+        let reply = send(&router, get(uri)).await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND, "{uri}");
+        assert!(reply.is_json());
+        let err: ApiError = reply.json();
         assert_eq!(err.code, ErrorCode::NotFound);
         assert_eq!(err.message, "no such resource");
     }
@@ -140,14 +107,15 @@ async fn unknown_api_routes_are_404_json(pool: PgPool) {
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn wrong_methods_are_405_json_with_allow(pool: PgPool) {
-    let request = Request::post("/api/health")
-        .body(Body::empty())
-        .expect("request");
-    let (status, headers, body) = send_raw(router(pool), request).await;
-    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
-    assert_json(&headers);
-    assert!(headers.contains_key(header::ALLOW));
-    assert_eq!(decode::<ApiError>(&body).code, ErrorCode::MethodNotAllowed);
+    let reply = send(
+        &router(pool),
+        request(Method::POST, "/api/health", None, None),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(reply.is_json());
+    assert!(reply.headers.contains_key(header::ALLOW));
+    assert_eq!(reply.json::<ApiError>().code, ErrorCode::MethodNotAllowed);
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
@@ -158,17 +126,71 @@ async fn oversized_bodies_are_413_json(pool: PgPool) {
         ..Default::default()
     };
     let router = app(AppState::new(pool), &settings);
-    let request = Request::post("/api/fleet")
+    let request = Request::post("/api/auth/login")
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::CONTENT_LENGTH, 4096)
         .body(Body::from(vec![b' '; 4096]))
         .expect("request");
-    let (status, headers, body) = send_raw(router, request).await;
-    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_json(&headers);
-    let err: ApiError = decode(&body);
+    let reply = send(&router, request).await;
+    assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(reply.is_json());
+    let err: ApiError = reply.json();
     assert_eq!(err.code, ErrorCode::PayloadTooLarge);
     assert_eq!(err.message, "the request body is too large");
+
+    // Without a Content-Length the limit still holds while the body streams in.
+    let chunks = (0..8).map(|_| Ok::<_, std::io::Error>(vec![b' '; 512]));
+    let request = Request::post("/api/auth/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(futures_util::stream::iter(chunks)))
+        .expect("request");
+    let reply = send(&router, request).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        reply.text()
+    );
+    assert_eq!(reply.json::<ApiError>().code, ErrorCode::PayloadTooLarge);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn malformed_json_is_a_clear_400_or_422(pool: PgPool) {
+    let router = router(pool);
+    let broken = Request::post("/api/auth/login")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from("{\"username\": "))
+        .expect("request");
+    let reply = send(&router, broken).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let err: ApiError = reply.json();
+    assert_eq!(err.code, ErrorCode::BadRequest);
+    assert!(err.message.contains("EOF"), "{}", err.message);
+
+    let missing = request(
+        Method::POST,
+        "/api/auth/login",
+        None,
+        Some(serde_json::json!({"username": "a"})),
+    );
+    let reply = send(&router, missing).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: ApiError = reply.json();
+    assert!(
+        err.message.contains("missing field `password`"),
+        "{}",
+        err.message
+    );
+
+    let not_json = Request::post("/api/auth/login")
+        .body(Body::from("username=a"))
+        .expect("request");
+    let reply = send(&router, not_json).await;
+    assert_eq!(reply.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(
+        reply.json::<ApiError>().code,
+        ErrorCode::UnsupportedMediaType
+    );
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
@@ -211,24 +233,25 @@ async fn the_demo_fleet_loads_once_into_an_empty_database(pool: PgPool) {
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_console_is_served_with_client_routes_but_missing_assets_stay_404(pool: PgPool) {
+    let router = router(pool);
     for uri in ["/", "/fleet", "/plan/anything"] {
-        let (status, headers, body) = send_raw(router(pool.clone()), get(uri)).await;
-        assert_eq!(status, StatusCode::OK, "{uri}");
-        assert!(
-            String::from_utf8_lossy(&body).contains("gpufleet test"),
-            "{uri}"
-        );
+        let reply = send(&router, get(uri)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{uri}");
+        assert!(reply.text().contains("gpufleet test"), "{uri}");
         assert_eq!(
-            headers.get(header::CACHE_CONTROL).map(|v| v.as_bytes()),
+            reply
+                .headers
+                .get(header::CACHE_CONTROL)
+                .map(|v| v.as_bytes()),
             Some(&b"no-cache"[..])
         );
     }
-    let (status, _, body) = send_raw(router(pool.clone()), get("/pkg/app.js")).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(body, b"export default 1;");
-    let (status, headers, _) = send_raw(router(pool), get("/pkg/missing.js")).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_json(&headers);
+    let reply = send(&router, get("/pkg/app.js")).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.body, b"export default 1;");
+    let reply = send(&router, get("/pkg/missing.js")).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert!(reply.is_json());
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
@@ -237,10 +260,13 @@ async fn responses_are_compressed_when_asked(pool: PgPool) {
         .header(header::ACCEPT_ENCODING, "gzip")
         .body(Body::empty())
         .expect("request");
-    let (status, headers, _) = send_raw(router(pool), request).await;
-    assert_eq!(status, StatusCode::OK);
+    let reply = send(&router(pool), request).await;
+    assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(
-        headers.get(header::CONTENT_ENCODING).map(|v| v.as_bytes()),
+        reply
+            .headers
+            .get(header::CONTENT_ENCODING)
+            .map(|v| v.as_bytes()),
         Some(&b"gzip"[..])
     );
 }

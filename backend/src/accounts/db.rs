@@ -1,7 +1,9 @@
 use shared::auth::{Team, User};
 use sqlx::PgExecutor;
 
+/// A user with roles and teams, from the `user_profiles` view.
 pub struct UserRow {
+    pub user_id: i64,
     pub username: String,
     pub display_name: String,
     pub roles: Vec<String>,
@@ -21,31 +23,23 @@ impl From<UserRow> for User {
     }
 }
 
-pub async fn list_users(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<UserRow>> {
+/// All users, or the one named `only`.
+pub async fn users(db: impl PgExecutor<'_>, only: Option<&str>) -> sqlx::Result<Vec<UserRow>> {
     sqlx::query_as!(
         UserRow,
-        r#"select u.username, u.display_name, u.disabled,
-                  array(select role from user_roles r where r.user_id = u.id order by role) as "roles!",
-                  array(select t.name from team_members m join teams t on t.id = m.team_id
-                        where m.user_id = u.id order by t.name) as "teams!"
-           from users u order by u.username"#
+        r#"select user_id as "user_id!", username as "username!", display_name as "display_name!",
+                  disabled as "disabled!", roles as "roles!", teams as "teams!"
+           from user_profiles
+           where $1::text is null or username = $1
+           order by username"#,
+        only
     )
     .fetch_all(db)
     .await
 }
 
 pub async fn get_user(db: impl PgExecutor<'_>, username: &str) -> sqlx::Result<Option<UserRow>> {
-    sqlx::query_as!(
-        UserRow,
-        r#"select u.username, u.display_name, u.disabled,
-                  array(select role from user_roles r where r.user_id = u.id order by role) as "roles!",
-                  array(select t.name from team_members m join teams t on t.id = m.team_id
-                        where m.user_id = u.id order by t.name) as "teams!"
-           from users u where u.username = $1"#,
-        username
-    )
-    .fetch_optional(db)
-    .await
+    Ok(users(db, Some(username)).await?.pop())
 }
 
 pub async fn user_id(db: impl PgExecutor<'_>, username: &str) -> sqlx::Result<Option<i64>> {

@@ -1,48 +1,38 @@
 use sqlx::PgExecutor;
 
-/// A signed-in user as the access checks need it.
-pub struct CallerRow {
-    pub user_id: i64,
-    pub username: String,
-    pub display_name: String,
-    pub roles: Vec<String>,
-    pub teams: Vec<String>,
-    pub csrf_token: Option<String>,
-}
+use crate::accounts::db::UserRow;
 
 /// The live session behind a token hash: not past its absolute expiry, not idle for longer
-/// than `idle_s`, and its user not disabled. `stale` says it was last marked seen over a minute
-/// ago (see [`touch_session`]).
-pub async fn session_caller(
+/// than `idle_s`, and its user not disabled. Returns the user, the session's CSRF token, and
+/// whether it was last marked seen over a minute ago (see [`touch_session`]).
+pub async fn session_user(
     db: impl PgExecutor<'_>,
     token_sha256: &[u8],
     idle_s: f64,
-) -> sqlx::Result<Option<(CallerRow, bool)>> {
+) -> sqlx::Result<Option<(UserRow, String, bool)>> {
     let row = sqlx::query!(
-        r#"select u.id as user_id, u.username, u.display_name, s.csrf_token,
-                  array(select role from user_roles r where r.user_id = u.id order by role) as "roles!",
-                  array(select t.name from team_members m join teams t on t.id = m.team_id
-                        where m.user_id = u.id order by t.name) as "teams!",
+        r#"select p.user_id as "user_id!", p.username as "username!", p.display_name as "display_name!",
+                  p.disabled as "disabled!", p.roles as "roles!", p.teams as "teams!", s.csrf_token,
                   (s.last_seen_at < now() - interval '60 seconds') as "stale!"
-           from sessions s join users u on u.id = s.user_id
+           from sessions s join user_profiles p on p.user_id = s.user_id
            where s.token_sha256 = $1 and s.expires_at > now()
              and s.last_seen_at > now() - make_interval(secs => $2)
-             and not u.disabled"#,
+             and not p.disabled"#,
         token_sha256,
         idle_s,
     )
     .fetch_optional(db)
     .await?;
     Ok(row.map(|r| {
-        let caller = CallerRow {
+        let user = UserRow {
             user_id: r.user_id,
             username: r.username,
             display_name: r.display_name,
             roles: r.roles,
             teams: r.teams,
-            csrf_token: Some(r.csrf_token),
+            disabled: r.disabled,
         };
-        (caller, r.stale)
+        (user, r.csrf_token, r.stale)
     }))
 }
 
@@ -55,25 +45,6 @@ pub async fn touch_session(db: impl PgExecutor<'_>, token_sha256: &[u8]) -> sqlx
     .execute(db)
     .await?;
     Ok(())
-}
-
-/// A user by name, with roles and teams (for the auth proxy, which has no session).
-pub async fn user_caller(
-    db: impl PgExecutor<'_>,
-    username: &str,
-) -> sqlx::Result<Option<CallerRow>> {
-    sqlx::query_as!(
-        CallerRow,
-        r#"select u.id as user_id, u.username, u.display_name,
-                  array(select role from user_roles r where r.user_id = u.id order by role) as "roles!",
-                  array(select t.name from team_members m join teams t on t.id = m.team_id
-                        where m.user_id = u.id order by t.name) as "teams!",
-                  null::text as "csrf_token?"
-           from users u where u.username = $1 and not u.disabled"#,
-        username,
-    )
-    .fetch_optional(db)
-    .await
 }
 
 pub struct Credentials {
