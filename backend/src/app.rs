@@ -27,7 +27,7 @@ use crate::{
     accounts,
     auth::{self, Access, AuthSettings},
     config::HttpSettings,
-    error, fleet, health,
+    error, fleet, health, packing,
 };
 
 /// What every handler can reach.
@@ -115,6 +115,7 @@ pub fn api() -> Api {
         .merge(auth::api())
         .merge(accounts::api())
         .merge(fleet::api())
+        .merge(packing::api())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

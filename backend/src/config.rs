@@ -29,6 +29,60 @@ pub enum Command {
     /// Manage users: create the first admin, reset a password, list users.
     #[command(subcommand)]
     User(UserCommand),
+    /// Planning math, offline: packing replays.
+    #[command(subcommand)]
+    Plan(PlanCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Replay a pod list onto a node list (openb CSVs) and print the figures as JSON.
+    Pack {
+        #[arg(long)]
+        nodes: PathBuf,
+        #[arg(long)]
+        pods: PathBuf,
+        /// random, first_fit, best_fit, dot_product, gpu_packing, fgd
+        #[arg(long, default_value = "fgd")]
+        policy: String,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Arrivals as a multiple of GPU capacity (the paper: 1.3).
+        #[arg(long, default_value_t = 1.3)]
+        inflate: f64,
+    },
+    /// Lay inference replicas out in MIG instances (JSON with a mig-parted config).
+    Mig {
+        /// A GPU model with a MIG table, e.g. H200-141GB, H100-80GB, A100-40GB.
+        #[arg(long)]
+        gpu_model: String,
+        /// Replica groups as name:mem_gib:replicas (repeat), e.g. --replicas llama-8b:20:6
+        #[arg(long = "replicas", required = true)]
+        groups: Vec<String>,
+        /// Also write the mig-parted configuration here.
+        #[arg(long)]
+        mig_parted_out: Option<PathBuf>,
+    },
+    /// The paper's full protocol: every list × policy × seed, written as a results document.
+    PackProtocol {
+        /// The openb trace folder (e.g. ../shared/eval/openb/trace).
+        #[arg(long)]
+        trace_dir: PathBuf,
+        /// The artifact's summary CSV; default: ../reference_results/ beside the trace folder.
+        #[arg(long)]
+        published: Option<PathBuf>,
+        #[arg(long, default_value = "42-51")]
+        seeds: String,
+        /// Comma-separated policies; default: all.
+        #[arg(long)]
+        policies: Option<String>,
+        /// Comma-separated pod lists; default: the 17 with published results.
+        #[arg(long)]
+        lists: Option<String>,
+        /// Write the Markdown table here (also printed).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]

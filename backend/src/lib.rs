@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod fleet;
 pub mod health;
+pub mod packing;
 
 use std::time::Duration;
 

@@ -8,11 +8,15 @@ use anyhow::Context;
 use backend::{
     MIGRATOR, accounts, app,
     auth::password,
-    config::{self, Cli, Command, HttpSettings, UserCommand},
+    config::{self, Cli, Command, HttpSettings, PlanCommand, UserCommand},
     fleet::{self, DemoLoad},
+    packing,
 };
 use clap::Parser;
-use shared::auth::{NewUser, Role};
+use shared::{
+    auth::{NewUser, Role},
+    packing::Policy,
+};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -78,6 +82,81 @@ async fn main() -> anyhow::Result<()> {
             pool.close().await;
         }
         Command::User(command) => user(command).await?,
+        Command::Plan(command) => {
+            if let Err(err) = plan(command) {
+                // Bad input exits with 2, naming the file, line, column and problem.
+                let code = if err.is::<packing::InputError>() {
+                    2
+                } else {
+                    1
+                };
+                eprintln!("error: {err:#}");
+                std::process::exit(code);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn plan(command: PlanCommand) -> anyhow::Result<()> {
+    match command {
+        PlanCommand::Pack {
+            nodes,
+            pods,
+            policy,
+            seed,
+            inflate,
+        } => {
+            let report = packing::pack_files(&nodes, &pods, &policy, seed, inflate)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        PlanCommand::Mig {
+            gpu_model,
+            groups,
+            mig_parted_out,
+        } => {
+            let plan = packing::mig_command(&gpu_model, &groups)?;
+            println!("{}", serde_json::to_string_pretty(&plan)?);
+            if let Some(path) = mig_parted_out {
+                std::fs::write(&path, &plan.mig_parted_yaml)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+        PlanCommand::PackProtocol {
+            trace_dir,
+            published,
+            seeds,
+            policies,
+            lists,
+            out,
+        } => {
+            let seeds = packing::parse_seeds(&seeds)?;
+            let policies = match policies {
+                Some(list) => list
+                    .split(',')
+                    .map(|p| packing::parse_policy(p.trim()))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => Policy::ALL.to_vec(),
+            };
+            let lists: Vec<String> = match lists {
+                Some(list) => list.split(',').map(|l| l.trim().to_owned()).collect(),
+                None => packing::PUBLISHED_LISTS
+                    .iter()
+                    .map(|l| (*l).to_owned())
+                    .collect(),
+            };
+            let published_path = published.unwrap_or_else(|| packing::published_beside(&trace_dir));
+            let published = packing::read_published(&published_path)?;
+            let run = packing::run_protocol(&trace_dir, &lists, &policies, &seeds)?;
+            let command = std::env::args().collect::<Vec<_>>().join(" ");
+            let markdown = packing::results_markdown(&run, &published, &seeds, &command);
+            println!("{markdown}");
+            eprintln!("{} replays in {:.1} s", run.runs, run.seconds);
+            if let Some(path) = out {
+                std::fs::write(&path, &markdown)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
     }
     Ok(())
 }

@@ -66,6 +66,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("PUT", "/teams/{team}/members/{username}", "admin"),
     ("DELETE", "/teams/{team}/members/{username}", "admin"),
     ("GET", "/fleet", "requester approver finance admin"),
+    ("POST", "/plan/pack", "approver admin"),
+    ("POST", "/plan/mig", "approver admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

@@ -7,5 +7,7 @@ pub mod auth;
 pub mod error;
 pub mod fleet;
 pub mod health;
+pub mod packing;
+pub mod rng;
 
 pub use error::{ApiError, ErrorCode, FieldError};
