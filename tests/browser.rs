@@ -25,29 +25,15 @@ async fn log_in(browser: &Browser, username: &str, password: &str) {
     browser
         .wait_for_text("[data-test=login-form]", "Log in")
         .await;
-    let form = browser
-        .client
-        .find(Locator::Css("[data-test=login-form]"))
-        .await
-        .expect("form");
-    form.find(Locator::Css("input[name=username]"))
-        .await
-        .expect("field")
-        .send_keys(username)
-        .await
-        .expect("type");
-    form.find(Locator::Css("input[name=password]"))
-        .await
-        .expect("field")
-        .send_keys(password)
-        .await
-        .expect("type");
-    form.find(Locator::Css("button[type=submit]"))
-        .await
-        .expect("button")
-        .click()
-        .await
-        .expect("click");
+    browser
+        .fill_and_submit(
+            "[data-test=login-form]",
+            &[
+                ("input[name=username]", username),
+                ("input[name=password]", password),
+            ],
+        )
+        .await;
 }
 
 async fn nav_titles(browser: &Browser) -> Vec<String> {
@@ -172,30 +158,16 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
                 .wait_for_text("[data-test=user-rita]", "requester")
                 .await;
             // An admin creates a team from the form, and it is listed.
-            let form = browser
-                .client
-                .find(Locator::Css("[data-test=new-team]"))
-                .await
-                .expect("form");
-            for (placeholder, value) in [
-                ("team name", "vision"),
-                ("namespace", "team-vision"),
-                ("cost centre", "CC-7"),
-            ] {
-                let css = format!("input[placeholder='{placeholder}']");
-                form.find(Locator::Css(&css))
-                    .await
-                    .expect("field")
-                    .send_keys(value)
-                    .await
-                    .expect("type");
-            }
-            form.find(Locator::Css("button[type=submit]"))
-                .await
-                .expect("button")
-                .click()
-                .await
-                .expect("click");
+            browser
+                .fill_and_submit(
+                    "[data-test=new-team]",
+                    &[
+                        ("input[placeholder='team name']", "vision"),
+                        ("input[placeholder='namespace']", "team-vision"),
+                        ("input[placeholder='cost centre']", "CC-7"),
+                    ],
+                )
+                .await;
             browser
                 .wait_for_text("[data-test=team-vision]", "vision")
                 .await;

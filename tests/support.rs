@@ -161,6 +161,28 @@ impl Browser {
         }
     }
 
+    /// Types into the fields of the form at `form_css` (each field by CSS selector), then submits it.
+    pub async fn fill_and_submit(&self, form_css: &str, fields: &[(&str, &str)]) {
+        let form = self
+            .client
+            .find(Locator::Css(form_css))
+            .await
+            .expect("the form");
+        for (css, text) in fields {
+            let field = form
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("{css}: {e}"));
+            field.send_keys(text).await.expect("type");
+        }
+        form.find(Locator::Css("button[type=submit]"))
+            .await
+            .expect("submit")
+            .click()
+            .await
+            .expect("click");
+    }
+
     /// Saves a PNG of the viewport under `target/e2e/` for people to look at.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
         let png = self.client.screenshot().await.expect("screenshot");

@@ -67,6 +67,26 @@ impl<'a> Header<'a> {
     }
 }
 
+/// The header (with the required columns) and the data rows, each as long as the header.
+type Records<'a> = (Header<'a>, Vec<(usize, Vec<&'a str>)>);
+
+fn records<'a>(text: &'a str, required: &[&str]) -> Result<Records<'a>, CsvError> {
+    let header = Header::read(text, required)?;
+    let mut records = Vec::new();
+    for (line, row) in rows(text).skip(1) {
+        if row.len() != header.names.len() {
+            let message = format!(
+                "{} fields, the header has {}",
+                row.len(),
+                header.names.len()
+            );
+            return Err(err(line, "-", message));
+        }
+        records.push((line, row));
+    }
+    Ok((header, records))
+}
+
 fn int(line: usize, column: &str, value: &str, min: i64, max: i64) -> Result<i64, CsvError> {
     let n: i64 = value
         .parse()
@@ -79,20 +99,9 @@ fn int(line: usize, column: &str, value: &str, min: i64, max: i64) -> Result<i64
 
 /// `sn,cpu_milli,memory_mib,gpu,model`. Nodes without GPUs are kept (they take CPU-only pods).
 pub fn parse_nodes(text: &str) -> Result<Vec<NodeSpec>, CsvError> {
-    let header = Header::read(text, &["sn", "cpu_milli", "memory_mib", "gpu", "model"])?;
+    let (header, records) = records(text, &["sn", "cpu_milli", "memory_mib", "gpu", "model"])?;
     let mut nodes = Vec::new();
-    for (line, row) in rows(text).skip(1) {
-        if row.len() != header.names.len() {
-            return Err(err(
-                line,
-                "-",
-                format!(
-                    "{} fields, the header has {}",
-                    row.len(),
-                    header.names.len()
-                ),
-            ));
-        }
+    for (line, row) in records {
         let name = header.get(&row, "sn");
         if name.is_empty() {
             return Err(err(line, "sn", "the node name is empty"));
@@ -130,23 +139,12 @@ pub fn parse_nodes(text: &str) -> Result<Vec<NodeSpec>, CsvError> {
 
 /// `name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]`; other columns are ignored.
 pub fn parse_pods(text: &str) -> Result<Vec<PodSpec>, CsvError> {
-    let header = Header::read(
+    let (header, records) = records(
         text,
         &["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"],
     )?;
     let mut pods = Vec::new();
-    for (line, row) in rows(text).skip(1) {
-        if row.len() != header.names.len() {
-            return Err(err(
-                line,
-                "-",
-                format!(
-                    "{} fields, the header has {}",
-                    row.len(),
-                    header.names.len()
-                ),
-            ));
-        }
+    for (line, row) in records {
         let num_gpu = int(
             line,
             "num_gpu",
