@@ -27,7 +27,7 @@ use crate::{
     accounts,
     auth::{self, Access, AuthSettings},
     config::HttpSettings,
-    error, fleet, health, packing,
+    error, fleet, health, packing, plan,
 };
 
 /// What every handler can reach.
@@ -116,6 +116,7 @@ pub fn api() -> Api {
         .merge(accounts::api())
         .merge(fleet::api())
         .merge(packing::api())
+        .merge(plan::api())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

@@ -36,6 +36,22 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum PlanCommand {
+    /// Evaluate a scenario (sizing, a week's simulation, decision, isolation) and print JSON.
+    Evaluate { scenario: PathBuf },
+    /// Write the scenario's Kueue and KEDA manifests as YAML into a folder.
+    Export {
+        scenario: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Kueue API version: v1beta2 (default) or v1beta1.
+        #[arg(long, default_value = "v1beta2")]
+        kueue_version: String,
+    },
+    /// Time the week-long simulation of 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs.
+    Bench {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// Replay a pod list onto a node list (openb CSVs) and print the figures as JSON.
     Pack {
         #[arg(long)]

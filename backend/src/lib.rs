@@ -8,6 +8,7 @@ pub mod error;
 pub mod fleet;
 pub mod health;
 pub mod packing;
+pub mod plan;
 
 use std::time::Duration;
 

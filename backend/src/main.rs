@@ -100,6 +100,31 @@ async fn main() -> anyhow::Result<()> {
 
 fn plan(command: PlanCommand) -> anyhow::Result<()> {
     match command {
+        PlanCommand::Evaluate { scenario } => {
+            let evaluation = backend::plan::evaluate_file(&scenario)?;
+            println!("{}", serde_json::to_string_pretty(&evaluation)?);
+        }
+        PlanCommand::Export {
+            scenario,
+            out,
+            kueue_version,
+        } => {
+            for file in backend::plan::export_file(&scenario, &out, &kueue_version)? {
+                println!("wrote {file}");
+            }
+        }
+        PlanCommand::Bench { runs } => {
+            let (mut seconds, gpus, jobs) = backend::plan::bench(runs);
+            seconds.sort_by(f64::total_cmp);
+            let median = seconds[seconds.len() / 2];
+            println!(
+                "simulate: one week at 1-minute steps, {gpus} GPUs, 50 teams, 4 flavors, {jobs} jobs: median {:.3} s, min {:.3} s, max {:.3} s over {} runs (one core)",
+                median,
+                seconds[0],
+                seconds[seconds.len() - 1],
+                seconds.len()
+            );
+        }
         PlanCommand::Pack {
             nodes,
             pods,

@@ -68,6 +68,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("GET", "/fleet", "requester approver finance admin"),
     ("POST", "/plan/pack", "approver admin"),
     ("POST", "/plan/mig", "approver admin"),
+    ("POST", "/plan/evaluate", "approver admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

@@ -4,10 +4,17 @@
 //! ids. Units are in names (`mem_mib`, `price_cents_per_gpu_hour`); money is integer cents.
 
 pub mod auth;
+pub mod decision;
 pub mod error;
 pub mod fleet;
 pub mod health;
+pub mod isolation;
+pub mod manifests;
 pub mod packing;
+pub mod plan;
 pub mod rng;
+pub mod scenario;
+pub mod simulate;
+pub mod sizing;
 
 pub use error::{ApiError, ErrorCode, FieldError};

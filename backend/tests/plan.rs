@@ -1,0 +1,170 @@
+//! `POST /api/plan/evaluate` and `gpufleet plan evaluate|export|bench`: the same JSON as the
+//! library, bad scenarios refused with field paths (422 / exit status 2).
+
+mod common;
+
+use std::process::Command;
+
+use axum::http::{Method, StatusCode, header};
+use common::{login, router, send, user};
+use shared::{ApiError, ErrorCode, auth::Role, plan};
+use sqlx::PgPool;
+
+fn example(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!(
+        "{}/../shared/scenarios/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+}
+
+fn gpufleet(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .output()
+        .expect("gpufleet runs")
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
+    user(&pool, "alex", &[Role::Approver], &[]).await;
+    let router = router(pool);
+    let session = login(&router, "alex", common::PASSWORD).await;
+    let text = std::fs::read_to_string(example("aws-300")).expect("example");
+    let mut request = common::request(Method::POST, "/api/plan/evaluate", Some(&session), None);
+    *request.body_mut() = axum::body::Body::from(text.clone());
+    request.headers_mut().insert(
+        header::CONTENT_TYPE,
+        "application/json".parse().expect("header"),
+    );
+    let reply = send(&router, request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let want = plan::evaluate(&plan::parse_scenario(&text).expect("parses")).expect("evaluates");
+    assert_eq!(reply.text(), serde_json::to_string(&want).expect("json"));
+
+    let out = gpufleet(&[
+        "plan",
+        "evaluate",
+        example("aws-300").to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(printed.trim_end(), serde_json::to_string_pretty(&want).expect("json"));
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
+    user(&pool, "alex", &[Role::Approver], &[]).await;
+    let router = router(pool);
+    let session = login(&router, "alex", common::PASSWORD).await;
+    let mut scenario: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example("startup-40")).expect("example"))
+            .expect("json");
+    scenario["teams"][1]["workloads"][0]["gpus_per_job"] = 0.into();
+    scenario["fleet"][0]["count"] = 0.into();
+    let reply = send(
+        &router,
+        common::request(
+            Method::POST,
+            "/api/plan/evaluate",
+            Some(&session),
+            Some(scenario.clone()),
+        ),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: ApiError = reply.json();
+    assert_eq!(err.code, ErrorCode::Invalid);
+    let paths: Vec<&str> = err.fields.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["fleet[0].count", "teams[1].workloads[0].gpus_per_job"]
+    );
+
+    let broken = send(
+        &router,
+        common::request(
+            Method::POST,
+            "/api/plan/evaluate",
+            Some(&session),
+            Some(serde_json::json!({"version": 1})),
+        ),
+    )
+    .await;
+    assert_eq!(broken.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        broken.json::<ApiError>().fields[0]
+            .message
+            .contains("missing field")
+    );
+
+    let dir = std::env::temp_dir().join(format!("gpufleet-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("bad.json");
+    std::fs::write(&file, scenario.to_string()).expect("write");
+    let out = gpufleet(&["plan", "evaluate", file.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fleet[0].count: must be between 1 and 1,000,000"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("teams[1].workloads[0].gpus_per_job"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn export_writes_kueue_and_keda_yaml() {
+    let dir = std::env::temp_dir().join(format!("gpufleet-export-{}", std::process::id()));
+    let out = gpufleet(&[
+        "plan",
+        "export",
+        example("aws-300").to_str().expect("utf-8"),
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kueue = std::fs::read_to_string(dir.join("kueue.yaml")).expect("kueue.yaml");
+    assert!(
+        kueue.contains("apiVersion: \"kueue.x-k8s.io/v1beta2\"")
+            && kueue.contains("kind: \"ClusterQueue\"")
+    );
+    let keda = std::fs::read_to_string(dir.join("keda-scaledobjects.yaml")).expect("keda yaml");
+    assert!(keda.contains("kind: \"ScaledObject\""));
+    let old = gpufleet(&[
+        "plan",
+        "export",
+        example("aws-300").to_str().expect("utf-8"),
+        "--out",
+        dir.to_str().expect("utf-8"),
+        "--kueue-version",
+        "v1beta1",
+    ]);
+    assert!(old.status.success());
+    assert!(
+        std::fs::read_to_string(dir.join("kueue.yaml"))
+            .expect("kueue.yaml")
+            .contains("cohort: \"gpufleet\"")
+    );
+    let bad = gpufleet(&[
+        "plan",
+        "export",
+        example("aws-300").to_str().expect("utf-8"),
+        "--out",
+        dir.to_str().expect("utf-8"),
+        "--kueue-version",
+        "v2",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(dir);
+}

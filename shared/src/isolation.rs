@@ -1,0 +1,289 @@
+//! The isolation plan (whole GPU, MIG, MPS, time-slicing or HAMi fractions per workload
+//! class, with the reasons), the anti-pattern warnings, and where spot capacity fits.
+//!
+//! Invariants: never time-slicing or MPS between distinct business tenants; MIG only on GPUs
+//! that have it; only HAMi fractions on non-NVIDIA accelerators.
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::{Scenario, UtilisationSource, Workload, WorkloadKind};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    WholeGpu,
+    Mig,
+    Mps,
+    TimeSlicing,
+    HamiFractions,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassIsolation {
+    pub team: String,
+    pub workload: String,
+    pub mechanism: Mechanism,
+    /// `dra` on Kubernetes 1.34+, else `device_plugin`.
+    pub allocation_base: String,
+    pub reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Stable: `time_slicing_across_tenants`, `nothing_to_lend`, `preemption_without_checkpoint`,
+    /// `rework_over_15_min`, `keda_cooldown_in_seconds`, `keda_activation_zero`,
+    /// `utilisation_from_requests`, `mig_without_mig`.
+    pub code: String,
+    pub path: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpotAdvice {
+    pub team: String,
+    pub workload: String,
+    pub fits_spot: bool,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolationPlan {
+    pub classes: Vec<ClassIsolation>,
+    pub warnings: Vec<Warning>,
+    pub spot: Vec<SpotAdvice>,
+}
+
+pub fn plan(scenario: &Scenario) -> IsolationPlan {
+    let dra = scenario.kubernetes_at_least(1, 34);
+    let mut classes = Vec::new();
+    let mut spot = Vec::new();
+    for team in &scenario.teams {
+        for w in &team.workloads {
+            let (mechanism, reasons) = choose(scenario, w);
+            classes.push(ClassIsolation {
+                team: team.name.clone(),
+                workload: w.name.clone(),
+                mechanism,
+                allocation_base: if dra { "dra" } else { "device_plugin" }.to_owned(),
+                reasons,
+            });
+            let (fits_spot, reason) = spot_fit(w);
+            spot.push(SpotAdvice {
+                team: team.name.clone(),
+                workload: w.name.clone(),
+                fits_spot,
+                reason,
+            });
+        }
+    }
+    if dra {
+        for c in &mut classes {
+            c.reasons.push("Kubernetes 1.34+: allocate through DRA (topology-aware); fractioning stays a separate choice.".to_owned());
+        }
+    }
+    IsolationPlan {
+        classes,
+        warnings: warnings(scenario),
+        spot,
+    }
+}
+
+fn choose(scenario: &Scenario, w: &Workload) -> (Mechanism, Vec<String>) {
+    let acc = scenario.accelerator(&w.flavor);
+    let nvidia = acc.is_none_or(|a| a.vendor.eq_ignore_ascii_case("nvidia"));
+    let has_mig = acc.is_some_and(|a| a.mig);
+    let compliance = scenario.constraints.hardware_isolation_between_tenants && w.tenants > 1;
+    let mut reasons = Vec::new();
+    let mig_or_whole = |reasons: &mut Vec<String>| {
+        if has_mig {
+            Mechanism::Mig
+        } else {
+            reasons.push(
+                "This GPU has no MIG: whole cards give the hardware boundary instead.".to_owned(),
+            );
+            Mechanism::WholeGpu
+        }
+    };
+    let mechanism = match w.kind {
+        WorkloadKind::PreTraining => {
+            reasons.push("Pre-training wants whole cards (and whole nodes): maximum isolation and bandwidth.".to_owned());
+            Mechanism::WholeGpu
+        }
+        _ if compliance => {
+            reasons.push("Compliance needs hardware isolation between tenants: MIG is the only hardware-partitioned option an auditor accepts.".to_owned());
+            mig_or_whole(&mut reasons)
+        }
+        WorkloadKind::Inference if w.tenants > 1 && w.slo => {
+            reasons.push("Multi-tenant inference with an SLO: MIG gives each tenant dedicated memory, compute and bandwidth.".to_owned());
+            mig_or_whole(&mut reasons)
+        }
+        WorkloadKind::Inference if w.tenants > 1 => {
+            reasons.push("Several business tenants: software limits per pod (HAMi); never time-slicing or MPS across tenants.".to_owned());
+            Mechanism::HamiFractions
+        }
+        WorkloadKind::Inference => {
+            reasons.push(
+                "Trusted workloads of one team: MPS runs them concurrently for throughput."
+                    .to_owned(),
+            );
+            Mechanism::Mps
+        }
+        WorkloadKind::FineTuning => {
+            reasons.push("LoRA fine-tuning: HAMi fractions (gpumem/gpucores) pack several runs per card with memory limits.".to_owned());
+            Mechanism::HamiFractions
+        }
+        WorkloadKind::Batch if w.tenants > 1 => {
+            reasons.push("Evaluation for several tenants: HAMi memory limits; never time-slicing between tenants.".to_owned());
+            Mechanism::HamiFractions
+        }
+        WorkloadKind::Batch => {
+            reasons.push("Experiments and evaluation of one tenant: time-slicing is enough (no memory isolation needed).".to_owned());
+            Mechanism::TimeSlicing
+        }
+    };
+    if !nvidia
+        && matches!(
+            mechanism,
+            Mechanism::Mig | Mechanism::Mps | Mechanism::TimeSlicing
+        )
+    {
+        reasons.push(
+            "Not an NVIDIA accelerator: HAMi is the sharing layer that speaks to it.".to_owned(),
+        );
+        return (Mechanism::HamiFractions, reasons);
+    }
+    (mechanism, reasons)
+}
+
+fn spot_fit(w: &Workload) -> (bool, String) {
+    match (w.kind, &w.inference) {
+        (WorkloadKind::Inference, Some(inf)) => {
+            let short = inf.warm_cache_cold_start_s.unwrap_or(inf.cold_start_s) <= 60;
+            if inf.min_replicas >= 3 && short {
+                (
+                    true,
+                    "Enough replicas and a short cold start: losing a spot node costs little."
+                        .to_owned(),
+                )
+            } else {
+                (
+                    false,
+                    format!(
+                        "Spot needs ≥ 3 replicas and a cold start ≤ 60 s (has {} replicas, {} s).",
+                        inf.min_replicas,
+                        inf.warm_cache_cold_start_s.unwrap_or(inf.cold_start_s)
+                    ),
+                )
+            }
+        }
+        (WorkloadKind::Batch, _) => (
+            true,
+            "Evaluation and batch inference restart cheaply: spot fits.".to_owned(),
+        ),
+        _ if w.checkpoint_minutes > 0 && w.checkpoint_minutes <= 30 => (
+            true,
+            "Checkpoints every 30 minutes or less keep an interruption's rework short: spot fits."
+                .to_owned(),
+        ),
+        _ => (
+            false,
+            "Without frequent checkpoints a spot interruption loses hours of work.".to_owned(),
+        ),
+    }
+}
+
+fn warnings(scenario: &Scenario) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let mut warn = |code: &str, path: String, message: String| {
+        out.push(Warning {
+            code: code.to_owned(),
+            path,
+            message,
+        })
+    };
+    if scenario.quota.cohort {
+        for (f, acc) in scenario.fleet.iter().enumerate() {
+            let nominal: u64 = scenario
+                .teams
+                .iter()
+                .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
+                .sum();
+            if nominal >= u64::from(acc.count) && scenario.teams.len() > 1 {
+                warn(
+                    "nothing_to_lend",
+                    format!("fleet[{f}]"),
+                    format!(
+                        "Nominal quotas on {} add up to {nominal} of {} GPUs: nothing is left unassigned, so borrowing only happens when an owner idles; keep some capacity outside nominal quota or lower quotas.",
+                        acc.flavor, acc.count
+                    ),
+                );
+            }
+        }
+    }
+    for (t, team) in scenario.teams.iter().enumerate() {
+        for (i, w) in team.workloads.iter().enumerate() {
+            let path = |f: &str| format!("teams[{t}].workloads[{i}].{f}");
+            if w.preemptible && w.kind != WorkloadKind::Inference {
+                if w.checkpoint_minutes == 0 {
+                    warn("preemption_without_checkpoint", path("checkpoint_minutes"), "Preemptible without checkpoints: every preemption loses the whole run, and the first lost run gets preemption switched off.".to_owned());
+                } else if w.checkpoint_minutes / 2 > 15 {
+                    warn(
+                        "rework_over_15_min",
+                        path("checkpoint_minutes"),
+                        format!(
+                            "Checkpoints every {} min lose {} min of work per preemption on average; checkpoint at least every 30 min.",
+                            w.checkpoint_minutes,
+                            w.checkpoint_minutes / 2
+                        ),
+                    );
+                }
+            }
+            if let Some(inf) = &w.inference {
+                if inf.cooldown_s < 60 {
+                    warn(
+                        "keda_cooldown_in_seconds",
+                        path("inference.cooldown_s"),
+                        format!(
+                            "A {} s cooldown scales to zero between bursts: each cycle costs a cold start; use minutes.",
+                            inf.cooldown_s
+                        ),
+                    );
+                }
+                if inf.activation_threshold_pct == 0 {
+                    warn(
+                        "keda_activation_zero",
+                        path("inference.activation_threshold_pct"),
+                        "activationThreshold 0 lets any noise wake replicas from zero.".to_owned(),
+                    );
+                }
+            }
+            if w.tenants > 1
+                && matches!(
+                    w.current_isolation,
+                    Some(Mechanism::TimeSlicing | Mechanism::Mps)
+                )
+            {
+                warn(
+                    "time_slicing_across_tenants",
+                    path("current_isolation"),
+                    format!(
+                        "{} business tenants share cards by time-slicing or MPS: one tenant's leak is the neighbour's out-of-memory; use MIG or HAMi.",
+                        w.tenants
+                    ),
+                );
+            }
+            let has_mig = scenario.accelerator(&w.flavor).is_some_and(|a| a.mig);
+            if w.current_isolation == Some(Mechanism::Mig) && !has_mig {
+                warn(
+                    "mig_without_mig",
+                    path("current_isolation"),
+                    format!("{} has no MIG.", w.flavor),
+                );
+            }
+        }
+    }
+    if scenario.constraints.utilisation_measured_by == UtilisationSource::Requests {
+        warn("utilisation_from_requests", "constraints.utilisation_measured_by".to_owned(), "Utilisation from pod requests counts a GPU that downloads weights as 100% used; measure DCGM_FI_DEV_GPU_UTIL.".to_owned());
+    }
+    out
+}

@@ -1,0 +1,50 @@
+//! The whole planning evaluation of a scenario: sizing, the week's simulation, the decision
+//! matrix and the isolation plan. The browser, the API and the CLI all call [`evaluate`], so
+//! they give the same answer, byte for byte.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    decision::{self, Decision},
+    error::FieldError,
+    isolation::{self, IsolationPlan},
+    scenario::Scenario,
+    simulate::{self, Simulation},
+    sizing::{self, Sizing},
+};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub scenario: String,
+    pub seed: u64,
+    pub sizing: Sizing,
+    pub simulation: Simulation,
+    pub decision: Decision,
+    pub isolation: IsolationPlan,
+}
+
+/// Validates, then evaluates. Errors name every bad field by its path.
+pub fn evaluate(scenario: &Scenario) -> Result<Evaluation, Vec<FieldError>> {
+    scenario.validate()?;
+    let sizing = sizing::size(scenario);
+    let simulation = simulate::simulate(scenario);
+    let gain_points = sizing.shared_pool.mean_busy_pct - sizing.separate_pools.mean_busy_pct;
+    Ok(Evaluation {
+        scenario: scenario.name.clone(),
+        seed: scenario.seed,
+        decision: decision::evaluate(scenario, gain_points),
+        isolation: isolation::plan(scenario),
+        sizing,
+        simulation,
+    })
+}
+
+/// Reads a scenario from JSON, naming the field path of a parse error.
+pub fn parse_scenario(json: &str) -> Result<Scenario, Vec<FieldError>> {
+    serde_json::from_str(json).map_err(|err| {
+        vec![FieldError {
+            path: format!("line {} column {}", err.line(), err.column()),
+            message: err.to_string(),
+        }]
+    })
+}

@@ -1,0 +1,633 @@
+//! The planning input: one versioned `Scenario` (JSON in and out) — the fleet, the teams and
+//! their workload classes with weekly demand, the Kueue-style quota set-up, and the
+//! organisation's constraints. [`Scenario::validate`] names every bad field by its path.
+//!
+//! Units are in the names: GPUs, minutes, seconds, cents; a week is 168 hourly points.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+
+/// The scenario format this build reads.
+pub const SCENARIO_VERSION: u32 = 1;
+pub const HOURS_PER_WEEK: usize = 168;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub version: u32,
+    pub name: String,
+    /// Seed of the simulation's job arrivals: the same seed gives the same result.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    pub fleet: Vec<Accelerator>,
+    pub teams: Vec<Team>,
+    #[serde(default)]
+    pub quota: QuotaPolicy,
+    pub constraints: Constraints,
+    /// Decision-matrix weights; absent criteria weigh 1.
+    #[serde(default)]
+    pub weights: Weights,
+}
+
+fn default_seed() -> u64 {
+    42
+}
+
+/// One accelerator type of the fleet: a Kueue ResourceFlavor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accelerator {
+    /// The flavor name (a DNS label), e.g. `h100`.
+    pub flavor: String,
+    /// e.g. `H100-SXM5-80GB`; MIG models match `shared/data/mig_profiles.csv`.
+    pub gpu_model: String,
+    #[serde(default = "default_vendor")]
+    pub vendor: String,
+    pub count: u32,
+    pub gpus_per_node: u32,
+    pub mem_gib: u32,
+    #[serde(default)]
+    pub mig: bool,
+    pub price_cents_per_gpu_hour: i64,
+}
+
+fn default_vendor() -> String {
+    "NVIDIA".to_owned()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Team {
+    /// DNS label; also the ClusterQueue's name and the namespace stem.
+    pub name: String,
+    /// Nominal quota per flavor, in GPUs.
+    pub nominal_gpus: std::collections::BTreeMap<String, u32>,
+    /// Most GPUs per flavor it may borrow from the cohort; absent: no limit.
+    #[serde(default)]
+    pub borrowing_limit_gpus: std::collections::BTreeMap<String, u32>,
+    /// Most GPUs per flavor it lends; absent: all its unused quota.
+    #[serde(default)]
+    pub lending_limit_gpus: std::collections::BTreeMap<String, u32>,
+    pub workloads: Vec<Workload>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    PreTraining,
+    /// LoRA and other fine-tuning.
+    FineTuning,
+    /// Batch inference and evaluation.
+    Batch,
+    /// Online inference with a traffic curve.
+    Inference,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: String,
+    pub kind: WorkloadKind,
+    /// The flavor it runs on.
+    pub flavor: String,
+    pub demand: Demand,
+    /// GPUs one job (or one inference replica) holds.
+    pub gpus_per_job: u32,
+    /// Mean job length (batch kinds); ignored for inference.
+    #[serde(default = "default_job_minutes")]
+    pub job_minutes: u32,
+    /// Minutes between checkpoints; 0 means no checkpoints.
+    #[serde(default)]
+    pub checkpoint_minutes: u32,
+    /// Higher runs first and may preempt lower inside the team's queue.
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default)]
+    pub preemptible: bool,
+    /// Share of allocated time the GPU is really busy (DCGM_FI_DEV_GPU_UTIL), in %.
+    #[serde(default = "default_busy_pct")]
+    pub busy_pct: u32,
+    /// Distinct business tenants whose work shares this class's GPUs (1: one tenant).
+    #[serde(default = "one")]
+    pub tenants: u32,
+    /// Whether the class has a latency SLO.
+    #[serde(default)]
+    pub slo: bool,
+    /// Inference only.
+    #[serde(default)]
+    pub inference: Option<Inference>,
+    /// How the class is isolated today, if known (checked for anti-patterns).
+    #[serde(default)]
+    pub current_isolation: Option<crate::isolation::Mechanism>,
+}
+
+fn default_job_minutes() -> u32 {
+    240
+}
+fn default_busy_pct() -> u32 {
+    90
+}
+fn one() -> u32 {
+    1
+}
+
+/// GPUs wanted per hour over a week: given, or generated from a preset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Demand {
+    Hourly { hourly_gpus: Vec<f64> },
+    Preset { preset: Preset, peak_gpus: f64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// The peak all week.
+    Flat,
+    /// Office hours (8-20 on weekdays) at the peak, 25% at night and 15% on weekends.
+    BusinessHoursDiurnal,
+    /// Ramps through the week to the peak on Friday night, low on Monday.
+    WeeklyBatch,
+}
+
+impl Demand {
+    /// The 168 hourly values, in GPUs.
+    pub fn hourly(&self) -> Vec<f64> {
+        match self {
+            Demand::Hourly { hourly_gpus } => hourly_gpus.clone(),
+            Demand::Preset { preset, peak_gpus } => (0..HOURS_PER_WEEK)
+                .map(|h| peak_gpus * preset.shape(h))
+                .collect(),
+        }
+    }
+}
+
+impl Preset {
+    /// The share of the peak at hour `h` of the week (hour 0 is Monday 00:00 UTC).
+    pub fn shape(self, h: usize) -> f64 {
+        let (day, hour) = (h / 24, h % 24);
+        match self {
+            Preset::Flat => 1.0,
+            Preset::BusinessHoursDiurnal => {
+                if day >= 5 {
+                    0.15
+                } else if (8..20).contains(&hour) {
+                    1.0
+                } else {
+                    0.25
+                }
+            }
+            Preset::WeeklyBatch => 0.2 + 0.8 * (h as f64 / (HOURS_PER_WEEK - 1) as f64),
+        }
+    }
+}
+
+/// Inference: demand is GPUs' worth of traffic; replicas scale like KEDA.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inference {
+    pub tokens_per_s_per_gpu: u32,
+    pub cold_start_s: u32,
+    #[serde(default)]
+    pub warm_cache_cold_start_s: Option<u32>,
+    #[serde(default)]
+    pub min_replicas: u32,
+    pub max_replicas: u32,
+    /// KEDA `threshold`: target load per replica, in % of its capacity.
+    #[serde(default = "default_threshold")]
+    pub threshold_pct: u32,
+    /// KEDA `activationThreshold`, in % of one replica's capacity (0 wakes on any noise).
+    #[serde(default = "default_activation")]
+    pub activation_threshold_pct: u32,
+    /// KEDA `cooldownPeriod`, in seconds.
+    #[serde(default = "default_cooldown")]
+    pub cooldown_s: u32,
+}
+
+fn default_threshold() -> u32 {
+    70
+}
+fn default_activation() -> u32 {
+    5
+}
+fn default_cooldown() -> u32 {
+    300
+}
+
+impl Inference {
+    /// Cold start in minutes, with the warm cache when there is one.
+    pub fn cold_start_min(&self) -> u32 {
+        self.warm_cache_cold_start_s
+            .unwrap_or(self.cold_start_s)
+            .div_ceil(60)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Queueing {
+    StrictFifo,
+    BestEffortFifo,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaPolicy {
+    /// ClusterQueues share one cohort (lend and borrow unused quota).
+    pub cohort: bool,
+    pub queueing: Queueing,
+    /// `reclaimWithinCohort: Any`.
+    pub reclaim_within_cohort: bool,
+    /// `withinClusterQueue: LowerPriority`.
+    pub preempt_lower_priority: bool,
+}
+
+impl Default for QuotaPolicy {
+    fn default() -> Self {
+        Self {
+            cohort: true,
+            queueing: Queueing::BestEffortFifo,
+            reclaim_within_cohort: true,
+            preempt_lower_priority: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UtilisationSource {
+    Dcgm,
+    Requests,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Constraints {
+    /// Compliance (e.g. PCI-DSS) that needs hardware isolation between tenants.
+    #[serde(default)]
+    pub hardware_isolation_between_tenants: bool,
+    #[serde(default)]
+    pub aws_only: bool,
+    /// A heterogeneous or on-prem fleet (several vendors or generations).
+    #[serde(default)]
+    pub heterogeneous: bool,
+    /// e.g. "1.33"; DRA needs 1.34 or later.
+    pub kubernetes_version: String,
+    pub platform_team_size: u32,
+    pub platform_engineer_cost_cents_per_year: i64,
+    pub runs_own_models: bool,
+    /// Software GPU fractions (HAMi gpumem/gpucores) are required.
+    #[serde(default)]
+    pub needs_software_fractions: bool,
+    #[serde(default = "default_source")]
+    pub utilisation_measured_by: UtilisationSource,
+}
+
+fn default_source() -> UtilisationSource {
+    UtilisationSource::Dcgm
+}
+
+/// Weights of the decision criteria (0-10).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    pub arbitration: f64,
+    pub granularity: f64,
+    pub isolation: f64,
+    pub cost_to_maintain: f64,
+    pub utilisation: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Self {
+            arbitration: 1.0,
+            granularity: 1.0,
+            isolation: 1.0,
+            cost_to_maintain: 1.0,
+            utilisation: 1.0,
+        }
+    }
+}
+
+impl Scenario {
+    pub fn total_gpus(&self) -> u64 {
+        self.fleet.iter().map(|a| u64::from(a.count)).sum()
+    }
+
+    pub fn accelerator(&self, flavor: &str) -> Option<&Accelerator> {
+        self.fleet.iter().find(|a| a.flavor == flavor)
+    }
+
+    /// The DRA allocation base needs Kubernetes 1.34 or later.
+    pub fn kubernetes_at_least(&self, major: u32, minor: u32) -> bool {
+        let mut parts = self
+            .constraints
+            .kubernetes_version
+            .trim_start_matches('v')
+            .split('.');
+        let a: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let b: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        (a, b) >= (major, minor)
+    }
+
+    /// Every problem, each named by its field path.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let mut bad = |path: String, message: &str| {
+            errors.push(FieldError {
+                path,
+                message: message.to_owned(),
+            })
+        };
+        if self.version != SCENARIO_VERSION {
+            bad(
+                "version".into(),
+                "unsupported version; this build reads version 1",
+            );
+        }
+        if self.fleet.is_empty() {
+            bad("fleet".into(), "give at least one accelerator type");
+        }
+        for (i, a) in self.fleet.iter().enumerate() {
+            let p = |f: &str| format!("fleet[{i}].{f}");
+            if !is_dns_label(&a.flavor) {
+                bad(
+                    p("flavor"),
+                    "must be a DNS label (lower-case letters, digits, '-')",
+                );
+            }
+            if self.fleet.iter().filter(|b| b.flavor == a.flavor).count() > 1 {
+                bad(p("flavor"), "flavors must be unique");
+            }
+            if a.count == 0 || a.count > 1_000_000 {
+                bad(p("count"), "must be between 1 and 1,000,000");
+            }
+            if a.gpus_per_node == 0 || a.gpus_per_node > 64 {
+                bad(p("gpus_per_node"), "must be between 1 and 64");
+            }
+            if a.price_cents_per_gpu_hour < 0 || a.price_cents_per_gpu_hour > 1_000_000 {
+                bad(
+                    p("price_cents_per_gpu_hour"),
+                    "must be between 0 and 1,000,000",
+                );
+            }
+        }
+        if self.teams.is_empty() {
+            bad("teams".into(), "give at least one team");
+        }
+        for (t, team) in self.teams.iter().enumerate() {
+            let p = |f: &str| format!("teams[{t}].{f}");
+            if !is_dns_label(&team.name) {
+                bad(
+                    p("name"),
+                    "must be a DNS label (lower-case letters, digits, '-')",
+                );
+            }
+            if self.teams.iter().filter(|o| o.name == team.name).count() > 1 {
+                bad(p("name"), "team names must be unique");
+            }
+            for (field, map) in [
+                ("nominal_gpus", &team.nominal_gpus),
+                ("borrowing_limit_gpus", &team.borrowing_limit_gpus),
+                ("lending_limit_gpus", &team.lending_limit_gpus),
+            ] {
+                for flavor in map.keys() {
+                    if self.accelerator(flavor).is_none() {
+                        bad(
+                            format!("teams[{t}].{field}.{flavor}"),
+                            "no such flavor in fleet",
+                        );
+                    }
+                }
+            }
+            let has_limits =
+                !team.borrowing_limit_gpus.is_empty() || !team.lending_limit_gpus.is_empty();
+            if !self.quota.cohort && has_limits {
+                bad(
+                    p("borrowing_limit_gpus"),
+                    "borrowing and lending limits need quota.cohort (Kueue rejects them without one)",
+                );
+            }
+            if team.workloads.is_empty() {
+                bad(p("workloads"), "give at least one workload class");
+            }
+            for (w, work) in team.workloads.iter().enumerate() {
+                let p = |f: &str| format!("teams[{t}].workloads[{w}].{f}");
+                if work.name.trim().is_empty() {
+                    bad(p("name"), "must not be empty");
+                }
+                if self.accelerator(&work.flavor).is_none() {
+                    bad(p("flavor"), "no such flavor in fleet");
+                }
+                if work.gpus_per_job == 0 || work.gpus_per_job > 4096 {
+                    bad(p("gpus_per_job"), "must be between 1 and 4096");
+                }
+                if work.job_minutes == 0 || work.job_minutes > 60 * 24 * 30 {
+                    bad(p("job_minutes"), "must be between 1 and 43,200");
+                }
+                if work.busy_pct > 100 {
+                    bad(p("busy_pct"), "is a percentage (0-100)");
+                }
+                if work.tenants == 0 {
+                    bad(p("tenants"), "must be at least 1");
+                }
+                let hourly = work.demand.hourly();
+                if hourly.len() != HOURS_PER_WEEK {
+                    bad(
+                        p("demand.hourly_gpus"),
+                        "give exactly 168 hourly values (one week)",
+                    );
+                }
+                if hourly
+                    .iter()
+                    .any(|v| !v.is_finite() || *v < 0.0 || *v > 1e7)
+                {
+                    bad(p("demand"), "GPUs wanted must be between 0 and 10,000,000");
+                }
+                match (&work.kind, &work.inference) {
+                    (WorkloadKind::Inference, None) => bad(
+                        p("inference"),
+                        "inference needs tokens_per_s_per_gpu, cold_start_s, max_replicas",
+                    ),
+                    (WorkloadKind::Inference, Some(inf)) => {
+                        if inf.max_replicas == 0 || inf.min_replicas > inf.max_replicas {
+                            bad(
+                                p("inference.max_replicas"),
+                                "must be at least 1 and at least min_replicas",
+                            );
+                        }
+                        if inf.threshold_pct == 0 || inf.threshold_pct > 100 {
+                            bad(p("inference.threshold_pct"), "must be between 1 and 100");
+                        }
+                        if inf.tokens_per_s_per_gpu == 0 {
+                            bad(p("inference.tokens_per_s_per_gpu"), "must be positive");
+                        }
+                    }
+                    (_, Some(_)) => bad(
+                        p("inference"),
+                        "only inference classes take inference settings",
+                    ),
+                    (_, None) => {}
+                }
+            }
+        }
+        if !is_version(&self.constraints.kubernetes_version) {
+            bad(
+                "constraints.kubernetes_version".into(),
+                "write it as MAJOR.MINOR, e.g. 1.34",
+            );
+        }
+        if self.constraints.platform_engineer_cost_cents_per_year < 0 {
+            bad(
+                "constraints.platform_engineer_cost_cents_per_year".into(),
+                "must not be negative",
+            );
+        }
+        let w = &self.weights;
+        for (name, v) in [
+            ("arbitration", w.arbitration),
+            ("granularity", w.granularity),
+            ("isolation", w.isolation),
+            ("cost_to_maintain", w.cost_to_maintain),
+            ("utilisation", w.utilisation),
+        ] {
+            if !(0.0..=10.0).contains(&v) {
+                bad(format!("weights.{name}"), "must be between 0 and 10");
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    let mut errors = Vec::new();
+    crate::auth::validate_dns_label("", s, &mut errors);
+    errors.is_empty()
+}
+
+fn is_version(s: &str) -> bool {
+    let mut parts = s.trim_start_matches('v').split('.');
+    parts.next().is_some_and(|a| a.parse::<u32>().is_ok())
+        && parts.next().is_some_and(|b| b.parse::<u32>().is_ok())
+}
+
+/// The benchmark scenario: 10,000 GPUs in 4 flavors, 50 teams, about 100,000 batch jobs in a
+/// week, plus inference on every team. Shared by `gpufleet plan bench` and the criterion bench.
+pub fn bench_scenario() -> Scenario {
+    let flavors = [
+        ("f0", 4_000u32),
+        ("f1", 3_000),
+        ("f2", 2_000),
+        ("f3", 1_000),
+    ];
+    let fleet = flavors
+        .iter()
+        .map(|(name, count)| Accelerator {
+            flavor: (*name).to_owned(),
+            gpu_model: "H100-80GB".to_owned(),
+            vendor: default_vendor(),
+            count: *count,
+            gpus_per_node: 8,
+            mem_gib: 80,
+            mig: true,
+            price_cents_per_gpu_hour: 400,
+        })
+        .collect::<Vec<_>>();
+    let teams = (0..50)
+        .map(|t| {
+            let (flavor, count) = flavors[t % 4];
+            let share = count / (50 / 4 + u32::from(t % 4 < 50 % 4));
+            let nominal = [(flavor.to_owned(), share * 9 / 10)].into_iter().collect();
+            let batch = |name: &str, kind, peak: f64, gpus, minutes| Workload {
+                name: name.to_owned(),
+                kind,
+                flavor: flavor.to_owned(),
+                demand: Demand::Preset {
+                    preset: Preset::WeeklyBatch,
+                    peak_gpus: peak,
+                },
+                gpus_per_job: gpus,
+                job_minutes: minutes,
+                checkpoint_minutes: 30,
+                priority: 10,
+                preemptible: true,
+                busy_pct: 90,
+                tenants: 1,
+                slo: false,
+                inference: None,
+                current_isolation: None,
+            };
+            let serving = Workload {
+                name: "serve".to_owned(),
+                kind: WorkloadKind::Inference,
+                demand: Demand::Preset {
+                    preset: Preset::BusinessHoursDiurnal,
+                    peak_gpus: f64::from(share) * 0.25,
+                },
+                gpus_per_job: 1,
+                priority: 1000,
+                preemptible: false,
+                inference: Some(Inference {
+                    tokens_per_s_per_gpu: 2000,
+                    cold_start_s: 120,
+                    warm_cache_cold_start_s: Some(20),
+                    min_replicas: 1,
+                    max_replicas: share,
+                    threshold_pct: 70,
+                    activation_threshold_pct: 5,
+                    cooldown_s: 300,
+                }),
+                ..batch("serve", WorkloadKind::Inference, 0.0, 1, 60)
+            };
+            Team {
+                name: format!("team-{t:02}"),
+                nominal_gpus: nominal,
+                borrowing_limit_gpus: Default::default(),
+                lending_limit_gpus: Default::default(),
+                workloads: vec![
+                    batch(
+                        "train",
+                        WorkloadKind::PreTraining,
+                        f64::from(share) * 0.6,
+                        8,
+                        240,
+                    ),
+                    batch(
+                        "tune",
+                        WorkloadKind::FineTuning,
+                        f64::from(share) * 0.3,
+                        2,
+                        120,
+                    ),
+                    serving,
+                ],
+            }
+        })
+        .collect();
+    Scenario {
+        version: SCENARIO_VERSION,
+        name: "benchmark: 10,000 GPUs, 50 teams, 4 flavors".to_owned(),
+        seed: 42,
+        fleet,
+        teams,
+        quota: QuotaPolicy::default(),
+        constraints: Constraints {
+            hardware_isolation_between_tenants: false,
+            aws_only: false,
+            heterogeneous: false,
+            kubernetes_version: "1.34".to_owned(),
+            platform_team_size: 10,
+            platform_engineer_cost_cents_per_year: 25_000_000,
+            runs_own_models: true,
+            needs_software_fractions: false,
+            utilisation_measured_by: UtilisationSource::Dcgm,
+        },
+        weights: Weights::default(),
+    }
+}

@@ -1,0 +1,424 @@
+//! The planning core on the shipped example scenarios: the decision each reaches, isolation,
+//! warnings, validation with field paths, determinism, and manifests that validate against the
+//! real Kueue and KEDA CRD schemas (copied, descriptions stripped, to tests/fixtures/crds/).
+
+use serde_json::Value;
+use shared::{
+    decision::Architecture,
+    isolation::Mechanism,
+    manifests::{self, KueueVersion},
+    plan::{self, Evaluation},
+    scenario::Scenario,
+};
+
+fn scenario(name: &str) -> Scenario {
+    let path = format!("{}/scenarios/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"));
+    plan::parse_scenario(&text).unwrap_or_else(|err| panic!("{path}: {err:?}"))
+}
+
+fn evaluate(s: &Scenario) -> Evaluation {
+    plan::evaluate(s).unwrap_or_else(|err| panic!("{}: {err:?}", s.name))
+}
+
+#[test]
+fn each_example_reaches_its_architecture() {
+    for (name, want) in [
+        ("startup-40", Architecture::A),
+        ("aws-300", Architecture::C),
+        ("bank-10000", Architecture::B),
+        ("no-own-model", Architecture::D),
+    ] {
+        let e = evaluate(&scenario(name));
+        assert_eq!(
+            e.decision.recommendation, want,
+            "{name}: {:?}",
+            e.decision.reasons
+        );
+        assert!(!e.decision.reasons.is_empty());
+        assert_eq!(
+            e.decision.sensitivity.len(),
+            shared::decision::SENSITIVITY_GPUS.len()
+        );
+    }
+}
+
+#[test]
+fn sharing_pays_on_every_example_and_the_simulation_holds_its_invariants() {
+    for name in ["startup-40", "aws-300", "bank-10000", "no-own-model"] {
+        let e = evaluate(&scenario(name));
+        let s = &e.sizing;
+        assert!(s.shared_pool.gpus <= s.separate_pools.gpus, "{name}");
+        assert!(
+            s.shared_pool.mean_busy_pct >= s.separate_pools.mean_busy_pct,
+            "{name}"
+        );
+        let sim = &e.simulation;
+        let capacity = sim.capacity_gpus as f64 * f64::from(sim.minutes);
+        assert_eq!(
+            sim.total.admitted_gpu_minutes + sim.idle_gpu_minutes,
+            capacity,
+            "{name}: GPU-minutes conserved"
+        );
+        assert_eq!(sim.total.peak_over_limit_gpus, 0, "{name}");
+    }
+}
+
+#[test]
+fn the_bank_gets_mig_for_tenants_hami_for_ascend_and_dra() {
+    let e = evaluate(&scenario("bank-10000"));
+    let class = |w: &str| {
+        e.isolation
+            .classes
+            .iter()
+            .find(|c| c.team == "bu-00" && c.workload == w)
+            .expect("class")
+    };
+    assert_eq!(class("customer-llm").mechanism, Mechanism::Mig);
+    assert_eq!(class("pretrain").mechanism, Mechanism::WholeGpu);
+    assert_eq!(
+        class("risk-eval").mechanism,
+        Mechanism::HamiFractions,
+        "Ascend speaks only HAMi"
+    );
+    assert_eq!(class("lora").mechanism, Mechanism::HamiFractions);
+    // Single-tenant OCR on the L20 (no MIG): MPS among one team's trusted workloads.
+    assert_eq!(class("doc-ocr").mechanism, Mechanism::Mps);
+    assert!(
+        e.isolation
+            .classes
+            .iter()
+            .all(|c| c.allocation_base == "dra")
+    );
+    // At ~10,000 cards, the gain is worth far more than an engineer.
+    assert!(e.decision.gain_value_cents_per_year > 20_000_000);
+}
+
+#[test]
+fn anti_patterns_are_warned_about() {
+    let mut s = scenario("aws-300");
+    let codes = |s: &Scenario| -> Vec<String> {
+        evaluate(s)
+            .isolation
+            .warnings
+            .into_iter()
+            .map(|w| w.code)
+            .collect()
+    };
+    assert!(codes(&s).is_empty(), "{:?}", codes(&s));
+    {
+        let w = &mut s.teams[0].workloads[0];
+        w.checkpoint_minutes = 0;
+    }
+    s.teams[1].workloads[0].checkpoint_minutes = 60;
+    let inf = s.teams[2].workloads[0]
+        .inference
+        .as_mut()
+        .expect("inference");
+    inf.cooldown_s = 30;
+    inf.activation_threshold_pct = 0;
+    s.teams[2].workloads[0].current_isolation = Some(Mechanism::TimeSlicing);
+    s.constraints.utilisation_measured_by = shared::scenario::UtilisationSource::Requests;
+    s.teams[1].nominal_gpus.insert("h100".into(), 236 - 96 - 60);
+    let got = codes(&s);
+    for code in [
+        "preemption_without_checkpoint",
+        "rework_over_15_min",
+        "keda_cooldown_in_seconds",
+        "keda_activation_zero",
+        "time_slicing_across_tenants",
+        "utilisation_from_requests",
+        "nothing_to_lend",
+    ] {
+        assert!(got.iter().any(|c| c == code), "{code} missing from {got:?}");
+    }
+}
+
+#[test]
+fn spot_advice_follows_replicas_checkpoints_and_cold_start() {
+    let e = evaluate(&scenario("aws-300"));
+    let spot = |w: &str| {
+        e.isolation
+            .spot
+            .iter()
+            .find(|s| s.workload == w)
+            .expect("advice")
+            .fits_spot
+    };
+    assert!(spot("assistant"), "4 replicas, 15 s warm start");
+    assert!(spot("eval"));
+    assert!(spot("lora"), "15-minute checkpoints");
+    assert!(spot("pretrain"), "30-minute checkpoints");
+    assert!(!spot("embeddings"), "2 replicas");
+}
+
+#[test]
+fn bad_scenarios_are_refused_with_field_paths() {
+    let mut s = scenario("aws-300");
+    s.fleet[1].flavor = "H200!".into();
+    s.teams[0].workloads[1].flavor = "nope".into();
+    s.teams[1].workloads[0].gpus_per_job = 0;
+    s.teams[2].workloads[0].demand = shared::scenario::Demand::Hourly {
+        hourly_gpus: vec![1.0; 10],
+    };
+    s.constraints.kubernetes_version = "latest".into();
+    let errors = plan::evaluate(&s).expect_err("invalid");
+    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+    for want in [
+        "fleet[1].flavor",
+        "teams[0].workloads[1].flavor",
+        "teams[1].workloads[0].gpus_per_job",
+        "teams[2].workloads[0].demand.hourly_gpus",
+        "constraints.kubernetes_version",
+    ] {
+        assert!(paths.contains(&want), "{want} missing from {paths:?}");
+    }
+    let unknown = plan::parse_scenario(
+        r#"{"version": 1, "name": "x", "fleet": [], "teams": [], "constraints": {}, "colour": 1}"#,
+    );
+    assert!(unknown.is_err());
+}
+
+#[test]
+fn evaluation_is_deterministic_per_seed() {
+    let s = scenario("aws-300");
+    let a = serde_json::to_string(&evaluate(&s)).expect("json");
+    let b = serde_json::to_string(&evaluate(&s)).expect("json");
+    assert_eq!(a, b, "same seed, same bytes");
+    let other = Scenario { seed: 7, ..s };
+    assert_ne!(
+        evaluate(&other).simulation,
+        serde_json::from_str::<Evaluation>(&a)
+            .expect("decode")
+            .simulation
+    );
+}
+
+// ---- Manifests against the real CRD schemas ----
+
+fn crd(name: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/crds/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("crd")).expect("json")
+}
+
+/// A structural OpenAPI v3 check of the subset CRDs use: type, properties, required, items,
+/// enum, minimum, maximum, maxItems, minItems, maxLength, minLength, additionalProperties,
+/// x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields.
+fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
+    let Some(schema) = schema.as_object() else {
+        return;
+    };
+    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        if !(value.is_i64() || value.is_u64() || value.is_string()) {
+            errors.push(format!("{path}: expected int or string"));
+        }
+        return;
+    }
+    let kind = schema.get("type").and_then(Value::as_str);
+    let type_ok = match kind {
+        Some("object") => value.is_object(),
+        Some("array") => value.is_array(),
+        Some("string") => value.is_string(),
+        Some("integer") => value.is_i64() || value.is_u64(),
+        Some("number") => value.is_number(),
+        Some("boolean") => value.is_boolean(),
+        _ => true,
+    };
+    if !type_ok {
+        errors.push(format!("{path}: expected {kind:?}, got {value}"));
+        return;
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array)
+        && !options.contains(value)
+    {
+        errors.push(format!("{path}: {value} not in {options:?}"));
+    }
+    if let (Some(min), Some(n)) = (
+        schema.get("minimum").and_then(Value::as_f64),
+        value.as_f64(),
+    ) && n < min
+    {
+        errors.push(format!("{path}: {n} < minimum {min}"));
+    }
+    if let (Some(max), Some(n)) = (
+        schema.get("maximum").and_then(Value::as_f64),
+        value.as_f64(),
+    ) && n > max
+    {
+        errors.push(format!("{path}: {n} > maximum {max}"));
+    }
+    if let Some(s) = value.as_str() {
+        let len = s.chars().count() as u64;
+        if schema
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .is_some_and(|m| len > m)
+        {
+            errors.push(format!("{path}: longer than maxLength"));
+        }
+        if schema
+            .get("minLength")
+            .and_then(Value::as_u64)
+            .is_some_and(|m| len < m)
+        {
+            errors.push(format!("{path}: shorter than minLength"));
+        }
+    }
+    if let Some(items) = value.as_array() {
+        let len = items.len() as u64;
+        if schema
+            .get("maxItems")
+            .and_then(Value::as_u64)
+            .is_some_and(|m| len > m)
+        {
+            errors.push(format!("{path}: more than maxItems"));
+        }
+        if schema
+            .get("minItems")
+            .and_then(Value::as_u64)
+            .is_some_and(|m| len < m)
+        {
+            errors.push(format!("{path}: fewer than minItems"));
+        }
+        if let Some(item_schema) = schema.get("items") {
+            for (i, item) in items.iter().enumerate() {
+                validate(item_schema, item, &format!("{path}[{i}]"), errors);
+            }
+        }
+    }
+    if let Some(map) = value.as_object() {
+        for required in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(key) = required.as_str()
+                && !map.contains_key(key)
+            {
+                errors.push(format!("{path}: missing required {key}"));
+            }
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let preserve =
+            schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        for (key, v) in map {
+            match (
+                properties.and_then(|p| p.get(key)),
+                schema.get("additionalProperties"),
+            ) {
+                (Some(sub), _) => validate(sub, v, &format!("{path}.{key}"), errors),
+                (None, Some(extra)) if extra.is_object() => {
+                    validate(extra, v, &format!("{path}.{key}"), errors)
+                }
+                (None, _) if preserve || properties.is_none() => {}
+                (None, _) => errors.push(format!("{path}: unknown field {key}")),
+            }
+        }
+    }
+}
+
+fn crd_for(kind: &str) -> &'static str {
+    match kind {
+        "ResourceFlavor" => "resourceflavor",
+        "Cohort" => "cohort",
+        "ClusterQueue" => "clusterqueue",
+        "LocalQueue" => "localqueue",
+        "WorkloadPriorityClass" => "workloadpriorityclass",
+        "ScaledObject" => "scaledobject",
+        other => panic!("no CRD for {other}"),
+    }
+}
+
+fn check_export(s: &Scenario, version: KueueVersion) -> usize {
+    let mut checked = 0;
+    for file in manifests::export(s, version) {
+        // The YAML text says exactly what the objects say.
+        let parsed: Vec<Value> = serde_yaml::Deserializer::from_str(&file.yaml)
+            .map(|doc| {
+                serde_yaml::from_value::<Value>(serde::Deserialize::deserialize(doc).expect("yaml"))
+                    .expect("value")
+            })
+            .collect();
+        assert_eq!(parsed, file.objects, "{}", file.name);
+        for object in &file.objects {
+            let kind = object["kind"].as_str().expect("kind");
+            let schema = crd(crd_for(kind));
+            let (group, v) = object["apiVersion"]
+                .as_str()
+                .expect("apiVersion")
+                .split_once('/')
+                .expect("group/version");
+            assert_eq!(group, schema["group"].as_str().expect("group"));
+            let version_schema = &schema["versions"][v];
+            assert!(version_schema.is_object(), "{kind} has no version {v}");
+            let mut errors = Vec::new();
+            validate(version_schema, object, kind, &mut errors);
+            assert!(
+                errors.is_empty(),
+                "{kind} {} {v}: {errors:#?}",
+                object["metadata"]["name"]
+            );
+            // Kueue's CEL rule: no borrowingLimit without a cohort.
+            if kind == "ClusterQueue"
+                && object["spec"].get("cohortName").is_none()
+                && object["spec"].get("cohort").is_none()
+            {
+                assert!(!object.to_string().contains("borrowingLimit"), "{object}");
+            }
+            checked += 1;
+        }
+    }
+    checked
+}
+
+#[test]
+fn exported_manifests_validate_against_the_real_crds() {
+    for name in ["startup-40", "aws-300", "bank-10000", "no-own-model"] {
+        let s = scenario(name);
+        let v2 = check_export(&s, KueueVersion::V1beta2);
+        let v1 = check_export(&s, KueueVersion::V1beta1);
+        assert_eq!(v1, v2);
+        assert!(v2 > 2 * s.teams.len(), "{name}: {v2} objects");
+    }
+    // v1beta1 uses `cohort`, v1beta2 `cohortName`.
+    let s = scenario("aws-300");
+    let v1 = manifests::export(&s, KueueVersion::V1beta1);
+    assert!(v1[0].yaml.contains("cohort: \"gpufleet\"") && !v1[0].yaml.contains("cohortName"));
+    let v2 = manifests::export(&s, KueueVersion::V1beta2);
+    assert!(v2[0].yaml.contains("cohortName: \"gpufleet\""));
+    assert!(
+        v2[1].yaml.contains("kind: \"ScaledObject\"")
+            && v2[1].yaml.contains("type: \"prometheus\"")
+    );
+    // Without a cohort: no borrowing or lending limits at all.
+    let mut solo = scenario("startup-40");
+    solo.quota.cohort = false;
+    assert_eq!(
+        check_export(&solo, KueueVersion::V1beta2),
+        check_export(&scenario("startup-40"), KueueVersion::V1beta2) - 1
+    );
+}
+
+#[test]
+fn the_validator_catches_what_kubernetes_would_refuse() {
+    let schema = crd("clusterqueue");
+    let bad = serde_json::json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "x"},
+        "spec": {"queueingStrategy": "Random", "cohort": "old-field", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [{"name": "nvidia.com/gpu"}]}]}]}
+    });
+    let mut errors = Vec::new();
+    validate(
+        &schema["versions"]["v1beta2"],
+        &bad,
+        "ClusterQueue",
+        &mut errors,
+    );
+    let text = errors.join("\n");
+    assert!(text.contains("not in"), "{text}");
+    assert!(text.contains("unknown field cohort"), "{text}");
+    assert!(text.contains("missing required nominalQuota"), "{text}");
+}
