@@ -52,7 +52,10 @@ async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
         String::from_utf8_lossy(&out.stderr)
     );
     let printed = String::from_utf8(out.stdout).expect("utf-8");
-    assert_eq!(printed.trim_end(), serde_json::to_string_pretty(&want).expect("json"));
+    assert_eq!(
+        printed.trim_end(),
+        serde_json::to_string_pretty(&want).expect("json")
+    );
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
