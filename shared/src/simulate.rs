@@ -54,6 +54,11 @@ pub struct TeamStats {
     pub peak_borrowed_gpus: u32,
     /// The most GPUs held above nominal + borrowing limit (0 when Kueue's rule held).
     pub peak_over_limit_gpus: u32,
+    /// Admitted GPU-minutes ÷ the team's nominal quota (the fleet, for the total), in %; over
+    /// 100 when the team borrowed. None without quota.
+    pub allocated_pct: Option<f64>,
+    /// Busy GPU-minutes over the same base, in %.
+    pub busy_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,10 +68,6 @@ pub struct Simulation {
     pub teams: Vec<TeamStats>,
     pub total: TeamStats,
     pub idle_gpu_minutes: f64,
-    /// Allocated ÷ capacity, in %.
-    pub allocated_pct: f64,
-    /// Busy ÷ capacity, in %.
-    pub busy_pct: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -406,12 +407,20 @@ pub fn simulate(scenario: &Scenario) -> Simulation {
     total.unserved_inference_pct = (demand > 0.0).then(|| served / demand * 100.0);
     total.queue_wait_p50_min = percentile(&all_waits, 0.50);
     total.queue_wait_p95_min = percentile(&all_waits, 0.95);
-    let capacity_minutes = capacity_gpus as f64 * f64::from(MINUTES_PER_WEEK);
+    let minutes = f64::from(MINUTES_PER_WEEK);
+    let shares = |s: &mut TeamStats, gpus: f64| {
+        if gpus > 0.0 {
+            s.allocated_pct = Some(s.admitted_gpu_minutes / (gpus * minutes) * 100.0);
+            s.busy_pct = Some(s.busy_gpu_minutes / (gpus * minutes) * 100.0);
+        }
+    };
+    for (team, s) in state.stats.iter_mut().enumerate() {
+        shares(s, f64::from(state.nominal[team].iter().sum::<u32>()));
+    }
+    shares(&mut total, capacity_gpus as f64);
     Simulation {
         minutes: MINUTES_PER_WEEK,
         capacity_gpus,
-        allocated_pct: total.admitted_gpu_minutes / capacity_minutes * 100.0,
-        busy_pct: total.busy_gpu_minutes / capacity_minutes * 100.0,
         teams: state.stats,
         total,
         idle_gpu_minutes,
@@ -435,6 +444,8 @@ fn empty_stats(team: &str) -> TeamStats {
         preemptions_caused_by_scale_up: 0,
         peak_borrowed_gpus: 0,
         peak_over_limit_gpus: 0,
+        allocated_pct: None,
+        busy_pct: None,
     }
 }
 
@@ -965,7 +976,7 @@ mod properties {
                     prop_assert!(stats.peak_borrowed_gpus <= *limit);
                 }
             }
-            prop_assert!(sim.busy_pct <= sim.allocated_pct + 1e-9);
+            prop_assert!(sim.total.busy_pct <= sim.total.allocated_pct.map(|a| a + 1e-9));
         }
 
         #[test]
