@@ -367,6 +367,43 @@ mod tests {
     }
 
     #[test]
+    fn the_managed_window_is_50_to_2000_cards() {
+        let fired = |f: Facts| {
+            decide(&f, &Weights::default())
+                .2
+                .iter()
+                .any(|r| r.starts_with("50-2,000 cards"))
+        };
+        assert!(!fired(Facts {
+            gpus: 49,
+            ..facts()
+        }));
+        assert!(fired(Facts {
+            gpus: 50,
+            ..facts()
+        }));
+        assert!(fired(Facts {
+            gpus: 2_000,
+            ..facts()
+        }));
+        assert!(!fired(Facts {
+            gpus: 2_001,
+            ..facts()
+        }));
+        assert!(
+            !fired(Facts {
+                platform_team: 4,
+                ..facts()
+            }),
+            "a team of 4 is not small"
+        );
+        assert!(!fired(Facts {
+            aws_only: false,
+            ..facts()
+        }));
+    }
+
+    #[test]
     fn b_above_500_with_a_team_of_4_and_for_fractions_or_heterogeneous_fleets() {
         assert_eq!(
             pick(Facts {

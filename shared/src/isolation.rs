@@ -287,3 +287,101 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Demand, Preset, bench_scenario};
+
+    fn class(kind: WorkloadKind, tenants: u32, slo: bool) -> Workload {
+        Workload {
+            name: "w".into(),
+            kind,
+            flavor: "f0".into(),
+            demand: Demand::Preset {
+                preset: Preset::Flat,
+                peak_gpus: 1.0,
+            },
+            gpus_per_job: 1,
+            job_minutes: 60,
+            checkpoint_minutes: 0,
+            priority: 0,
+            preemptible: false,
+            busy_pct: 80,
+            tenants,
+            slo,
+            inference: None,
+            current_isolation: None,
+        }
+    }
+
+    #[test]
+    fn the_rules_per_class() {
+        let mut s = bench_scenario();
+        let pick = |s: &Scenario, w: Workload| choose(s, &w).0;
+        assert_eq!(
+            pick(&s, class(WorkloadKind::PreTraining, 3, true)),
+            Mechanism::WholeGpu
+        );
+        assert_eq!(
+            pick(&s, class(WorkloadKind::Inference, 3, true)),
+            Mechanism::Mig
+        );
+        assert_eq!(
+            pick(&s, class(WorkloadKind::Inference, 3, false)),
+            Mechanism::HamiFractions
+        );
+        assert_eq!(
+            pick(&s, class(WorkloadKind::Inference, 1, true)),
+            Mechanism::Mps
+        );
+        assert_eq!(
+            pick(&s, class(WorkloadKind::FineTuning, 1, false)),
+            Mechanism::HamiFractions
+        );
+        assert_eq!(
+            pick(&s, class(WorkloadKind::Batch, 1, false)),
+            Mechanism::TimeSlicing
+        );
+        // Never time-slicing between distinct business tenants.
+        assert_eq!(
+            pick(&s, class(WorkloadKind::Batch, 2, false)),
+            Mechanism::HamiFractions
+        );
+        // Compliance: hardware isolation, MIG where the GPU has it, whole cards where not.
+        s.constraints.hardware_isolation_between_tenants = true;
+        assert_eq!(
+            pick(&s, class(WorkloadKind::FineTuning, 2, false)),
+            Mechanism::Mig
+        );
+        s.fleet[0].mig = false;
+        assert_eq!(
+            pick(&s, class(WorkloadKind::FineTuning, 2, false)),
+            Mechanism::WholeGpu
+        );
+        // Non-NVIDIA accelerators speak only HAMi.
+        s.constraints.hardware_isolation_between_tenants = false;
+        s.fleet[0].vendor = "Huawei".into();
+        assert_eq!(
+            pick(&s, class(WorkloadKind::Batch, 1, false)),
+            Mechanism::HamiFractions
+        );
+        assert_eq!(
+            pick(&s, class(WorkloadKind::Inference, 1, false)),
+            Mechanism::HamiFractions
+        );
+    }
+
+    #[test]
+    fn dra_from_kubernetes_1_34() {
+        let mut s = bench_scenario();
+        assert!(plan(&s).classes.iter().all(|c| c.allocation_base == "dra"));
+        s.constraints.kubernetes_version = "1.33".into();
+        assert!(
+            plan(&s)
+                .classes
+                .iter()
+                .all(|c| c.allocation_base == "device_plugin")
+        );
+    }
+}
