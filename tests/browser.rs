@@ -73,14 +73,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     );
 
     // Navigate by clicking, as a person would.
-    browser
-        .client
-        .find(Locator::LinkText("Fleet"))
-        .await
-        .expect("nav link")
-        .click()
-        .await
-        .expect("click");
+    browser.click("Fleet").await;
     browser
         .wait_for_text("[data-test=fleet-total]", "192 GPUs in 3 pools")
         .await;
@@ -92,15 +85,35 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     assert!(std::fs::metadata(&shot).expect("screenshot").len() > 10_000);
 
     // A page that is not built yet says so.
-    browser
-        .client
-        .find(Locator::LinkText("Plan"))
-        .await
-        .expect("nav link")
-        .click()
-        .await
-        .expect("click");
+    browser.click("Quotas").await;
     browser.wait_for_text(".notyet", "Not built yet").await;
+
+    // The planning math runs in the browser: evaluate two example scenarios.
+    browser.click("Plan").await;
+    browser.click_css("[data-test=evaluate]").await;
+    browser
+        .wait_for_text("[data-test=recommendation]", "C")
+        .await;
+    browser
+        .wait_for_text("[data-test=sizing]", "GPUs needed")
+        .await;
+    browser
+        .wait_for_text("#sensitivity-chart", "Recommendation as the fleet grows")
+        .await;
+    browser.screenshot("console-plan").await;
+    let example = browser
+        .client
+        .find(Locator::Css("[data-test=example]"))
+        .await
+        .expect("select");
+    example
+        .select_by_value("no-own-model")
+        .await
+        .expect("choose");
+    browser.click_css("[data-test=evaluate]").await;
+    browser
+        .wait_for_text("[data-test=recommendation]", "D")
+        .await;
 
     browser.close().await;
 }
@@ -146,14 +159,7 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
             .await;
         assert_eq!(nav_titles(&browser).await, *want, "{name}");
         if *role == Role::Admin {
-            browser
-                .client
-                .find(Locator::LinkText("Admin"))
-                .await
-                .expect("nav link")
-                .click()
-                .await
-                .expect("click");
+            browser.click("Admin").await;
             browser
                 .wait_for_text("[data-test=user-rita]", "requester")
                 .await;
@@ -183,14 +189,7 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
                 .wait_for_text("main", "You do not have access to this page.")
                 .await;
         }
-        browser
-            .client
-            .find(Locator::Css("[data-test=logout]"))
-            .await
-            .expect("button")
-            .click()
-            .await
-            .expect("click");
+        browser.click_css("[data-test=logout]").await;
         browser
             .wait_for_text("[data-test=login-form]", "Log in")
             .await;

@@ -161,6 +161,26 @@ impl Browser {
         }
     }
 
+    /// Clicks the link with this text.
+    pub async fn click(&self, link_text: &str) {
+        let link = self
+            .client
+            .find(Locator::LinkText(link_text))
+            .await
+            .unwrap_or_else(|e| panic!("{link_text}: {e}"));
+        link.click().await.expect("click");
+    }
+
+    /// Clicks the element matching `css`.
+    pub async fn click_css(&self, css: &str) {
+        let element = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"));
+        element.click().await.expect("click");
+    }
+
     /// Types into the fields of the form at `form_css` (each field by CSS selector), then submits it.
     pub async fn fill_and_submit(&self, form_css: &str, fields: &[(&str, &str)]) {
         let form = self

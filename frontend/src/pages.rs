@@ -2,11 +2,13 @@
 
 mod admin;
 mod fleet;
+mod plan;
 
 pub use admin::Admin;
 pub use fleet::FleetPage;
 use leptos::prelude::*;
 use leptos_router::components::A;
+pub use plan::Plan;
 
 use crate::ui::NotYet;
 
@@ -27,16 +29,6 @@ pub fn Home() -> impl IntoView {
                 <li><A href="/fleet">"Fleet"</A>" — the accelerators you have."</li>
             </ul>
         </section>
-    }
-}
-
-#[component]
-pub fn Plan() -> impl IntoView {
-    view! {
-        <NotYet
-            title="Plan"
-            what="The wizard will size the fleet, simulate a week under Kueue quotas, score the four sharing architectures and export manifests."
-        />
     }
 }
 
