@@ -36,6 +36,18 @@ async fn log_in(browser: &Browser, username: &str, password: &str) {
         .await;
 }
 
+/// The real server on `pool`, and Chromium on its start page.
+async fn open_console(pool: PgPool) -> (Server, Browser) {
+    let server = Server::start(pool).await;
+    let browser = Browser::start().await;
+    browser
+        .client
+        .goto(&server.url("/"))
+        .await
+        .expect("open the console");
+    (server, browser)
+}
+
 async fn nav_titles(browser: &Browser) -> Vec<String> {
     let links = browser
         .client
@@ -53,14 +65,7 @@ async fn nav_titles(browser: &Browser) -> Vec<String> {
 async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
     user(&pool, "ada", Role::Admin).await;
-    let server = Server::start(pool).await;
-    let browser = Browser::start().await;
-
-    browser
-        .client
-        .goto(&server.url("/"))
-        .await
-        .expect("open the console");
+    let (_server, browser) = open_console(pool).await;
     log_in(&browser, "ada", PASSWORD).await;
     // The WASM app rendered and the health round trip reached the database.
     let health = browser
@@ -137,13 +142,7 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
     for (name, role, _) in &people {
         user(&pool, name, *role).await;
     }
-    let server = Server::start(pool).await;
-    let browser = Browser::start().await;
-    browser
-        .client
-        .goto(&server.url("/"))
-        .await
-        .expect("open the console");
+    let (server, browser) = open_console(pool).await;
 
     // A wrong password is refused in words, and nothing else shows.
     log_in(&browser, "rita", "not the password").await;

@@ -125,49 +125,32 @@ async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
 #[test]
 fn export_writes_kueue_and_keda_yaml() {
     let dir = std::env::temp_dir().join(format!("gpufleet-export-{}", std::process::id()));
-    let out = gpufleet(&[
-        "plan",
-        "export",
-        example("aws-300").to_str().expect("utf-8"),
-        "--out",
-        dir.to_str().expect("utf-8"),
-    ]);
+    let scenario = example("aws-300");
+    let export = |version: &str| {
+        let args = [
+            "plan",
+            "export",
+            scenario.to_str().expect("utf-8"),
+            "--out",
+            dir.to_str().expect("utf-8"),
+        ];
+        gpufleet(&[&args[..], &["--kueue-version", version]].concat())
+    };
+    let kueue = || std::fs::read_to_string(dir.join("kueue.yaml")).expect("kueue.yaml");
+    let out = export("v1beta2");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let kueue = std::fs::read_to_string(dir.join("kueue.yaml")).expect("kueue.yaml");
     assert!(
-        kueue.contains("apiVersion: \"kueue.x-k8s.io/v1beta2\"")
-            && kueue.contains("kind: \"ClusterQueue\"")
+        kueue().contains("apiVersion: \"kueue.x-k8s.io/v1beta2\"")
+            && kueue().contains("kind: \"ClusterQueue\"")
     );
     let keda = std::fs::read_to_string(dir.join("keda-scaledobjects.yaml")).expect("keda yaml");
     assert!(keda.contains("kind: \"ScaledObject\""));
-    let old = gpufleet(&[
-        "plan",
-        "export",
-        example("aws-300").to_str().expect("utf-8"),
-        "--out",
-        dir.to_str().expect("utf-8"),
-        "--kueue-version",
-        "v1beta1",
-    ]);
-    assert!(old.status.success());
-    assert!(
-        std::fs::read_to_string(dir.join("kueue.yaml"))
-            .expect("kueue.yaml")
-            .contains("cohort: \"gpufleet\"")
-    );
-    let bad = gpufleet(&[
-        "plan",
-        "export",
-        example("aws-300").to_str().expect("utf-8"),
-        "--out",
-        dir.to_str().expect("utf-8"),
-        "--kueue-version",
-        "v2",
-    ]);
-    assert_eq!(bad.status.code(), Some(2));
+    assert!(export("v1beta1").status.success());
+    assert!(kueue().contains("cohort: \"gpufleet\""));
+    assert_eq!(export("v2").status.code(), Some(2));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -87,6 +87,19 @@ fn records<'a>(text: &'a str, required: &[&str]) -> Result<Records<'a>, CsvError
     Ok((header, records))
 }
 
+/// The `cpu_milli` and `memory_mib` columns both formats share.
+fn cpu_and_memory(header: &Header<'_>, row: &[&str], line: usize) -> Result<(i64, i64), CsvError> {
+    let cpu = int(line, "cpu_milli", header.get(row, "cpu_milli"), 0, 1 << 40)?;
+    let memory = int(
+        line,
+        "memory_mib",
+        header.get(row, "memory_mib"),
+        0,
+        1 << 40,
+    )?;
+    Ok((cpu, memory))
+}
+
 fn int(line: usize, column: &str, value: &str, min: i64, max: i64) -> Result<i64, CsvError> {
     let n: i64 = value
         .parse()
@@ -117,16 +130,11 @@ pub fn parse_nodes(text: &str) -> Result<Vec<NodeSpec>, CsvError> {
         if gpus > 0 && model.is_empty() {
             return Err(err(line, "model", "a node with GPUs needs a model"));
         }
+        let (cpu_milli, memory_mib) = cpu_and_memory(&header, &row, line)?;
         nodes.push(NodeSpec {
             name: name.to_owned(),
-            cpu_milli: int(line, "cpu_milli", header.get(&row, "cpu_milli"), 0, 1 << 40)?,
-            memory_mib: int(
-                line,
-                "memory_mib",
-                header.get(&row, "memory_mib"),
-                0,
-                1 << 40,
-            )?,
+            cpu_milli,
+            memory_mib,
             gpus: gpus as u8,
             model: model.to_owned(),
         });
@@ -183,16 +191,11 @@ pub fn parse_pods(text: &str) -> Result<Vec<PodSpec>, CsvError> {
             .collect();
         spec.sort();
         spec.dedup();
+        let (cpu_milli, memory_mib) = cpu_and_memory(&header, &row, line)?;
         pods.push(PodSpec {
             name: header.get(&row, "name").to_owned(),
-            cpu_milli: int(line, "cpu_milli", header.get(&row, "cpu_milli"), 0, 1 << 40)?,
-            memory_mib: int(
-                line,
-                "memory_mib",
-                header.get(&row, "memory_mib"),
-                0,
-                1 << 40,
-            )?,
+            cpu_milli,
+            memory_mib,
             num_gpu: num_gpu as u8,
             gpu_milli: gpu_milli as u16,
             gpu_spec: spec,
