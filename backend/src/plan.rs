@@ -85,15 +85,9 @@ pub fn export_file(path: &Path, out: &Path, version: &str) -> anyhow::Result<Vec
     Ok(written)
 }
 
-/// The benchmark scenario: one week at 1-minute steps for 10,000 GPUs in 4 flavors, 50 teams
-/// and about 100,000 batch jobs, plus inference.
-pub fn bench_scenario() -> Scenario {
-    shared::scenario::bench_scenario()
-}
-
 /// `gpufleet plan bench`: times the evaluation of the benchmark scenario.
 pub fn bench(runs: usize) -> (Vec<f64>, u64, u64) {
-    let scenario = bench_scenario();
+    let scenario = shared::scenario::bench_scenario();
     let mut seconds = Vec::new();
     let mut jobs = 0;
     for _ in 0..runs.max(1) {

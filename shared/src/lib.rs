@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod health;
 pub mod isolation;
 pub mod manifests;
+pub mod money;
 pub mod packing;
 pub mod plan;
 pub mod rng;

@@ -2,7 +2,7 @@
 
 use leptos::{html::Div, prelude::*, task::spawn_local};
 use plotly::{Bar, Layout, Plot};
-use shared::fleet::Fleet;
+use shared::{fleet::Fleet, money::dollars};
 
 use crate::{api, ui::ErrorBox};
 
@@ -35,7 +35,6 @@ fn FleetTables(fleet: Fleet) -> impl IntoView {
             spawn_local(async move { plotly::bindings::new_plot("fleet-chart", &plot).await });
         }
     });
-    let dollars = |cents: i64| format!("${}.{:02}", cents / 100, cents % 100);
     view! {
         <p data-test="fleet-total">
             {format!(

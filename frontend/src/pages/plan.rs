@@ -6,6 +6,7 @@ use leptos::{html::Div, prelude::*, task::spawn_local};
 use plotly::{Layout, Plot, Scatter, common::Mode};
 use shared::{
     FieldError,
+    money::dollars,
     plan::{self, Evaluation},
 };
 
@@ -72,19 +73,6 @@ pub fn Plan() -> impl IntoView {
     }
 }
 
-fn dollars(cents: f64) -> String {
-    let whole = (cents / 100.0).round() as i64;
-    let digits = whole.abs().to_string();
-    let mut grouped = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    format!("{}${grouped}", if whole < 0 { "-" } else { "" })
-}
-
 #[component]
 fn Report(evaluation: Evaluation) -> impl IntoView {
     let d = &evaluation.decision;
@@ -127,7 +115,7 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
                 {row("Mean allocated", format!("{:.1}%", sep.mean_allocated_pct), format!("{:.1}%", shared_pool.mean_allocated_pct))}
                 {row("Mean busy (DCGM)", format!("{:.1}%", sep.mean_busy_pct), format!("{:.1}%", shared_pool.mean_busy_pct))}
                 {row("Idle GPU-hours a week", format!("{:.0}", sep.idle_gpu_hours_per_week), format!("{:.0}", shared_pool.idle_gpu_hours_per_week))}
-                {row("Cost a year", dollars(sep.cost_cents_per_year as f64), dollars(shared_pool.cost_cents_per_year as f64))}
+                {row("Cost a year", dollars(sep.cost_cents_per_year), dollars(shared_pool.cost_cents_per_year))}
                 {row("Cost per million tokens", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
             </tbody>
         </table>
@@ -135,7 +123,7 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
             {format!(
                 "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost; {:.0} extra busy-GPU equivalents on {} cards; or {:.0} cards to retire for the same work. Worth {} a year.",
                 gain.from_pct, gain.to_pct, gain.work_per_cost_factor, gain.extra_busy_gpus, gain.gpus, gain.retirable_gpus,
-                dollars(d.gain_value_cents_per_year as f64),
+                dollars(d.gain_value_cents_per_year),
             )}
         </p>
         <h2>"The week under Kueue"</h2>
