@@ -422,3 +422,119 @@ fn the_validator_catches_what_kubernetes_would_refuse() {
     assert!(text.contains("unknown field cohort"), "{text}");
     assert!(text.contains("missing required nominalQuota"), "{text}");
 }
+
+// ---- The simulation's semantics on small hand-made weeks ----
+
+use shared::scenario::{Demand, Queueing, WorkloadKind};
+
+/// Two teams on 16 GPUs: `owner` (nominal 16) runs bursts of inference; `borrower` (nominal 0)
+/// trains on whatever the owner leaves idle.
+fn two_teams(checkpoint_minutes: u32, cooldown_s: u32) -> Scenario {
+    let mut s = scenario("startup-40");
+    s.fleet[0].count = 16;
+    s.teams.truncate(2);
+    s.teams[0].name = "owner".into();
+    s.teams[0].nominal_gpus.insert("h100".into(), 16);
+    s.teams[1].name = "borrower".into();
+    s.teams[1].nominal_gpus.insert("h100".into(), 0);
+    let mut serve = s.teams[1].workloads[0].clone();
+    // Traffic on for one hour, off for one hour, all week.
+    serve.demand = Demand::Hourly {
+        hourly_gpus: (0..168)
+            .map(|h| if h % 2 == 0 { 8.0 } else { 0.0 })
+            .collect(),
+    };
+    let inference = serve.inference.as_mut().expect("inference");
+    inference.min_replicas = 0;
+    inference.cooldown_s = cooldown_s;
+    let mut train = s.teams[0].workloads[0].clone();
+    train.demand = Demand::Preset {
+        preset: shared::scenario::Preset::Flat,
+        peak_gpus: 16.0,
+    };
+    train.gpus_per_job = 8;
+    train.job_minutes = 600;
+    train.checkpoint_minutes = checkpoint_minutes;
+    train.preemptible = true;
+    s.teams[0].workloads = vec![serve];
+    s.teams[1].workloads = vec![train];
+    s
+}
+
+#[test]
+fn owners_reclaim_lent_quota_and_borrowers_pay_in_rework() {
+    let with = evaluate(&two_teams(30, 600)).simulation;
+    let (owner, borrower) = (&with.teams[0], &with.teams[1]);
+    assert!(
+        borrower.peak_borrowed_gpus > 0,
+        "the borrower ran on lent quota"
+    );
+    assert!(
+        borrower.preemptions > 0,
+        "and was evicted when the owner's traffic came back"
+    );
+    assert!(owner.preemptions_caused_by_scale_up > 0);
+    // Without checkpoints every eviction loses the whole run so far: more rework.
+    let without = evaluate(&two_teams(0, 600)).simulation;
+    assert!(without.teams[1].rework_gpu_hours > with.teams[1].rework_gpu_hours);
+    // Checkpoints every 30 minutes bound the loss per eviction (8 GPUs × under 30 minutes).
+    assert!(with.teams[1].rework_gpu_hours <= with.teams[1].preemptions as f64 * 8.0 * 0.5);
+}
+
+#[test]
+fn bursts_flap_and_scale_to_zero_leaves_traffic_unserved() {
+    // Traffic comes and goes every hour: replicas go down and up again each time (flapping).
+    // A 30-second cooldown drops to zero in every gap, so each burst starts with a cold start;
+    // a 90-minute cooldown keeps one replica warm through the hour-long gaps.
+    let to_zero = evaluate(&two_teams(30, 30)).simulation.teams[0].clone();
+    let warm_one = evaluate(&two_teams(30, 90 * 60)).simulation.teams[0].clone();
+    assert!(to_zero.flapping_cycles >= 80, "{}", to_zero.flapping_cycles);
+    assert!(
+        warm_one.flapping_cycles >= 80,
+        "{}",
+        warm_one.flapping_cycles
+    );
+    let unserved = |s: &shared::simulate::TeamStats| s.unserved_inference_pct.expect("inference");
+    assert!(
+        unserved(&to_zero) > unserved(&warm_one),
+        "{} vs {}",
+        unserved(&to_zero),
+        unserved(&warm_one)
+    );
+}
+
+#[test]
+fn strict_fifo_lets_a_big_head_block_the_queue() {
+    let mut s = scenario("startup-40");
+    s.teams.truncate(1);
+    s.quota.cohort = false;
+    s.teams[0].nominal_gpus.insert("h100".into(), 24);
+    // The big job heads the queue (higher priority) and cannot evict the small ones.
+    let mut big = s.teams[0].workloads[0].clone();
+    big.kind = WorkloadKind::PreTraining;
+    big.gpus_per_job = 24;
+    big.priority = 30;
+    big.demand = Demand::Preset {
+        preset: shared::scenario::Preset::Flat,
+        peak_gpus: 12.0,
+    };
+    let mut small = s.teams[0].workloads[1].clone();
+    small.gpus_per_job = 1;
+    small.priority = 0;
+    small.preemptible = false;
+    small.demand = Demand::Preset {
+        preset: shared::scenario::Preset::Flat,
+        peak_gpus: 8.0,
+    };
+    s.teams[0].workloads = vec![big, small];
+    let p95 = |queueing| {
+        let mut s = s.clone();
+        s.quota.queueing = queueing;
+        evaluate(&s)
+            .simulation
+            .total
+            .queue_wait_p95_min
+            .expect("waits")
+    };
+    assert!(p95(Queueing::StrictFifo) > p95(Queueing::BestEffortFifo));
+}
