@@ -42,16 +42,21 @@ pub fn dead_pool() -> PgPool {
 }
 
 /// A public/ folder with a known index.html, so static routing is tested apart from the build.
+/// Written once per test process: tests run in parallel and must never see it half-written.
 pub fn public_fixture() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gpufleet-public-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("pkg")).expect("temp dir");
-    std::fs::write(
-        dir.join("index.html"),
-        "<!doctype html><title>gpufleet test</title>",
-    )
-    .expect("write index");
-    std::fs::write(dir.join("pkg/app.js"), "export default 1;").expect("write js");
-    dir
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("gpufleet-public-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("pkg")).expect("temp dir");
+        std::fs::write(
+            dir.join("index.html"),
+            "<!doctype html><title>gpufleet test</title>",
+        )
+        .expect("write index");
+        std::fs::write(dir.join("pkg/app.js"), "export default 1;").expect("write js");
+        dir
+    })
+    .clone()
 }
 
 pub struct Reply {
