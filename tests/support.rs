@@ -213,10 +213,22 @@ impl Browser {
         path
     }
 
-    pub async fn close(mut self) {
+    /// Ends the WebDriver session; dropping the browser then stops the driver.
+    pub async fn close(self) {
         let _ = self.client.clone().close().await;
+    }
+}
+
+/// Also runs when a test panics, so no driver or browser outlives its test.
+impl Drop for Browser {
+    fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        // A killed driver leaves Chromium running: end it by its profile folder, ours alone.
+        let pattern = format!("user-data-dir={}", self.profile.display());
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f", &pattern])
+            .status();
         let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
