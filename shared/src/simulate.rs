@@ -694,15 +694,15 @@ impl State<'_> {
         let current = inf.replicas.len() as u32;
         let below_activation = demand < inf.activation * replica_capacity;
         let mut desired = (demand / (replica_capacity * inf.threshold)).ceil() as u32;
-        if current == 0 && below_activation {
-            desired = 0;
-        }
-        // Scale to zero only after cooldownPeriod below activation.
         if below_activation {
+            // The ScaledObject is inactive: it stays at zero, or drops to zero once
+            // cooldownPeriod has passed (min_replicas still holds, below).
             let since = *inf.below_activation_since.get_or_insert(minute);
-            if minute - since < inf.cooldown_min && current > 0 {
-                desired = desired.max(1);
-            }
+            desired = if current > 0 && minute - since < inf.cooldown_min {
+                desired.max(1)
+            } else {
+                0
+            };
         } else {
             inf.below_activation_since = None;
             desired = desired.max(1);

@@ -538,3 +538,21 @@ fn strict_fifo_lets_a_big_head_block_the_queue() {
     };
     assert!(p95(Queueing::StrictFifo) > p95(Queueing::BestEffortFifo));
 }
+
+#[test]
+fn an_inactive_scaled_object_drops_to_zero_after_cooldown_even_with_trickle_traffic() {
+    // A trickle below activationThreshold (5% of a replica) all week after a busy first hour.
+    let mut s = two_teams(30, 300);
+    s.teams[0].workloads[0].demand = Demand::Hourly {
+        hourly_gpus: (0..168).map(|h| if h == 0 { 4.0 } else { 0.01 }).collect(),
+    };
+    let sim = evaluate(&s).simulation;
+    // Replicas were admitted for the first hour only: far fewer GPU-minutes than a week of one
+    // replica (10,080) would be, and the trickle goes unserved.
+    assert!(
+        sim.teams[0].admitted_gpu_minutes < 2_000.0,
+        "{}",
+        sim.teams[0].admitted_gpu_minutes
+    );
+    assert!(sim.teams[0].unserved_inference_pct.expect("inference") > 0.0);
+}
