@@ -376,11 +376,8 @@ mod tests {
         let mut cluster = Cluster::new(&specs, &["A".to_owned()], m);
         assert_eq!(cluster.frag, 0.0);
         let t = Task {
-            cpu: 1000,
             mem: 10,
-            k: 1,
-            d: 800,
-            spec: 0,
+            ..task(1000, 1, 800)
         };
         let gpus = best_fit_gpus(&cluster.nodes[0], &t);
         cluster.place(&t, &Placement { node: 0, gpus });
@@ -390,21 +387,9 @@ mod tests {
         // The 200 left on GPU 0 cannot hold a 300 task.
         assert_eq!(cluster.frag, 200.0);
         // Best fit puts the next small task on the fuller GPU that still fits.
-        let small = Task {
-            cpu: 0,
-            mem: 0,
-            k: 1,
-            d: 150,
-            spec: 0,
-        };
+        let small = task(0, 1, 150);
         assert_eq!(best_fit_gpus(&cluster.nodes[0], &small), vec![0]);
-        let whole = Task {
-            cpu: 0,
-            mem: 0,
-            k: 1,
-            d: 1000,
-            spec: 0,
-        };
+        let whole = task(0, 1, 1000);
         assert_eq!(best_fit_gpus(&cluster.nodes[0], &whole), vec![1]);
     }
 }
