@@ -72,7 +72,7 @@ pub enum PlanCommand {
         /// A GPU model with a MIG table, e.g. H200-141GB, H100-80GB, A100-40GB.
         #[arg(long)]
         gpu_model: String,
-        /// Replica groups as name:mem_gib:replicas (repeat), e.g. --replicas llama-8b:20:6
+        /// Replica groups as name:memory:replicas with the memory in GiB or MiB (repeat), e.g. --replicas llama-8b:20GiB:6
         #[arg(long = "replicas", required = true)]
         groups: Vec<String>,
         /// Also write the mig-parted configuration here.

@@ -1,5 +1,8 @@
-//! The fleet inventory: `GET /api/fleet`, and the demo fleet that `gpufleet demo` loads into an
-//! empty database.
+//! The fleet inventory, the one place that quota flavors and chargeback rates read from:
+//! `GET /api/fleet`, and the demo fleet that `gpufleet demo` loads into an empty database.
+//! Tables (see `db.rs`): `gpu_models` — which catalogue models the fleet holds and the on-demand
+//! price of one GPU-hour of each; `node_pools` — groups of identical nodes of one model. The
+//! models' facts (vendor, memory, MIG) come from `shared::catalogue`.
 
 mod db;
 
@@ -10,7 +13,7 @@ use sqlx::PgPool;
 use crate::{
     app::{Api, AppState},
     auth::Access,
-    error::Result,
+    error::{Error, Result},
 };
 
 pub fn api() -> Api {
@@ -19,37 +22,40 @@ pub fn api() -> Api {
 
 async fn get_fleet(State(state): State<AppState>) -> Result<Json<Fleet>> {
     let mut tx = state.pool.begin().await?;
-    let models = db::list_models(&mut *tx).await?;
+    let rows = db::list_models(&mut *tx).await?;
     let pools = db::list_pools(&mut *tx).await?;
     tx.commit().await?;
+    let models = rows
+        .iter()
+        .map(|row| {
+            GpuModel::priced(&row.name, row.price_cents_per_gpu_hour)
+                .map_err(|unknown| Error::Internal(anyhow::anyhow!("gpu_models holds {unknown}")))
+        })
+        .collect::<Result<_>>()?;
     Ok(Json(Fleet { models, pools }))
 }
 
 /// The demo fleet: three AWS-style pools. Prices are on-demand USD per GPU-hour from
 /// `../shared/reference/gpu/accelerators.csv` (instance price / GPUs), rounded to the cent.
 pub fn demo_fleet() -> Fleet {
-    let model = |name: &str, mem_mib: i64, mig: i32, price: i64| GpuModel {
-        name: name.to_owned(),
-        vendor: "NVIDIA".to_owned(),
-        mem_mib,
-        mig_max_instances: mig,
-        price_cents_per_gpu_hour: price,
-    };
+    let model = |name: &str, price: i64| GpuModel::priced(name, price);
     let pool = |name: &str, gpu_model: &str, nodes: i32| NodePool {
         name: name.to_owned(),
         gpu_model: gpu_model.to_owned(),
         nodes,
         gpus_per_node: 8,
     };
+    let models = [
+        // p5en.48xlarge $63.296/h / 8
+        model("H200-SXM-141GB", 791),
+        // p5.48xlarge $68.80/h / 8 (us-west-1)
+        model("H100-SXM5-80GB", 860),
+        // g7e: top of the published $/GPU range
+        model("RTX-PRO-6000-96GB", 414),
+    ];
     Fleet {
-        models: vec![
-            // p5en.48xlarge $63.296/h / 8; 141 GB
-            model("H200-SXM-141GB", 141 * 1024, 7, 791),
-            // p5.48xlarge $68.80/h / 8 (us-west-1); 80 GB
-            model("H100-SXM5-80GB", 80 * 1024, 7, 860),
-            // g7e: top of the published $/GPU range; 96 GB
-            model("RTX-PRO-6000-96GB", 96 * 1024, 4, 414),
-        ],
+        // The names are the catalogue's; a test checks that every one is found.
+        models: models.into_iter().filter_map(Result::ok).collect(),
         pools: vec![
             pool("h200-train", "H200-SXM-141GB", 12),
             pool("h100-shared", "H100-SXM5-80GB", 8),
@@ -84,4 +90,24 @@ pub async fn load_demo(pool: &PgPool) -> Result<DemoLoad> {
     Ok(DemoLoad::Loaded {
         gpus: fleet.total_gpus(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_fleet_names_catalogue_models() {
+        // Three models are listed above; one missing from the catalogue would be dropped.
+        let fleet = demo_fleet();
+        assert_eq!(fleet.models.len(), 3);
+        assert!(
+            fleet
+                .pools
+                .iter()
+                .all(|p| fleet.models.iter().any(|m| m.name == p.gpu_model))
+        );
+        // 12 + 8 + 4 nodes of 8 GPUs (the README's 192).
+        assert_eq!(fleet.total_gpus(), 192);
+    }
 }

@@ -42,80 +42,29 @@ pub fn api() -> Api {
 }
 
 /// `POST /api/plan/mig`: `{gpu_model, groups: [{name, mem_mib, replicas}]}` → the layout.
-async fn mig_layout(Json(request): Json<MigRequest>) -> Result<Json<mig::MigPlan>> {
-    let mut errors = Vec::new();
-    let replicas: u64 = request.groups.iter().map(|g| u64::from(g.replicas)).sum();
-    if request.groups.is_empty() || replicas == 0 {
-        errors.push(FieldError {
-            path: "groups".to_owned(),
-            message: "give at least one replica".to_owned(),
-        });
-    }
-    if replicas > MAX_MIG_REPLICAS {
-        errors.push(FieldError {
-            path: "groups".to_owned(),
-            message: format!("at most {MAX_MIG_REPLICAS} replicas"),
-        });
-    }
-    if !errors.is_empty() {
-        return Err(Error::Invalid(errors));
-    }
-    mig::plan(&request.gpu_model, &request.groups)
-        .map(Json)
-        .map_err(|err| {
-            let path = match &err {
-                mig::MigError::NoMig(..) | mig::MigError::NoPlacement(_) => "gpu_model".to_owned(),
-                mig::MigError::TooBig { group, .. } | mig::MigError::Empty(group) => {
-                    let i = request
-                        .groups
-                        .iter()
-                        .position(|g| g.name == *group)
-                        .unwrap_or_default();
-                    format!("groups[{i}].mem_mib")
-                }
-            };
-            Error::Invalid(vec![FieldError {
-                path,
-                message: err.to_string(),
-            }])
-        })
+async fn mig_layout(Json(request): Json<mig::MigRequest>) -> Result<Json<mig::MigPlan>> {
+    request.plan().map(Json).map_err(Error::Invalid)
 }
 
-/// Most replicas one MIG layout request may place.
-const MAX_MIG_REPLICAS: u64 = 100_000;
-
-#[derive(Debug, serde::Deserialize)]
-pub struct MigRequest {
-    pub gpu_model: String,
-    pub groups: Vec<mig::ReplicaGroup>,
-}
-
-/// `gpufleet plan mig`: groups given as `name:mem_gib:replicas`.
+/// `gpufleet plan mig`: groups given as `name:memory:replicas` (`llama:20GiB:4`).
 pub fn mig_command(gpu_model: &str, groups: &[String]) -> anyhow::Result<mig::MigPlan> {
     let groups = groups
         .iter()
-        .map(|g| {
-            let bad = || {
-                InputError(format!(
-                    "{g:?}: give a replica group as name:mem_gib:replicas, e.g. llama:20:4"
-                ))
-            };
-            let mut parts = g.split(':');
-            let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(bad)?;
-            let gib: f64 = parts
-                .next()
-                .and_then(|v| v.parse().ok())
-                .filter(|v: &f64| *v > 0.0)
-                .ok_or_else(bad)?;
-            let replicas: u32 = parts.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-            Ok(mig::ReplicaGroup {
-                name: name.to_owned(),
-                mem_mib: (gib * 1024.0).ceil() as u32,
-                replicas,
-            })
-        })
+        .map(|g| mig::parse_replica_group(g).map_err(InputError))
         .collect::<std::result::Result<Vec<_>, InputError>>()?;
-    Ok(mig::plan(gpu_model, &groups).map_err(|e| InputError(e.to_string()))?)
+    let request = mig::MigRequest {
+        gpu_model: gpu_model.to_owned(),
+        groups,
+    };
+    Ok(request.plan().map_err(|errors| {
+        InputError(
+            errors
+                .iter()
+                .map(|e| e.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?)
 }
 
 /// Bad input: the message names the file, the line, the column and the problem. The CLI exits

@@ -186,14 +186,28 @@ async fn the_cli_prints_the_same_json_and_exits_2_on_bad_input(_pool: PgPool) {
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn mig_layouts_over_the_api_and_their_refusals(pool: PgPool) {
     user(&pool, "alex", &[Role::Approver], &[]).await;
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
     let router = router(pool);
     let session = login(&router, "alex", common::PASSWORD).await;
     let ask = |body: serde_json::Value| {
         common::request(Method::POST, "/api/plan/mig", Some(&session), Some(body))
     };
+    // The demo fleet's H200 pool gets a layout by the model name the inventory gives it.
+    let fleet: shared::fleet::Fleet = send(
+        &router,
+        common::request(Method::GET, "/api/fleet", Some(&session), None),
+    )
+    .await
+    .json();
+    let h200 = fleet
+        .pools
+        .iter()
+        .find(|p| p.name == "h200-train")
+        .map(|p| p.gpu_model.clone())
+        .expect("the demo fleet has an H200 pool");
     let reply = send(
         &router,
-        ask(serde_json::json!({"gpu_model": "H200-141GB", "groups": [
+        ask(serde_json::json!({"gpu_model": h200, "groups": [
             {"name": "llama-70b", "mem_mib": 65_000, "replicas": 2},
             {"name": "embedder", "mem_mib": 16_384, "replicas": 5}
         ]})),
@@ -207,7 +221,7 @@ async fn mig_layouts_over_the_api_and_their_refusals(pool: PgPool) {
             && plan.mig_parted_yaml.contains("\"1g.18gb\": 5")
     );
 
-    let reply = send(&router, ask(serde_json::json!({"gpu_model": "H200-141GB", "groups": [
+    let reply = send(&router, ask(serde_json::json!({"gpu_model": "H200-SXM-141GB", "groups": [
         {"name": "ok", "mem_mib": 1000, "replicas": 1}, {"name": "whale", "mem_mib": 300_000, "replicas": 1}]}))).await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     let err: ApiError = reply.json();
@@ -215,17 +229,25 @@ async fn mig_layouts_over_the_api_and_their_refusals(pool: PgPool) {
     assert!(
         err.fields[0]
             .message
-            .contains("the largest H200-141GB profile offers 143360 MiB"),
+            .contains("the largest H200-SXM-141GB profile offers 143360 MiB"),
         "{}",
         err.fields[0].message
     );
 
-    let reply = send(&router, ask(serde_json::json!({"gpu_model": "L40S", "groups": [{"name": "a", "mem_mib": 1, "replicas": 1}]}))).await;
+    let reply = send(&router, ask(serde_json::json!({"gpu_model": "L40S-48GB", "groups": [{"name": "a", "mem_mib": 1, "replicas": 1}]}))).await;
+    let err: ApiError = reply.json();
+    assert_eq!(err.fields[0].path, "gpu_model");
+    assert!(err.fields[0].message.starts_with("L40S-48GB has no MIG"));
+
+    // A name the catalogue does not know is refused with the names it does.
+    let reply = send(&router, ask(serde_json::json!({"gpu_model": "H200-141GB", "groups": [{"name": "a", "mem_mib": 1, "replicas": 1}]}))).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     let err: ApiError = reply.json();
     assert_eq!(err.fields[0].path, "gpu_model");
     assert!(
-        err.fields[0]
-            .message
-            .starts_with("L40S has no MIG profile table")
+        err.fields[0].message.contains("known models: ")
+            && err.fields[0].message.contains("H200-SXM-141GB"),
+        "{}",
+        err.fields[0].message
     );
 }

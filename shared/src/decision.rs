@@ -6,7 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{Scenario, Weights};
+use crate::{
+    catalogue::Vendor,
+    scenario::{Scenario, Weights},
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Architecture {
@@ -106,7 +109,7 @@ impl Facts {
         let vendors = scenario
             .fleet
             .iter()
-            .map(|a| a.vendor.as_str())
+            .map(|a| a.vendor())
             .collect::<std::collections::BTreeSet<_>>();
         let c = &scenario.constraints;
         Self {
@@ -115,7 +118,7 @@ impl Facts {
             aws_only: c.aws_only,
             heterogeneous: c.heterogeneous
                 || vendors.len() > 1
-                || vendors.iter().any(|v| !v.eq_ignore_ascii_case("nvidia")),
+                || vendors.iter().any(|v| *v != Vendor::Nvidia),
             software_fractions: c.needs_software_fractions,
             runs_own_models: c.runs_own_models,
             gain_points,

@@ -3,7 +3,7 @@
 //! Codes are stable strings (`not_found`, `invalid`, ...) that clients may match on; the
 //! message is for people. The HTTP status of each code is defined here, once.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 /// A stable, machine-readable error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -139,6 +139,54 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// Reads JSON into `T`. A type error names its field path (`fleet[0].count`) exactly as
+/// validation errors do, and says what was expected in words, not in Rust types; a syntax
+/// error names its line and column.
+pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, FieldError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let message = in_words(&inner.to_string());
+        match inner.classify() {
+            serde_json::error::Category::Data if path != "." => FieldError { path, message },
+            _ => FieldError {
+                path: format!("line {} column {}", inner.line(), inner.column()),
+                message,
+            },
+        }
+    })
+}
+
+/// serde's message without its position, with Rust type names said as a person would.
+fn in_words(message: &str) -> String {
+    let message = match message.rfind(" at line ") {
+        Some(at) => &message[..at],
+        None => message,
+    };
+    let mut out = message.to_owned();
+    for (rust, words) in [
+        ("u8", "a whole number from 0 to 255"),
+        ("u16", "a whole number from 0 to 65,535"),
+        ("u32", "a whole number from 0 to 4,294,967,295"),
+        ("u64", "a whole number of 0 or more"),
+        ("usize", "a whole number of 0 or more"),
+        ("i32", "a whole number"),
+        ("i64", "a whole number"),
+        ("f64", "a number"),
+        ("a boolean", "true or false"),
+    ] {
+        out = out.replace(&format!("expected {rust}"), &format!("expected {words}"));
+    }
+    if let Some(at) = out.find("expected struct ") {
+        out.replace_range(at.., "expected an object");
+    }
+    if let Some(at) = out.find("expected a sequence") {
+        out.replace_range(at.., "expected a list");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +234,36 @@ mod tests {
             plain,
             r#"{"code":"not_found","message":"no such resource"}"#
         );
+    }
+
+    #[test]
+    fn type_errors_name_the_path_in_words() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Fleet {
+            fleet: Vec<Item>,
+        }
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Item {
+            count: u32,
+        }
+        let err = from_json::<Fleet>(r#"{"fleet": [{"count": 1}, {"count": -3}]}"#)
+            .expect_err("negative count");
+        assert_eq!(err.path, "fleet[1].count");
+        assert_eq!(
+            err.message,
+            "invalid value: integer `-3`, expected a whole number from 0 to 4,294,967,295"
+        );
+        let err = from_json::<Fleet>(r#"{"fleet": 3}"#).expect_err("not a list");
+        assert_eq!(
+            (err.path.as_str(), err.message.as_str()),
+            ("fleet", "invalid type: integer `3`, expected a list")
+        );
+        let err = from_json::<Fleet>("[]").expect_err("not an object");
+        assert!(!err.message.contains("struct"), "{}", err.message);
+        let err = from_json::<Fleet>("{\n\"fleet\": [").expect_err("cut short");
+        assert!(err.path.starts_with("line 2 column"), "{}", err.path);
     }
 
     #[test]

@@ -1,24 +1,40 @@
-//! The fleet inventory: accelerator models and the node pools that hold them.
+//! The fleet inventory: which accelerator models the organisation owns, at what price, and
+//! the node pools that hold them. Quota flavors and chargeback rates read from here.
 //!
-//! Invariants: counts are non-negative; a pool's GPUs are `nodes * gpus_per_node`; prices are
-//! whole cents per GPU-hour (rounded to the cent when entered).
+//! Invariants: every model is a catalogue model (`shared::catalogue`), whose facts (vendor,
+//! memory, MIG) come from the catalogue and nowhere else; counts are non-negative; a pool's
+//! GPUs are `nodes * gpus_per_node`; prices are whole cents per GPU-hour.
 
 use serde::{Deserialize, Serialize};
 
-/// An accelerator model, e.g. `H200-SXM-141GB`.
+use crate::catalogue::{self, UnknownModel, Vendor};
+
+/// An accelerator model of the fleet, e.g. `H200-SXM-141GB`, with its price.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuModel {
     pub name: String,
-    pub vendor: String,
-    /// Device memory as sold, in MiB.
-    pub mem_mib: i64,
-    /// Maximum MIG instances per GPU; 0 when the model has no MIG.
-    pub mig_max_instances: i32,
+    pub vendor: Vendor,
+    /// Device memory, in MiB (the catalogue's).
+    pub mem_mib: u32,
+    /// Most MIG instances per GPU; 0 when the model has no MIG.
+    pub mig_max_instances: u8,
     /// On-demand price of one GPU for one hour, in cents.
     pub price_cents_per_gpu_hour: i64,
 }
 
 impl GpuModel {
+    /// The catalogue model `name` at a price; unknown names are refused with the known ones.
+    pub fn priced(name: &str, price_cents_per_gpu_hour: i64) -> Result<Self, UnknownModel> {
+        let model = catalogue::find(name)?;
+        Ok(Self {
+            name: model.name.clone(),
+            vendor: model.vendor,
+            mem_mib: model.mem_mib,
+            mig_max_instances: model.mig.as_ref().map_or(0, |g| g.max_instances),
+            price_cents_per_gpu_hour,
+        })
+    }
+
     pub fn supports_mig(&self) -> bool {
         self.mig_max_instances > 0
     }
@@ -108,13 +124,7 @@ mod tests {
     use super::*;
 
     fn model(name: &str, price: i64) -> GpuModel {
-        GpuModel {
-            name: name.into(),
-            vendor: "NVIDIA".into(),
-            mem_mib: 1024,
-            mig_max_instances: 0,
-            price_cents_per_gpu_hour: price,
-        }
+        GpuModel::priced(name, price).expect("catalogue model")
     }
 
     fn pool(name: &str, model: &str, nodes: i32, per_node: i32) -> NodePool {
@@ -129,10 +139,10 @@ mod tests {
     #[test]
     fn totals_add_pools_of_one_model_and_price_them() {
         let fleet = Fleet {
-            models: vec![model("H200", 791), model("L4", 80)],
+            models: vec![model("H200-SXM-141GB", 791), model("L4-24GB", 80)],
             pools: vec![
-                pool("a", "H200", 2, 8),
-                pool("b", "H200", 1, 8),
+                pool("a", "H200-SXM-141GB", 2, 8),
+                pool("b", "H200-SXM-141GB", 1, 8),
                 pool("c", "X", 1, 4),
             ],
         };
@@ -142,12 +152,12 @@ mod tests {
             totals,
             vec![
                 ModelTotal {
-                    gpu_model: "H200".into(),
+                    gpu_model: "H200-SXM-141GB".into(),
                     gpus: 24,
                     cost_cents_per_hour: 24 * 791
                 },
                 ModelTotal {
-                    gpu_model: "L4".into(),
+                    gpu_model: "L4-24GB".into(),
                     gpus: 0,
                     cost_cents_per_hour: 0
                 },
@@ -159,6 +169,17 @@ mod tests {
             ]
         );
         assert_eq!(fleet.cost_cents_per_hour(), 18_984);
+    }
+
+    #[test]
+    fn models_take_their_facts_from_the_catalogue() {
+        let h200 = model("H200-SXM-141GB", 791);
+        assert_eq!(
+            (h200.vendor, h200.mem_mib, h200.mig_max_instances),
+            (Vendor::Nvidia, 143_771, 7)
+        );
+        assert!(!model("L4-24GB", 80).supports_mig());
+        assert!(GpuModel::priced("H200", 1).is_err());
     }
 
     #[test]

@@ -6,7 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{Scenario, UtilisationSource, Workload, WorkloadKind};
+use crate::{
+    catalogue::Vendor,
+    scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,8 +93,8 @@ pub fn plan(scenario: &Scenario) -> IsolationPlan {
 
 fn choose(scenario: &Scenario, w: &Workload) -> (Mechanism, Vec<String>) {
     let acc = scenario.accelerator(&w.flavor);
-    let nvidia = acc.is_none_or(|a| a.vendor.eq_ignore_ascii_case("nvidia"));
-    let has_mig = acc.is_some_and(|a| a.mig);
+    let nvidia = acc.is_none_or(|a| a.vendor() == Vendor::Nvidia);
+    let has_mig = acc.is_some_and(Accelerator::has_mig);
     let compliance = scenario.constraints.hardware_isolation_between_tenants && w.tenants > 1;
     let mut reasons = Vec::new();
     let mig_or_whole = |reasons: &mut Vec<String>| {
@@ -272,7 +275,9 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                     ),
                 );
             }
-            let has_mig = scenario.accelerator(&w.flavor).is_some_and(|a| a.mig);
+            let has_mig = scenario
+                .accelerator(&w.flavor)
+                .is_some_and(Accelerator::has_mig);
             if w.current_isolation == Some(Mechanism::Mig) && !has_mig {
                 warn(
                     "mig_without_mig",
@@ -354,14 +359,14 @@ mod tests {
             pick(&s, class(WorkloadKind::FineTuning, 2, false)),
             Mechanism::Mig
         );
-        s.fleet[0].mig = false;
+        s.fleet[0].gpu_model = "L40S-48GB".into();
         assert_eq!(
             pick(&s, class(WorkloadKind::FineTuning, 2, false)),
             Mechanism::WholeGpu
         );
         // Non-NVIDIA accelerators speak only HAMi.
         s.constraints.hardware_isolation_between_tenants = false;
-        s.fleet[0].vendor = "Huawei".into();
+        s.fleet[0].gpu_model = "Ascend-910B-64GB".into();
         assert_eq!(
             pick(&s, class(WorkloadKind::Batch, 1, false)),
             Mechanism::HamiFractions

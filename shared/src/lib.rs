@@ -4,11 +4,13 @@
 //! ids. Units are in names (`mem_mib`, `price_cents_per_gpu_hour`); money is integer cents.
 
 pub mod auth;
+pub mod catalogue;
 pub mod decision;
 pub mod error;
 pub mod fleet;
 pub mod health;
 pub mod isolation;
+pub mod label;
 pub mod manifests;
 pub mod money;
 pub mod packing;

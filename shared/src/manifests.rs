@@ -48,26 +48,12 @@ pub struct ManifestFile {
     pub yaml: String,
 }
 
-/// The Kubernetes resource a vendor's accelerators are requested by.
-pub fn resource_name(vendor: &str) -> String {
-    match vendor.to_ascii_lowercase().as_str() {
-        "nvidia" => "nvidia.com/gpu".to_owned(),
-        "amd" => "amd.com/gpu".to_owned(),
-        "huawei" => "huawei.com/Ascend910".to_owned(),
-        other => format!("{other}.com/gpu"),
-    }
-}
-
 /// Objects per file: `kueue.yaml` (flavors, cohort, queues, priorities) and `keda.yaml`.
 pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
     let mut kueue = Vec::new();
     let api = version.api_version();
     for acc in &scenario.fleet {
-        let label = if acc.vendor.eq_ignore_ascii_case("nvidia") {
-            "nvidia.com/gpu.product"
-        } else {
-            "gpufleet.io/accelerator"
-        };
+        let label = acc.vendor().product_label();
         kueue.push(json!({
             "apiVersion": api, "kind": "ResourceFlavor",
             "metadata": {"name": acc.flavor},
@@ -83,7 +69,7 @@ pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
         // One resource group per accelerator resource (flavors of one group cover the same one).
         let mut groups: Vec<(String, Vec<Value>)> = Vec::new();
         for acc in &scenario.fleet {
-            let resource = resource_name(&acc.vendor);
+            let resource = acc.vendor().resource_name();
             let mut quota = Map::new();
             quota.insert("name".into(), json!(resource));
             quota.insert(
@@ -101,7 +87,7 @@ pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
             let flavor = json!({"name": acc.flavor, "resources": [Value::Object(quota)]});
             match groups.iter_mut().find(|(r, _)| *r == resource) {
                 Some((_, flavors)) => flavors.push(flavor),
-                None => groups.push((resource, vec![flavor])),
+                None => groups.push((resource.to_owned(), vec![flavor])),
             }
         }
         let resource_groups: Vec<Value> = groups
@@ -318,6 +304,5 @@ mod tests {
             "a: 1\nb:\n  c: \"x y\"\n  d: []\ne:\n  - f: true\n    g:\n      - 1\n      - 2\n  - \"h\"\ni: {}\n"
         );
         assert_eq!(priority_class(-5), "priority-minus-5");
-        assert_eq!(resource_name("NVIDIA"), "nvidia.com/gpu");
     }
 }

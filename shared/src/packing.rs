@@ -487,11 +487,11 @@ mod properties {
         /// Every MIG layout is valid under the placement rules and holds every replica.
         #[test]
         fn mig_layouts_are_valid(groups in prop::collection::vec((1u32..150_000, 1u32..6), 1..6), model in 0usize..4) {
-            let model = ["H200-141GB", "A100-40GB", "A30-24GB", "H100-80GB"][model];
+            let model = ["H200-SXM-141GB", "A100-SXM4-40GB", "A30-24GB", "H100-SXM5-80GB"][model];
             let groups: Vec<mig::ReplicaGroup> = groups.into_iter().enumerate()
                 .map(|(i, (mem_mib, replicas))| mig::ReplicaGroup { name: format!("g{i}"), mem_mib, replicas })
                 .collect();
-            let table = mig::profiles();
+            let geometry = crate::catalogue::find(model).expect("catalogue model").mig.clone().expect("MIG model");
             match mig::plan(model, &groups) {
                 Err(mig::MigError::TooBig { need_mib, max_mib, .. }) => prop_assert!(need_mib > max_mib),
                 Err(other) => prop_assert!(false, "unexpected {other}"),
@@ -503,9 +503,9 @@ mod properties {
                     for gpu in &plan.gpus {
                         let mut compute = 0u8;
                         for (i, a) in gpu.instances.iter().enumerate() {
-                            let p = table.iter().find(|p| p.gpu_model == model && p.name == a.profile).expect("known profile");
+                            let p = geometry.profiles.iter().find(|p| p.name == a.profile).expect("known profile");
                             prop_assert!(p.start_slots.contains(&a.start_slice));
-                            prop_assert!(a.start_slice + a.size_slices <= p.total_memory_slices);
+                            prop_assert!(a.start_slice + a.size_slices <= geometry.total_memory_slices);
                             let need = groups.iter().find(|g| g.name == a.replica).map(|g| g.mem_mib).unwrap_or(u32::MAX);
                             prop_assert!(a.mem_mib >= need);
                             let same = gpu.instances.iter().filter(|b| b.profile == a.profile).count();
@@ -514,7 +514,7 @@ mod properties {
                                 prop_assert!(a.start_slice + a.size_slices <= b.start_slice || b.start_slice + b.size_slices <= a.start_slice);
                             }
                             compute += a.compute_slices;
-                            prop_assert!(compute <= p.total_compute_slices);
+                            prop_assert!(compute <= geometry.total_compute_slices);
                         }
                     }
                 }

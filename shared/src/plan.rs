@@ -39,12 +39,7 @@ pub fn evaluate(scenario: &Scenario) -> Result<Evaluation, Vec<FieldError>> {
     })
 }
 
-/// Reads a scenario from JSON, naming the field path of a parse error.
+/// Reads a scenario from JSON, naming the field path of a type error (`fleet[0].count`).
 pub fn parse_scenario(json: &str) -> Result<Scenario, Vec<FieldError>> {
-    serde_json::from_str(json).map_err(|err| {
-        vec![FieldError {
-            path: format!("line {} column {}", err.line(), err.column()),
-            message: err.to_string(),
-        }]
-    })
+    crate::error::from_json(json).map_err(|err| vec![err])
 }

@@ -6,10 +6,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::FieldError;
+use crate::{
+    catalogue::{self, AcceleratorModel, Vendor},
+    error::FieldError,
+};
 
-/// The scenario format this build reads.
-pub const SCENARIO_VERSION: u32 = 1;
+/// The scenario format this build reads. Version 2 names accelerators by the catalogue and
+/// takes their memory, vendor and MIG from it (version 1 carried `mem_gib`, `vendor`, `mig`).
+pub const SCENARIO_VERSION: u32 = 2;
 pub const HOURS_PER_WEEK: usize = 168;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,20 +44,28 @@ fn default_seed() -> u64 {
 pub struct Accelerator {
     /// The flavor name (a DNS label), e.g. `h100`.
     pub flavor: String,
-    /// e.g. `H100-SXM5-80GB`; MIG models match `shared/data/mig_profiles.csv`.
+    /// A model of the catalogue (`shared::catalogue`), e.g. `H100-SXM5-80GB`: its vendor,
+    /// memory and MIG come from there.
     pub gpu_model: String,
-    #[serde(default = "default_vendor")]
-    pub vendor: String,
     pub count: u32,
     pub gpus_per_node: u32,
-    pub mem_gib: u32,
-    #[serde(default)]
-    pub mig: bool,
     pub price_cents_per_gpu_hour: i64,
 }
 
-fn default_vendor() -> String {
-    "NVIDIA".to_owned()
+impl Accelerator {
+    /// The catalogue's facts; `None` only for a scenario that failed validation.
+    pub fn model(&self) -> Option<&'static AcceleratorModel> {
+        catalogue::find(&self.gpu_model).ok()
+    }
+
+    pub fn has_mig(&self) -> bool {
+        self.model().is_some_and(AcceleratorModel::supports_mig)
+    }
+
+    /// The vendor; NVIDIA when the model is unknown (validation refuses those).
+    pub fn vendor(&self) -> Vendor {
+        self.model().map_or(Vendor::Nvidia, |m| m.vendor)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -344,7 +356,7 @@ impl Scenario {
         if self.version != SCENARIO_VERSION {
             bad(
                 "version".into(),
-                "unsupported version; this build reads version 1",
+                &format!("unsupported version; this build reads version {SCENARIO_VERSION}"),
             );
         }
         if self.fleet.is_empty() {
@@ -360,6 +372,9 @@ impl Scenario {
             }
             if self.fleet.iter().filter(|b| b.flavor == a.flavor).count() > 1 {
                 bad(p("flavor"), "flavors must be unique");
+            }
+            if let Err(unknown) = catalogue::find(&a.gpu_model) {
+                bad(p("gpu_model"), &unknown.to_string());
             }
             if a.count == 0 || a.count > 1_000_000 {
                 bad(p("count"), "must be between 1 and 1,000,000");
@@ -530,12 +545,9 @@ pub fn bench_scenario() -> Scenario {
         .iter()
         .map(|(name, count)| Accelerator {
             flavor: (*name).to_owned(),
-            gpu_model: "H100-80GB".to_owned(),
-            vendor: default_vendor(),
+            gpu_model: "H100-SXM5-80GB".to_owned(),
             count: *count,
             gpus_per_node: 8,
-            mem_gib: 80,
-            mig: true,
             price_cents_per_gpu_hour: 400,
         })
         .collect::<Vec<_>>();

@@ -844,12 +844,9 @@ mod properties {
                     .zip(&counts)
                     .map(|(f, &count)| Accelerator {
                         flavor: f.clone(),
-                        gpu_model: "H100-80GB".into(),
-                        vendor: "NVIDIA".into(),
+                        gpu_model: "H100-SXM5-80GB".into(),
                         count,
                         gpus_per_node: 8,
-                        mem_gib: 80,
-                        mig: true,
                         price_cents_per_gpu_hour: 300,
                     })
                     .collect();

@@ -173,10 +173,52 @@ fn bad_scenarios_are_refused_with_field_paths() {
     ] {
         assert!(paths.contains(&want), "{want} missing from {paths:?}");
     }
-    let unknown = plan::parse_scenario(
-        r#"{"version": 1, "name": "x", "fleet": [], "teams": [], "constraints": {}, "colour": 1}"#,
+}
+
+#[test]
+fn unknown_fields_and_wrong_types_are_refused_with_their_path() {
+    // A complete, valid scenario: only the one change below can make it fail.
+    let valid = serde_json::to_value(scenario("aws-300")).expect("json");
+    assert!(plan::parse_scenario(&valid.to_string()).is_ok());
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut v = valid.clone();
+        change(&mut v);
+        plan::parse_scenario(&v.to_string()).expect_err("refused")[0].clone()
+    };
+    let err = with(&|v| v["colour"] = 1.into());
+    assert_eq!(err.path, "colour");
+    assert!(err.message.starts_with("unknown field `colour`"), "{err:?}");
+    // Version 1's memory field: the catalogue supplies memory now.
+    let err = with(&|v| v["fleet"][0]["mem_gib"] = 80.into());
+    assert_eq!(err.path, "fleet[0].mem_gib");
+    assert!(
+        err.message.starts_with("unknown field `mem_gib`"),
+        "{err:?}"
     );
-    assert!(unknown.is_err());
+    let err = with(&|v| v["fleet"][1]["count"] = (-3).into());
+    assert_eq!(err.path, "fleet[1].count");
+    assert!(err.message.contains("expected a whole number"), "{err:?}");
+    assert!(!err.message.contains("u32"), "{err:?}");
+    let err = with(&|v| v["teams"][0]["workloads"][0]["kind"] = "training".into());
+    assert_eq!(err.path, "teams[0].workloads[0].kind");
+}
+
+#[test]
+fn accelerators_must_be_catalogue_models() {
+    let mut s = scenario("aws-300");
+    s.fleet[0].gpu_model = "H100-80GB".into();
+    let errors = plan::evaluate(&s).expect_err("unknown model");
+    assert_eq!(errors[0].path, "fleet[0].gpu_model");
+    assert!(
+        errors[0].message.contains("known models: "),
+        "{:?}",
+        errors[0]
+    );
+    assert!(
+        errors[0].message.contains("H100-SXM5-80GB"),
+        "{:?}",
+        errors[0]
+    );
 }
 
 #[test]

@@ -1,11 +1,19 @@
+//! The inventory's SQL. `gpu_models`: the catalogue models the fleet holds and their price;
+//! `node_pools`: groups of identical nodes of one model.
+
 use shared::fleet::{GpuModel, NodePool};
 use sqlx::PgExecutor;
 
-pub async fn list_models(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<GpuModel>> {
+/// A `gpu_models` row: the model's facts come from the catalogue, not the database.
+pub struct GpuModelRow {
+    pub name: String,
+    pub price_cents_per_gpu_hour: i64,
+}
+
+pub async fn list_models(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<GpuModelRow>> {
     sqlx::query_as!(
-        GpuModel,
-        "select name, vendor, mem_mib, mig_max_instances, price_cents_per_gpu_hour
-         from gpu_models order by name"
+        GpuModelRow,
+        "select name, price_cents_per_gpu_hour from gpu_models order by name"
     )
     .fetch_all(db)
     .await
@@ -37,12 +45,8 @@ pub async fn lock_fleet(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
 
 pub async fn insert_model(db: impl PgExecutor<'_>, model: &GpuModel) -> sqlx::Result<()> {
     sqlx::query!(
-        "insert into gpu_models (name, vendor, mem_mib, mig_max_instances, price_cents_per_gpu_hour)
-         values ($1, $2, $3, $4, $5)",
+        "insert into gpu_models (name, price_cents_per_gpu_hour) values ($1, $2)",
         model.name,
-        model.vendor,
-        model.mem_mib,
-        model.mig_max_instances,
         model.price_cents_per_gpu_hour,
     )
     .execute(db)

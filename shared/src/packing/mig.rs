@@ -10,62 +10,94 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A MIG profile of one GPU model (a row of `shared/data/mig_profiles.csv`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Profile {
+use crate::{
+    catalogue::{self, MigGeometry, MigProfile},
+    error::FieldError,
+};
+
+/// `POST /api/plan/mig` and `gpufleet plan mig`: lay out replica groups on one GPU model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigRequest {
+    /// A catalogue model with MIG, e.g. `H200-SXM-141GB`.
     pub gpu_model: String,
-    pub name: String,
-    pub compute_slices: u8,
-    pub memory_slices: u8,
-    pub max_instances: u8,
-    pub start_slots: Vec<u8>,
-    pub placement_slices: u8,
-    pub total_compute_slices: u8,
-    pub total_memory_slices: u8,
-    /// Memory the instance offers, in MiB.
-    pub mem_mib: u32,
-    /// `true` when `mem_mib` is a driver reading, `false` when it is the nominal size.
-    pub mem_measured: bool,
+    pub groups: Vec<ReplicaGroup>,
 }
 
-const PROFILES_CSV: &str = include_str!("../../data/mig_profiles.csv");
+/// Most replicas one MIG layout request may place.
+pub const MAX_MIG_REPLICAS: u64 = 100_000;
 
-/// Every profile in the table, in file order.
-pub fn profiles() -> Vec<Profile> {
-    PROFILES_CSV
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split(',').collect();
-            let num = |i: usize| f.get(i).and_then(|v| v.parse::<u8>().ok());
-            let nominal_gb: f64 = f.get(4)?.parse().ok()?;
-            let measured = f.get(10).and_then(|v| v.parse::<u32>().ok());
-            Some(Profile {
-                gpu_model: f.first()?.to_string(),
-                name: f.get(1)?.to_string(),
-                compute_slices: num(2)?,
-                memory_slices: num(3)?,
-                max_instances: num(5)?,
-                start_slots: f
-                    .get(6)?
-                    .split(';')
-                    .filter_map(|s| s.parse().ok())
-                    .collect(),
-                placement_slices: num(7).unwrap_or(0),
-                total_compute_slices: num(8)?,
-                total_memory_slices: num(9)?,
-                mem_mib: measured.unwrap_or((nominal_gb * 1024.0).round() as u32),
-                mem_measured: measured.is_some(),
-            })
+impl MigRequest {
+    /// Checks the request and lays it out; every error names its field.
+    pub fn plan(&self) -> Result<MigPlan, Vec<FieldError>> {
+        let replicas: u64 = self.groups.iter().map(|g| u64::from(g.replicas)).sum();
+        let message = if self.groups.is_empty() || replicas == 0 {
+            Some("give at least one replica".to_owned())
+        } else if replicas > MAX_MIG_REPLICAS {
+            Some(format!("at most {MAX_MIG_REPLICAS} replicas"))
+        } else {
+            None
+        };
+        if let Some(message) = message {
+            return Err(vec![FieldError {
+                path: "groups".to_owned(),
+                message,
+            }]);
+        }
+        plan(&self.gpu_model, &self.groups).map_err(|err| {
+            let path = match &err {
+                MigError::UnknownModel(_) | MigError::NoMig(..) | MigError::NoPlacement(_) => {
+                    "gpu_model".to_owned()
+                }
+                MigError::TooBig { group, .. } | MigError::Empty(group) => {
+                    let i = self
+                        .groups
+                        .iter()
+                        .position(|g| g.name == *group)
+                        .unwrap_or_default();
+                    format!("groups[{i}].mem_mib")
+                }
+            };
+            vec![FieldError {
+                path,
+                message: err.to_string(),
+            }]
         })
-        .collect()
+    }
 }
 
-/// GPU models with a MIG profile table.
-pub fn mig_models() -> Vec<String> {
-    let mut models: Vec<String> = profiles().into_iter().map(|p| p.gpu_model).collect();
-    models.dedup();
-    models
+/// Reads a replica group written `name:MEMORY:replicas`, memory with its unit (`20GiB`,
+/// `20480MiB`), as `gpufleet plan mig --replicas` takes it.
+pub fn parse_replica_group(text: &str) -> Result<ReplicaGroup, String> {
+    let bad = || {
+        format!(
+            "{text:?}: give a replica group as name:memory:replicas with the memory in GiB or \
+             MiB, e.g. llama:20GiB:4"
+        )
+    };
+    let mut parts = text.split(':');
+    let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(bad)?;
+    let memory = parts.next().ok_or_else(bad)?;
+    let mem_mib = if let Some(gib) = memory.strip_suffix("GiB") {
+        gib.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v > 0.0 && *v < 4_000_000.0)
+            .map(|v| (v * 1024.0).ceil() as u32)
+    } else if let Some(mib) = memory.strip_suffix("MiB") {
+        mib.parse::<u32>().ok().filter(|v| *v > 0)
+    } else {
+        None
+    }
+    .ok_or_else(bad)?;
+    let replicas: u32 = parts.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok(ReplicaGroup {
+        name: name.to_owned(),
+        mem_mib,
+        replicas,
+    })
 }
 
 /// Replicas of one service that need the same memory.
@@ -111,9 +143,20 @@ pub struct MigPlan {
     pub mig_parted_yaml: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+/// GPU models with MIG, as the catalogue names them.
+pub fn mig_models() -> Vec<String> {
+    catalogue::models()
+        .iter()
+        .filter(|m| m.supports_mig())
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MigError {
-    #[error("{0} has no MIG profile table here (MIG models: {1})")]
+    #[error(transparent)]
+    UnknownModel(catalogue::UnknownModel),
+    #[error("{0} has no MIG (MIG models: {1})")]
     NoMig(String, String),
     #[error("{0}: the placement rules of this GPU are not published, so no layout can be checked")]
     NoPlacement(String),
@@ -134,23 +177,21 @@ pub enum MigError {
 /// (no media extensions) whose memory holds it; instances are placed largest first, each at the
 /// first GPU and start slot where it is valid (first-fit decreasing).
 pub fn plan(gpu_model: &str, groups: &[ReplicaGroup]) -> Result<MigPlan, MigError> {
-    let table: Vec<Profile> = profiles()
-        .into_iter()
-        .filter(|p| p.gpu_model == gpu_model && !p.name.contains(['+', '-']))
-        .collect();
-    if table.is_empty() {
+    let model = catalogue::find(gpu_model).map_err(MigError::UnknownModel)?;
+    let Some(geometry) = &model.mig else {
         return Err(MigError::NoMig(
             gpu_model.to_owned(),
             mig_models().join(", "),
         ));
-    }
+    };
+    let table: Vec<&MigProfile> = geometry.profiles.iter().filter(|p| p.is_plain()).collect();
     if table
         .iter()
         .any(|p| p.start_slots.is_empty() || p.placement_slices == 0)
     {
         return Err(MigError::NoPlacement(gpu_model.to_owned()));
     }
-    let mut wanted: Vec<(&Profile, &str)> = Vec::new();
+    let mut wanted: Vec<(&MigProfile, &str)> = Vec::new();
     for group in groups {
         if group.mem_mib == 0 {
             return Err(MigError::Empty(group.name.clone()));
@@ -166,7 +207,7 @@ pub fn plan(gpu_model: &str, groups: &[ReplicaGroup]) -> Result<MigPlan, MigErro
                 max_mib: table.iter().map(|p| p.mem_mib).max().unwrap_or(0),
             })?;
         wanted.extend(std::iter::repeat_n(
-            (profile, group.name.as_str()),
+            (*profile, group.name.as_str()),
             group.replicas as usize,
         ));
     }
@@ -177,35 +218,36 @@ pub fn plan(gpu_model: &str, groups: &[ReplicaGroup]) -> Result<MigPlan, MigErro
             .then(a.name.cmp(&b.name))
             .then(an.cmp(bn))
     });
-    let first = &table[0];
     let mut gpus: Vec<GpuLayout> = Vec::new();
     for (profile, replica) in wanted {
-        let placed = gpus.iter_mut().any(|gpu| try_place(gpu, profile, replica));
+        let placed = gpus
+            .iter_mut()
+            .any(|gpu| try_place(gpu, geometry, profile, replica));
         if !placed {
             let mut gpu = GpuLayout {
                 index: gpus.len() as u32,
                 instances: Vec::new(),
-                free_memory_slices: first.total_memory_slices,
+                free_memory_slices: geometry.total_memory_slices,
             };
-            if !try_place(&mut gpu, profile, replica) {
+            if !try_place(&mut gpu, geometry, profile, replica) {
                 return Err(MigError::NoPlacement(gpu_model.to_owned()));
             }
             gpus.push(gpu);
         }
     }
-    let used: Vec<&Profile> = gpus
+    let used: Vec<&MigProfile> = gpus
         .iter()
         .flat_map(|g| &g.instances)
-        .filter_map(|i| table.iter().find(|p| p.name == i.profile))
+        .filter_map(|i| table.iter().copied().find(|p| p.name == i.profile))
         .collect();
     let memory_slices: u32 = used.iter().map(|p| u32::from(p.placement_slices)).sum();
     let compute_slices: u32 = used.iter().map(|p| u32::from(p.compute_slices)).sum();
     let lower_bound_gpus = memory_slices
-        .div_ceil(u32::from(first.total_memory_slices))
-        .max(compute_slices.div_ceil(u32::from(first.total_compute_slices)));
+        .div_ceil(u32::from(geometry.total_memory_slices))
+        .max(compute_slices.div_ceil(u32::from(geometry.total_compute_slices)));
     Ok(MigPlan {
         gpu_model: gpu_model.to_owned(),
-        total_memory_slices: first.total_memory_slices,
+        total_memory_slices: geometry.total_memory_slices,
         mig_parted_yaml: mig_parted(&gpus),
         usable_memory_measured: used.iter().all(|p| p.mem_measured),
         lower_bound_gpus,
@@ -214,7 +256,12 @@ pub fn plan(gpu_model: &str, groups: &[ReplicaGroup]) -> Result<MigPlan, MigErro
 }
 
 /// Places one instance on `gpu` at the first valid start slot; `false` if none is valid.
-fn try_place(gpu: &mut GpuLayout, profile: &Profile, replica: &str) -> bool {
+fn try_place(
+    gpu: &mut GpuLayout,
+    geometry: &MigGeometry,
+    profile: &MigProfile,
+    replica: &str,
+) -> bool {
     let same = gpu
         .instances
         .iter()
@@ -224,7 +271,7 @@ fn try_place(gpu: &mut GpuLayout, profile: &Profile, replica: &str) -> bool {
         return false;
     }
     let compute: u8 = gpu.instances.iter().map(|i| i.compute_slices).sum();
-    if compute + profile.compute_slices > profile.total_compute_slices {
+    if compute + profile.compute_slices > geometry.total_compute_slices {
         return false;
     }
     for &start in &profile.start_slots {
@@ -233,7 +280,7 @@ fn try_place(gpu: &mut GpuLayout, profile: &Profile, replica: &str) -> bool {
             .instances
             .iter()
             .any(|i| start < i.start_slice + i.size_slices && i.start_slice < end);
-        if end <= profile.total_memory_slices && !overlaps {
+        if end <= geometry.total_memory_slices && !overlaps {
             gpu.instances.push(Instance {
                 profile: profile.name.clone(),
                 start_slice: start,
@@ -297,10 +344,10 @@ mod tests {
     #[test]
     fn the_h200_uses_what_the_driver_reports() {
         // 17 GiB does not fit the 16 GiB a 1g.18gb really offers: it takes a 1g.35gb.
-        let plan = plan("H200-141GB", &[group("llm", 17.0, 1)]).expect("plan");
+        let plan = plan("H200-SXM-141GB", &[group("llm", 17.0, 1)]).expect("plan");
         assert_eq!(plan.gpus[0].instances[0].profile, "1g.35gb");
         assert!(plan.usable_memory_measured);
-        let plan = super::plan("H200-141GB", &[group("small", 16.0, 7)]).expect("plan");
+        let plan = super::plan("H200-SXM-141GB", &[group("small", 16.0, 7)]).expect("plan");
         assert_eq!(plan.gpus.len(), 1);
         assert!(
             plan.gpus[0]
@@ -314,7 +361,7 @@ mod tests {
     fn first_fit_decreasing_fills_gpus_within_the_rules() {
         // 2 × 3g (70 GiB) + 3 × 1g: 3g at slots 0 and 4 fill a GPU; the 1g go to a second.
         let plan = plan(
-            "H200-141GB",
+            "H200-SXM-141GB",
             &[group("big", 60.0, 2), group("small", 10.0, 3)],
         )
         .expect("plan");
@@ -335,13 +382,13 @@ mod tests {
 
     #[test]
     fn impossible_requests_are_refused_with_a_reason() {
-        let too_big = plan("H200-141GB", &[group("huge", 200.0, 1)]).expect_err("too big");
+        let too_big = plan("H200-SXM-141GB", &[group("huge", 200.0, 1)]).expect_err("too big");
         assert_eq!(
             too_big.to_string(),
-            "huge: a replica needs 204800 MiB but the largest H200-141GB profile offers 143360 MiB"
+            "huge: a replica needs 204800 MiB but the largest H200-SXM-141GB profile offers 143360 MiB"
         );
         assert!(matches!(
-            plan("L40S", &[group("x", 1.0, 1)]),
+            plan("L40S-48GB", &[group("x", 1.0, 1)]),
             Err(MigError::NoMig(..))
         ));
         assert!(matches!(
@@ -349,17 +396,70 @@ mod tests {
             Err(MigError::NoPlacement(_))
         ));
         assert!(matches!(
-            plan("H200-141GB", &[group("x", 0.0, 1)]),
+            plan("H200-SXM-141GB", &[group("x", 0.0, 1)]),
             Err(MigError::Empty(_))
         ));
     }
 
     #[test]
-    fn the_table_is_complete() {
-        let all = profiles();
-        assert_eq!(all.len(), 72);
-        let h200: Vec<&Profile> = all.iter().filter(|p| p.gpu_model == "H200-141GB").collect();
-        assert_eq!(h200.len(), 7);
-        assert!(h200.iter().all(|p| p.mem_measured));
+    fn replica_groups_carry_their_unit() {
+        let g = parse_replica_group("llama:20GiB:4").expect("GiB");
+        assert_eq!(
+            (g.name.as_str(), g.mem_mib, g.replicas),
+            ("llama", 20 * 1024, 4)
+        );
+        assert_eq!(
+            parse_replica_group("e:1.5GiB:1").expect("GiB").mem_mib,
+            1536
+        );
+        assert_eq!(parse_replica_group("e:700MiB:2").expect("MiB").mem_mib, 700);
+        for bad in [
+            "llama:20:4",
+            "llama:20GB:4",
+            ":1GiB:1",
+            "x:0MiB:1",
+            "x:1GiB",
+            "x:1GiB:1:2",
+        ] {
+            assert!(parse_replica_group(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn requests_name_the_bad_field() {
+        let request = |gpu_model: &str, groups| MigRequest {
+            gpu_model: gpu_model.into(),
+            groups,
+        };
+        let err = request("H200-SXM-141GB", vec![]).plan().expect_err("empty");
+        assert_eq!(err[0].path, "groups");
+        let err = request("nope", vec![group("a", 1.0, 1)])
+            .plan()
+            .expect_err("unknown");
+        assert_eq!(err[0].path, "gpu_model");
+        let err = request(
+            "H200-SXM-141GB",
+            vec![group("a", 1.0, 1), group("b", 500.0, 1)],
+        )
+        .plan()
+        .expect_err("too big");
+        assert_eq!(err[0].path, "groups[1].mem_mib");
+        let err = request("H200-SXM-141GB", vec![group("a", 1.0, 100_001)])
+            .plan()
+            .expect_err("too many");
+        assert_eq!(err[0].message, "at most 100000 replicas");
+    }
+
+    #[test]
+    fn unknown_and_non_mig_models_are_told_apart() {
+        assert!(matches!(
+            plan("H200-141GB", &[group("x", 1.0, 1)]),
+            Err(MigError::UnknownModel(_))
+        ));
+        let err = plan("L40S-48GB", &[group("x", 1.0, 1)]).expect_err("no MIG");
+        assert!(
+            err.to_string()
+                .starts_with("L40S-48GB has no MIG (MIG models: ")
+        );
     }
 }
