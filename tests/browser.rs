@@ -2,8 +2,11 @@
 //! real PostgreSQL.
 
 use fantoccini::Locator;
-use gpufleet_e2e::{Browser, Server};
-use shared::auth::{NewUser, Role};
+use gpufleet_e2e::{Browser, Server, repo_root};
+use shared::{
+    auth::{NewUser, Role},
+    label::Labelled,
+};
 use sqlx::PgPool;
 
 const PASSWORD: &str = "browser test password";
@@ -93,14 +96,56 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     browser.click("Quotas").await;
     browser.wait_for_text(".notyet", "Not built yet").await;
 
-    // The planning math runs in the browser: evaluate two example scenarios.
+    // The planning math runs in the browser: evaluate two example scenarios, and see the
+    // figures that `gpufleet plan evaluate` gives for the same files.
+    let cli = |name: &str| {
+        backend::plan::evaluate_file(&repo_root().join(format!("shared/scenarios/{name}.json")))
+            .unwrap_or_else(|err| panic!("{name}: {err}"))
+    };
+    let aws = cli("aws-300");
     browser.click("Plan").await;
     browser.click_css("[data-test=evaluate]").await;
     browser
-        .wait_for_text("[data-test=recommendation]", "C")
+        .wait_for_text(
+            "[data-test=recommendation]",
+            aws.decision.recommendation.label(),
+        )
         .await;
+    let sizing = &aws.sizing;
+    for figure in [
+        format!(
+            "GPUs needed {} {}",
+            sizing.separate_pools.gpus, sizing.shared_pool.gpus
+        ),
+        format!(
+            "Mean busy (DCGM) {:.1}% {:.1}%",
+            sizing.separate_pools.mean_busy_pct, sizing.shared_pool.mean_busy_pct
+        ),
+    ] {
+        browser.wait_for_text("[data-test=sizing]", &figure).await;
+    }
+    let sim = &aws.simulation.total;
     browser
-        .wait_for_text("[data-test=sizing]", "GPUs needed")
+        .wait_for_text(
+            "[data-test=simulation]",
+            &format!(
+                "Admitted {:.0} of {:.0} GPU-hours wanted",
+                sim.admitted_gpu_minutes / 60.0,
+                sim.wanted_gpu_minutes / 60.0
+            ),
+        )
+        .await;
+    let first = &aws.isolation.classes[0];
+    browser
+        .wait_for_text(
+            "[data-test=isolation]",
+            &format!(
+                "{} {} {}",
+                first.team,
+                first.workload,
+                first.mechanism.label()
+            ),
+        )
         .await;
     browser
         .wait_for_text("#sensitivity-chart", "Recommendation as the fleet grows")
@@ -117,7 +162,10 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .expect("choose");
     browser.click_css("[data-test=evaluate]").await;
     browser
-        .wait_for_text("[data-test=recommendation]", "D")
+        .wait_for_text(
+            "[data-test=recommendation]",
+            cli("no-own-model").decision.recommendation.label(),
+        )
         .await;
 
     browser.close().await;
@@ -154,13 +202,13 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
     for (name, role, want) in &people {
         log_in(&browser, name, PASSWORD).await;
         browser
-            .wait_for_text("[data-test=user-roles]", role.as_str())
+            .wait_for_text("[data-test=user-roles]", role.label())
             .await;
         assert_eq!(nav_titles(&browser).await, *want, "{name}");
         if *role == Role::Admin {
             browser.click("Admin").await;
             browser
-                .wait_for_text("[data-test=user-rita]", "requester")
+                .wait_for_text("[data-test=user-rita]", Role::Requester.label())
                 .await;
             // An admin creates a team from the form, and it is listed.
             browser

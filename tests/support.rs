@@ -143,13 +143,16 @@ impl Browser {
         }
     }
 
-    /// Waits for the element, then for its text to contain `text`.
+    /// Waits for the element, then for its text to contain `text`. Runs of white space (table
+    /// cells come back tab-separated) compare as one space.
     pub async fn wait_for_text(&self, css: &str, text: &str) -> Element {
+        let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let want = squash(text);
         let started = Instant::now();
         loop {
             if let Ok(element) = self.client.find(Locator::Css(css)).await
                 && let Ok(got) = element.text().await
-                && got.contains(text)
+                && squash(&got).contains(&want)
             {
                 return element;
             }

@@ -16,8 +16,9 @@ use shared::{
     FieldError,
     auth::{
         self, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch,
-        validate_cost_centre, validate_dns_label, validate_password, validate_username,
+        validate_cost_centre, validate_display_name, validate_password, validate_username,
     },
+    validate::validate_dns_label,
 };
 use sqlx::PgPool;
 
@@ -75,9 +76,19 @@ pub fn api() -> Api {
         )
 }
 
-/// Roles as stored (text) to the shared enum; unknown text cannot occur (a check constraint).
-pub fn parse_roles(roles: &[String]) -> Vec<Role> {
-    roles.iter().filter_map(|r| Role::parse(r)).collect()
+/// Roles as stored (text) to the shared enum. A check constraint keeps unknown text out; should
+/// one appear anyway (a newer schema, a hand edit), it is an error, never a dropped permission.
+pub fn parse_roles(roles: &[String]) -> Result<Vec<Role>> {
+    roles
+        .iter()
+        .map(|r| {
+            Role::parse(r).ok_or_else(|| {
+                Error::Internal(anyhow::anyhow!(
+                    "the database holds a role this build does not know: {r:?}"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn role_names(roles: &[Role]) -> Vec<String> {
@@ -97,7 +108,11 @@ fn invalid_if_any(errors: Vec<FieldError>) -> Result<()> {
 
 async fn list_users(State(state): State<AppState>) -> Result<Json<Vec<User>>> {
     let users = db::users(&state.pool, None).await?;
-    Ok(Json(users.into_iter().map(User::from).collect()))
+    let users = users
+        .into_iter()
+        .map(User::try_from)
+        .collect::<Result<_>>()?;
+    Ok(Json(users))
 }
 
 async fn create_user(
@@ -114,12 +129,7 @@ pub async fn insert_user(pool: &PgPool, new: &NewUser) -> Result<User> {
     let mut errors = Vec::new();
     validate_username("username", &new.username, &mut errors);
     validate_password("password", &new.password, &mut errors);
-    if new.display_name.len() > 200 {
-        errors.push(FieldError {
-            path: "display_name".into(),
-            message: "must be at most 200 characters".into(),
-        });
-    }
+    validate_display_name("display_name", &new.display_name, &mut errors);
     invalid_if_any(errors)?;
     let plain = new.password.clone();
     let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
@@ -136,7 +146,7 @@ pub async fn insert_user(pool: &PgPool, new: &NewUser) -> Result<User> {
         .await?
         .ok_or(Error::NotFound)?;
     tx.commit().await?;
-    Ok(user.into())
+    user.try_into()
 }
 
 async fn check_teams_exist(
@@ -177,11 +187,10 @@ async fn update_user(
             ));
         }
     }
-    if patch.display_name.as_ref().is_some_and(|n| n.len() > 200) {
-        return Err(Error::Invalid(vec![FieldError {
-            path: "display_name".into(),
-            message: "must be at most 200 characters".into(),
-        }]));
+    if let Some(name) = &patch.display_name {
+        let mut errors = Vec::new();
+        validate_display_name("display_name", name, &mut errors);
+        invalid_if_any(errors)?;
     }
     let mut tx = state.pool.begin().await?;
     let user_id = db::user_id(&mut *tx, &username)
@@ -209,7 +218,7 @@ async fn update_user(
         .ok_or(Error::NotFound)?;
     tx.commit().await?;
     tracing::info!(username, by = caller.username, "user updated");
-    Ok(Json(user.into()))
+    Ok(Json(user.try_into()?))
 }
 
 async fn reset_password(
@@ -378,4 +387,20 @@ pub async fn load_demo(pool: &PgPool) -> Result<Option<Vec<(String, String)>>> {
         ));
     }
     Ok(Some(credentials))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_role_in_the_database_is_an_error_not_a_dropped_permission() {
+        let stored = |roles: &[&str]| roles.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_roles(&stored(&["admin", "finance"])).expect("known"),
+            [Role::Admin, Role::Finance]
+        );
+        let err = parse_roles(&stored(&["admin", "root"])).expect_err("unknown");
+        assert!(err.to_string().contains("\"root\""), "{err}");
+    }
 }

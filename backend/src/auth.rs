@@ -240,19 +240,19 @@ async fn resolve(
     if stale {
         db::touch_session(&state.pool, &hash).await?;
     }
-    Ok(Some(caller_of(user, csrf_token, Some(hash))))
+    caller_of(user, csrf_token, Some(hash)).map(Some)
 }
 
-fn caller_of(user: UserRow, csrf_token: String, session: Option<Vec<u8>>) -> Caller {
-    Caller {
+fn caller_of(user: UserRow, csrf_token: String, session: Option<Vec<u8>>) -> Result<Caller> {
+    Ok(Caller {
+        roles: accounts::parse_roles(&user.roles)?,
         user_id: user.user_id,
         username: user.username,
         display_name: user.display_name,
-        roles: accounts::parse_roles(&user.roles),
         teams: user.teams,
         csrf_token,
         session,
-    }
+    })
 }
 
 /// The auth proxy vouches for the user on every request: create the user on first sight and
@@ -305,7 +305,7 @@ async fn proxy_caller(
             return Ok(None);
         }
         Some(user) if user.roles == roles && user.teams == teams => {
-            return Ok(Some(proxy_caller(user)));
+            return proxy_caller(user).map(Some);
         }
         _ => {}
     }
@@ -328,9 +328,10 @@ async fn proxy_caller(
         ?teams,
         "auth proxy: user provisioned or updated"
     );
-    Ok(accounts::db::get_user(&state.pool, &username)
+    accounts::db::get_user(&state.pool, &username)
         .await?
-        .map(proxy_caller))
+        .map(proxy_caller)
+        .transpose()
 }
 
 /// Per-route check, run after routing (so the path's `{team}` is known); see [`Access`].
@@ -498,7 +499,7 @@ async fn login(
         absolute.as_secs(),
         over_tls(&state, &headers, trusted),
     );
-    let me = caller_of(user, csrf, Some(hash)).me();
+    let me = caller_of(user, csrf, Some(hash))?.me();
     Ok(([(header::SET_COOKIE, cookie)], Json(me)).into_response())
 }
 

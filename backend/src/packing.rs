@@ -14,7 +14,7 @@ use axum::{
 };
 use shared::{
     FieldError,
-    auth::Role,
+    auth::PLANNERS,
     packing::{
         NodeSpec, PodSpec, Policy, csv, mig,
         protocol::{self, PackReport, Published, Summary},
@@ -26,9 +26,6 @@ use crate::{
     auth::Access,
     error::{Error, Result},
 };
-
-/// Who may run packing what-ifs: the people who plan the fleet.
-const PLANNERS: &[Role] = &[Role::Approver, Role::Admin];
 
 pub fn api() -> Api {
     Api::default()

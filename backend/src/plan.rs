@@ -5,7 +5,7 @@ use std::{path::Path, time::Instant};
 
 use axum::{Json, http::Method};
 use shared::{
-    auth::Role,
+    auth::PLANNERS,
     manifests::{self, KueueVersion},
     plan::{self, Evaluation},
     scenario::Scenario,
@@ -17,8 +17,6 @@ use crate::{
     error::{Error, Result},
     packing::InputError,
 };
-
-const PLANNERS: &[Role] = &[Role::Approver, Role::Admin];
 
 pub fn api() -> Api {
     Api::default().route(

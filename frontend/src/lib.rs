@@ -11,7 +11,10 @@ use leptos_router::{
     components::{A, Route, Router, Routes},
     path,
 };
-use shared::auth::{Me, Page};
+use shared::{
+    auth::{Me, Page},
+    label::Labelled,
+};
 use wasm_bindgen::prelude::wasm_bindgen;
 
 /// Entry point, called by the generated JS glue once the module is loaded.
@@ -63,7 +66,7 @@ fn Shell(me: Me) -> impl IntoView {
     let roles = me
         .roles
         .iter()
-        .map(|r| r.as_str())
+        .map(|r| r.label())
         .collect::<Vec<_>>()
         .join(", ");
     let name = if me.display_name.is_empty() {

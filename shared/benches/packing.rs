@@ -1,6 +1,9 @@
 //! One replay of the openb `default` list on its 1,213 GPU nodes (seed 42, 130% arrivals), per
 //! policy. The data is the project's copy in shared/tests/fixtures/openb/.
 
+// Reading fixtures is the test's job; the library never touches files (clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use shared::packing::{Policy, csv, protocol};
 

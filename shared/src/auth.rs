@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::FieldError;
+use crate::{error::FieldError, label::Labelled};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,6 +34,26 @@ impl Role {
 
     pub fn parse(s: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl Labelled for Role {
+    fn label(self) -> &'static str {
+        match self {
+            Role::Requester => "Requester",
+            Role::Approver => "Approver",
+            Role::Finance => "Finance",
+            Role::Admin => "Admin",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Role::Requester => "Requests GPU quota for their teams.",
+            Role::Approver => "Plans the fleet and approves quota.",
+            Role::Finance => "Reads all chargeback.",
+            Role::Admin => "Manages users, teams and settings.",
+        }
     }
 }
 
@@ -127,6 +147,20 @@ pub struct PasswordReset {
 
 /// Shortest password accepted.
 pub const MIN_PASSWORD_CHARS: usize = 12;
+/// Longest display name (the database checks the same).
+pub const MAX_DISPLAY_NAME_CHARS: usize = 200;
+
+/// The roles that plan the fleet: the Plan page and the planning API.
+pub const PLANNERS: &[Role] = &[Role::Approver, Role::Admin];
+
+pub fn validate_display_name(path: &str, name: &str, errors: &mut Vec<FieldError>) {
+    if name.chars().count() > MAX_DISPLAY_NAME_CHARS {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message: format!("must be at most {MAX_DISPLAY_NAME_CHARS} characters"),
+        });
+    }
+}
 
 /// Usernames: lower-case letters, digits and `._@-`, 1 to 64 characters, starting with a letter
 /// or digit (what the database checks too).
@@ -158,25 +192,6 @@ pub fn validate_password(path: &str, password: &str, errors: &mut Vec<FieldError
         errors.push(FieldError {
             path: path.to_owned(),
             message: "must be at most 1024 bytes".to_owned(),
-        });
-    }
-}
-
-/// Team names and namespaces: Kubernetes DNS-1123 labels.
-pub fn validate_dns_label(path: &str, value: &str, errors: &mut Vec<FieldError>) {
-    let bytes = value.as_bytes();
-    let ok = !value.is_empty()
-        && value.len() <= 63
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && bytes.first() != Some(&b'-')
-        && bytes.last() != Some(&b'-');
-    if !ok {
-        errors.push(FieldError {
-            path: path.to_owned(),
-            message: "must be a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'"
-                .to_owned(),
         });
     }
 }
@@ -232,8 +247,7 @@ impl Page {
     /// Roles that may use the page; an empty list means every signed-in user.
     pub fn roles(self) -> &'static [Role] {
         match self {
-            // Managers plan the fleet.
-            Page::Plan => &[Role::Approver, Role::Admin],
+            Page::Plan => PLANNERS,
             Page::Quotas => &[Role::Requester, Role::Approver, Role::Admin],
             Page::Chargeback => &[Role::Finance, Role::Approver, Role::Admin],
             Page::Fleet => &[],
@@ -289,12 +303,6 @@ mod tests {
         }
         for bad in ["", "Alice", "-a", "a b", &"a".repeat(65)] {
             assert!(!check(validate_username, bad), "{bad}");
-        }
-        for ok in ["ml", "team-a", "a1", &"a".repeat(63)] {
-            assert!(check(validate_dns_label, ok), "{ok}");
-        }
-        for bad in ["", "-a", "a-", "A", "a_b", &"a".repeat(64)] {
-            assert!(!check(validate_dns_label, bad), "{bad}");
         }
         assert!(check(validate_password, "correct horse"));
         assert!(!check(validate_password, "short"));

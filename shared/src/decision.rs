@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     catalogue::Vendor,
+    label::Labelled,
+    money::thousands,
     scenario::{Scenario, Weights},
+    sizing::HOURS_PER_YEAR,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -31,13 +34,8 @@ impl Architecture {
         Architecture::D,
     ];
 
-    pub fn title(self) -> &'static str {
-        match self {
-            Architecture::A => "Separate pools",
-            Architecture::B => "Kubernetes + Kueue + KEDA + HAMi + Fluid (own platform team)",
-            Architecture::C => "Managed Kueue-based governance (HyperPod-style)",
-            Architecture::D => "Fully managed per-token / per-job services",
-        }
+    fn index(self) -> usize {
+        self as usize
     }
 
     /// Base scores (0-5): arbitration, granularity, isolation, cost to maintain (5 = cheap),
@@ -48,6 +46,28 @@ impl Architecture {
             Architecture::B => [5.0, 5.0, 3.0, 1.0, 5.0],
             Architecture::C => [4.0, 3.0, 4.0, 3.0, 4.0],
             Architecture::D => [3.0, 4.0, 5.0, 5.0, 3.0],
+        }
+    }
+}
+
+impl Labelled for Architecture {
+    fn label(self) -> &'static str {
+        match self {
+            Architecture::A => "Separate pools",
+            Architecture::B => "Kueue + KEDA + HAMi + Fluid",
+            Architecture::C => "Managed governance (HyperPod-style)",
+            Architecture::D => "Fully managed API",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Architecture::A => "Each workload class keeps its own pool; nobody arbitrates.",
+            Architecture::B => {
+                "Kubernetes with Kueue, KEDA, HAMi and Fluid, run by your own platform team."
+            }
+            Architecture::C => "Managed Kueue-based task governance (HyperPod-style) on AWS.",
+            Architecture::D => "Fully managed per-token or per-job services.",
         }
     }
 }
@@ -128,17 +148,43 @@ impl Facts {
     }
 
     pub fn gain_value_cents_per_year(&self) -> i64 {
-        (self.gpus as f64 * self.gain_points / 100.0 * self.price_cents_per_gpu_hour * 8_760.0)
+        (self.gpus as f64 * self.gain_points / 100.0
+            * self.price_cents_per_gpu_hour
+            * HOURS_PER_YEAR as f64)
             .round() as i64
     }
 }
 
-/// Thresholds of the rules, in cards.
+/// Thresholds of the rules, in cards (DOMAIN.md's decision rules).
 pub const SMALL_FLEET: u64 = 40;
 pub const MANAGED_FROM: u64 = 50;
 pub const MANAGED_TO: u64 = 2_000;
 pub const OWN_PLATFORM_FROM: u64 = 500;
+/// Platform engineers from which running B yourself is realistic.
 pub const OWN_PLATFORM_TEAM: u32 = 4;
+
+/// Score adjustments of the rules, in weighted points (a criterion scores 0-5 at weight 1, so
+/// the five criteria span 0-25). A rule that makes an option the expected choice outweighs any
+/// base-score gap; a fitting rule outweighs most; a supporting one tips close calls.
+pub const DECISIVE: f64 = 10.0;
+pub const STRONG_FIT: f64 = 6.0;
+pub const SUPPORTING: f64 = 4.0;
+
+/// Per-architecture adjustments and exclusions, as the rules fire.
+struct Tally {
+    adjust: [f64; 4],
+    excluded: [bool; 4],
+}
+
+impl Tally {
+    fn add(&mut self, arch: Architecture, points: f64) {
+        self.adjust[arch.index()] += points;
+    }
+
+    fn exclude(&mut self, arch: Architecture) {
+        self.excluded[arch.index()] = true;
+    }
+}
 
 pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, Vec<String>) {
     let w = [
@@ -148,70 +194,75 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
         weights.cost_to_maintain,
         weights.utilisation,
     ];
-    let mut adjust = [0.0f64; 4];
-    let mut excluded = [false; 4];
+    use Architecture::{A, B, C, D};
+    let mut tally = Tally {
+        adjust: [0.0; 4],
+        excluded: [false; 4],
+    };
     let mut reasons = Vec::new();
-    let (a, b, c, d) = (0, 1, 2, 3);
 
     if !facts.runs_own_models {
-        excluded = [true, true, true, false];
+        for arch in [A, B, C] {
+            tally.exclude(arch);
+        }
         reasons.push(
             "No model of your own: a fully managed per-token or per-job service (D) fits."
                 .to_owned(),
         );
     } else {
-        adjust[d] -= 6.0;
+        tally.add(D, -STRONG_FIT);
         reasons.push(
             "You run models of your own: per-token services cover only part of that work (D)."
                 .to_owned(),
         );
         if facts.gpus < SMALL_FLEET || facts.platform_team == 0 {
-            adjust[a] += 10.0;
+            tally.add(A, DECISIVE);
             reasons.push(format!(
                 "{} cards{}: separate pools (A) are enough; sharing machinery would cost more than it saves.",
                 facts.gpus,
                 if facts.platform_team == 0 { " and no platform team" } else { "" }
             ));
         } else {
-            excluded[a] = true;
+            tally.exclude(A);
             reasons.push(format!(
                 "{} cards with a platform team: separate pools (A) would idle at 30-40%.",
                 facts.gpus
             ));
         }
-        // A small platform team: someone, but fewer than four people.
+        // A small platform team: someone, but fewer than OWN_PLATFORM_TEAM people.
         let small_team = (1..OWN_PLATFORM_TEAM).contains(&facts.platform_team);
         if (MANAGED_FROM..=MANAGED_TO).contains(&facts.gpus) && facts.aws_only && small_team {
-            adjust[c] += 6.0;
-            reasons.push(
-                "50-2,000 cards, AWS-only, small platform team: managed Kueue governance (C) fits."
-                    .to_owned(),
-            );
+            tally.add(C, STRONG_FIT);
+            reasons.push(format!(
+                "{}-{} cards, AWS-only, small platform team: managed Kueue governance (C) fits.",
+                thousands(MANAGED_FROM as i64),
+                thousands(MANAGED_TO as i64)
+            ));
         }
         if !facts.aws_only {
-            excluded[c] = true;
+            tally.exclude(C);
             reasons.push(
                 "Not AWS-only: the managed HyperPod-style option (C) is not available.".to_owned(),
             );
         }
         if facts.gpus > OWN_PLATFORM_FROM && facts.platform_team >= OWN_PLATFORM_TEAM {
-            adjust[b] += 6.0;
-            reasons.push("Over 500 cards with a platform team of 4 or more: run Kueue+KEDA+HAMi+Fluid yourself (B).".to_owned());
+            tally.add(B, STRONG_FIT);
+            reasons.push(format!("Over {} cards with a platform team of {OWN_PLATFORM_TEAM} or more: run Kueue+KEDA+HAMi+Fluid yourself (B).", thousands(OWN_PLATFORM_FROM as i64)));
         }
         if facts.software_fractions {
-            adjust[b] += 6.0;
-            excluded[c] = true;
+            tally.add(B, STRONG_FIT);
+            tally.exclude(C);
             reasons.push("Software GPU fractions (HAMi) are required: only B offers them; C has fractions through MIG only.".to_owned());
         }
         if facts.heterogeneous || !facts.aws_only {
-            adjust[b] += 4.0;
+            tally.add(B, SUPPORTING);
             reasons.push(
                 "A heterogeneous or non-AWS fleet needs an open scheduler stack (B).".to_owned(),
             );
         }
         let value = facts.gain_value_cents_per_year();
         if value < facts.engineer_cents_per_year {
-            excluded[b] = true;
+            tally.exclude(B);
             reasons.push(format!(
                 "The utilisation gain is worth ${}/year, less than one platform engineer (${}/year): C or D, not B.",
                 value / 100,
@@ -220,14 +271,13 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
         }
     }
     let options: Vec<Scored> = Architecture::ALL
-        .iter()
-        .enumerate()
-        .map(|(i, &arch)| {
+        .into_iter()
+        .map(|arch| {
             let base: f64 = arch.base().iter().zip(&w).map(|(s, w)| s * w).sum();
             Scored {
                 architecture: arch,
-                title: arch.title().to_owned(),
-                score: (!excluded[i]).then_some(base + adjust[i]),
+                title: arch.label().to_owned(),
+                score: (!tally.excluded[arch.index()]).then_some(base + tally.adjust[arch.index()]),
             }
         })
         .collect();

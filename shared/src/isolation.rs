@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     catalogue::Vendor,
+    label::Labelled,
     scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
 };
 
@@ -21,22 +22,104 @@ pub enum Mechanism {
     HamiFractions,
 }
 
+impl Mechanism {
+    pub const ALL: [Mechanism; 5] = [
+        Mechanism::WholeGpu,
+        Mechanism::Mig,
+        Mechanism::Mps,
+        Mechanism::TimeSlicing,
+        Mechanism::HamiFractions,
+    ];
+}
+
+impl Labelled for Mechanism {
+    fn label(self) -> &'static str {
+        match self {
+            Mechanism::WholeGpu => "Whole GPU",
+            Mechanism::Mig => "MIG",
+            Mechanism::Mps => "MPS",
+            Mechanism::TimeSlicing => "Time-slicing",
+            Mechanism::HamiFractions => "HAMi fractions",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Mechanism::WholeGpu => "One pod per card: full isolation and bandwidth.",
+            Mechanism::Mig => "Hardware partitions with their own memory, compute and bandwidth.",
+            Mechanism::Mps => {
+                "Concurrent kernels of trusted pods on one card; no memory isolation."
+            }
+            Mechanism::TimeSlicing => "Pods take turns on a card; no memory isolation.",
+            Mechanism::HamiFractions => "Software limits on GPU memory and cores per pod.",
+        }
+    }
+}
+
+/// How pods get their devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocationBase {
+    /// Dynamic Resource Allocation, GA from Kubernetes 1.34.
+    Dra,
+    DevicePlugin,
+}
+
+/// DRA is generally available from this Kubernetes version.
+pub const DRA_FROM: (u32, u32) = (1, 34);
+
+impl Labelled for AllocationBase {
+    fn label(self) -> &'static str {
+        match self {
+            AllocationBase::Dra => "DRA",
+            AllocationBase::DevicePlugin => "Device plugin",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassIsolation {
     pub team: String,
     pub workload: String,
     pub mechanism: Mechanism,
-    /// `dra` on Kubernetes 1.34+, else `device_plugin`.
-    pub allocation_base: String,
+    /// DRA on Kubernetes 1.34+, else the device plugin.
+    pub allocation_base: AllocationBase,
     pub reasons: Vec<String>,
+}
+
+/// An anti-pattern found in the scenario. The JSON value is stable; clients may match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningCode {
+    NothingToLend,
+    PreemptionWithoutCheckpoint,
+    #[serde(rename = "rework_over_15_min")]
+    ReworkOver15Min,
+    KedaCooldownInSeconds,
+    KedaActivationZero,
+    TimeSlicingAcrossTenants,
+    MigWithoutMig,
+    UtilisationFromRequests,
+}
+
+impl Labelled for WarningCode {
+    fn label(self) -> &'static str {
+        match self {
+            WarningCode::NothingToLend => "Nothing to lend",
+            WarningCode::PreemptionWithoutCheckpoint => "Preemption without checkpoints",
+            WarningCode::ReworkOver15Min => "Over 15 minutes of rework per preemption",
+            WarningCode::KedaCooldownInSeconds => "KEDA cooldown in seconds",
+            WarningCode::KedaActivationZero => "KEDA activation threshold 0",
+            WarningCode::TimeSlicingAcrossTenants => "Time-slicing across tenants",
+            WarningCode::MigWithoutMig => "MIG on a GPU without MIG",
+            WarningCode::UtilisationFromRequests => "Utilisation from requests",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Warning {
-    /// Stable: `time_slicing_across_tenants`, `nothing_to_lend`, `preemption_without_checkpoint`,
-    /// `rework_over_15_min`, `keda_cooldown_in_seconds`, `keda_activation_zero`,
-    /// `utilisation_from_requests`, `mig_without_mig`.
-    pub code: String,
+    pub code: WarningCode,
     pub path: String,
     pub message: String,
 }
@@ -57,7 +140,7 @@ pub struct IsolationPlan {
 }
 
 pub fn plan(scenario: &Scenario) -> IsolationPlan {
-    let dra = scenario.kubernetes_at_least(1, 34);
+    let dra = scenario.kubernetes_at_least(DRA_FROM.0, DRA_FROM.1);
     let mut classes = Vec::new();
     let mut spot = Vec::new();
     for team in &scenario.teams {
@@ -67,7 +150,11 @@ pub fn plan(scenario: &Scenario) -> IsolationPlan {
                 team: team.name.clone(),
                 workload: w.name.clone(),
                 mechanism,
-                allocation_base: if dra { "dra" } else { "device_plugin" }.to_owned(),
+                allocation_base: if dra {
+                    AllocationBase::Dra
+                } else {
+                    AllocationBase::DevicePlugin
+                },
                 reasons,
             });
             let (fits_spot, reason) = spot_fit(w);
@@ -197,9 +284,9 @@ fn spot_fit(w: &Workload) -> (bool, String) {
 
 fn warnings(scenario: &Scenario) -> Vec<Warning> {
     let mut out = Vec::new();
-    let mut warn = |code: &str, path: String, message: String| {
+    let mut warn = |code: WarningCode, path: String, message: String| {
         out.push(Warning {
-            code: code.to_owned(),
+            code,
             path,
             message,
         })
@@ -213,7 +300,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 .sum();
             if nominal >= u64::from(acc.count) && scenario.teams.len() > 1 {
                 warn(
-                    "nothing_to_lend",
+                    WarningCode::NothingToLend,
                     format!("fleet[{f}]"),
                     format!(
                         "Nominal quotas on {} add up to {nominal} of {} GPUs: nothing is left unassigned, so borrowing only happens when an owner idles; keep some capacity outside nominal quota or lower quotas.",
@@ -228,10 +315,10 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
             let path = |f: &str| format!("teams[{t}].workloads[{i}].{f}");
             if w.preemptible && w.kind != WorkloadKind::Inference {
                 if w.checkpoint_minutes == 0 {
-                    warn("preemption_without_checkpoint", path("checkpoint_minutes"), "Preemptible without checkpoints: every preemption loses the whole run, and the first lost run gets preemption switched off.".to_owned());
+                    warn(WarningCode::PreemptionWithoutCheckpoint, path("checkpoint_minutes"), "Preemptible without checkpoints: every preemption loses the whole run, and the first lost run gets preemption switched off.".to_owned());
                 } else if w.checkpoint_minutes / 2 > 15 {
                     warn(
-                        "rework_over_15_min",
+                        WarningCode::ReworkOver15Min,
                         path("checkpoint_minutes"),
                         format!(
                             "Checkpoints every {} min lose {} min of work per preemption on average; checkpoint at least every 30 min.",
@@ -244,7 +331,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
             if let Some(inf) = &w.inference {
                 if inf.cooldown_s < 60 {
                     warn(
-                        "keda_cooldown_in_seconds",
+                        WarningCode::KedaCooldownInSeconds,
                         path("inference.cooldown_s"),
                         format!(
                             "A {} s cooldown scales to zero between bursts: each cycle costs a cold start; use minutes.",
@@ -254,7 +341,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 }
                 if inf.activation_threshold_pct == 0 {
                     warn(
-                        "keda_activation_zero",
+                        WarningCode::KedaActivationZero,
                         path("inference.activation_threshold_pct"),
                         "activationThreshold 0 lets any noise wake replicas from zero.".to_owned(),
                     );
@@ -267,7 +354,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 )
             {
                 warn(
-                    "time_slicing_across_tenants",
+                    WarningCode::TimeSlicingAcrossTenants,
                     path("current_isolation"),
                     format!(
                         "{} business tenants share cards by time-slicing or MPS: one tenant's leak is the neighbour's out-of-memory; use MIG or HAMi.",
@@ -280,7 +367,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 .is_some_and(Accelerator::has_mig);
             if w.current_isolation == Some(Mechanism::Mig) && !has_mig {
                 warn(
-                    "mig_without_mig",
+                    WarningCode::MigWithoutMig,
                     path("current_isolation"),
                     format!("{} has no MIG.", w.flavor),
                 );
@@ -288,7 +375,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
         }
     }
     if scenario.constraints.utilisation_measured_by == UtilisationSource::Requests {
-        warn("utilisation_from_requests", "constraints.utilisation_measured_by".to_owned(), "Utilisation from pod requests counts a GPU that downloads weights as 100% used; measure DCGM_FI_DEV_GPU_UTIL.".to_owned());
+        warn(WarningCode::UtilisationFromRequests, "constraints.utilisation_measured_by".to_owned(), "Utilisation from pod requests counts a GPU that downloads weights as 100% used; measure DCGM_FI_DEV_GPU_UTIL.".to_owned());
     }
     out
 }
@@ -380,13 +467,18 @@ mod tests {
     #[test]
     fn dra_from_kubernetes_1_34() {
         let mut s = bench_scenario();
-        assert!(plan(&s).classes.iter().all(|c| c.allocation_base == "dra"));
+        assert!(
+            plan(&s)
+                .classes
+                .iter()
+                .all(|c| c.allocation_base == AllocationBase::Dra)
+        );
         s.constraints.kubernetes_version = "1.33".into();
         assert!(
             plan(&s)
                 .classes
                 .iter()
-                .all(|c| c.allocation_base == "device_plugin")
+                .all(|c| c.allocation_base == AllocationBase::DevicePlugin)
         );
     }
 }

@@ -19,5 +19,6 @@ pub mod rng;
 pub mod scenario;
 pub mod simulate;
 pub mod sizing;
+pub mod validate;
 
 pub use error::{ApiError, ErrorCode, FieldError};

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::{
     catalogue::{self, AcceleratorModel, Vendor},
     error::FieldError,
+    label::Labelled,
+    validate::{DNS_LABEL_RULE, is_dns_label},
 };
 
 /// The scenario format this build reads. Version 2 names accelerators by the catalogue and
@@ -34,8 +36,11 @@ pub struct Scenario {
     pub weights: Weights,
 }
 
+/// The seed when a scenario names none (and of the presets and benchmarks).
+pub const DEFAULT_SEED: u64 = 42;
+
 fn default_seed() -> u64 {
-    42
+    DEFAULT_SEED
 }
 
 /// One accelerator type of the fleet: a Kueue ResourceFlavor.
@@ -236,11 +241,68 @@ impl Inference {
     }
 }
 
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 4] = [
+        WorkloadKind::PreTraining,
+        WorkloadKind::FineTuning,
+        WorkloadKind::Batch,
+        WorkloadKind::Inference,
+    ];
+}
+
+impl Labelled for WorkloadKind {
+    fn label(self) -> &'static str {
+        match self {
+            WorkloadKind::PreTraining => "Pre-training",
+            WorkloadKind::FineTuning => "Fine-tuning",
+            WorkloadKind::Batch => "Batch inference and evaluation",
+            WorkloadKind::Inference => "Online inference",
+        }
+    }
+}
+
+impl Labelled for Preset {
+    fn label(self) -> &'static str {
+        match self {
+            Preset::Flat => "Flat",
+            Preset::BusinessHoursDiurnal => "Business hours",
+            Preset::WeeklyBatch => "Weekly batch ramp",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Preset::Flat => "The peak all week.",
+            Preset::BusinessHoursDiurnal => {
+                "The peak 8-20 on weekdays, 25% at night, 15% on weekends."
+            }
+            Preset::WeeklyBatch => "Ramps from 20% on Monday to the peak on Friday night.",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Queueing {
     StrictFifo,
     BestEffortFifo,
+}
+
+impl Labelled for Queueing {
+    fn label(self) -> &'static str {
+        // Kueue's own words for its queueing strategies.
+        match self {
+            Queueing::StrictFifo => "StrictFIFO",
+            Queueing::BestEffortFifo => "BestEffortFIFO",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Queueing::StrictFifo => "The head of the queue blocks everything behind it.",
+            Queueing::BestEffortFifo => "Workloads that do not fit let smaller ones pass.",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -271,6 +333,15 @@ impl Default for QuotaPolicy {
 pub enum UtilisationSource {
     Dcgm,
     Requests,
+}
+
+impl Labelled for UtilisationSource {
+    fn label(self) -> &'static str {
+        match self {
+            UtilisationSource::Dcgm => "Measured (DCGM)",
+            UtilisationSource::Requests => "Pod requests",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -362,15 +433,15 @@ impl Scenario {
         if self.fleet.is_empty() {
             bad("fleet".into(), "give at least one accelerator type");
         }
+        // Counted once, so checking uniqueness stays linear in the number of entries.
+        let flavors = occurrences(self.fleet.iter().map(|a| a.flavor.as_str()));
+        let team_names = occurrences(self.teams.iter().map(|t| t.name.as_str()));
         for (i, a) in self.fleet.iter().enumerate() {
             let p = |f: &str| format!("fleet[{i}].{f}");
             if !is_dns_label(&a.flavor) {
-                bad(
-                    p("flavor"),
-                    "must be a DNS label (lower-case letters, digits, '-')",
-                );
+                bad(p("flavor"), DNS_LABEL_RULE);
             }
-            if self.fleet.iter().filter(|b| b.flavor == a.flavor).count() > 1 {
+            if flavors.get(a.flavor.as_str()).copied().unwrap_or(0) > 1 {
                 bad(p("flavor"), "flavors must be unique");
             }
             if let Err(unknown) = catalogue::find(&a.gpu_model) {
@@ -395,12 +466,9 @@ impl Scenario {
         for (t, team) in self.teams.iter().enumerate() {
             let p = |f: &str| format!("teams[{t}].{f}");
             if !is_dns_label(&team.name) {
-                bad(
-                    p("name"),
-                    "must be a DNS label (lower-case letters, digits, '-')",
-                );
+                bad(p("name"), DNS_LABEL_RULE);
             }
-            if self.teams.iter().filter(|o| o.name == team.name).count() > 1 {
+            if team_names.get(team.name.as_str()).copied().unwrap_or(0) > 1 {
                 bad(p("name"), "team names must be unique");
             }
             for (field, map) in [
@@ -520,10 +588,14 @@ impl Scenario {
     }
 }
 
-fn is_dns_label(s: &str) -> bool {
-    let mut errors = Vec::new();
-    crate::auth::validate_dns_label("", s, &mut errors);
-    errors.is_empty()
+fn occurrences<'a>(
+    names: impl Iterator<Item = &'a str>,
+) -> std::collections::BTreeMap<&'a str, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for name in names {
+        *counts.entry(name).or_insert(0) += 1;
+    }
+    counts
 }
 
 fn is_version(s: &str) -> bool {
@@ -625,7 +697,7 @@ pub fn bench_scenario() -> Scenario {
     Scenario {
         version: SCENARIO_VERSION,
         name: "benchmark: 10,000 GPUs, 50 teams, 4 flavors".to_owned(),
-        seed: 42,
+        seed: DEFAULT_SEED,
         fleet,
         teams,
         quota: QuotaPolicy::default(),

@@ -1,6 +1,9 @@
 //! Packing on the real Alibaba openb trace (the project's fixtures): calibration against the
 //! published medians, the FGD goal, and a golden replay.
 
+// Reading fixtures is the test's job; the library never touches files (clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
 use shared::packing::{
     Policy, csv,
     protocol::{self, PackReport, median, parse_published},

@@ -11,15 +11,17 @@ pub struct UserRow {
     pub disabled: bool,
 }
 
-impl From<UserRow> for User {
-    fn from(row: UserRow) -> Self {
-        User {
+impl TryFrom<UserRow> for User {
+    type Error = crate::error::Error;
+
+    fn try_from(row: UserRow) -> crate::error::Result<Self> {
+        Ok(User {
+            roles: super::parse_roles(&row.roles)?,
             username: row.username,
             display_name: row.display_name,
-            roles: super::parse_roles(&row.roles),
             teams: row.teams,
             disabled: row.disabled,
-        }
+        })
     }
 }
 

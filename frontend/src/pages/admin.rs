@@ -4,7 +4,8 @@ use gloo_net::http::Method;
 use leptos::{ev::SubmitEvent, prelude::*};
 use shared::{
     ApiError,
-    auth::{NewTeam, NewUser, Role, Team, TeamPatch, User, UserPatch},
+    auth::{MIN_PASSWORD_CHARS, NewTeam, NewUser, Role, Team, TeamPatch, User, UserPatch},
+    label::Labelled,
 };
 
 use crate::{api, ui::ErrorBox};
@@ -98,7 +99,7 @@ fn UserTable(
                                 let roles = toggled(&roles, &role, event_target_checked(&ev));
                                 patch_user(name.clone(), UserPatch { roles: Some(roles), ..Default::default() }, move |r| done.run(r));
                             }/>
-                            {role.as_str()}
+                            {role.label()}
                         </label>
                     }
                 })
@@ -186,13 +187,13 @@ fn NewUserForm(team_names: Signal<Vec<String>>, #[prop(into)] done: Done) -> imp
         <form class="inline" on:submit=submit data-test="new-user">
             <input placeholder="username" prop:value=username on:input=move |ev| username.set(event_target_value(&ev))/>
             <input placeholder="display name" prop:value=display_name on:input=move |ev| display_name.set(event_target_value(&ev))/>
-            <input placeholder="password (12+ characters)" type="password" autocomplete="new-password"
+            <input placeholder=format!("password ({MIN_PASSWORD_CHARS}+ characters)") type="password" autocomplete="new-password"
                 prop:value=password on:input=move |ev| password.set(event_target_value(&ev))/>
             {Role::ALL.into_iter().map(|role| view! {
                 <label class="check">
                     <input type="checkbox" prop:checked=move || roles.with(|r| r.contains(&role))
                         on:change=move |ev| roles.update(|r| *r = toggled(r, &role, event_target_checked(&ev)))/>
-                    {role.as_str()}
+                    {role.label()}
                 </label>
             }).collect_view()}
             {move || team_names.get().into_iter().map(|team| {

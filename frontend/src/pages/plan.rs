@@ -6,6 +6,7 @@ use leptos::{html::Div, prelude::*, task::spawn_local};
 use plotly::{Layout, Plot, Scatter, common::Mode};
 use shared::{
     FieldError,
+    label::Labelled,
     money::dollars,
     plan::{self, Evaluation},
 };
@@ -95,13 +96,13 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
     let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
     let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
     view! {
-        <h2>"Recommendation: " <span data-test="recommendation">{format!("{:?}", d.recommendation)}</span></h2>
+        <h2>"Recommendation: " <span data-test="recommendation" title=d.recommendation.description()>{d.recommendation.label()}</span></h2>
         <ul class="reasons">{d.reasons.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}</ul>
         <table>
             <thead><tr><th>"Architecture"</th><th class="num">"Score"</th></tr></thead>
             <tbody>
                 {d.options.iter().map(|o| view! {
-                    <tr><td>{format!("{:?}. {}", o.architecture, o.title)}</td>
+                    <tr><td title=o.architecture.description()>{o.architecture.label()}</td>
                     <td class="num">{o.score.map_or("excluded".to_owned(), |s| format!("{s:.1}"))}</td></tr>
                 }).collect_view()}
             </tbody>
@@ -139,18 +140,18 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
             )}
         </p>
         <h2>"Isolation"</h2>
-        <table>
+        <table data-test="isolation">
             <thead><tr><th>"Team"</th><th>"Workload"</th><th>"Mechanism"</th><th>"Why"</th></tr></thead>
             <tbody>
                 {evaluation.isolation.classes.iter().map(|c| view! {
-                    <tr><td>{c.team.clone()}</td><td>{c.workload.clone()}</td><td>{format!("{:?}", c.mechanism)}</td><td>{c.reasons.join(" ")}</td></tr>
+                    <tr><td>{c.team.clone()}</td><td>{c.workload.clone()}</td><td title=c.mechanism.description()>{c.mechanism.label()}</td><td>{c.reasons.join(" ")}</td></tr>
                 }).collect_view()}
             </tbody>
         </table>
         {(!evaluation.isolation.warnings.is_empty()).then(|| view! {
             <h2>"Warnings"</h2>
             <ul class="warnings">
-                {evaluation.isolation.warnings.iter().map(|w| view! { <li><code>{w.path.clone()}</code>": "{w.message.clone()}</li> }).collect_view()}
+                {evaluation.isolation.warnings.iter().map(|w| view! { <li><strong>{w.code.label()}</strong>" ("<code>{w.path.clone()}</code>"): "{w.message.clone()}</li> }).collect_view()}
             </ul>
         })}
     }
@@ -161,7 +162,7 @@ fn sensitivity_plot(evaluation: &Evaluation) -> Plot {
     let gpus: Vec<u64> = points.iter().map(|p| p.gpus).collect();
     let picks: Vec<String> = points
         .iter()
-        .map(|p| format!("{:?}", p.recommendation))
+        .map(|p| p.recommendation.label().to_owned())
         .collect();
     let mut plot = Plot::new();
     plot.add_trace(

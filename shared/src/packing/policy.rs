@@ -54,6 +54,20 @@ impl Policy {
     }
 }
 
+impl crate::label::Labelled for Policy {
+    /// As the FGD paper names them.
+    fn label(self) -> &'static str {
+        match self {
+            Policy::Random => "Random",
+            Policy::FirstFit => "FirstFit",
+            Policy::BestFit => "BestFit",
+            Policy::DotProduct => "DotProduct",
+            Policy::GpuPacking => "GpuPacking",
+            Policy::Fgd => "FGD",
+        }
+    }
+}
+
 const MAX_CPU_MILLI: f64 = 128_000.0;
 const MAX_GPU_MILLI: f64 = 8_000.0;
 
