@@ -4,7 +4,7 @@
 use fantoccini::Locator;
 use gpufleet_e2e::{Browser, Server, repo_root};
 use shared::{
-    auth::{NewUser, Role},
+    auth::{NewTeam, NewUser, Page, Role},
     label::Labelled,
 };
 use sqlx::PgPool;
@@ -51,10 +51,10 @@ async fn open_console(pool: PgPool) -> (Server, Browser) {
     (server, browser)
 }
 
-async fn nav_titles(browser: &Browser) -> Vec<String> {
+async fn link_texts(browser: &Browser, css: &str) -> Vec<String> {
     let links = browser
         .client
-        .find_all(Locator::Css("[data-test=nav] a"))
+        .find_all(Locator::Css(css))
         .await
         .expect("links");
     let mut titles = Vec::new();
@@ -64,11 +64,97 @@ async fn nav_titles(browser: &Browser) -> Vec<String> {
     titles
 }
 
+async fn nav_titles(browser: &Browser) -> Vec<String> {
+    link_texts(browser, "[data-test=nav] a").await
+}
+
+async fn card_titles(browser: &Browser) -> Vec<String> {
+    link_texts(browser, "[data-test=cards] a").await
+}
+
+/// On the Admin page: a user without a role is refused beside the roles; a member is added
+/// from the drop-down, twice in a row; removing one asks first; a password is reset.
+async fn admin_changes_say_where_and_whether_they_were_saved(browser: &Browser) {
+    browser
+        .fill_and_submit(
+            "[data-test=new-user]",
+            &[
+                ("input[placeholder='username']", "norole"),
+                ("input[type=password]", "a long enough password"),
+            ],
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=error-roles]", "give at least one role")
+        .await;
+    // Members: choose, add, and choose again from the reloaded list.
+    for member in ["rita", "alex"] {
+        let choice = browser
+            .client
+            .find(Locator::Css(
+                "[data-test=team-ml] [data-test=member-choice]",
+            ))
+            .await
+            .expect("member drop-down");
+        choice.select_by_value(member).await.expect("choose");
+        browser
+            .click_css("[data-test=team-ml] [data-test=add-member]")
+            .await;
+        browser
+            .wait_for_text("[data-test=team-ml]", &format!("Saved: {member} added."))
+            .await;
+    }
+    // Removing a member (alex, the first chip) asks first; dismissed, nothing changes, so the
+    // second try still removes alex.
+    browser.click_css("[data-test=team-ml] .chip button").await;
+    browser
+        .client
+        .dismiss_alert()
+        .await
+        .expect("a confirmation");
+    browser.click_css("[data-test=team-ml] .chip button").await;
+    browser.client.accept_alert().await.expect("a confirmation");
+    browser
+        .wait_for_text("[data-test=team-ml]", "Saved: alex removed.")
+        .await;
+    // A new password for rita, typed twice.
+    browser
+        .click_css("[data-test=user-rita] [data-test=reset-password]")
+        .await;
+    browser
+        .fill_and_submit(
+            "[data-test=user-rita] [data-test=password-form]",
+            &[
+                ("input[placeholder^='new password']", NEW_PASSWORD),
+                ("input[placeholder='again']", NEW_PASSWORD),
+            ],
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=user-rita]", "Saved: new password set")
+        .await;
+}
+
+const NEW_PASSWORD: &str = "a brand new password";
+
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
     user(&pool, "ada", Role::Admin).await;
-    let (_server, browser) = open_console(pool).await;
+    let (server, browser) = open_console(pool).await;
+    // plotly.js is not loaded until a page draws a chart: not for the log-in page.
+    let plotly_loaded = || async {
+        browser
+            .client
+            .execute("return typeof window.Plotly !== 'undefined'", vec![])
+            .await
+            .expect("script")
+            .as_bool()
+    };
+    browser
+        .wait_for_text("[data-test=login-form]", "Log in")
+        .await;
+    assert_eq!(plotly_loaded().await, Some(false));
     log_in(&browser, "ada", PASSWORD).await;
     // The WASM app rendered and the health round trip reached the database.
     let health = browser
@@ -79,6 +165,9 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         text.contains(&format!("backend {}", env!("CARGO_PKG_VERSION"))),
         "{text}"
     );
+
+    // Nor for the admin's home page.
+    assert_eq!(plotly_loaded().await, Some(false));
 
     // Navigate by clicking, as a person would.
     browser.click("Fleet").await;
@@ -92,9 +181,26 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     let shot = browser.screenshot("console-fleet").await;
     assert!(std::fs::metadata(&shot).expect("screenshot").len() > 10_000);
 
-    // A page that is not built yet says so.
+    assert_eq!(plotly_loaded().await, Some(true));
+
+    // A page that is not built yet says so, and so does a deep link into it, reloaded.
     browser.click("Quotas").await;
     browser.wait_for_text(".notyet", "Not built yet").await;
+    browser
+        .client
+        .goto(&server.url("/quotas/new"))
+        .await
+        .expect("deep link");
+    browser.wait_for_text(".notyet", "Not built yet").await;
+    // Every page in the navigation survives a reload.
+    for page in Page::ALL {
+        browser
+            .client
+            .goto(&server.url(page.path()))
+            .await
+            .expect("reload");
+        browser.wait_for_text("main h1", page.title()).await;
+    }
 
     // The planning math runs in the browser: evaluate two example scenarios, and see the
     // figures that `gpufleet plan evaluate` gives for the same files.
@@ -190,6 +296,16 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
     for (name, role, _) in &people {
         user(&pool, name, *role).await;
     }
+    backend::accounts::insert_team(
+        &pool,
+        &NewTeam {
+            name: "ml".into(),
+            namespace: "team-ml".into(),
+            cost_centre: "CC-1".into(),
+        },
+    )
+    .await
+    .expect("team");
     let (server, browser) = open_console(pool).await;
 
     // A wrong password is refused in words, and nothing else shows.
@@ -204,12 +320,22 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
         browser
             .wait_for_text("[data-test=user-roles]", role.label())
             .await;
+        // Each lands on their own role's page, whatever page the last user left open.
+        let home = Page::home_for(&[*role]);
+        browser.wait_for_text("main h1", home.title()).await;
+        let url = browser.client.current_url().await.expect("url");
+        assert_eq!(url.path(), home.path(), "{name}");
         assert_eq!(nav_titles(&browser).await, *want, "{name}");
+        // The start page offers exactly the pages the navigation does.
+        browser.click_css("a.brand").await;
+        browser.wait_for_text("[data-test=cards]", " — ").await;
+        assert_eq!(card_titles(&browser).await, *want, "{name}");
         if *role == Role::Admin {
             browser.click("Admin").await;
             browser
                 .wait_for_text("[data-test=user-rita]", Role::Requester.label())
                 .await;
+            admin_changes_say_where_and_whether_they_were_saved(&browser).await;
             // An admin creates a team from the form, and it is listed.
             browser
                 .fill_and_submit(
@@ -250,5 +376,10 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
             .wait_for_text("[data-test=login-form]", "Log in")
             .await;
     }
+    // The admin's password reset took: rita's new password lets her in.
+    log_in(&browser, "rita", NEW_PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=user-roles]", Role::Requester.label())
+        .await;
     browser.close().await;
 }

@@ -16,7 +16,8 @@ use shared::{
     FieldError,
     auth::{
         self, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch,
-        validate_cost_centre, validate_display_name, validate_password, validate_username,
+        validate_cost_centre, validate_display_name, validate_password, validate_roles,
+        validate_username,
     },
     validate::validate_dns_label,
 };
@@ -130,6 +131,7 @@ pub async fn insert_user(pool: &PgPool, new: &NewUser) -> Result<User> {
     validate_username("username", &new.username, &mut errors);
     validate_password("password", &new.password, &mut errors);
     validate_display_name("display_name", &new.display_name, &mut errors);
+    validate_roles("roles", &new.roles, &mut errors);
     invalid_if_any(errors)?;
     let plain = new.password.clone();
     let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
@@ -187,11 +189,14 @@ async fn update_user(
             ));
         }
     }
+    let mut errors = Vec::new();
     if let Some(name) = &patch.display_name {
-        let mut errors = Vec::new();
         validate_display_name("display_name", name, &mut errors);
-        invalid_if_any(errors)?;
     }
+    if let Some(roles) = &patch.roles {
+        validate_roles("roles", roles, &mut errors);
+    }
+    invalid_if_any(errors)?;
     let mut tx = state.pool.begin().await?;
     let user_id = db::user_id(&mut *tx, &username)
         .await?

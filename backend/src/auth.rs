@@ -171,6 +171,7 @@ pub fn api() -> Api {
         .route(Method::POST, "/auth/login", Access::Public, login)
         .route(Method::POST, "/auth/logout", Access::SignedIn, logout)
         .route(Method::GET, "/auth/me", Access::SignedIn, me)
+        .route(Method::GET, "/auth/session", Access::Public, session)
 }
 
 /// Global `/api` middleware: finds the caller (auth proxy or session cookie) and the client's
@@ -517,6 +518,12 @@ async fn logout(
 
 async fn me(Extension(caller): Extension<Caller>) -> Json<Me> {
     Json(caller.me())
+}
+
+/// `GET /api/auth/session`: the signed-in user as `/me` gives it, or `null` for a visitor. The
+/// console asks this on start, so a visitor's first load logs no failed request.
+async fn session(caller: Option<Extension<Caller>>) -> Json<Option<Me>> {
+    Json(caller.map(|Extension(caller)| caller.me()))
 }
 
 /// Ends every session of a user (disabled, or password reset).

@@ -45,9 +45,12 @@ impl Error {
         match self {
             Self::Unauthenticated(message) => ApiError::new(ErrorCode::Unauthenticated, *message),
             Self::Forbidden(message) => ApiError::new(ErrorCode::Forbidden, *message),
-            Self::TooManyRequests { .. } => ApiError::new(
+            Self::TooManyRequests { retry_after_s } => ApiError::new(
                 ErrorCode::TooManyRequests,
-                "too many failed log-ins; wait a few minutes and try again",
+                format!(
+                    "too many failed log-ins; try again in {}",
+                    wait_in_words(*retry_after_s)
+                ),
             ),
             Self::Unavailable => ApiError::from_code(ErrorCode::Unavailable),
             Self::NotFound => ApiError::from_code(ErrorCode::NotFound),
@@ -66,6 +69,16 @@ impl Error {
             Self::Database(_) | Self::Internal(_) => ApiError::from_code(ErrorCode::Internal),
         }
     }
+}
+
+/// `900` → "15 minutes", `1` → "1 second".
+fn wait_in_words(seconds: u64) -> String {
+    let (n, unit) = if seconds >= 60 {
+        (seconds.div_ceil(60), "minute")
+    } else {
+        (seconds.max(1), "second")
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 /// The detail of a server error, kept out of the body and logged once by [`json_errors`].
@@ -157,4 +170,16 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
 /// A handler's last resort for unknown `/api` routes.
 pub async fn api_not_found() -> Error {
     Error::NotFound
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn waits_are_said_in_minutes_or_seconds() {
+        assert_eq!(super::wait_in_words(900), "15 minutes");
+        assert_eq!(super::wait_in_words(61), "2 minutes");
+        assert_eq!(super::wait_in_words(60), "1 minute");
+        assert_eq!(super::wait_in_words(30), "30 seconds");
+        assert_eq!(super::wait_in_words(0), "1 second");
+    }
 }

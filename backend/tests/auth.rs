@@ -66,6 +66,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("PUT", "/teams/{team}/members/{username}", "admin"),
     ("DELETE", "/teams/{team}/members/{username}", "admin"),
     ("GET", "/fleet", "requester approver finance admin"),
+    (
+        "GET",
+        "/auth/session",
+        "anon requester approver finance admin",
+    ),
     ("POST", "/plan/pack", "approver admin"),
     ("POST", "/plan/mig", "approver admin"),
     ("POST", "/plan/evaluate", "approver admin"),
@@ -225,6 +230,20 @@ async fn log_in_sets_a_strict_http_only_cookie_and_me_answers(pool: PgPool) {
     )
     .await;
     assert_eq!(reply.json::<Me>(), session.me);
+    // The console's start-up question: who is signed in, `null` for a visitor, never a 401.
+    let reply = send(
+        &router,
+        request(Method::GET, "/api/auth/session", Some(&session), None),
+    )
+    .await;
+    assert_eq!(reply.json::<Option<Me>>(), Some(session.me.clone()));
+    let reply = send(
+        &router,
+        request(Method::GET, "/api/auth/session", None, None),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json::<Option<Me>>(), None);
 
     // Behind TLS the cookie is Secure.
     let secure = router_with(
@@ -417,13 +436,19 @@ async fn failed_log_ins_are_throttled_per_account_and_per_address(pool: PgPool) 
         "{}",
         reply.text()
     );
-    assert_eq!(reply.json::<ApiError>().code, ErrorCode::TooManyRequests);
+    let err = reply.json::<ApiError>();
+    assert_eq!(err.code, ErrorCode::TooManyRequests);
+    // The README's 15-minute window, in the header and in words.
     assert_eq!(
         reply
             .headers
             .get(header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok()),
         Some("900")
+    );
+    assert_eq!(
+        err.message,
+        "too many failed log-ins; try again in 15 minutes"
     );
     // ...while other accounts log in.
     login(&router, "alex", PASSWORD).await;
@@ -792,4 +817,46 @@ fn capture_logs() -> Logs {
         .finish();
     let guard = tracing::subscriber::set_default(subscriber);
     Logs(buffer, guard)
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_user_always_holds_a_role(pool: PgPool) {
+    seed_world(&pool).await;
+    let router = router(pool.clone());
+    let admin = login(&router, "ada", PASSWORD).await;
+    let created = send(
+        &router,
+        request(
+            Method::POST,
+            "/api/users",
+            Some(&admin),
+            Some(serde_json::json!({
+                "username": "nobody", "password": "long enough password", "roles": []
+            })),
+        ),
+    )
+    .await;
+    assert_eq!(created.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: ApiError = created.json();
+    assert_eq!(err.fields[0].path, "roles");
+    assert_eq!(err.fields[0].message, "give at least one role");
+    // Nothing was written.
+    let count: i64 = sqlx::query_scalar("select count(*) from users where username = 'nobody'")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(count, 0);
+    // Nor can the last role be taken away.
+    let patched = send(
+        &router,
+        request(
+            Method::PATCH,
+            "/api/users/rita",
+            Some(&admin),
+            Some(serde_json::json!({"roles": []})),
+        ),
+    )
+    .await;
+    assert_eq!(patched.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(patched.json::<ApiError>().fields[0].path, "roles");
 }

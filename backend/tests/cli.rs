@@ -115,9 +115,24 @@ async fn bad_input_is_explained_with_the_field(pool: PgPool) {
     );
     let role = gpufleet(&pool, &["user", "create", "x", "--role", "root"], None);
     assert!(String::from_utf8_lossy(&role.stderr).contains("\"root\" is not a role"));
-    let twice = gpufleet(&pool, &["user", "create", "dup"], None);
+    let roleless = gpufleet(&pool, &["user", "create", "nobody"], None);
+    assert!(!roleless.status.success());
+    assert!(
+        String::from_utf8_lossy(&roleless.stderr).contains("roles: give at least one role"),
+        "{}",
+        String::from_utf8_lossy(&roleless.stderr)
+    );
+    let twice = gpufleet(
+        &pool,
+        &["user", "create", "dup", "--role", "requester"],
+        None,
+    );
     assert!(twice.status.success());
-    let again = gpufleet(&pool, &["user", "create", "dup"], None);
+    let again = gpufleet(
+        &pool,
+        &["user", "create", "dup", "--role", "requester"],
+        None,
+    );
     assert!(String::from_utf8_lossy(&again.stderr).contains("the username \"dup\" is taken"));
 }
 

@@ -2,9 +2,10 @@
 
 use gloo_net::http::Method;
 use leptos::{ev::SubmitEvent, prelude::*};
+use leptos_router::hooks::use_navigate;
 use shared::{
     ApiError,
-    auth::{LoginRequest, Me},
+    auth::{LoginRequest, Me, Page},
 };
 
 use crate::{api, ui::ErrorBox};
@@ -20,12 +21,16 @@ pub fn Login() -> impl IntoView {
     let username = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
     let error = RwSignal::new(None::<ApiError>);
+    let navigate = use_navigate();
     let login = Action::new_local(move |request: &LoginRequest| {
         let request = request.clone();
+        let navigate = navigate.clone();
         async move {
             match api::send::<_, Me>(Method::POST, "/api/auth/login", Some(&request)).await {
                 Ok(user) => {
                     error.set(None);
+                    // Each user starts on their own role's page, not where the last one left.
+                    navigate(Page::home_for(&user.roles).path(), Default::default());
                     me.set(Some(user));
                 }
                 Err(err) => error.set(Some(err)),
@@ -63,11 +68,18 @@ pub fn Login() -> impl IntoView {
 pub fn LogoutButton() -> impl IntoView {
     let me = use_me();
     let failed = RwSignal::new(None::<String>);
-    let logout = Action::new_local(move |_: &()| async move {
-        match api::send_no_content::<()>(Method::POST, "/api/auth/logout", None).await {
-            Ok(()) => me.set(None),
-            // The session may still be alive on the server: say so rather than pretend.
-            Err(err) => failed.set(Some(format!("log-out failed: {}", err.message))),
+    let navigate = use_navigate();
+    let logout = Action::new_local(move |_: &()| {
+        let navigate = navigate.clone();
+        async move {
+            match api::send_no_content::<()>(Method::POST, "/api/auth/logout", None).await {
+                Ok(()) => {
+                    navigate("/", Default::default());
+                    me.set(None);
+                }
+                // The session may still be alive on the server: say so rather than pretend.
+                Err(err) => failed.set(Some(format!("log-out failed: {}", err.message))),
+            }
         }
     });
     view! {

@@ -38,8 +38,8 @@ fn App() -> impl IntoView {
     api::bind_session(me);
     provide_context(me);
     leptos::task::spawn_local(async move {
-        // 401 means "not signed in": the log-in page shows.
-        if let Ok(user) = api::get::<Me>("/api/auth/me").await {
+        // `null` means "not signed in": the log-in page shows.
+        if let Ok(Some(user)) = api::get::<Option<Me>>("/api/auth/session").await {
             me.set(Some(user));
         }
         boot.set(Boot::Ready);
@@ -92,7 +92,10 @@ fn Shell(me: Me) -> impl IntoView {
                 <Route path=path!("/login") view=pages::Home/>
                 <Route path=path!("/plan") view=move || view! { <ui::Guard page=Page::Plan><pages::Plan/></ui::Guard> }/>
                 <Route path=path!("/quotas") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>
+                // Deep links into sections still being built land on the section, which says so.
+                <Route path=path!("/quotas/*any") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>
                 <Route path=path!("/chargeback") view=move || view! { <ui::Guard page=Page::Chargeback><pages::Chargeback/></ui::Guard> }/>
+                <Route path=path!("/chargeback/*any") view=move || view! { <ui::Guard page=Page::Chargeback><pages::Chargeback/></ui::Guard> }/>
                 <Route path=path!("/fleet") view=pages::FleetPage/>
                 <Route path=path!("/admin") view=move || view! { <ui::Guard page=Page::Admin><pages::Admin/></ui::Guard> }/>
             </Routes>

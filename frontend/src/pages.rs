@@ -9,11 +9,24 @@ pub use fleet::FleetPage;
 use leptos::prelude::*;
 use leptos_router::components::A;
 pub use plan::Plan;
+use shared::auth::Page;
 
-use crate::ui::NotYet;
+use crate::{auth::use_me, ui::NotYet};
 
+/// The start page: a card for each page the signed-in user may open, and no others.
 #[component]
 pub fn Home() -> impl IntoView {
+    let me = use_me();
+    let cards = move || {
+        let roles = me.with(|m| m.as_ref().map(|m| m.roles.clone()).unwrap_or_default());
+        Page::ALL
+            .into_iter()
+            .filter(|page| page.visible_to(&roles))
+            .map(|page| {
+                view! { <li><A href=page.path()>{page.title()}</A>" — "{page.summary()}</li> }
+            })
+            .collect_view()
+    };
     view! {
         <section>
             <h1>"One GPU fleet for training, fine-tuning and inference"</h1>
@@ -22,12 +35,7 @@ pub fn Home() -> impl IntoView {
                 "quotas that lend inside a cohort, preemption and fractional GPUs pays for the "
                 "peak of the sum."
             </p>
-            <ul class="cards">
-                <li><A href="/plan">"Plan"</A>" — size the fleet and choose an architecture."</li>
-                <li><A href="/quotas">"Quotas"</A>" — request and approve GPU quota."</li>
-                <li><A href="/chargeback">"Chargeback"</A>" — cost by allocation and by use."</li>
-                <li><A href="/fleet">"Fleet"</A>" — the accelerators you have."</li>
-            </ul>
+            <ul class="cards" data-test="cards">{cards}</ul>
         </section>
     }
 }

@@ -153,6 +153,16 @@ pub const MAX_DISPLAY_NAME_CHARS: usize = 200;
 /// The roles that plan the fleet: the Plan page and the planning API.
 pub const PLANNERS: &[Role] = &[Role::Approver, Role::Admin];
 
+/// A user holds at least one role: one with none could open nothing but the fleet page.
+pub fn validate_roles(path: &str, roles: &[Role], errors: &mut Vec<FieldError>) {
+    if roles.is_empty() {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message: "give at least one role".to_owned(),
+        });
+    }
+}
+
 pub fn validate_display_name(path: &str, name: &str, errors: &mut Vec<FieldError>) {
     if name.chars().count() > MAX_DISPLAY_NAME_CHARS {
         errors.push(FieldError {
@@ -244,6 +254,31 @@ impl Page {
         }
     }
 
+    /// One line for the home page's card.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Page::Plan => "size the fleet and choose an architecture.",
+            Page::Quotas => "request and approve GPU quota.",
+            Page::Chargeback => "cost by allocation and by use.",
+            Page::Fleet => "the accelerators you have.",
+            Page::Admin => "users, teams and settings.",
+        }
+    }
+
+    /// Where a user lands after log-in: the page of their most specific role, so nobody lands
+    /// on a page the previous user of the browser could open and they cannot.
+    pub fn home_for(roles: &[Role]) -> Page {
+        [
+            (Role::Admin, Page::Admin),
+            (Role::Approver, Page::Plan),
+            (Role::Finance, Page::Chargeback),
+            (Role::Requester, Page::Quotas),
+        ]
+        .into_iter()
+        .find(|(role, _)| roles.contains(role))
+        .map_or(Page::Fleet, |(_, page)| page)
+    }
+
     /// Roles that may use the page; an empty list means every signed-in user.
     pub fn roles(self) -> &'static [Role] {
         match self {
@@ -289,6 +324,24 @@ mod tests {
             ["Quotas", "Chargeback", "Fleet"]
         );
         assert_eq!(visible(&[]), ["Fleet"]);
+    }
+
+    #[test]
+    fn each_role_lands_on_a_page_it_may_open() {
+        assert_eq!(Page::home_for(&[Role::Requester]), Page::Quotas);
+        assert_eq!(Page::home_for(&[Role::Finance]), Page::Chargeback);
+        assert_eq!(Page::home_for(&[Role::Approver]), Page::Plan);
+        assert_eq!(Page::home_for(&[Role::Requester, Role::Admin]), Page::Admin);
+        assert_eq!(Page::home_for(&[]), Page::Fleet);
+        for roles in [
+            &[Role::Requester][..],
+            &[Role::Finance],
+            &[Role::Approver],
+            &[Role::Admin],
+            &[],
+        ] {
+            assert!(Page::home_for(roles).visible_to(roles), "{roles:?}");
+        }
     }
 
     #[test]

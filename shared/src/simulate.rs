@@ -12,23 +12,22 @@
 //!
 //! Invariants (tested): admitted GPU-minutes + idle GPU-minutes = capacity × minutes; no team
 //! ever holds more than its nominal quota plus its borrowing limit.
+//!
+//! Rooms: `quota` (Kueue's arithmetic), `job` (the work and its arrivals), `autoscale`
+//! (KEDA), `week` (the minute's steps); this file runs the week and sums it up.
 
-use std::{cmp::Reverse, collections::BinaryHeap};
+mod autoscale;
+mod job;
+mod quota;
+mod week;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    rng::Rng,
-    scenario::{HOURS_PER_WEEK, Queueing, Scenario, WorkloadKind},
-};
+use crate::scenario::{HOURS_PER_WEEK, Scenario};
+
+use self::{quota::Quotas, week::Week};
 
 pub const MINUTES_PER_WEEK: u32 = (HOURS_PER_WEEK as u32) * 60;
-/// Inference replicas outrank every batch priority.
-const INFERENCE_PRIORITY: i64 = i64::MAX / 2;
-/// HPA's default scale-down stabilisation window.
-const STABILISATION_MIN: u32 = 5;
-/// A scale-up within this long after a scale-down counts as one flapping cycle.
-const FLAP_WINDOW_MIN: u32 = 60;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TeamStats {
@@ -70,325 +69,66 @@ pub struct Simulation {
     pub idle_gpu_minutes: f64,
 }
 
-#[derive(Debug, Clone)]
-struct Job {
-    team: usize,
-    flavor: usize,
-    workload: usize,
-    gpus: u32,
-    /// Minutes of work left (u32::MAX for inference replicas).
-    remaining: u32,
-    priority: i64,
-    preemptible: bool,
-    checkpoint: u32,
-    busy: f64,
-    arrival: u32,
-    first_admit: Option<u32>,
-    started: u32,
-    running: bool,
-    /// Bumped on eviction so stale completion events are ignored.
-    generation: u32,
-    /// Inference: when it can serve.
-    ready_at: u32,
-}
-
-/// KEDA-like scaling state of one inference class.
-struct Autoscaler {
-    workload: usize,
-    team: usize,
-    hourly: Vec<f64>,
-    tokens_per_gpu: f64,
-    gpus_per_replica: u32,
-    min: u32,
-    max: u32,
-    threshold: f64,
-    activation: f64,
-    cooldown_min: u32,
-    replicas: Vec<usize>,
-    recent_desired: Vec<u32>,
-    below_activation_since: Option<u32>,
-    last_scale_down: Option<u32>,
-    demand_tokens: f64,
-    unserved_tokens: f64,
-}
-
-struct State<'a> {
-    scenario: &'a Scenario,
-    /// Every workload class, in scenario order (teams, then their workloads).
-    workloads: Vec<&'a crate::scenario::Workload>,
-    /// Σ over teams of usage beyond the guaranteed (non-lendable) part, per flavor.
-    pool_use: Vec<u32>,
-    capacity: Vec<u32>,
-    nominal: Vec<Vec<u32>>,
-    borrow_limit: Vec<Vec<Option<u32>>>,
-    /// Nominal quota that is not lendable (nominal − lendingLimit).
-    guaranteed: Vec<Vec<u32>>,
-    /// Σ lendable quota per flavor.
-    pool_cap: Vec<u32>,
-    usage: Vec<Vec<u32>>,
-    total_usage: Vec<u32>,
-    jobs: Vec<Job>,
-    /// Pending job ids per team, ordered by (priority desc, arrival asc).
-    pending: Vec<Vec<usize>>,
-    /// Running job ids per (team, flavor).
-    running: Vec<Vec<Vec<usize>>>,
-    ends: BinaryHeap<Reverse<(u32, usize, u32)>>,
-    stats: Vec<TeamStats>,
-    waits: Vec<Vec<f64>>,
-    busy_now: f64,
-}
-
 /// Simulates one week of `scenario` (which must be valid).
 pub fn simulate(scenario: &Scenario) -> Simulation {
-    let flavors: Vec<&str> = scenario.fleet.iter().map(|a| a.flavor.as_str()).collect();
-    let f_index = |name: &str| flavors.iter().position(|f| *f == name).unwrap_or(0);
-    let quota = |map: &std::collections::BTreeMap<String, u32>, f: &str| map.get(f).copied();
-    let nominal: Vec<Vec<u32>> = scenario
+    let job::Plan {
+        jobs,
+        arrivals,
+        mut autoscalers,
+        wanted_gpu_minutes,
+    } = job::plan(scenario);
+    let stats = scenario
         .teams
         .iter()
-        .map(|t| {
-            flavors
-                .iter()
-                .map(|f| quota(&t.nominal_gpus, f).unwrap_or(0))
-                .collect()
+        .zip(wanted_gpu_minutes)
+        .map(|(t, wanted)| TeamStats {
+            wanted_gpu_minutes: wanted,
+            ..empty_stats(&t.name)
         })
         .collect();
-    let borrow_limit: Vec<Vec<Option<u32>>> = scenario
-        .teams
-        .iter()
-        .map(|t| {
-            flavors
-                .iter()
-                .map(|f| {
-                    if scenario.quota.cohort {
-                        quota(&t.borrowing_limit_gpus, f)
-                    } else {
-                        Some(0)
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    let guaranteed: Vec<Vec<u32>> = scenario
-        .teams
-        .iter()
-        .enumerate()
-        .map(|(ti, t)| {
-            flavors
-                .iter()
-                .enumerate()
-                .map(|(fi, f)| {
-                    let n = nominal[ti][fi];
-                    if !scenario.quota.cohort {
-                        return n;
-                    }
-                    n - quota(&t.lending_limit_gpus, f).unwrap_or(n).min(n)
-                })
-                .collect()
-        })
-        .collect();
-    let pool_cap: Vec<u32> = (0..flavors.len())
-        .map(|f| {
-            (0..scenario.teams.len())
-                .map(|t| nominal[t][f] - guaranteed[t][f])
-                .sum()
-        })
-        .collect();
-    let team_count = scenario.teams.len();
-    let mut state = State {
-        scenario,
-        workloads: scenario.teams.iter().flat_map(|t| &t.workloads).collect(),
-        pool_use: vec![0; flavors.len()],
-        capacity: scenario.fleet.iter().map(|a| a.count).collect(),
-        nominal,
-        borrow_limit,
-        guaranteed,
-        pool_cap,
-        usage: vec![vec![0; flavors.len()]; team_count],
-        total_usage: vec![0; flavors.len()],
-        jobs: Vec::new(),
-        pending: vec![Vec::new(); team_count],
-        running: vec![vec![Vec::new(); flavors.len()]; team_count],
-        ends: BinaryHeap::new(),
-        stats: scenario
-            .teams
-            .iter()
-            .map(|t| empty_stats(&t.name))
-            .collect(),
-        waits: vec![Vec::new(); team_count],
-        busy_now: 0.0,
-    };
-
-    // Batch arrivals, in minute order; and the inference classes.
-    let mut rng = Rng::new(scenario.seed);
-    let mut arrivals: Vec<usize> = Vec::new();
-    let mut inference: Vec<Autoscaler> = Vec::new();
-    let mut workload_index = 0;
-    for (ti, team) in scenario.teams.iter().enumerate() {
-        for w in &team.workloads {
-            let hourly = w.demand.hourly();
-            state.stats[ti].wanted_gpu_minutes += hourly.iter().sum::<f64>() * 60.0;
-            let flavor = f_index(&w.flavor);
-            if let (WorkloadKind::Inference, Some(inf)) = (w.kind, &w.inference) {
-                inference.push(Autoscaler {
-                    workload: workload_index,
-                    team: ti,
-                    hourly,
-                    tokens_per_gpu: f64::from(inf.tokens_per_s_per_gpu),
-                    gpus_per_replica: w.gpus_per_job,
-                    min: inf.min_replicas,
-                    max: inf.max_replicas,
-                    threshold: f64::from(inf.threshold_pct) / 100.0,
-                    activation: f64::from(inf.activation_threshold_pct) / 100.0,
-                    cooldown_min: inf.cooldown_s.div_ceil(60),
-                    replicas: Vec::new(),
-                    recent_desired: Vec::new(),
-                    below_activation_since: None,
-                    last_scale_down: None,
-                    demand_tokens: 0.0,
-                    unserved_tokens: 0.0,
-                });
-            } else {
-                let job_gpu_hours = f64::from(w.gpus_per_job) * f64::from(w.job_minutes) / 60.0;
-                let template = Job {
-                    team: ti,
-                    flavor,
-                    workload: workload_index,
-                    gpus: w.gpus_per_job,
-                    remaining: w.job_minutes,
-                    priority: i64::from(w.priority),
-                    preemptible: w.preemptible,
-                    checkpoint: w.checkpoint_minutes,
-                    busy: f64::from(w.busy_pct) / 100.0,
-                    arrival: 0,
-                    first_admit: None,
-                    started: 0,
-                    running: false,
-                    generation: 0,
-                    ready_at: 0,
-                };
-                // Warm start: the work already running at the start of the week.
-                let initial = (hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job))
-                    .floor() as u32;
-                for _ in 0..initial {
-                    let remaining = 1 + rng.below(w.job_minutes as usize) as u32;
-                    state.jobs.push(Job {
-                        remaining,
-                        ..template.clone()
-                    });
-                    arrivals.push(state.jobs.len() - 1);
-                }
-                let mut carry = 0.0;
-                for (h, gpus) in hourly.iter().enumerate() {
-                    carry += gpus / job_gpu_hours;
-                    while carry >= 1.0 {
-                        carry -= 1.0;
-                        let arrival = h as u32 * 60 + rng.below(60) as u32;
-                        // ±50% around the mean length.
-                        let length = (f64::from(w.job_minutes)
-                            * (0.5 + rng.below(1001) as f64 / 1000.0))
-                            .round()
-                            .max(1.0) as u32;
-                        state.jobs.push(Job {
-                            arrival,
-                            remaining: length,
-                            ..template.clone()
-                        });
-                        arrivals.push(state.jobs.len() - 1);
-                    }
-                }
-            }
-            workload_index += 1;
-        }
-    }
-    arrivals.sort_by_key(|&j| (state.jobs[j].arrival, j));
-
-    let capacity_gpus: u64 = state.capacity.iter().map(|&c| u64::from(c)).sum();
+    let mut week = Week::new(scenario.quota.clone(), Quotas::of(scenario), jobs, stats);
     let mut idle_gpu_minutes = 0.0;
     let mut next_arrival = 0;
     for minute in 0..MINUTES_PER_WEEK {
-        // 1. Completions.
-        while let Some(&Reverse((end, job, generation))) = state.ends.peek() {
-            if end > minute {
-                break;
-            }
-            state.ends.pop();
-            if state.jobs[job].generation == generation && state.jobs[job].running {
-                state.stop(job, minute);
-            }
+        week.complete(minute);
+        week.arrive(minute, &arrivals, &mut next_arrival);
+        for scaler in &mut autoscalers {
+            week.scale(scaler, minute);
         }
-        // 2. Arrivals.
-        while let Some(&job) = arrivals.get(next_arrival) {
-            if state.jobs[job].arrival > minute {
-                break;
-            }
-            next_arrival += 1;
-            state.stats[state.jobs[job].team].jobs_submitted += 1;
-            state.enqueue(job);
+        week.admit(minute);
+        week.account_minute();
+        for scaler in &mut autoscalers {
+            week.serve(scaler, minute);
         }
-        // 3. Inference scaling.
-        for inf in &mut inference {
-            state.scale(inf, minute);
-        }
-        // 4. Admission, starting from a different team each minute so that no queue always
-        // gets the cohort's spare quota first.
-        let teams = state.pending.len();
-        for k in 0..teams {
-            state.admit_team((minute as usize + k) % teams, minute);
-        }
-        // 5. Accounting for this minute.
-        state.busy_now = 0.0;
-        for team in 0..state.stats.len() {
-            for f in 0..state.capacity.len() {
-                for &job in &state.running[team][f] {
-                    let j = &state.jobs[job];
-                    if j.remaining != u32::MAX {
-                        state.busy_now += f64::from(j.gpus) * j.busy;
-                        state.stats[team].busy_gpu_minutes += f64::from(j.gpus) * j.busy;
-                    }
-                }
-                let borrowed = state.usage[team][f].saturating_sub(state.nominal[team][f]);
-                let limit = state.nominal[team][f]
-                    .saturating_add(state.borrow_limit[team][f].unwrap_or(u32::MAX));
-                let over = state.usage[team][f].saturating_sub(limit);
-                let s = &mut state.stats[team];
-                s.peak_borrowed_gpus = s.peak_borrowed_gpus.max(borrowed);
-                s.peak_over_limit_gpus = s.peak_over_limit_gpus.max(over);
-            }
-        }
-        for inf in &mut inference {
-            state.serve(inf, minute);
-        }
-        idle_gpu_minutes += state
-            .capacity
-            .iter()
-            .zip(&state.total_usage)
-            .map(|(c, u)| f64::from(c - u))
-            .sum::<f64>();
+        idle_gpu_minutes += week.idle_gpus();
     }
-    // Close the intervals still open at the end of the week.
-    for job in 0..state.jobs.len() {
-        if state.jobs[job].running {
-            state.account(job, MINUTES_PER_WEEK);
-        }
-    }
-    for inf in &inference {
-        if inf.demand_tokens > 0.0 {
-            let s = &mut state.stats[inf.team];
+    week.close(MINUTES_PER_WEEK);
+    sum_up(week, &autoscalers, idle_gpu_minutes)
+}
+
+/// Per-team and total figures of the finished week.
+fn sum_up(
+    mut week: Week,
+    autoscalers: &[autoscale::Autoscaler],
+    idle_gpu_minutes: f64,
+) -> Simulation {
+    for scaler in autoscalers {
+        if scaler.demand_tokens > 0.0 {
+            let s = &mut week.stats[scaler.team];
             let unserved = s.unserved_inference_pct.unwrap_or(0.0)
-                + inf.unserved_tokens / inf.demand_tokens * 100.0;
+                + scaler.unserved_tokens / scaler.demand_tokens * 100.0;
             s.unserved_inference_pct = Some(unserved);
         }
     }
-    for (team, waits) in state.waits.iter_mut().enumerate() {
+    for (team, waits) in week.waits.iter_mut().enumerate() {
         waits.sort_by(f64::total_cmp);
-        state.stats[team].queue_wait_p50_min = percentile(waits, 0.50);
-        state.stats[team].queue_wait_p95_min = percentile(waits, 0.95);
+        week.stats[team].queue_wait_p50_min = percentile(waits, 0.50);
+        week.stats[team].queue_wait_p95_min = percentile(waits, 0.95);
     }
     let mut total = empty_stats("total");
-    let mut all_waits: Vec<f64> = state.waits.concat();
+    let mut all_waits: Vec<f64> = week.waits.concat();
     all_waits.sort_by(f64::total_cmp);
-    for s in &state.stats {
+    for s in &week.stats {
         total.wanted_gpu_minutes += s.wanted_gpu_minutes;
         total.admitted_gpu_minutes += s.admitted_gpu_minutes;
         total.busy_gpu_minutes += s.busy_gpu_minutes;
@@ -401,10 +141,10 @@ pub fn simulate(scenario: &Scenario) -> Simulation {
         total.peak_borrowed_gpus = total.peak_borrowed_gpus.max(s.peak_borrowed_gpus);
         total.peak_over_limit_gpus = total.peak_over_limit_gpus.max(s.peak_over_limit_gpus);
     }
-    let (served, demand): (f64, f64) = inference.iter().fold((0.0, 0.0), |(u, d), i| {
-        (u + i.unserved_tokens, d + i.demand_tokens)
+    let (unserved, demand): (f64, f64) = autoscalers.iter().fold((0.0, 0.0), |(u, d), s| {
+        (u + s.unserved_tokens, d + s.demand_tokens)
     });
-    total.unserved_inference_pct = (demand > 0.0).then(|| served / demand * 100.0);
+    total.unserved_inference_pct = (demand > 0.0).then(|| unserved / demand * 100.0);
     total.queue_wait_p50_min = percentile(&all_waits, 0.50);
     total.queue_wait_p95_min = percentile(&all_waits, 0.95);
     let minutes = f64::from(MINUTES_PER_WEEK);
@@ -414,14 +154,15 @@ pub fn simulate(scenario: &Scenario) -> Simulation {
             s.busy_pct = Some(s.busy_gpu_minutes / (gpus * minutes) * 100.0);
         }
     };
-    for (team, s) in state.stats.iter_mut().enumerate() {
-        shares(s, f64::from(state.nominal[team].iter().sum::<u32>()));
+    for (team, s) in week.stats.iter_mut().enumerate() {
+        shares(s, f64::from(week.quotas.nominal[team].iter().sum::<u32>()));
     }
+    let capacity_gpus: u64 = week.quotas.capacity.iter().map(|&c| u64::from(c)).sum();
     shares(&mut total, capacity_gpus as f64);
     Simulation {
         minutes: MINUTES_PER_WEEK,
         capacity_gpus,
-        teams: state.stats,
+        teams: week.stats,
         total,
         idle_gpu_minutes,
     }
@@ -455,348 +196,6 @@ fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
     }
     let i = ((sorted.len() - 1) as f64 * q).round() as usize;
     Some(sorted[i])
-}
-
-impl State<'_> {
-    fn enqueue(&mut self, job: usize) {
-        let key = |j: &Job| (Reverse(j.priority), j.arrival);
-        let k = key(&self.jobs[job]);
-        let queue = &self.pending[self.jobs[job].team];
-        let at = queue.partition_point(|&other| (key(&self.jobs[other]), other) < (k, job));
-        self.pending[self.jobs[job].team].insert(at, job);
-    }
-
-    /// Whether `gpus` more on `flavor` for `team` fit quota, cohort and the fleet.
-    fn fits(&self, team: usize, f: usize, gpus: u32) -> bool {
-        self.fits_given(
-            team,
-            f,
-            gpus,
-            self.usage[team][f],
-            self.total_usage[f],
-            self.pool_use[f],
-        )
-    }
-
-    /// The same check against hypothetical usage (the team's, the flavor's, the pool's).
-    fn fits_given(
-        &self,
-        team: usize,
-        f: usize,
-        gpus: u32,
-        usage: u32,
-        total: u32,
-        pool_use: u32,
-    ) -> bool {
-        if total + gpus > self.capacity[f] {
-            return false;
-        }
-        let new = usage + gpus;
-        let limit =
-            self.nominal[team][f].saturating_add(self.borrow_limit[team][f].unwrap_or(u32::MAX));
-        if new > limit {
-            return false;
-        }
-        let guaranteed = self.guaranteed[team][f];
-        pool_use - usage.saturating_sub(guaranteed) + new.saturating_sub(guaranteed)
-            <= self.pool_cap[f]
-    }
-
-    /// Adds (or, with `add` false, removes) `gpus` to a team's usage of a flavor, keeping the
-    /// flavor total and the lending pool in step.
-    fn add_usage(&mut self, team: usize, f: usize, gpus: u32, add: bool) {
-        let guaranteed = self.guaranteed[team][f];
-        let before = self.usage[team][f].saturating_sub(guaranteed);
-        if add {
-            self.usage[team][f] += gpus;
-            self.total_usage[f] += gpus;
-        } else {
-            self.usage[team][f] -= gpus;
-            self.total_usage[f] -= gpus;
-        }
-        let after = self.usage[team][f].saturating_sub(guaranteed);
-        self.pool_use[f] = self.pool_use[f] - before + after;
-    }
-
-    fn admit_team(&mut self, team: usize, minute: u32) {
-        let strict = self.scenario.quota.queueing == Queueing::StrictFifo;
-        let mut i = 0;
-        let mut preemption_tried = false;
-        while i < self.pending[team].len() {
-            let job = self.pending[team][i];
-            let (f, gpus) = (self.jobs[job].flavor, self.jobs[job].gpus);
-            let mut ok = self.fits(team, f, gpus);
-            if !ok && !preemption_tried {
-                // One preemption attempt per queue per minute, as Kueue's heads go.
-                preemption_tried = true;
-                ok = self.preempt_for(job, minute);
-            }
-            if ok {
-                self.pending[team].remove(i);
-                self.start(job, minute);
-            } else if strict {
-                break;
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    /// Evicts what Kueue's preemption allows so `job` fits; `false` (and nothing evicted) if it
-    /// cannot be made to fit.
-    fn preempt_for(&mut self, job: usize, minute: u32) -> bool {
-        let (team, f, gpus, priority) = (
-            self.jobs[job].team,
-            self.jobs[job].flavor,
-            self.jobs[job].gpus,
-            self.jobs[job].priority,
-        );
-        let policy = &self.scenario.quota;
-        let mut victims: Vec<usize> = Vec::new();
-        // reclaimWithinCohort: Any — take back lent quota from borrowers, whatever their
-        // priority, when the job fits within the team's nominal quota.
-        if policy.cohort
-            && policy.reclaim_within_cohort
-            && self.usage[team][f] + gpus <= self.nominal[team][f]
-        {
-            for other in (0..self.usage.len()).filter(|&t| t != team) {
-                let mut over = self.usage[other][f].saturating_sub(self.nominal[other][f]);
-                let mut candidates: Vec<usize> = self.running[other][f]
-                    .iter()
-                    .copied()
-                    .filter(|&j| self.jobs[j].preemptible)
-                    .collect();
-                candidates.sort_by_key(|&j| Reverse((self.jobs[j].started, j)));
-                for j in candidates {
-                    if over == 0 {
-                        break;
-                    }
-                    over = over.saturating_sub(self.jobs[j].gpus);
-                    victims.push(j);
-                }
-            }
-        }
-        // withinClusterQueue: LowerPriority.
-        if policy.preempt_lower_priority {
-            let mut own: Vec<usize> = self.running[team][f]
-                .iter()
-                .copied()
-                .filter(|&j| self.jobs[j].preemptible && self.jobs[j].priority < priority)
-                .collect();
-            own.sort_by_key(|&j| (self.jobs[j].priority, Reverse(self.jobs[j].started), j));
-            victims.extend(own);
-        }
-        if victims.is_empty() {
-            return false;
-        }
-        // Evict in order only as many as needed; if even all are not enough, evict none.
-        let mut usage: Vec<u32> = (0..self.usage.len()).map(|t| self.usage[t][f]).collect();
-        let (mut total, mut pool_use) = (self.total_usage[f], self.pool_use[f]);
-        for (n, &v) in victims.iter().enumerate() {
-            let (vt, vg) = (self.jobs[v].team, self.jobs[v].gpus);
-            let guaranteed = self.guaranteed[vt][f];
-            pool_use = pool_use - usage[vt].saturating_sub(guaranteed)
-                + (usage[vt] - vg).saturating_sub(guaranteed);
-            usage[vt] -= vg;
-            total -= vg;
-            if self.fits_given(team, f, gpus, usage[team], total, pool_use) {
-                for &v in &victims[..=n] {
-                    self.evict(v, minute);
-                    if self.jobs[job].remaining == u32::MAX {
-                        self.stats[team].preemptions_caused_by_scale_up += 1;
-                    }
-                }
-                return true;
-            }
-        }
-        false
-    }
-
-    fn start(&mut self, job: usize, minute: u32) {
-        let cold_start = self.cold_start_of(job);
-        let j = &mut self.jobs[job];
-        if j.first_admit.is_none() {
-            j.first_admit = Some(minute);
-            if j.remaining != u32::MAX {
-                self.stats[j.team].jobs_admitted += 1;
-                self.waits[j.team].push(f64::from(minute - j.arrival));
-            }
-        }
-        j.running = true;
-        j.started = minute;
-        j.generation += 1;
-        let (team, f, gpus) = (j.team, j.flavor, j.gpus);
-        if j.remaining != u32::MAX {
-            self.ends
-                .push(Reverse((minute + j.remaining, job, j.generation)));
-        } else {
-            j.ready_at = minute + cold_start;
-        }
-        self.add_usage(team, f, gpus, true);
-        self.running[team][f].push(job);
-    }
-
-    fn cold_start_of(&self, job: usize) -> u32 {
-        let w = self.workload(self.jobs[job].workload);
-        w.inference.as_ref().map_or(0, |i| i.cold_start_min())
-    }
-
-    fn workload(&self, index: usize) -> &crate::scenario::Workload {
-        self.workloads[index]
-    }
-
-    /// Closes the job's running interval: admitted GPU-minutes.
-    fn account(&mut self, job: usize, minute: u32) {
-        let j = &self.jobs[job];
-        self.stats[j.team].admitted_gpu_minutes +=
-            f64::from(j.gpus) * f64::from(minute - j.started);
-    }
-
-    fn stop(&mut self, job: usize, minute: u32) {
-        self.account(job, minute);
-        let j = &mut self.jobs[job];
-        j.running = false;
-        let (team, f, gpus) = (j.team, j.flavor, j.gpus);
-        self.add_usage(team, f, gpus, false);
-        if let Some(at) = self.running[team][f].iter().position(|&r| r == job) {
-            self.running[team][f].swap_remove(at);
-        }
-    }
-
-    /// Eviction: the work since the last checkpoint is lost and the job queues again.
-    fn evict(&mut self, job: usize, minute: u32) {
-        self.stop(job, minute);
-        let j = &mut self.jobs[job];
-        j.generation += 1;
-        self.stats[j.team].preemptions += 1;
-        if j.remaining == u32::MAX {
-            let team = j.team;
-            self.pending[team].push(job);
-            return;
-        }
-        let ran = minute - j.started;
-        // Work up to the last checkpoint is kept; with no checkpoints, nothing is.
-        let kept = ran
-            .checked_div(j.checkpoint)
-            .map_or(0, |n| n * j.checkpoint);
-        let lost = ran - kept;
-        j.remaining -= kept;
-        self.stats[j.team].rework_gpu_hours += f64::from(j.gpus) * f64::from(lost) / 60.0;
-        self.enqueue(job);
-    }
-
-    /// KEDA for one inference class at `minute`.
-    fn scale(&mut self, inf: &mut Autoscaler, minute: u32) {
-        let hour = (minute / 60) as usize % HOURS_PER_WEEK;
-        let demand_gpus = inf.hourly.get(hour).copied().unwrap_or(0.0);
-        let replica_capacity = inf.tokens_per_gpu * f64::from(inf.gpus_per_replica);
-        let demand = demand_gpus * inf.tokens_per_gpu;
-        let current = inf.replicas.len() as u32;
-        let below_activation = demand < inf.activation * replica_capacity;
-        let mut desired = (demand / (replica_capacity * inf.threshold)).ceil() as u32;
-        if below_activation {
-            // The ScaledObject is inactive: it stays at zero, or drops to zero once
-            // cooldownPeriod has passed (min_replicas still holds, below).
-            let since = *inf.below_activation_since.get_or_insert(minute);
-            desired = if current > 0 && minute - since < inf.cooldown_min {
-                desired.max(1)
-            } else {
-                0
-            };
-        } else {
-            inf.below_activation_since = None;
-            desired = desired.max(1);
-        }
-        desired = desired.clamp(inf.min, inf.max.max(inf.min));
-        inf.recent_desired.push(desired);
-        if inf.recent_desired.len() > STABILISATION_MIN as usize {
-            inf.recent_desired.remove(0);
-        }
-        // Scale down to the highest recommendation of the stabilisation window.
-        let target = if desired >= current {
-            desired
-        } else {
-            inf.recent_desired.iter().copied().max().unwrap_or(desired)
-        };
-        if target > current {
-            if inf
-                .last_scale_down
-                .is_some_and(|down| minute - down <= FLAP_WINDOW_MIN)
-            {
-                self.stats[inf.team].flapping_cycles += 1;
-                inf.last_scale_down = None;
-            }
-            for _ in current..target {
-                let (team, flavor) = (inf.team, self.flavor_of(inf.workload));
-                self.jobs.push(Job {
-                    team,
-                    flavor,
-                    workload: inf.workload,
-                    gpus: inf.gpus_per_replica,
-                    remaining: u32::MAX,
-                    priority: INFERENCE_PRIORITY,
-                    preemptible: false,
-                    checkpoint: 0,
-                    busy: 0.0,
-                    arrival: minute,
-                    first_admit: None,
-                    started: minute,
-                    running: false,
-                    generation: 0,
-                    ready_at: u32::MAX,
-                });
-                let id = self.jobs.len() - 1;
-                inf.replicas.push(id);
-                self.enqueue(id);
-            }
-        } else if target < current {
-            inf.last_scale_down = Some(minute);
-            // Remove pending replicas first, then the newest running ones.
-            inf.replicas
-                .sort_by_key(|&r| (self.jobs[r].running, Reverse(self.jobs[r].started), r));
-            for r in inf
-                .replicas
-                .drain(..(current - target) as usize)
-                .collect::<Vec<_>>()
-            {
-                if self.jobs[r].running {
-                    self.stop(r, minute);
-                } else if let Some(at) =
-                    self.pending[self.jobs[r].team].iter().position(|&p| p == r)
-                {
-                    self.pending[self.jobs[r].team].remove(at);
-                }
-            }
-        }
-    }
-
-    fn flavor_of(&self, workload: usize) -> usize {
-        let name = &self.workload(workload).flavor;
-        self.scenario
-            .fleet
-            .iter()
-            .position(|a| &a.flavor == name)
-            .unwrap_or(0)
-    }
-
-    /// Traffic served this minute by ready replicas; the rest is unserved.
-    fn serve(&mut self, inf: &mut Autoscaler, minute: u32) {
-        let hour = (minute / 60) as usize % HOURS_PER_WEEK;
-        let demand = inf.hourly.get(hour).copied().unwrap_or(0.0) * inf.tokens_per_gpu;
-        let ready = inf
-            .replicas
-            .iter()
-            .filter(|&&r| self.jobs[r].running && self.jobs[r].ready_at <= minute)
-            .count();
-        let capacity = ready as f64 * f64::from(inf.gpus_per_replica) * inf.tokens_per_gpu;
-        let served = demand.min(capacity);
-        inf.demand_tokens += demand * 60.0;
-        inf.unserved_tokens += (demand - served) * 60.0;
-        let busy_pct = f64::from(self.workload(inf.workload).busy_pct) / 100.0;
-        let busy_gpus = served / inf.tokens_per_gpu * busy_pct;
-        self.stats[inf.team].busy_gpu_minutes += busy_gpus;
-        self.busy_now += busy_gpus;
-    }
 }
 
 #[cfg(test)]

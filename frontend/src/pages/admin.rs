@@ -1,29 +1,42 @@
-//! Admin: users (create, disable, roles, teams) and teams (namespace, cost centre, members).
+//! Admin: users (create, disable, roles, teams, password reset) and teams (namespace, cost
+//! centre, members). Every change says where it happened whether it was saved, and an error
+//! shows beside the row or field it is about; changes that lock someone out ask first.
 
 use gloo_net::http::Method;
-use leptos::{ev::SubmitEvent, prelude::*};
+use leptos::{ev::SubmitEvent, html::Select, prelude::*};
 use shared::{
     ApiError,
-    auth::{MIN_PASSWORD_CHARS, NewTeam, NewUser, Role, Team, TeamPatch, User, UserPatch},
+    auth::{
+        MIN_PASSWORD_CHARS, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch,
+    },
     label::Labelled,
 };
 
 use crate::{api, ui::ErrorBox};
 
+/// The last change made on the page: which row or form (`user-rita`, `new-team`), and what was
+/// saved or why not. Kept above the tables, so it survives their reload.
+#[derive(Clone, Debug, PartialEq)]
+struct Outcome {
+    key: String,
+    result: Result<String, ApiError>,
+}
+
+type Done = Callback<Outcome>;
+
 #[component]
 pub fn Admin() -> impl IntoView {
     let users = LocalResource::new(|| api::get::<Vec<User>>("/api/users"));
     let teams = LocalResource::new(|| api::get::<Vec<Team>>("/api/teams"));
-    let error = RwSignal::new(None::<ApiError>);
-    // Every change goes through here: report the error, or reload both lists.
-    let done = move |result: Result<(), ApiError>| match result {
-        Ok(()) => {
-            error.set(None);
+    let last = RwSignal::new(None::<Outcome>);
+    provide_context(last);
+    let done = Callback::new(move |outcome: Outcome| {
+        if outcome.result.is_ok() {
             users.refetch();
             teams.refetch();
         }
-        Err(err) => error.set(Some(err)),
-    };
+        last.set(Some(outcome));
+    });
     let team_names = Signal::derive(move || {
         teams
             .get()
@@ -36,7 +49,6 @@ pub fn Admin() -> impl IntoView {
     view! {
         <section>
             <h1>"Admin"</h1>
-            {move || error.get().map(|error| view! { <ErrorBox error/> })}
             <h2>"Users"</h2>
             {move || match users.get() {
                 None => view! { <p class="muted">"loading…"</p> }.into_any(),
@@ -58,16 +70,57 @@ pub fn Admin() -> impl IntoView {
     }
 }
 
-type Done = Callback<Result<(), ApiError>>;
+/// What happened to the row or form `key`: "saved" with what, or the error (all of it, when
+/// `fields` is empty; otherwise only what [`FieldMessage`] does not show beside a field).
+#[component]
+fn Status(
+    #[prop(into)] key: String,
+    #[prop(optional)] fields: &'static [&'static str],
+) -> impl IntoView {
+    let last = expect_context::<RwSignal<Option<Outcome>>>();
+    move || {
+        last.get().filter(|o| o.key == key).map(|o| match o.result {
+            Ok(what) => {
+                view! { <span class="ok" data-test="saved">{format!("Saved: {what}.")}</span> }
+                    .into_any()
+            }
+            Err(mut error) => {
+                error.fields.retain(|f| !fields.contains(&f.path.as_str()));
+                view! { <ErrorBox error/> }.into_any()
+            }
+        })
+    }
+}
 
-fn patch_user(username: String, patch: UserPatch, done: impl Fn(Result<(), ApiError>) + 'static) {
+/// The error of the last change to `key` about `field`, shown beside that field.
+#[component]
+fn FieldMessage(key: &'static str, field: &'static str) -> impl IntoView {
+    let last = expect_context::<RwSignal<Option<Outcome>>>();
+    move || {
+        last.get()
+            .filter(|o| o.key == key)
+            .and_then(|o| o.result.err())
+            .and_then(|e| e.fields.into_iter().find(|f| f.path == field))
+            .map(|f| view! { <span class="error field" data-test=format!("error-{field}")>{f.message}</span> })
+    }
+}
+
+fn confirm(question: &str) -> bool {
+    web_sys::window()
+        .and_then(|w| w.confirm_with_message(question).ok())
+        .unwrap_or(false)
+}
+
+fn patch_user(username: String, patch: UserPatch, what: String, done: Done) {
     leptos::task::spawn_local(async move {
         let path = format!("/api/users/{username}");
-        done(
-            api::send::<_, User>(Method::PATCH, &path, Some(&patch))
-                .await
-                .map(|_| ()),
-        );
+        let result = api::send::<_, User>(Method::PATCH, &path, Some(&patch))
+            .await
+            .map(|_| what);
+        done.run(Outcome {
+            key: format!("user-{username}"),
+            result,
+        });
     });
 }
 
@@ -80,11 +133,7 @@ fn toggled<T: Clone + PartialEq>(list: &[T], item: &T, on: bool) -> Vec<T> {
 }
 
 #[component]
-fn UserTable(
-    users: Vec<User>,
-    team_names: Signal<Vec<String>>,
-    #[prop(into)] done: Done,
-) -> impl IntoView {
+fn UserTable(users: Vec<User>, team_names: Signal<Vec<String>>, done: Done) -> impl IntoView {
     let rows = users
         .into_iter()
         .map(|user| {
@@ -96,8 +145,10 @@ fn UserTable(
                     view! {
                         <label class="check">
                             <input type="checkbox" prop:checked=checked on:change=move |ev| {
-                                let roles = toggled(&roles, &role, event_target_checked(&ev));
-                                patch_user(name.clone(), UserPatch { roles: Some(roles), ..Default::default() }, move |r| done.run(r));
+                                let on = event_target_checked(&ev);
+                                let what = format!("{} {}", role.label(), if on { "added" } else { "removed" });
+                                let roles = toggled(&roles, &role, on);
+                                patch_user(name.clone(), UserPatch { roles: Some(roles), ..Default::default() }, what, done);
                             }/>
                             {role.label()}
                         </label>
@@ -117,8 +168,10 @@ fn UserTable(
                                 <input type="checkbox" prop:checked=checked on:change={
                                     let team = team.clone();
                                     move |ev| {
-                                        let teams = toggled(&teams, &team, event_target_checked(&ev));
-                                        patch_user(name.clone(), UserPatch { teams: Some(teams), ..Default::default() }, move |r| done.run(r));
+                                        let on = event_target_checked(&ev);
+                                        let what = format!("team {team} {}", if on { "added" } else { "removed" });
+                                        let teams = toggled(&teams, &team, on);
+                                        patch_user(name.clone(), UserPatch { teams: Some(teams), ..Default::default() }, what, done);
                                     }
                                 }/>
                                 {team}
@@ -128,6 +181,14 @@ fn UserTable(
                     .collect_view()
             };
             let (name, disabled) = (user.username.clone(), user.disabled);
+            let toggle_disabled = move |_| {
+                if !disabled && !confirm(&format!("Disable {name}? Their sessions end at once.")) {
+                    return;
+                }
+                let what = if disabled { "enabled" } else { "disabled" }.to_owned();
+                patch_user(name.clone(), UserPatch { disabled: Some(!disabled), ..Default::default() }, what, done);
+            };
+            let key = format!("user-{}", user.username);
             view! {
                 <tr data-test=format!("user-{}", user.username)>
                     <td>{user.username.clone()}</td>
@@ -137,24 +198,75 @@ fn UserTable(
                     <td>
                         {if disabled { "disabled" } else { "active" }}
                         " "
-                        <button class="link" on:click=move |_| {
-                            patch_user(name.clone(), UserPatch { disabled: Some(!disabled), ..Default::default() }, move |r| done.run(r));
-                        }>{if disabled { "enable" } else { "disable" }}</button>
+                        <button class="link" on:click=toggle_disabled>{if disabled { "enable" } else { "disable" }}</button>
+                        " "
+                        <PasswordResetButton username=user.username.clone() done/>
                     </td>
+                    <td><Status key/></td>
                 </tr>
             }
         })
         .collect_view();
     view! {
         <table>
-            <thead><tr><th>"Username"</th><th>"Name"</th><th>"Roles"</th><th>"Teams"</th><th>"Status"</th></tr></thead>
+            <thead><tr><th>"Username"</th><th>"Name"</th><th>"Roles"</th><th>"Teams"</th><th>"Status"</th><th></th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
 }
 
+/// Sets a new password for a user (which ends their sessions), typed twice.
 #[component]
-fn NewUserForm(team_names: Signal<Vec<String>>, #[prop(into)] done: Done) -> impl IntoView {
+fn PasswordResetButton(username: String, done: Done) -> impl IntoView {
+    let open = RwSignal::new(false);
+    let password = RwSignal::new(String::new());
+    let again = RwSignal::new(String::new());
+    let key = format!("user-{username}");
+    let submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let key = key.clone();
+        if password.get() != again.get() {
+            done.run(Outcome {
+                key,
+                result: Err(ApiError::new(
+                    shared::ErrorCode::Invalid,
+                    "the two passwords differ",
+                )),
+            });
+            return;
+        }
+        let path = format!("/api/users/{username}/password");
+        let body = PasswordReset {
+            password: password.get(),
+        };
+        leptos::task::spawn_local(async move {
+            let result = api::send_no_content(Method::POST, &path, Some(&body))
+                .await
+                .map(|()| "new password set; their sessions ended".to_owned());
+            if result.is_ok() {
+                open.set(false);
+            }
+            done.run(Outcome { key, result });
+        });
+    };
+    view! {
+        <button class="link" data-test="reset-password" on:click=move |_| open.update(|o| *o = !*o)>"reset password"</button>
+        <Show when=move || open.get()>
+            <form class="inline" on:submit=submit.clone() data-test="password-form">
+                <input type="password" autocomplete="new-password" placeholder=format!("new password ({MIN_PASSWORD_CHARS}+ characters)")
+                    prop:value=password on:input=move |ev| password.set(event_target_value(&ev))/>
+                <input type="password" autocomplete="new-password" placeholder="again"
+                    prop:value=again on:input=move |ev| again.set(event_target_value(&ev))/>
+                <button type="submit">"Set"</button>
+            </form>
+        </Show>
+    }
+}
+
+const NEW_USER_FIELDS: &[&str] = &["username", "display_name", "password", "roles", "teams"];
+
+#[component]
+fn NewUserForm(team_names: Signal<Vec<String>>, done: Done) -> impl IntoView {
     let username = RwSignal::new(String::new());
     let display_name = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
@@ -172,7 +284,7 @@ fn NewUserForm(team_names: Signal<Vec<String>>, #[prop(into)] done: Done) -> imp
         leptos::task::spawn_local(async move {
             let result = api::send::<_, User>(Method::POST, "/api/users", Some(&new))
                 .await
-                .map(|_| ());
+                .map(|user| format!("user {} created", user.username));
             if result.is_ok() {
                 for field in [username, display_name, password] {
                     field.set(String::new());
@@ -180,50 +292,73 @@ fn NewUserForm(team_names: Signal<Vec<String>>, #[prop(into)] done: Done) -> imp
                 roles.set(Vec::new());
                 teams.set(Vec::new());
             }
-            done.run(result);
+            done.run(Outcome {
+                key: "new-user".to_owned(),
+                result,
+            });
         });
     };
     view! {
         <form class="inline" on:submit=submit data-test="new-user">
-            <input placeholder="username" prop:value=username on:input=move |ev| username.set(event_target_value(&ev))/>
-            <input placeholder="display name" prop:value=display_name on:input=move |ev| display_name.set(event_target_value(&ev))/>
-            <input placeholder=format!("password ({MIN_PASSWORD_CHARS}+ characters)") type="password" autocomplete="new-password"
-                prop:value=password on:input=move |ev| password.set(event_target_value(&ev))/>
-            {Role::ALL.into_iter().map(|role| view! {
-                <label class="check">
-                    <input type="checkbox" prop:checked=move || roles.with(|r| r.contains(&role))
-                        on:change=move |ev| roles.update(|r| *r = toggled(r, &role, event_target_checked(&ev)))/>
-                    {role.label()}
-                </label>
-            }).collect_view()}
-            {move || team_names.get().into_iter().map(|team| {
-                let name = team.clone();
-                view! {
-                    <label class="check">
-                        <input type="checkbox" prop:checked={ let name = name.clone(); move || teams.with(|t| t.contains(&name)) }
-                            on:change=move |ev| teams.update(|t| *t = toggled(t, &name, event_target_checked(&ev)))/>
-                        {team}
+            <span class="field">
+                <input placeholder="username" prop:value=username on:input=move |ev| username.set(event_target_value(&ev))/>
+                <FieldMessage key="new-user" field="username"/>
+            </span>
+            <span class="field">
+                <input placeholder="display name" prop:value=display_name on:input=move |ev| display_name.set(event_target_value(&ev))/>
+                <FieldMessage key="new-user" field="display_name"/>
+            </span>
+            <span class="field">
+                <input placeholder=format!("password ({MIN_PASSWORD_CHARS}+ characters)") type="password" autocomplete="new-password"
+                    prop:value=password on:input=move |ev| password.set(event_target_value(&ev))/>
+                <FieldMessage key="new-user" field="password"/>
+            </span>
+            <span class="field">
+                {Role::ALL.into_iter().map(|role| view! {
+                    <label class="check" title=role.description()>
+                        <input type="checkbox" prop:checked=move || roles.with(|r| r.contains(&role))
+                            on:change=move |ev| roles.update(|r| *r = toggled(r, &role, event_target_checked(&ev)))/>
+                        {role.label()}
                     </label>
-                }
-            }).collect_view()}
+                }).collect_view()}
+                <FieldMessage key="new-user" field="roles"/>
+            </span>
+            <span class="field">
+                {move || team_names.get().into_iter().map(|team| {
+                    let name = team.clone();
+                    view! {
+                        <label class="check">
+                            <input type="checkbox" prop:checked={ let name = name.clone(); move || teams.with(|t| t.contains(&name)) }
+                                on:change=move |ev| teams.update(|t| *t = toggled(t, &name, event_target_checked(&ev)))/>
+                            {team}
+                        </label>
+                    }
+                }).collect_view()}
+                <FieldMessage key="new-user" field="teams"/>
+            </span>
             <button type="submit">"Create user"</button>
+            <Status key="new-user" fields=NEW_USER_FIELDS/>
         </form>
     }
 }
 
 #[component]
-fn TeamTable(teams: Vec<Team>, usernames: Vec<String>, #[prop(into)] done: Done) -> impl IntoView {
+fn TeamTable(teams: Vec<Team>, usernames: Vec<String>, done: Done) -> impl IntoView {
     let rows = teams
         .into_iter()
         .map(|team| {
+            let key = format!("team-{}", team.name);
             let namespace = RwSignal::new(team.namespace.clone());
             let cost_centre = RwSignal::new(team.cost_centre.clone());
-            let name = team.name.clone();
+            let (name, row) = (team.name.clone(), key.clone());
             let save = move |_| {
                 let patch = TeamPatch { namespace: Some(namespace.get()), cost_centre: Some(cost_centre.get()) };
-                let path = format!("/api/teams/{name}");
+                let (path, key) = (format!("/api/teams/{name}"), row.clone());
                 leptos::task::spawn_local(async move {
-                    done.run(api::send::<_, Team>(Method::PATCH, &path, Some(&patch)).await.map(|_| ()));
+                    let result = api::send::<_, Team>(Method::PATCH, &path, Some(&patch))
+                        .await
+                        .map(|_| "namespace and cost centre".to_owned());
+                    done.run(Outcome { key, result });
                 });
             };
             let members = team
@@ -231,33 +366,48 @@ fn TeamTable(teams: Vec<Team>, usernames: Vec<String>, #[prop(into)] done: Done)
                 .iter()
                 .map(|member| {
                     let path = format!("/api/teams/{}/members/{member}", team.name);
+                    let (member, team_name, key) = (member.clone(), team.name.clone(), key.clone());
                     view! {
                         <span class="chip">{member.clone()}
                             <button class="link" title="remove" on:click=move |_| {
-                                let path = path.clone();
+                                if !confirm(&format!("Remove {member} from {team_name}?")) {
+                                    return;
+                                }
+                                let (path, key, what) = (path.clone(), key.clone(), format!("{member} removed"));
                                 leptos::task::spawn_local(async move {
-                                    done.run(api::send_no_content::<()>(Method::DELETE, &path, None).await);
+                                    let result = api::send_no_content::<()>(Method::DELETE, &path, None).await.map(|()| what);
+                                    done.run(Outcome { key, result });
                                 });
                             }>"×"</button>
                         </span>
                     }
                 })
                 .collect_view();
-            let candidate = RwSignal::new(String::new());
             let options = usernames
                 .iter()
                 .filter(|u| !team.members.contains(u))
                 .map(|u| view! { <option value=u.clone()>{u.clone()}</option> })
                 .collect_view();
-            let team_name = team.name.clone();
+            // The choice is read from the element itself when Add is clicked, so what is shown
+            // is what is added, even after the list reloads.
+            let select = NodeRef::<Select>::new();
+            let (team_name, row) = (team.name.clone(), key.clone());
             let add = move |_| {
-                let who = candidate.get();
+                let who = select.get().map(|s| s.value()).unwrap_or_default();
+                let key = row.clone();
                 if who.is_empty() {
+                    done.run(Outcome {
+                        key,
+                        result: Err(ApiError::new(shared::ErrorCode::Invalid, "choose a member to add")),
+                    });
                     return;
                 }
                 let path = format!("/api/teams/{team_name}/members/{who}");
                 leptos::task::spawn_local(async move {
-                    done.run(api::send_no_content::<()>(Method::PUT, &path, None).await);
+                    let result = api::send_no_content::<()>(Method::PUT, &path, None)
+                        .await
+                        .map(|()| format!("{who} added"));
+                    done.run(Outcome { key, result });
                 });
             };
             view! {
@@ -268,26 +418,29 @@ fn TeamTable(teams: Vec<Team>, usernames: Vec<String>, #[prop(into)] done: Done)
                     <td><button on:click=save>"Save"</button></td>
                     <td>
                         {members}
-                        <select on:change=move |ev| candidate.set(event_target_value(&ev))>
+                        <select node_ref=select data-test="member-choice">
                             <option value="">"add member…"</option>
                             {options}
                         </select>
-                        <button on:click=add>"Add"</button>
+                        <button on:click=add data-test="add-member">"Add"</button>
                     </td>
+                    <td><Status key/></td>
                 </tr>
             }
         })
         .collect_view();
     view! {
         <table>
-            <thead><tr><th>"Team"</th><th>"Namespace"</th><th>"Cost centre"</th><th></th><th>"Members"</th></tr></thead>
+            <thead><tr><th>"Team"</th><th>"Namespace"</th><th>"Cost centre"</th><th></th><th>"Members"</th><th></th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
 }
 
+const NEW_TEAM_FIELDS: &[&str] = &["name", "namespace", "cost_centre"];
+
 #[component]
-fn NewTeamForm(#[prop(into)] done: Done) -> impl IntoView {
+fn NewTeamForm(done: Done) -> impl IntoView {
     let name = RwSignal::new(String::new());
     let namespace = RwSignal::new(String::new());
     let cost_centre = RwSignal::new(String::new());
@@ -301,21 +454,34 @@ fn NewTeamForm(#[prop(into)] done: Done) -> impl IntoView {
         leptos::task::spawn_local(async move {
             let result = api::send::<_, Team>(Method::POST, "/api/teams", Some(&new))
                 .await
-                .map(|_| ());
+                .map(|team| format!("team {} created", team.name));
             if result.is_ok() {
                 for field in [name, namespace, cost_centre] {
                     field.set(String::new());
                 }
             }
-            done.run(result);
+            done.run(Outcome {
+                key: "new-team".to_owned(),
+                result,
+            });
         });
     };
     view! {
         <form class="inline" on:submit=submit data-test="new-team">
-            <input placeholder="team name" prop:value=name on:input=move |ev| name.set(event_target_value(&ev))/>
-            <input placeholder="namespace" prop:value=namespace on:input=move |ev| namespace.set(event_target_value(&ev))/>
-            <input placeholder="cost centre" prop:value=cost_centre on:input=move |ev| cost_centre.set(event_target_value(&ev))/>
+            <span class="field">
+                <input placeholder="team name" prop:value=name on:input=move |ev| name.set(event_target_value(&ev))/>
+                <FieldMessage key="new-team" field="name"/>
+            </span>
+            <span class="field">
+                <input placeholder="namespace" prop:value=namespace on:input=move |ev| namespace.set(event_target_value(&ev))/>
+                <FieldMessage key="new-team" field="namespace"/>
+            </span>
+            <span class="field">
+                <input placeholder="cost centre" prop:value=cost_centre on:input=move |ev| cost_centre.set(event_target_value(&ev))/>
+                <FieldMessage key="new-team" field="cost_centre"/>
+            </span>
             <button type="submit">"Create team"</button>
+            <Status key="new-team" fields=NEW_TEAM_FIELDS/>
         </form>
     }
 }

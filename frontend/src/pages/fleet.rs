@@ -32,7 +32,7 @@ fn FleetTables(fleet: Fleet) -> impl IntoView {
     Effect::new(move |_| {
         if chart.get().is_some() {
             let plot = plot.clone();
-            spawn_local(async move { plotly::bindings::new_plot("fleet-chart", &plot).await });
+            spawn_local(async move { crate::ui::draw_chart("fleet-chart", &plot).await });
         }
     });
     view! {

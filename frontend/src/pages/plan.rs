@@ -88,9 +88,7 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
     Effect::new(move |_| {
         if chart.get().is_some() {
             let plot = plot.clone();
-            spawn_local(
-                async move { plotly::bindings::new_plot("sensitivity-chart", &plot).await },
-            );
+            spawn_local(async move { crate::ui::draw_chart("sensitivity-chart", &plot).await });
         }
     });
     let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };

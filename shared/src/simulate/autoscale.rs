@@ -1,0 +1,133 @@
+//! KEDA for one inference class: from the minute's traffic, how many replicas it wants
+//! (`threshold`, `activationThreshold`, `cooldownPeriod`, HPA's 5-minute scale-down
+//! stabilisation), and how much of the traffic its ready replicas serve.
+
+use crate::scenario::{HOURS_PER_WEEK, Inference, Workload};
+
+/// HPA's default scale-down stabilisation window.
+const STABILISATION_MIN: u32 = 5;
+/// A scale-up within this long after a scale-down counts as one flapping cycle.
+const FLAP_WINDOW_MIN: u32 = 60;
+
+pub(super) struct Autoscaler {
+    pub team: usize,
+    pub flavor: usize,
+    /// Traffic per hour of the week, in GPUs' worth.
+    hourly: Vec<f64>,
+    tokens_per_gpu: f64,
+    pub gpus_per_replica: u32,
+    pub cold_start_min: u32,
+    min: u32,
+    max: u32,
+    threshold: f64,
+    activation: f64,
+    cooldown_min: u32,
+    /// Share of a serving GPU's time that is busy.
+    busy_share: f64,
+    /// Its replicas' job ids.
+    pub replicas: Vec<usize>,
+    recent_desired: Vec<u32>,
+    below_activation_since: Option<u32>,
+    last_scale_down: Option<u32>,
+    pub demand_tokens: f64,
+    pub unserved_tokens: f64,
+}
+
+/// What one minute's scaling decided.
+pub(super) struct Decision {
+    pub target: u32,
+    /// A scale-up soon after a scale-down: one flapping cycle.
+    pub flapped: bool,
+}
+
+impl Autoscaler {
+    pub fn new(
+        team: usize,
+        flavor: usize,
+        w: &Workload,
+        inference: &Inference,
+        hourly: Vec<f64>,
+    ) -> Self {
+        Self {
+            team,
+            flavor,
+            hourly,
+            tokens_per_gpu: f64::from(inference.tokens_per_s_per_gpu),
+            gpus_per_replica: w.gpus_per_job,
+            cold_start_min: inference.cold_start_min(),
+            min: inference.min_replicas,
+            max: inference.max_replicas,
+            threshold: f64::from(inference.threshold_pct) / 100.0,
+            activation: f64::from(inference.activation_threshold_pct) / 100.0,
+            cooldown_min: inference.cooldown_s.div_ceil(60),
+            busy_share: f64::from(w.busy_pct) / 100.0,
+            replicas: Vec::new(),
+            recent_desired: Vec::new(),
+            below_activation_since: None,
+            last_scale_down: None,
+            demand_tokens: 0.0,
+            unserved_tokens: 0.0,
+        }
+    }
+
+    fn demand_gpus(&self, minute: u32) -> f64 {
+        let hour = (minute / 60) as usize % HOURS_PER_WEEK;
+        self.hourly.get(hour).copied().unwrap_or(0.0)
+    }
+
+    /// The replica count for `minute`, given `current` replicas.
+    pub fn decide(&mut self, minute: u32) -> Decision {
+        let current = self.replicas.len() as u32;
+        let replica_capacity = self.tokens_per_gpu * f64::from(self.gpus_per_replica);
+        let demand = self.demand_gpus(minute) * self.tokens_per_gpu;
+        let below_activation = demand < self.activation * replica_capacity;
+        let mut desired = (demand / (replica_capacity * self.threshold)).ceil() as u32;
+        if below_activation {
+            // The ScaledObject is inactive: it stays at zero, or drops to zero once
+            // cooldownPeriod has passed (min_replicas still holds, below).
+            let since = *self.below_activation_since.get_or_insert(minute);
+            desired = if current > 0 && minute - since < self.cooldown_min {
+                desired.max(1)
+            } else {
+                0
+            };
+        } else {
+            self.below_activation_since = None;
+            desired = desired.max(1);
+        }
+        desired = desired.clamp(self.min, self.max.max(self.min));
+        self.recent_desired.push(desired);
+        if self.recent_desired.len() > STABILISATION_MIN as usize {
+            self.recent_desired.remove(0);
+        }
+        // Scale down to the highest recommendation of the stabilisation window.
+        let target = if desired >= current {
+            desired
+        } else {
+            self.recent_desired.iter().copied().max().unwrap_or(desired)
+        };
+        let mut flapped = false;
+        if target > current {
+            if self
+                .last_scale_down
+                .is_some_and(|down| minute - down <= FLAP_WINDOW_MIN)
+            {
+                flapped = true;
+                self.last_scale_down = None;
+            }
+        } else if target < current {
+            self.last_scale_down = Some(minute);
+        }
+        Decision { target, flapped }
+    }
+
+    /// Serves the minute's traffic with `ready` replicas; returns the busy GPU-minutes.
+    pub fn serve(&mut self, minute: u32, ready: usize) -> f64 {
+        let demand = self.demand_gpus(minute) * self.tokens_per_gpu;
+        let capacity = ready as f64 * f64::from(self.gpus_per_replica) * self.tokens_per_gpu;
+        let served = demand.min(capacity);
+        self.demand_tokens += demand * 60.0;
+        self.unserved_tokens += (demand - served) * 60.0;
+        served / self.tokens_per_gpu * self.busy_share
+    }
+}

@@ -1,0 +1,175 @@
+//! The work of the week: batch jobs (training, fine-tuning, batch inference) that arrive at the
+//! rate their demand profile implies (Little's law), and inference replicas that an
+//! [`Autoscaler`] adds and removes.
+
+use crate::{
+    rng::Rng,
+    scenario::{Scenario, WorkloadKind},
+};
+
+use super::autoscale::Autoscaler;
+
+/// What a job is, with what only that kind has.
+#[derive(Debug, Clone)]
+pub(super) enum Kind {
+    Batch {
+        /// Minutes of work left.
+        remaining_min: u32,
+        /// Minutes between checkpoints; 0: none.
+        checkpoint_min: u32,
+        /// Share of its GPUs' time that is really busy.
+        busy_share: f64,
+    },
+    /// Runs until scaled down; serves once its cold start is over.
+    Replica {
+        cold_start_min: u32,
+        /// When it can serve; `None` until admitted.
+        ready_at: Option<u32>,
+    },
+}
+
+/// Order of admission inside a queue, highest first: inference replicas before any batch
+/// priority, then batch by its `priority`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Rank {
+    Batch(i32),
+    Replica,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Job {
+    pub team: usize,
+    pub flavor: usize,
+    pub gpus: u32,
+    pub kind: Kind,
+    pub rank: Rank,
+    pub preemptible: bool,
+    pub arrival: u32,
+    pub first_admit: Option<u32>,
+    pub started: u32,
+    pub running: bool,
+    /// Bumped on every start and eviction, so stale completion events are ignored.
+    pub generation: u32,
+}
+
+impl Job {
+    pub fn is_replica(&self) -> bool {
+        matches!(self.kind, Kind::Replica { .. })
+    }
+
+    pub fn replica(
+        team: usize,
+        flavor: usize,
+        gpus: u32,
+        cold_start_min: u32,
+        minute: u32,
+    ) -> Self {
+        Job {
+            team,
+            flavor,
+            gpus,
+            kind: Kind::Replica {
+                cold_start_min,
+                ready_at: None,
+            },
+            rank: Rank::Replica,
+            preemptible: false,
+            arrival: minute,
+            first_admit: None,
+            started: minute,
+            running: false,
+            generation: 0,
+        }
+    }
+}
+
+/// What the scenario brings to the week before it starts.
+pub(super) struct Plan {
+    pub jobs: Vec<Job>,
+    /// Batch job ids in arrival order.
+    pub arrivals: Vec<usize>,
+    pub autoscalers: Vec<Autoscaler>,
+    /// GPU-minutes the week's demand asks for, per team.
+    pub wanted_gpu_minutes: Vec<f64>,
+}
+
+/// Every batch job of the week (the work already running at its start, then arrivals spread
+/// over each hour, lengths ±50% around the mean), and one autoscaler per inference class.
+pub(super) fn plan(scenario: &Scenario) -> Plan {
+    let flavor_of = |name: &str| {
+        scenario
+            .fleet
+            .iter()
+            .position(|a| a.flavor == name)
+            .unwrap_or(0)
+    };
+    let mut rng = Rng::new(scenario.seed);
+    let mut jobs = Vec::new();
+    let mut autoscalers = Vec::new();
+    let mut wanted_gpu_minutes = vec![0.0; scenario.teams.len()];
+    for (team, t) in scenario.teams.iter().enumerate() {
+        for w in &t.workloads {
+            let hourly = w.demand.hourly();
+            wanted_gpu_minutes[team] += hourly.iter().sum::<f64>() * 60.0;
+            let flavor = flavor_of(&w.flavor);
+            if let (WorkloadKind::Inference, Some(inference)) = (w.kind, &w.inference) {
+                autoscalers.push(Autoscaler::new(team, flavor, w, inference, hourly));
+                continue;
+            }
+            let template = Job {
+                team,
+                flavor,
+                gpus: w.gpus_per_job,
+                kind: Kind::Batch {
+                    remaining_min: w.job_minutes,
+                    checkpoint_min: w.checkpoint_minutes,
+                    busy_share: f64::from(w.busy_pct) / 100.0,
+                },
+                rank: Rank::Batch(w.priority),
+                preemptible: w.preemptible,
+                arrival: 0,
+                first_admit: None,
+                started: 0,
+                running: false,
+                generation: 0,
+            };
+            let with = |arrival: u32, remaining_min: u32| Job {
+                arrival,
+                kind: Kind::Batch {
+                    remaining_min,
+                    checkpoint_min: w.checkpoint_minutes,
+                    busy_share: f64::from(w.busy_pct) / 100.0,
+                },
+                ..template.clone()
+            };
+            // Warm start: the work already running at the start of the week.
+            let initial =
+                (hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job)).floor() as u32;
+            for _ in 0..initial {
+                jobs.push(with(0, 1 + rng.below(w.job_minutes as usize) as u32));
+            }
+            let job_gpu_hours = f64::from(w.gpus_per_job) * f64::from(w.job_minutes) / 60.0;
+            let mut carry = 0.0;
+            for (h, gpus) in hourly.iter().enumerate() {
+                carry += gpus / job_gpu_hours;
+                while carry >= 1.0 {
+                    carry -= 1.0;
+                    let arrival = h as u32 * 60 + rng.below(60) as u32;
+                    let length = (f64::from(w.job_minutes)
+                        * (0.5 + rng.below(1001) as f64 / 1000.0))
+                        .round()
+                        .max(1.0) as u32;
+                    jobs.push(with(arrival, length));
+                }
+            }
+        }
+    }
+    let mut arrivals: Vec<usize> = (0..jobs.len()).collect();
+    arrivals.sort_by_key(|&j| (jobs[j].arrival, j));
+    Plan {
+        jobs,
+        arrivals,
+        autoscalers,
+        wanted_gpu_minutes,
+    }
+}

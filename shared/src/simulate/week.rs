@@ -1,0 +1,352 @@
+//! The week's moving parts, one minute at a time: completions, arrivals, KEDA scaling,
+//! admission with Kueue's preemption, and the minute's accounting.
+
+use std::{cmp::Reverse, collections::BinaryHeap};
+
+use crate::scenario::{Queueing, QuotaPolicy};
+
+use super::{
+    TeamStats,
+    autoscale::Autoscaler,
+    job::{Job, Kind},
+    quota::{Quotas, Usage},
+};
+
+pub(super) struct Week {
+    policy: QuotaPolicy,
+    pub quotas: Quotas,
+    usage: Usage,
+    pub jobs: Vec<Job>,
+    /// Pending job ids per team, ordered by (rank desc, arrival asc).
+    pending: Vec<Vec<usize>>,
+    /// Running job ids per (team, flavor).
+    running: Vec<Vec<Vec<usize>>>,
+    /// Batch completions: (minute, job, generation).
+    ends: BinaryHeap<Reverse<(u32, usize, u32)>>,
+    pub stats: Vec<TeamStats>,
+    /// Minutes from arrival to first admission, per team (batch jobs).
+    pub waits: Vec<Vec<f64>>,
+}
+
+impl Week {
+    pub fn new(policy: QuotaPolicy, quotas: Quotas, jobs: Vec<Job>, stats: Vec<TeamStats>) -> Self {
+        let (teams, flavors) = (stats.len(), quotas.capacity.len());
+        Self {
+            policy,
+            usage: Usage::new(teams, flavors),
+            quotas,
+            jobs,
+            pending: vec![Vec::new(); teams],
+            running: vec![vec![Vec::new(); flavors]; teams],
+            ends: BinaryHeap::new(),
+            stats,
+            waits: vec![Vec::new(); teams],
+        }
+    }
+
+    /// Step 1: batch jobs whose work is done leave.
+    pub fn complete(&mut self, minute: u32) {
+        while let Some(&Reverse((end, job, generation))) = self.ends.peek() {
+            if end > minute {
+                break;
+            }
+            self.ends.pop();
+            if self.jobs[job].generation == generation && self.jobs[job].running {
+                self.stop(job, minute);
+            }
+        }
+    }
+
+    /// Step 2: batch jobs arriving by `minute` join their team's queue.
+    pub fn arrive(&mut self, minute: u32, arrivals: &[usize], next: &mut usize) {
+        while let Some(&job) = arrivals.get(*next) {
+            if self.jobs[job].arrival > minute {
+                break;
+            }
+            *next += 1;
+            self.stats[self.jobs[job].team].jobs_submitted += 1;
+            self.enqueue(job);
+        }
+    }
+
+    /// Step 3: KEDA adds replicas (to the queue) or removes them (pending first, then the
+    /// newest running).
+    pub fn scale(&mut self, scaler: &mut Autoscaler, minute: u32) {
+        let current = scaler.replicas.len() as u32;
+        let decision = scaler.decide(minute);
+        if decision.flapped {
+            self.stats[scaler.team].flapping_cycles += 1;
+        }
+        let target = decision.target;
+        if target > current {
+            for _ in current..target {
+                self.jobs.push(Job::replica(
+                    scaler.team,
+                    scaler.flavor,
+                    scaler.gpus_per_replica,
+                    scaler.cold_start_min,
+                    minute,
+                ));
+                let id = self.jobs.len() - 1;
+                scaler.replicas.push(id);
+                self.enqueue(id);
+            }
+        } else if target < current {
+            let jobs = &self.jobs;
+            scaler
+                .replicas
+                .sort_by_key(|&r| (jobs[r].running, Reverse(jobs[r].started), r));
+            for r in scaler
+                .replicas
+                .drain(..(current - target) as usize)
+                .collect::<Vec<_>>()
+            {
+                if self.jobs[r].running {
+                    self.stop(r, minute);
+                } else if let Some(at) =
+                    self.pending[self.jobs[r].team].iter().position(|&p| p == r)
+                {
+                    self.pending[self.jobs[r].team].remove(at);
+                }
+            }
+        }
+    }
+
+    /// Step 4: admission, starting from a different team each minute so that no queue always
+    /// gets the cohort's spare quota first.
+    pub fn admit(&mut self, minute: u32) {
+        let teams = self.pending.len();
+        for k in 0..teams {
+            self.admit_team((minute as usize + k) % teams, minute);
+        }
+    }
+
+    /// Step 5: the minute's busy GPU-minutes of batch work, and the peaks of borrowing.
+    pub fn account_minute(&mut self) {
+        for team in 0..self.stats.len() {
+            for f in 0..self.quotas.capacity.len() {
+                for &job in &self.running[team][f] {
+                    let j = &self.jobs[job];
+                    if let Kind::Batch { busy_share, .. } = j.kind {
+                        self.stats[team].busy_gpu_minutes += f64::from(j.gpus) * busy_share;
+                    }
+                }
+                let held = self.usage.team[team][f];
+                let borrowed = held.saturating_sub(self.quotas.nominal[team][f]);
+                let over = held.saturating_sub(self.quotas.limit(team, f));
+                let s = &mut self.stats[team];
+                s.peak_borrowed_gpus = s.peak_borrowed_gpus.max(borrowed);
+                s.peak_over_limit_gpus = s.peak_over_limit_gpus.max(over);
+            }
+        }
+    }
+
+    /// Step 6: the inference traffic that ready replicas serve this minute.
+    pub fn serve(&mut self, scaler: &mut Autoscaler, minute: u32) {
+        let ready = scaler
+            .replicas
+            .iter()
+            .filter(|&&r| {
+                let j = &self.jobs[r];
+                j.running
+                    && matches!(j.kind, Kind::Replica { ready_at: Some(at), .. } if at <= minute)
+            })
+            .count();
+        self.stats[scaler.team].busy_gpu_minutes += scaler.serve(minute, ready);
+    }
+
+    /// GPUs no one holds this minute.
+    pub fn idle_gpus(&self) -> f64 {
+        self.quotas
+            .capacity
+            .iter()
+            .zip(&self.usage.total)
+            .map(|(c, u)| f64::from(c - u))
+            .sum()
+    }
+
+    /// Closes the intervals still open at `minute` (the end of the week).
+    pub fn close(&mut self, minute: u32) {
+        for job in 0..self.jobs.len() {
+            if self.jobs[job].running {
+                self.account(job, minute);
+            }
+        }
+    }
+
+    fn enqueue(&mut self, job: usize) {
+        let key = |j: &Job| (Reverse(j.rank), j.arrival);
+        let k = key(&self.jobs[job]);
+        let queue = &self.pending[self.jobs[job].team];
+        let at = queue.partition_point(|&other| (key(&self.jobs[other]), other) < (k, job));
+        self.pending[self.jobs[job].team].insert(at, job);
+    }
+
+    fn admit_team(&mut self, team: usize, minute: u32) {
+        let strict = self.policy.queueing == Queueing::StrictFifo;
+        let mut i = 0;
+        let mut preemption_tried = false;
+        while i < self.pending[team].len() {
+            let job = self.pending[team][i];
+            let (f, gpus) = (self.jobs[job].flavor, self.jobs[job].gpus);
+            let mut ok = self.usage.fits(&self.quotas, team, f, gpus);
+            if !ok && !preemption_tried {
+                // One preemption attempt per queue per minute, as Kueue's heads go.
+                preemption_tried = true;
+                ok = self.preempt_for(job, minute);
+            }
+            if ok {
+                self.pending[team].remove(i);
+                self.start(job, minute);
+            } else if strict {
+                break;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Evicts what Kueue's preemption allows so `job` fits; `false` (and nothing evicted) if it
+    /// cannot be made to fit.
+    fn preempt_for(&mut self, job: usize, minute: u32) -> bool {
+        let (team, f, gpus, rank) = (
+            self.jobs[job].team,
+            self.jobs[job].flavor,
+            self.jobs[job].gpus,
+            self.jobs[job].rank,
+        );
+        let mut victims: Vec<usize> = Vec::new();
+        // reclaimWithinCohort: Any — take back lent quota from borrowers, whatever their
+        // priority, when the job fits within the team's nominal quota.
+        if self.policy.cohort
+            && self.policy.reclaim_within_cohort
+            && self.usage.team[team][f] + gpus <= self.quotas.nominal[team][f]
+        {
+            for other in (0..self.usage.team.len()).filter(|&t| t != team) {
+                let mut over =
+                    self.usage.team[other][f].saturating_sub(self.quotas.nominal[other][f]);
+                let mut candidates: Vec<usize> = self.running[other][f]
+                    .iter()
+                    .copied()
+                    .filter(|&j| self.jobs[j].preemptible)
+                    .collect();
+                candidates.sort_by_key(|&j| Reverse((self.jobs[j].started, j)));
+                for j in candidates {
+                    if over == 0 {
+                        break;
+                    }
+                    over = over.saturating_sub(self.jobs[j].gpus);
+                    victims.push(j);
+                }
+            }
+        }
+        // withinClusterQueue: LowerPriority.
+        if self.policy.preempt_lower_priority {
+            let mut own: Vec<usize> = self.running[team][f]
+                .iter()
+                .copied()
+                .filter(|&j| self.jobs[j].preemptible && self.jobs[j].rank < rank)
+                .collect();
+            own.sort_by_key(|&j| (self.jobs[j].rank, Reverse(self.jobs[j].started), j));
+            victims.extend(own);
+        }
+        if victims.is_empty() {
+            return false;
+        }
+        // Evict in order only as many as needed; if even all are not enough, evict none.
+        let mut usage: Vec<u32> = self.usage.team.iter().map(|t| t[f]).collect();
+        let (mut total, mut pool) = (self.usage.total[f], self.usage.pool[f]);
+        for (n, &v) in victims.iter().enumerate() {
+            let (vt, vg) = (self.jobs[v].team, self.jobs[v].gpus);
+            let guaranteed = self.quotas.guaranteed[vt][f];
+            pool = pool - usage[vt].saturating_sub(guaranteed)
+                + (usage[vt] - vg).saturating_sub(guaranteed);
+            usage[vt] -= vg;
+            total -= vg;
+            if self.quotas.fits(team, f, gpus, usage[team], total, pool) {
+                for &v in &victims[..=n] {
+                    self.evict(v, minute);
+                    if self.jobs[job].is_replica() {
+                        self.stats[team].preemptions_caused_by_scale_up += 1;
+                    }
+                }
+                return true;
+            }
+        }
+        false
+    }
+
+    fn start(&mut self, job: usize, minute: u32) {
+        let j = &mut self.jobs[job];
+        if j.first_admit.is_none() {
+            j.first_admit = Some(minute);
+            if !j.is_replica() {
+                self.stats[j.team].jobs_admitted += 1;
+                self.waits[j.team].push(f64::from(minute - j.arrival));
+            }
+        }
+        j.running = true;
+        j.started = minute;
+        j.generation += 1;
+        match &mut j.kind {
+            Kind::Batch { remaining_min, .. } => {
+                self.ends
+                    .push(Reverse((minute + *remaining_min, job, j.generation)));
+            }
+            Kind::Replica {
+                cold_start_min,
+                ready_at,
+            } => *ready_at = Some(minute + *cold_start_min),
+        }
+        let (team, f, gpus) = (j.team, j.flavor, j.gpus);
+        self.usage.change(&self.quotas, team, f, gpus, true);
+        self.running[team][f].push(job);
+    }
+
+    /// Closes the job's running interval: admitted GPU-minutes.
+    fn account(&mut self, job: usize, minute: u32) {
+        let j = &self.jobs[job];
+        self.stats[j.team].admitted_gpu_minutes +=
+            f64::from(j.gpus) * f64::from(minute - j.started);
+    }
+
+    fn stop(&mut self, job: usize, minute: u32) {
+        self.account(job, minute);
+        let j = &mut self.jobs[job];
+        j.running = false;
+        let (team, f, gpus) = (j.team, j.flavor, j.gpus);
+        self.usage.change(&self.quotas, team, f, gpus, false);
+        if let Some(at) = self.running[team][f].iter().position(|&r| r == job) {
+            self.running[team][f].swap_remove(at);
+        }
+    }
+
+    /// Eviction: the work since the last checkpoint is lost and the job queues again.
+    fn evict(&mut self, job: usize, minute: u32) {
+        self.stop(job, minute);
+        let j = &mut self.jobs[job];
+        j.generation += 1;
+        self.stats[j.team].preemptions += 1;
+        let ran = minute - j.started;
+        let team = j.team;
+        match &mut j.kind {
+            Kind::Replica { .. } => {
+                self.pending[team].push(job);
+            }
+            Kind::Batch {
+                remaining_min,
+                checkpoint_min,
+                ..
+            } => {
+                // Work up to the last checkpoint is kept; with no checkpoints, nothing is.
+                let kept = ran
+                    .checked_div(*checkpoint_min)
+                    .map_or(0, |n| n * *checkpoint_min);
+                *remaining_min -= kept;
+                let lost = ran - kept;
+                self.stats[team].rework_gpu_hours += f64::from(j.gpus) * f64::from(lost) / 60.0;
+                self.enqueue(job);
+            }
+        }
+    }
+}
