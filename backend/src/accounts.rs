@@ -27,6 +27,7 @@ use crate::{
     app::{Api, AppState},
     auth::{Access, Caller, end_sessions, password},
     error::{Error, Result},
+    json::ApiJson,
 };
 
 const ADMIN: &[Role] = &[Role::Admin];
@@ -118,7 +119,7 @@ async fn list_users(State(state): State<AppState>) -> Result<Json<Vec<User>>> {
 
 async fn create_user(
     State(state): State<AppState>,
-    Json(new): Json<NewUser>,
+    ApiJson(new): ApiJson<NewUser>,
 ) -> Result<(StatusCode, Json<User>)> {
     let user = insert_user(&state.pool, &new).await?;
     tracing::info!(username = user.username, roles = ?user.roles, "user created");
@@ -173,7 +174,7 @@ async fn update_user(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(username): Path<String>,
-    Json(patch): Json<UserPatch>,
+    ApiJson(patch): ApiJson<UserPatch>,
 ) -> Result<Json<User>> {
     if username == caller.username {
         if patch.disabled == Some(true) {
@@ -230,7 +231,7 @@ async fn reset_password(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(username): Path<String>,
-    Json(body): Json<PasswordReset>,
+    ApiJson(body): ApiJson<PasswordReset>,
 ) -> Result<StatusCode> {
     set_password(&state.pool, &username, &body.password).await?;
     tracing::info!(username, by = caller.username, "password reset");
@@ -273,7 +274,7 @@ async fn get_team(State(state): State<AppState>, Path(team): Path<String>) -> Re
 
 async fn create_team(
     State(state): State<AppState>,
-    Json(new): Json<NewTeam>,
+    ApiJson(new): ApiJson<NewTeam>,
 ) -> Result<(StatusCode, Json<Team>)> {
     let team = insert_team(&state.pool, &new).await?;
     tracing::info!(team = team.name, "team created");
@@ -303,7 +304,7 @@ pub async fn insert_team(pool: &PgPool, new: &NewTeam) -> Result<Team> {
 async fn update_team(
     State(state): State<AppState>,
     Path(team): Path<String>,
-    Json(patch): Json<TeamPatch>,
+    ApiJson(patch): ApiJson<TeamPatch>,
 ) -> Result<Json<Team>> {
     let mut errors = Vec::new();
     if let Some(namespace) = &patch.namespace {

@@ -126,6 +126,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
     let api = api()
         .router
         .fallback(error::api_not_found)
+        .layer(middleware::from_fn(refuse_nul_in_paths))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::identify,
@@ -163,6 +164,15 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), id)
         }))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+/// A path segment holding a NUL character (`%00`) names nothing that can exist: PostgreSQL
+/// cannot store one. Such a request is a 404 before any handler or SQL sees it.
+async fn refuse_nul_in_paths(request: Request, next: middleware::Next) -> Response {
+    if request.uri().path().to_ascii_lowercase().contains("%00") {
+        return error::Error::NotFound.into_response();
+    }
+    next.run(request).await
 }
 
 /// Client-side routes (`/quotas`, `/plan/...`) get index.html; a missing file (`/pkg/x.js`)

@@ -34,6 +34,7 @@ use crate::{
     accounts::{self, db::UserRow},
     app::{Api, AppState},
     error::{Error, Result},
+    json::ApiJson,
 };
 
 pub const SESSION_COOKIE: &str = "gpufleet_session";
@@ -453,7 +454,7 @@ async fn login(
     Extension(ClientAddr(address)): Extension<ClientAddr>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
-    Json(body): Json<LoginRequest>,
+    ApiJson(body): ApiJson<LoginRequest>,
 ) -> Result<Response> {
     let username = body.username.trim().to_lowercase();
     let window_s = THROTTLE_WINDOW.as_secs_f64();

@@ -30,6 +30,10 @@ pub enum Error {
     Unavailable,
     #[error("not found")]
     NotFound,
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    #[error("unsupported media type")]
+    UnsupportedMediaType,
     #[error("invalid input")]
     Invalid(Vec<FieldError>),
     #[error("conflict: {0}")]
@@ -54,6 +58,8 @@ impl Error {
             ),
             Self::Unavailable => ApiError::from_code(ErrorCode::Unavailable),
             Self::NotFound => ApiError::from_code(ErrorCode::NotFound),
+            Self::BadRequest(message) => ApiError::new(ErrorCode::BadRequest, message.clone()),
+            Self::UnsupportedMediaType => ApiError::from_code(ErrorCode::UnsupportedMediaType),
             Self::Invalid(fields) => ApiError {
                 fields: fields.clone(),
                 ..ApiError::from_code(ErrorCode::Invalid)

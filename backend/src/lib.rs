@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod fleet;
 pub mod health;
+pub mod json;
 pub mod packing;
 pub mod plan;
 

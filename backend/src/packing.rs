@@ -25,6 +25,7 @@ use crate::{
     app::Api,
     auth::Access,
     error::{Error, Result},
+    json::ApiJson,
 };
 
 pub fn api() -> Api {
@@ -39,7 +40,7 @@ pub fn api() -> Api {
 }
 
 /// `POST /api/plan/mig`: `{gpu_model, groups: [{name, mem_mib, replicas}]}` → the layout.
-async fn mig_layout(Json(request): Json<mig::MigRequest>) -> Result<Json<mig::MigPlan>> {
+async fn mig_layout(ApiJson(request): ApiJson<mig::MigRequest>) -> Result<Json<mig::MigPlan>> {
     request.plan().map(Json).map_err(Error::Invalid)
 }
 

@@ -15,6 +15,7 @@ use crate::{
     app::Api,
     auth::Access,
     error::{Error, Result},
+    json::ApiJson,
     packing::InputError,
 };
 
@@ -27,10 +28,8 @@ pub fn api() -> Api {
     )
 }
 
-/// The scenario is read from the raw body so a bad one is answered with its field path (422),
-/// as the CLI does.
-async fn evaluate(body: String) -> Result<Json<Evaluation>> {
-    let scenario = plan::parse_scenario(&body).map_err(Error::Invalid)?;
+/// A bad scenario is answered with its field paths (422), as the CLI does.
+async fn evaluate(ApiJson(scenario): ApiJson<Scenario>) -> Result<Json<Evaluation>> {
     let evaluation = tokio::task::spawn_blocking(move || plan::evaluate(&scenario))
         .await
         .map_err(|err| anyhow::anyhow!("the evaluation panicked: {err}"))?

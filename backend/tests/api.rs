@@ -177,10 +177,31 @@ async fn malformed_json_is_a_clear_400_or_422(pool: PgPool) {
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     let err: ApiError = reply.json();
     assert!(
-        err.message.contains("missing field `password`"),
-        "{}",
-        err.message
+        err.fields[0].message.contains("missing field `password`"),
+        "{err:?}"
     );
+    // A wrong type names the field, in words, never a Rust type.
+    let wrong = request(
+        Method::POST,
+        "/api/auth/login",
+        None,
+        Some(serde_json::json!({"username": 7, "password": "x"})),
+    );
+    let err: ApiError = send(&router, wrong).await.json();
+    assert_eq!(err.fields[0].path, "username");
+    assert!(!format!("{err:?}").contains("LoginRequest"), "{err:?}");
+    // Text PostgreSQL cannot store is refused before SQL, in the body and in the path.
+    let nul = request(
+        Method::POST,
+        "/api/auth/login",
+        None,
+        Some(serde_json::json!({"username": "a\u{0}b", "password": "x"})),
+    );
+    let reply = send(&router, nul).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.json::<ApiError>().fields[0].path, "username");
+    let reply = send(&router, get("/api/teams/a%00b")).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
 
     let not_json = Request::post("/api/auth/login")
         .body(Body::from("username=a"))

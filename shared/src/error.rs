@@ -139,21 +139,44 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// Why JSON could not be read: it is not well-formed (the path names the line and column), or
+/// a field has the wrong type or is missing (the path names the field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonError {
+    Syntax(FieldError),
+    Data(FieldError),
+}
+
+impl JsonError {
+    pub fn into_field_error(self) -> FieldError {
+        match self {
+            JsonError::Syntax(field) | JsonError::Data(field) => field,
+        }
+    }
+}
+
 /// Reads JSON into `T`. A type error names its field path (`fleet[0].count`) exactly as
 /// validation errors do, and says what was expected in words, not in Rust types; a syntax
 /// error names its line and column.
-pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, FieldError> {
+pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         let message = in_words(&inner.to_string());
         match inner.classify() {
-            serde_json::error::Category::Data if path != "." => FieldError { path, message },
-            _ => FieldError {
+            serde_json::error::Category::Data => JsonError::Data(FieldError {
+                path: if path == "." {
+                    "(top level)".to_owned()
+                } else {
+                    path
+                },
+                message,
+            }),
+            _ => JsonError::Syntax(FieldError {
                 path: format!("line {} column {}", inner.line(), inner.column()),
                 message,
-            },
+            }),
         }
     })
 }
@@ -249,20 +272,30 @@ mod tests {
             count: u32,
         }
         let err = from_json::<Fleet>(r#"{"fleet": [{"count": 1}, {"count": -3}]}"#)
-            .expect_err("negative count");
+            .expect_err("negative count")
+            .into_field_error();
         assert_eq!(err.path, "fleet[1].count");
         assert_eq!(
             err.message,
             "invalid value: integer `-3`, expected a whole number from 0 to 4,294,967,295"
         );
-        let err = from_json::<Fleet>(r#"{"fleet": 3}"#).expect_err("not a list");
+        let err = from_json::<Fleet>(r#"{"fleet": 3}"#)
+            .expect_err("not a list")
+            .into_field_error();
         assert_eq!(
             (err.path.as_str(), err.message.as_str()),
             ("fleet", "invalid type: integer `3`, expected a list")
         );
         let err = from_json::<Fleet>("[]").expect_err("not an object");
+        let JsonError::Data(err) = err else {
+            panic!("a type error: {err:?}")
+        };
+        assert_eq!(err.path, "(top level)");
         assert!(!err.message.contains("struct"), "{}", err.message);
         let err = from_json::<Fleet>("{\n\"fleet\": [").expect_err("cut short");
+        let JsonError::Syntax(err) = err else {
+            panic!("a syntax error: {err:?}")
+        };
         assert!(err.path.starts_with("line 2 column"), "{}", err.path);
     }
 

@@ -41,5 +41,5 @@ pub fn evaluate(scenario: &Scenario) -> Result<Evaluation, Vec<FieldError>> {
 
 /// Reads a scenario from JSON, naming the field path of a type error (`fleet[0].count`).
 pub fn parse_scenario(json: &str) -> Result<Scenario, Vec<FieldError>> {
-    crate::error::from_json(json).map_err(|err| vec![err])
+    crate::error::from_json(json).map_err(|err| vec![err.into_field_error()])
 }

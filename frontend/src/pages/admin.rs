@@ -407,6 +407,11 @@ fn TeamTable(teams: Vec<Team>, usernames: Vec<String>, done: Done) -> impl IntoV
                     let result = api::send_no_content::<()>(Method::PUT, &path, None)
                         .await
                         .map(|()| format!("{who} added"));
+                    if result.is_ok()
+                        && let Some(select) = select.get_untracked()
+                    {
+                        select.set_value("");
+                    }
                     done.run(Outcome { key, result });
                 });
             };
