@@ -205,8 +205,10 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     // The planning math runs in the browser: evaluate two example scenarios, and see the
     // figures that `gpufleet plan evaluate` gives for the same files.
     let cli = |name: &str| {
-        backend::plan::evaluate_file(&repo_root().join(format!("shared/scenarios/{name}.json")))
-            .unwrap_or_else(|err| panic!("{name}: {err}"))
+        backend::plan::cli::evaluate_file(
+            &repo_root().join(format!("shared/scenarios/{name}.json")),
+        )
+        .unwrap_or_else(|err| panic!("{name}: {err}"))
     };
     let aws = cli("aws-300");
     browser.click("Plan").await;

@@ -5,6 +5,7 @@
 //! cannot lock themself out (disable themself or drop their own admin role); disabling a user
 //! or resetting their password ends their sessions.
 
+pub mod cli;
 pub mod db;
 
 use axum::{
@@ -24,10 +25,11 @@ use shared::{
 use sqlx::PgPool;
 
 use crate::{
+    access::{Access, Caller},
     app::{Api, AppState},
-    auth::{Access, Caller, end_sessions, password},
     error::{Error, Result},
     json::ApiJson,
+    password,
 };
 
 const ADMIN: &[Role] = &[Role::Admin];
@@ -78,6 +80,53 @@ pub fn api() -> Api {
         )
 }
 
+/// A user the auth proxy vouches for, with the roles and teams its groups give: created on
+/// first sight, kept in step afterwards; teams that do not exist are left out. `None` for a
+/// disabled user.
+pub async fn provision(
+    pool: &PgPool,
+    username: &str,
+    roles: &[String],
+    teams: &[String],
+) -> Result<Option<db::UserRow>> {
+    let unknown = db::unknown_teams(pool, teams).await?;
+    let teams: Vec<String> = teams
+        .iter()
+        .filter(|t| !unknown.contains(t))
+        .cloned()
+        .collect();
+    match db::get_user(pool, username).await? {
+        Some(user) if user.disabled => {
+            tracing::warn!(
+                username,
+                "the auth proxy vouched for a disabled user; refused"
+            );
+            return Ok(None);
+        }
+        Some(user) if user.roles == roles && user.teams == teams => return Ok(Some(user)),
+        _ => {}
+    }
+    let mut tx = pool.begin().await?;
+    let user_id = match db::user_id(&mut *tx, username).await? {
+        Some(id) => id,
+        None => db::insert_user(&mut *tx, username, "", None)
+            .await?
+            .ok_or_else(|| {
+                Error::Conflict("the user was created concurrently; retry".to_owned())
+            })?,
+    };
+    db::set_roles(&mut *tx, user_id, roles).await?;
+    db::set_teams(&mut *tx, user_id, &teams).await?;
+    tx.commit().await?;
+    tracing::info!(
+        username,
+        ?roles,
+        ?teams,
+        "auth proxy: user provisioned or updated"
+    );
+    Ok(db::get_user(pool, username).await?)
+}
+
 /// Roles as stored (text) to the shared enum. A check constraint keeps unknown text out; should
 /// one appear anyway (a newer schema, a hand edit), it is an error, never a dropped permission.
 pub fn parse_roles(roles: &[String]) -> Result<Vec<Role>> {
@@ -85,7 +134,7 @@ pub fn parse_roles(roles: &[String]) -> Result<Vec<Role>> {
         .iter()
         .map(|r| {
             Role::parse(r).ok_or_else(|| {
-                Error::Internal(anyhow::anyhow!(
+                Error::Internal(format!(
                     "the database holds a role this build does not know: {r:?}"
                 ))
             })
@@ -137,7 +186,7 @@ pub async fn insert_user(pool: &PgPool, new: &NewUser) -> Result<User> {
     let plain = new.password.clone();
     let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
         .await
-        .map_err(|err| anyhow::anyhow!("hashing panicked: {err}"))??;
+        .map_err(|err| Error::Internal(format!("hashing panicked: {err}")))??;
     let mut tx = pool.begin().await?;
     check_teams_exist(&mut tx, &new.teams, "teams").await?;
     let user_id = db::insert_user(&mut *tx, &new.username, &new.display_name, Some(&hash))
@@ -217,7 +266,7 @@ async fn update_user(
         db::set_teams(&mut *tx, user_id, teams).await?;
     }
     if patch.disabled == Some(true) {
-        end_sessions(&mut *tx, user_id).await?;
+        db::end_sessions(&mut *tx, user_id).await?;
     }
     let user = db::get_user(&mut *tx, &username)
         .await?
@@ -246,13 +295,13 @@ pub async fn set_password(pool: &PgPool, username: &str, password: &str) -> Resu
     let plain = password.to_owned();
     let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
         .await
-        .map_err(|err| anyhow::anyhow!("hashing panicked: {err}"))??;
+        .map_err(|err| Error::Internal(format!("hashing panicked: {err}")))??;
     let mut tx = pool.begin().await?;
     let user_id = db::user_id(&mut *tx, username)
         .await?
         .ok_or(Error::NotFound)?;
     db::set_password(&mut *tx, user_id, &hash).await?;
-    end_sessions(&mut *tx, user_id).await?;
+    db::end_sessions(&mut *tx, user_id).await?;
     tx.commit().await?;
     Ok(())
 }

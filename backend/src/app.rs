@@ -24,8 +24,9 @@ use tower_http::{
 };
 
 use crate::{
+    access::{self, Access},
     accounts,
-    auth::{self, Access, AuthSettings},
+    auth::{self, settings::AuthSettings},
     config::HttpSettings,
     error, fleet, health, packing, plan,
 };
@@ -84,7 +85,7 @@ impl Api {
         let filter = MethodFilter::try_from(method.clone())
             .unwrap_or_else(|_| panic!("{method} {path}: not a routable method"));
         let check = middleware::from_fn(move |request: Request, next: Next| {
-            auth::authorize(access, request, next)
+            access::authorize(access, request, next)
         });
         self.router = self
             .router

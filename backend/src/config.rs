@@ -5,7 +5,10 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::auth::{AuthSettings, ProxySettings, parse_networks, parse_role_groups};
+use crate::{
+    auth::settings::{AuthSettings, ProxySettings, parse_networks, parse_role_groups},
+    error::CliError,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,9 +32,12 @@ pub enum Command {
     /// Manage users: create the first admin, reset a password, list users.
     #[command(subcommand)]
     User(UserCommand),
-    /// Planning math, offline: packing replays.
+    /// Planning, offline: evaluate a scenario, export its manifests, time the simulation.
     #[command(subcommand)]
     Plan(PlanCommand),
+    /// Packing, offline: replay openb lists, lay out MIG, run the FGD paper's protocol.
+    #[command(subcommand)]
+    Packing(PackingCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -52,8 +58,12 @@ pub enum PlanCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PackingCommand {
     /// Replay a pod list onto a node list (openb CSVs) and print the figures as JSON.
-    Pack {
+    Replay {
         #[arg(long)]
         nodes: PathBuf,
         #[arg(long)]
@@ -69,7 +79,7 @@ pub enum PlanCommand {
     },
     /// Lay inference replicas out in MIG instances (JSON with a mig-parted config).
     Mig {
-        /// A GPU model with a MIG table, e.g. H200-141GB, H100-80GB, A100-40GB.
+        /// A catalogue model with MIG, e.g. H200-SXM-141GB, H100-SXM5-80GB, A100-SXM4-40GB.
         #[arg(long)]
         gpu_model: String,
         /// Replica groups as name:memory:replicas with the memory in GiB or MiB (repeat), e.g. --replicas llama-8b:20GiB:6
@@ -80,7 +90,7 @@ pub enum PlanCommand {
         mig_parted_out: Option<PathBuf>,
     },
     /// The paper's full protocol: every list × policy × seed, written as a results document.
-    PackProtocol {
+    Protocol {
         /// The openb trace folder (e.g. ../shared/eval/openb/trace).
         #[arg(long)]
         trace_dir: PathBuf,
@@ -214,12 +224,12 @@ pub struct AuthArgs {
 }
 
 impl AuthArgs {
-    pub fn settings(&self) -> Result<AuthSettings, String> {
+    pub fn settings(&self) -> Result<AuthSettings, CliError> {
         let trusted_proxies = parse_networks(&self.trusted_proxies)?;
         if self.auth_proxy && trusted_proxies.is_empty() {
-            return Err(
+            return Err(CliError::Input(
                 "--auth-proxy needs --trusted-proxies (GPUFLEET_TRUSTED_PROXIES)".to_owned(),
-            );
+            ));
         }
         let proxy = if self.auth_proxy {
             Some(ProxySettings {
@@ -230,7 +240,9 @@ impl AuthArgs {
             None
         };
         if self.session_idle_min == 0 || self.session_absolute_h == 0 {
-            return Err("session lifetimes must be positive".to_owned());
+            return Err(CliError::Input(
+                "session lifetimes must be positive".to_owned(),
+            ));
         }
         Ok(AuthSettings {
             session_idle: Duration::from_secs(self.session_idle_min * 60),

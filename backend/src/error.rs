@@ -41,7 +41,48 @@ pub enum Error {
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
     #[error("internal: {0}")]
-    Internal(#[from] anyhow::Error),
+    Internal(String),
+}
+
+/// What a `gpufleet` command fails with: bad input (exit status 2; the message names the file,
+/// line, column or field and the problem), or anything else (exit status 1).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Input(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Input(_) => 2,
+            CliError::Failed(_) => 1,
+        }
+    }
+}
+
+impl From<Error> for CliError {
+    fn from(err: Error) -> Self {
+        match err {
+            Error::Invalid(fields) => {
+                let lines: Vec<String> = fields
+                    .iter()
+                    .map(|f| format!("{}: {}", f.path, f.message))
+                    .collect();
+                CliError::Input(format!("invalid input: {}", lines.join("; ")))
+            }
+            Error::Conflict(message) => CliError::Input(message),
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<sqlx::Error> for CliError {
+    fn from(err: sqlx::Error) -> Self {
+        CliError::Failed(format!("database: {err}"))
+    }
 }
 
 impl Error {

@@ -11,8 +11,8 @@ use shared::fleet::{Fleet, GpuModel, NodePool};
 use sqlx::PgPool;
 
 use crate::{
+    access::Access,
     app::{Api, AppState},
-    auth::Access,
     error::{Error, Result},
 };
 
@@ -29,7 +29,7 @@ async fn get_fleet(State(state): State<AppState>) -> Result<Json<Fleet>> {
         .iter()
         .map(|row| {
             GpuModel::priced(&row.name, row.price_cents_per_gpu_hour)
-                .map_err(|unknown| Error::Internal(anyhow::anyhow!("gpu_models holds {unknown}")))
+                .map_err(|unknown| Error::Internal(format!("gpu_models holds {unknown}")))
         })
         .collect::<Result<_>>()?;
     Ok(Json(Fleet { models, pools }))

@@ -13,8 +13,8 @@ use axum::{
 use shared::health::{BuildInfo, DatabaseHealth, DatabaseStatus, Health, Status};
 
 use crate::{
+    access::Access,
     app::{Api, AppState},
-    auth::Access,
 };
 
 /// How long the health check waits for the database before calling it down.

@@ -1,5 +1,6 @@
 //! gpufleet's server and CLI as a library, so tests drive the same router the binary serves.
 
+pub mod access;
 pub mod accounts;
 pub mod app;
 pub mod auth;
@@ -9,6 +10,7 @@ pub mod fleet;
 pub mod health;
 pub mod json;
 pub mod packing;
+pub mod password;
 pub mod plan;
 
 use std::time::Duration;
@@ -19,6 +21,18 @@ pub use app::{AppState, app, serve};
 
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
+
+/// Connects and applies the migrations (the CLI's commands start here).
+pub async fn migrated_pool(args: &config::DbArgs) -> Result<PgPool, error::CliError> {
+    let redacted = config::redact_url(&args.database_url);
+    let pool = connect_lazy(args)
+        .map_err(|err| error::CliError::Failed(format!("bad DATABASE_URL {redacted}: {err}")))?;
+    MIGRATOR.run(&pool).await.map_err(|err| {
+        error::CliError::Failed(format!("cannot apply migrations to {redacted}: {err}"))
+    })?;
+    tracing::debug!(database = %redacted, "migrations applied");
+    Ok(pool)
+}
 
 /// Opens a pool without connecting, so the server starts (and reports 503) while the
 /// database is down.

@@ -9,7 +9,7 @@ use std::{
 };
 
 use axum::http::{Method, StatusCode, header};
-use backend::auth::{AuthSettings, ProxySettings, parse_networks};
+use backend::auth::settings::{AuthSettings, ProxySettings, parse_networks};
 use common::{
     PASSWORD, Session, login, request, request_from, router, router_with, send, team, try_login,
     user,
@@ -71,8 +71,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "/auth/session",
         "anon requester approver finance admin",
     ),
-    ("POST", "/plan/pack", "approver admin"),
-    ("POST", "/plan/mig", "approver admin"),
+    ("POST", "/packing/replay", "approver admin"),
+    ("POST", "/packing/mig", "approver admin"),
     ("POST", "/plan/evaluate", "approver admin"),
 ];
 

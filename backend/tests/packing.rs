@@ -1,4 +1,4 @@
-//! `POST /api/plan/pack` and `gpufleet plan pack`: uploaded openb CSVs in, the replay's
+//! `POST /api/packing/replay` and `gpufleet packing replay`: uploaded openb CSVs in, the replay's
 //! figures out, the same as the library's; bad CSVs refused with the line and column.
 
 mod common;
@@ -39,7 +39,7 @@ fn multipart(parts: &[(&str, &str)]) -> Vec<u8> {
 }
 
 fn upload(session: &common::Session, parts: &[(&str, &str)]) -> Request<Body> {
-    let mut request = common::request(Method::POST, "/api/plan/pack", Some(session), None);
+    let mut request = common::request(Method::POST, "/api/packing/replay", Some(session), None);
     *request.body_mut() = Body::from(multipart(parts));
     request.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -140,8 +140,8 @@ fn the_cli_prints_the_same_json_and_exits_2_on_bad_input() {
     let run = |pods: &std::path::Path| {
         Command::new(env!("CARGO_BIN_EXE_gpufleet"))
             .args([
-                "plan",
-                "pack",
+                "packing",
+                "replay",
                 "--policy",
                 "fgd",
                 "--seed",
@@ -199,7 +199,7 @@ async fn mig_layouts_over_the_api_and_their_refusals(pool: PgPool) {
     let router = router(pool);
     let session = login(&router, "alex", common::PASSWORD).await;
     let ask = |body: serde_json::Value| {
-        common::request(Method::POST, "/api/plan/mig", Some(&session), Some(body))
+        common::request(Method::POST, "/api/packing/mig", Some(&session), Some(body))
     };
     // The demo fleet's H200 pool gets a layout by the model name the inventory gives it.
     let fleet: shared::fleet::Fleet = send(

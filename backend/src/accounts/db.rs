@@ -267,3 +267,11 @@ pub async fn remove_member(
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Ends every session of a user (disabled, or password reset).
+pub async fn end_sessions(db: impl PgExecutor<'_>, user_id: i64) -> sqlx::Result<()> {
+    sqlx::query!("delete from sessions where user_id = $1", user_id)
+        .execute(db)
+        .await?;
+    Ok(())
+}

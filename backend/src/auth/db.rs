@@ -93,13 +93,6 @@ pub async fn delete_session(db: impl PgExecutor<'_>, token_sha256: &[u8]) -> sql
     Ok(())
 }
 
-pub async fn delete_sessions_of(db: impl PgExecutor<'_>, user_id: i64) -> sqlx::Result<()> {
-    sqlx::query!("delete from sessions where user_id = $1", user_id)
-        .execute(db)
-        .await?;
-    Ok(())
-}
-
 /// Sessions past either expiry, so the table does not grow without bound.
 pub async fn delete_expired_sessions(db: impl PgExecutor<'_>, idle_s: f64) -> sqlx::Result<u64> {
     let done = sqlx::query!(

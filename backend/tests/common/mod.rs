@@ -10,7 +10,7 @@ use axum::{
     extract::ConnectInfo,
     http::{HeaderMap, Method, Request, StatusCode, header},
 };
-use backend::{AppState, app, auth::AuthSettings, config::HttpSettings};
+use backend::{AppState, app, auth::settings::AuthSettings, config::HttpSettings};
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 use shared::auth::{LoginRequest, Me, NewTeam, NewUser, Role};

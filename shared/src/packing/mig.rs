@@ -15,7 +15,7 @@ use crate::{
     error::FieldError,
 };
 
-/// `POST /api/plan/mig` and `gpufleet plan mig`: lay out replica groups on one GPU model.
+/// `POST /api/packing/mig` and `gpufleet packing mig`: lay out replica groups on one GPU model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigRequest {
@@ -66,15 +66,17 @@ impl MigRequest {
     }
 }
 
+/// A replica group that is not written `name:memory:replicas`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?}: give a replica group as name:memory:replicas with the memory in GiB or MiB, e.g. llama:20GiB:4"
+)]
+pub struct BadReplicaGroup(pub String);
+
 /// Reads a replica group written `name:MEMORY:replicas`, memory with its unit (`20GiB`,
-/// `20480MiB`), as `gpufleet plan mig --replicas` takes it.
-pub fn parse_replica_group(text: &str) -> Result<ReplicaGroup, String> {
-    let bad = || {
-        format!(
-            "{text:?}: give a replica group as name:memory:replicas with the memory in GiB or \
-             MiB, e.g. llama:20GiB:4"
-        )
-    };
+/// `20480MiB`), as `gpufleet packing mig --replicas` takes it.
+pub fn parse_replica_group(text: &str) -> Result<ReplicaGroup, BadReplicaGroup> {
+    let bad = || BadReplicaGroup(text.to_owned());
     let mut parts = text.split(':');
     let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(bad)?;
     let memory = parts.next().ok_or_else(bad)?;

@@ -52,6 +52,11 @@ impl Policy {
         let s = s.replace('-', "_");
         Policy::ALL.into_iter().find(|p| p.name() == s)
     }
+
+    /// Every name [`Policy::parse`] takes, comma-separated, for error messages.
+    pub fn names() -> String {
+        Policy::ALL.map(Policy::name).join(", ")
+    }
 }
 
 impl crate::label::Labelled for Policy {

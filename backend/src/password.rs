@@ -1,5 +1,6 @@
 //! Passwords (argon2id) and random secrets (the OS generator).
 
+use crate::error::{Error, Result};
 use argon2::{
     Argon2, PasswordHash, PasswordHasher, PasswordVerifier,
     password_hash::{SaltString, rand_core::OsRng, rand_core::RngCore},
@@ -7,12 +8,12 @@ use argon2::{
 
 /// An argon2id PHC string for `password`, with a fresh salt and the crate's default costs
 /// (19 MiB, 2 passes, 1 lane: OWASP's minimum for argon2id).
-pub fn hash(password: &str) -> anyhow::Result<String> {
+pub fn hash(password: &str) -> Result<String> {
     let salt = SaltString::generate(&mut OsRng);
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
-        .map_err(|err| anyhow::anyhow!("hashing a password: {err}"))
+        .map_err(|err| Error::Internal(format!("hashing a password: {err}")))
 }
 
 /// Checks `password` against `phc`. With no hash (no such user, or a proxy-only user) it still

@@ -1,0 +1,94 @@
+//! The packing results document: our medians beside the FGD artifact's published ones.
+
+use std::fmt::Write as _;
+
+use shared::packing::{Policy, protocol::Published};
+
+use super::cli::ProtocolRun;
+
+/// The artifact's name for each of our policies that has a published counterpart.
+fn published_name(policy: Policy) -> Option<&'static str> {
+    match policy {
+        Policy::Random => Some("Random"),
+        Policy::BestFit => Some("BestFit"),
+        Policy::DotProduct => Some("DotProd"),
+        Policy::GpuPacking => Some("GpuPacking"),
+        Policy::Fgd => Some("FGD"),
+        Policy::FirstFit => None,
+    }
+}
+
+/// The results document: ours beside the published medians.
+pub fn results_markdown(
+    run: &ProtocolRun,
+    published: &[Published],
+    seeds: &[u64],
+    command: &str,
+) -> String {
+    let fmt = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.2}"));
+    let find = |list: &str, policy: Policy| {
+        published_name(policy).and_then(|name| {
+            published
+                .iter()
+                .find(|p| p.list == list && p.policy == name)
+        })
+    };
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Packing on the Alibaba openb trace: gpufleet vs. the published results\n"
+    );
+    let _ = writeln!(
+        md,
+        "Unallocated GPU % at 100% and 130% arrival (lower is better), median over seeds {}..={} ({} seeds), \
+         all 1,213 GPU nodes (6,212 GPUs), arrivals inflated to 130%, no departures. `published` is the FGD \
+         artifact's median for the same list and policy (`reference_results/summary_by_workload_policy.csv`); {} replays took {:.1} s on {} threads.\n",
+        seeds.first().copied().unwrap_or_default(),
+        seeds.last().copied().unwrap_or_default(),
+        seeds.len(),
+        run.runs,
+        run.seconds,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    let _ = writeln!(md, "Regenerate: `{command}`\n");
+    let _ = writeln!(
+        md,
+        "Notes: Random and BestFit are the calibration (within 0.5 points of the published medians on \
+         `default` before any other comparison counts). `dot_product` and `gpu_packing` are our readings of \
+         the artifact's one-line descriptions; `gpu_packing` lands well below its published figure, so \
+         read it as a different policy. `first_fit` (the node order, first feasible) has no published \
+         counterpart. FGD is scored as the artifact does, int(100·sigmoid(−ΔF/1000)) with ties to a fixed \
+         seed-dependent node order; ranking by the exact ΔF instead is markedly worse (about 7.0% on \
+         `default`), and two refinements we tried inside the tied bucket (prefer used nodes; prefer \
+         already-shared GPUs) moved the medians by ±0.1 points, so they are not offered. The random \
+         sequence differs from the artifact's (Go's generator), so only the statistics compare.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| list | policy | ours @100 (IQR) | published @100 | Δ | ours @130 | published @130 | frag amount @100 | failed pods |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    for s in &run.summaries {
+        let p = find(&s.list, s.policy);
+        let delta = match (s.unallocated_pct_at_100_median, p) {
+            (Some(o), Some(p)) => format!("{:+.2}", o - p.unallocated_pct_at_100_median),
+            _ => "–".to_owned(),
+        };
+        let iqr = s
+            .unallocated_pct_at_100_iqr
+            .map_or(String::new(), |(a, b)| format!(" ({a:.2}–{b:.2})"));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {}{iqr} | {} | {delta} | {} | {} | {} | {} |",
+            s.list,
+            s.policy.name(),
+            fmt(s.unallocated_pct_at_100_median),
+            fmt(p.map(|p| p.unallocated_pct_at_100_median)),
+            fmt(s.unallocated_pct_at_130_median),
+            fmt(p.map(|p| p.unallocated_pct_at_130_median)),
+            fmt(s.frag_amount_pct_at_100_median),
+            fmt(s.pods_failed_median),
+        );
+    }
+    md
+}

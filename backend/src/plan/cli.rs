@@ -1,0 +1,102 @@
+//! `gpufleet plan evaluate`, `plan export` and `plan bench`: planning from files.
+#![allow(clippy::print_stdout)] // a CLI prints
+
+use std::{path::Path, time::Instant};
+
+use shared::{
+    manifests::{self, KueueVersion},
+    plan::{self, Evaluation},
+    scenario::Scenario,
+};
+
+use crate::{config::PlanCommand, error::CliError, packing::cli::pretty};
+
+/// Runs one planning command, printing its result.
+pub fn run(command: PlanCommand) -> Result<(), CliError> {
+    match command {
+        PlanCommand::Evaluate { scenario } => {
+            println!("{}", pretty(&evaluate_file(&scenario)?)?);
+        }
+        PlanCommand::Export {
+            scenario,
+            out,
+            kueue_version,
+        } => {
+            for file in export_file(&scenario, &out, &kueue_version)? {
+                println!("wrote {file}");
+            }
+        }
+        PlanCommand::Bench { runs } => {
+            let (mut seconds, gpus, jobs) = bench(runs);
+            seconds.sort_by(f64::total_cmp);
+            let median = seconds[seconds.len() / 2];
+            println!(
+                "simulate: one week at 1-minute steps, {gpus} GPUs, 50 teams, 4 flavors, {jobs} jobs: median {:.3} s, min {:.3} s, max {:.3} s over {} runs (one core)",
+                median,
+                seconds[0],
+                seconds[seconds.len() - 1],
+                seconds.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Reads and validates a scenario file; problems become an [`CliError::Input`] (exit status 2).
+pub fn read_scenario(path: &Path) -> Result<Scenario, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| CliError::Input(format!("{}: {err}", path.display())))?;
+    let explain = |errors: Vec<shared::FieldError>| {
+        let lines: Vec<String> = errors
+            .iter()
+            .map(|e| format!("  {}: {}", e.path, e.message))
+            .collect();
+        CliError::Input(format!(
+            "{}: invalid scenario\n{}",
+            path.display(),
+            lines.join("\n")
+        ))
+    };
+    let scenario = plan::parse_scenario(&text).map_err(explain)?;
+    scenario.validate().map_err(explain)?;
+    Ok(scenario)
+}
+
+/// `gpufleet plan evaluate`.
+pub fn evaluate_file(path: &Path) -> Result<Evaluation, CliError> {
+    let scenario = read_scenario(path)?;
+    plan::evaluate(&scenario).map_err(|_| CliError::Input("invalid scenario".to_owned()))
+}
+
+/// `gpufleet plan export`: writes the manifests into `out`, returns the files written.
+pub fn export_file(path: &Path, out: &Path, version: &str) -> Result<Vec<String>, CliError> {
+    let version = KueueVersion::parse(version).ok_or_else(|| {
+        CliError::Input(format!(
+            "unknown Kueue version {version:?}; use v1beta2 or v1beta1"
+        ))
+    })?;
+    let scenario = read_scenario(path)?;
+    std::fs::create_dir_all(out)
+        .map_err(|err| CliError::Failed(format!("{}: {err}", out.display())))?;
+    let mut written = Vec::new();
+    for file in manifests::export(&scenario, version) {
+        let target = out.join(&file.name);
+        crate::packing::cli::write(&target, &file.yaml)?;
+        written.push(target.display().to_string());
+    }
+    Ok(written)
+}
+
+/// `gpufleet plan bench`: times the evaluation of the benchmark scenario.
+pub fn bench(runs: usize) -> (Vec<f64>, u64, u64) {
+    let scenario = shared::scenario::bench_scenario();
+    let mut seconds = Vec::new();
+    let mut jobs = 0;
+    for _ in 0..runs.max(1) {
+        let started = Instant::now();
+        let sim = shared::simulate::simulate(&scenario);
+        seconds.push(started.elapsed().as_secs_f64());
+        jobs = sim.total.jobs_submitted;
+    }
+    (seconds, scenario.total_gpus(), jobs)
+}
