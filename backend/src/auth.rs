@@ -182,6 +182,7 @@ async fn login(
     headers: HeaderMap,
     ApiJson(body): ApiJson<LoginRequest>,
 ) -> Result<Response> {
+    body.validate().map_err(Error::Invalid)?;
     let username = body.username.trim().to_lowercase();
     let window_s = THROTTLE_WINDOW.as_secs_f64();
     let (account, from_address) =

@@ -93,6 +93,31 @@ pub struct Me {
     pub csrf_token: String,
 }
 
+impl LoginRequest {
+    /// Length limits, checked before any database work or hashing. The username's characters
+    /// are not checked here: a wrong one is just a wrong username.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if self.username.chars().count() > MAX_USERNAME_CHARS {
+            errors.push(FieldError {
+                path: "username".to_owned(),
+                message: format!("must be at most {MAX_USERNAME_CHARS} characters"),
+            });
+        }
+        if self.password.len() > MAX_PASSWORD_BYTES {
+            errors.push(FieldError {
+                path: "password".to_owned(),
+                message: format!("must be at most {MAX_PASSWORD_BYTES} bytes"),
+            });
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
 impl Me {
     pub fn has(&self, role: Role) -> bool {
         self.roles.contains(&role)
@@ -147,6 +172,10 @@ pub struct PasswordReset {
 
 /// Shortest password accepted.
 pub const MIN_PASSWORD_CHARS: usize = 12;
+/// Longest password accepted (hashing a longer one only costs the server time).
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+/// Longest username (the database checks the same).
+pub const MAX_USERNAME_CHARS: usize = 64;
 /// Longest display name (the database checks the same).
 pub const MAX_DISPLAY_NAME_CHARS: usize = 200;
 
@@ -172,11 +201,11 @@ pub fn validate_display_name(path: &str, name: &str, errors: &mut Vec<FieldError
     }
 }
 
-/// Usernames: lower-case letters, digits and `._@-`, 1 to 64 characters, starting with a letter
-/// or digit (what the database checks too).
+/// Usernames: lower-case letters, digits and `._@-`, 1 to [`MAX_USERNAME_CHARS`] characters,
+/// starting with a letter or digit (what the database checks too).
 pub fn validate_username(path: &str, username: &str, errors: &mut Vec<FieldError>) {
     let ok = !username.is_empty()
-        && username.len() <= 64
+        && username.len() <= MAX_USERNAME_CHARS
         && username.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
         && username
             .chars()
@@ -198,10 +227,10 @@ pub fn validate_password(path: &str, password: &str, errors: &mut Vec<FieldError
             message: format!("must be at least {MIN_PASSWORD_CHARS} characters"),
         });
     }
-    if password.len() > 1024 {
+    if password.len() > MAX_PASSWORD_BYTES {
         errors.push(FieldError {
             path: path.to_owned(),
-            message: "must be at most 1024 bytes".to_owned(),
+            message: format!("must be at most {MAX_PASSWORD_BYTES} bytes"),
         });
     }
 }

@@ -105,6 +105,25 @@ fn FieldMessage(key: &'static str, field: &'static str) -> impl IntoView {
     }
 }
 
+/// A text input of the form `key`, with the last error about `field` beside it.
+#[component]
+fn TextField(
+    key: &'static str,
+    field: &'static str,
+    #[prop(into)] placeholder: String,
+    value: RwSignal<String>,
+    #[prop(optional)] secret: bool,
+) -> impl IntoView {
+    view! {
+        <span class="field">
+            <input placeholder=placeholder type=if secret { "password" } else { "text" }
+                autocomplete=if secret { "new-password" } else { "off" }
+                prop:value=value on:input=move |ev| value.set(event_target_value(&ev))/>
+            <FieldMessage key field/>
+        </span>
+    }
+}
+
 fn confirm(question: &str) -> bool {
     web_sys::window()
         .and_then(|w| w.confirm_with_message(question).ok())
@@ -300,19 +319,10 @@ fn NewUserForm(team_names: Signal<Vec<String>>, done: Done) -> impl IntoView {
     };
     view! {
         <form class="inline" on:submit=submit data-test="new-user">
-            <span class="field">
-                <input placeholder="username" prop:value=username on:input=move |ev| username.set(event_target_value(&ev))/>
-                <FieldMessage key="new-user" field="username"/>
-            </span>
-            <span class="field">
-                <input placeholder="display name" prop:value=display_name on:input=move |ev| display_name.set(event_target_value(&ev))/>
-                <FieldMessage key="new-user" field="display_name"/>
-            </span>
-            <span class="field">
-                <input placeholder=format!("password ({MIN_PASSWORD_CHARS}+ characters)") type="password" autocomplete="new-password"
-                    prop:value=password on:input=move |ev| password.set(event_target_value(&ev))/>
-                <FieldMessage key="new-user" field="password"/>
-            </span>
+            <TextField key="new-user" field="username" placeholder="username" value=username/>
+            <TextField key="new-user" field="display_name" placeholder="display name" value=display_name/>
+            <TextField key="new-user" field="password" placeholder=format!("password ({MIN_PASSWORD_CHARS}+ characters)")
+                value=password secret=true/>
             <span class="field">
                 {Role::ALL.into_iter().map(|role| view! {
                     <label class="check" title=role.description()>
@@ -473,18 +483,9 @@ fn NewTeamForm(done: Done) -> impl IntoView {
     };
     view! {
         <form class="inline" on:submit=submit data-test="new-team">
-            <span class="field">
-                <input placeholder="team name" prop:value=name on:input=move |ev| name.set(event_target_value(&ev))/>
-                <FieldMessage key="new-team" field="name"/>
-            </span>
-            <span class="field">
-                <input placeholder="namespace" prop:value=namespace on:input=move |ev| namespace.set(event_target_value(&ev))/>
-                <FieldMessage key="new-team" field="namespace"/>
-            </span>
-            <span class="field">
-                <input placeholder="cost centre" prop:value=cost_centre on:input=move |ev| cost_centre.set(event_target_value(&ev))/>
-                <FieldMessage key="new-team" field="cost_centre"/>
-            </span>
+            <TextField key="new-team" field="name" placeholder="team name" value=name/>
+            <TextField key="new-team" field="namespace" placeholder="namespace" value=namespace/>
+            <TextField key="new-team" field="cost_centre" placeholder="cost centre" value=cost_centre/>
             <button type="submit">"Create team"</button>
             <Status key="new-team" fields=NEW_TEAM_FIELDS/>
         </form>
