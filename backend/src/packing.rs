@@ -17,6 +17,7 @@ use shared::{
         Policy, csv, mig,
         protocol::{self, PackReport},
     },
+    rng::DEFAULT_SEED,
 };
 
 use crate::{
@@ -50,8 +51,13 @@ async fn mig_layout(ApiJson(request): ApiJson<mig::MigRequest>) -> Result<Json<m
 /// Multipart fields: `nodes` and `pods` (openb CSV files), `policy` (default `fgd`), `seed`
 /// (default 42), `inflate` (default 1.3).
 async fn pack(mut form: Multipart) -> Result<Json<PackReport>> {
-    let (mut nodes, mut pods, mut policy, mut seed, mut inflate) =
-        (None, None, Policy::Fgd, 42, protocol::PAPER_INFLATE);
+    let (mut nodes, mut pods, mut policy, mut seed, mut inflate) = (
+        None,
+        None,
+        Policy::Fgd,
+        DEFAULT_SEED,
+        protocol::PAPER_INFLATE,
+    );
     let mut errors = Vec::new();
     while let Some(field) = form.next_field().await.map_err(bad_multipart)? {
         let name = field.name().unwrap_or_default().to_owned();

@@ -187,9 +187,9 @@ async fn malformed_json_is_a_clear_400_or_422(pool: PgPool) {
         None,
         Some(serde_json::json!({"username": 7, "password": "x"})),
     );
-    let err: ApiError = send(&router, wrong).await.json();
-    assert_eq!(err.fields[0].path, "username");
-    assert!(!format!("{err:?}").contains("LoginRequest"), "{err:?}");
+    let reply = send(&router, wrong).await;
+    assert_eq!(reply.json::<ApiError>().fields[0].path, "username");
+    assert!(!reply.text().contains("LoginRequest"), "{}", reply.text());
     // Text PostgreSQL cannot store is refused before SQL, in the body and in the path.
     let nul = request(
         Method::POST,
@@ -290,4 +290,43 @@ async fn responses_are_compressed_when_asked(pool: PgPool) {
             .map(|v| v.as_bytes()),
         Some(&b"gzip"[..])
     );
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn every_response_carries_the_security_headers_and_our_own_request_id(pool: PgPool) {
+    let router = router(pool);
+    for uri in ["/", "/fleet", "/api/health", "/api/nope", "/pkg/missing.js"] {
+        let mut request = get(uri);
+        request
+            .headers_mut()
+            .insert("x-request-id", "client-chosen-id".parse().expect("header"));
+        let reply = send(&router, request).await;
+        let header = |name: &str| {
+            reply
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let csp = header("content-security-policy");
+        for directive in [
+            "script-src 'self' 'wasm-unsafe-eval'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+        ] {
+            assert!(csp.contains(directive), "{uri}: {csp}");
+        }
+        assert!(
+            !csp.contains("unsafe-eval'") || csp.contains("wasm-unsafe-eval"),
+            "{csp}"
+        );
+        assert_eq!(header("x-content-type-options"), "nosniff", "{uri}");
+        assert_eq!(header("x-frame-options"), "DENY", "{uri}");
+        assert_eq!(header("referrer-policy"), "same-origin", "{uri}");
+        // The id is the server's (a UUID), never the client's echoed back.
+        let id = header("x-request-id");
+        assert_ne!(id, "client-chosen-id", "{uri}");
+        assert_eq!(id.len(), 36, "{uri}: {id}");
+    }
 }

@@ -1,6 +1,9 @@
 //! A small deterministic random generator (SplitMix64) for seeded simulations: the same seed
 //! gives the same sequence on every platform, wasm32 included. Not for secrets.
 
+/// The seed when none is given: scenarios, replays and the benchmarks.
+pub const DEFAULT_SEED: u64 = 42;
+
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
 

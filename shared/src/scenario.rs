@@ -36,11 +36,8 @@ pub struct Scenario {
     pub weights: Weights,
 }
 
-/// The seed when a scenario names none (and of the presets and benchmarks).
-pub const DEFAULT_SEED: u64 = 42;
-
 fn default_seed() -> u64 {
-    DEFAULT_SEED
+    crate::rng::DEFAULT_SEED
 }
 
 /// One accelerator type of the fleet: a Kueue ResourceFlavor.
@@ -697,7 +694,7 @@ pub fn bench_scenario() -> Scenario {
     Scenario {
         version: SCENARIO_VERSION,
         name: "benchmark: 10,000 GPUs, 50 teams, 4 flavors".to_owned(),
-        seed: DEFAULT_SEED,
+        seed: crate::rng::DEFAULT_SEED,
         fleet,
         teams,
         quota: QuotaPolicy::default(),

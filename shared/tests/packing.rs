@@ -88,6 +88,9 @@ fn golden_replay_of_default_with_seed_42() {
     assert_eq!(a.points.last().map(|p| p.arrived_pct), Some(130));
 }
 
+// Regression pins, taken from this code's own output (2026-11-30), not domain figures: they
+// say when a change moves the replay at all. Whether the replay is right is judged against
+// the paper's published medians above; 1,213 nodes and 6,212 GPUs are counted from the file.
 const GOLDEN_SUBMITTED: usize = 10_824;
 const GOLDEN_FGD_FAILED: usize = 2_441;
 const GOLDEN_FGD_AT_100: f64 = 4.837_837_837_837_839;

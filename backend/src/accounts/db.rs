@@ -1,3 +1,6 @@
+//! The accounts' SQL: `users`, `user_roles`, `teams`, `team_members`, read through the
+//! `user_profiles` view; and ending a user's sessions when they are disabled or reset.
+
 use shared::auth::{Team, User};
 use sqlx::PgExecutor;
 

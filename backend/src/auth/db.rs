@@ -1,3 +1,6 @@
+//! The log-in SQL: `sessions` (token hashes, CSRF tokens, expiries) and the append-only
+//! `login_failures` the throttle counts.
+
 use sqlx::PgExecutor;
 
 use crate::accounts::db::UserRow;
