@@ -9,6 +9,7 @@ pub mod decision;
 pub mod error;
 pub mod fleet;
 pub mod health;
+pub mod interrupt;
 pub mod isolation;
 pub mod label;
 pub mod manifests;

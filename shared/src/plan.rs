@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     decision::{self, Decision},
     error::FieldError,
+    interrupt::{Interrupt, Interrupted, Never},
     isolation::{self, IsolationPlan},
     scenario::Scenario,
     simulate::{self, Simulation},
@@ -25,9 +26,27 @@ pub struct Evaluation {
 
 /// Validates, then evaluates. Errors name every bad field by its path.
 pub fn evaluate(scenario: &Scenario) -> Result<Evaluation, Vec<FieldError>> {
-    scenario.validate()?;
+    evaluate_until(scenario, &Never).map_err(|err| match err {
+        EvaluateError::Invalid(fields) => fields,
+        EvaluateError::Interrupted => Vec::new(),
+    })
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvaluateError {
+    Invalid(Vec<FieldError>),
+    Interrupted,
+}
+
+/// [`evaluate`], stopping when `stop` fires.
+pub fn evaluate_until(
+    scenario: &Scenario,
+    stop: &dyn Interrupt,
+) -> Result<Evaluation, EvaluateError> {
+    scenario.validate().map_err(EvaluateError::Invalid)?;
     let sizing = sizing::size(scenario);
-    let simulation = simulate::simulate(scenario);
+    let simulation = simulate::simulate_until(scenario, stop)
+        .map_err(|Interrupted| EvaluateError::Interrupted)?;
     let gain_points = sizing.shared_pool.mean_busy_pct - sizing.separate_pools.mean_busy_pct;
     Ok(Evaluation {
         scenario: scenario.name.clone(),

@@ -18,6 +18,16 @@ use crate::{
 pub const SCENARIO_VERSION: u32 = 2;
 pub const HOURS_PER_WEEK: usize = 168;
 
+/// What one evaluation may cost, checked before it starts. For scale: the 10,000-GPU
+/// benchmark (4 flavors, 50 teams, 150 classes, ~100,000 jobs) simulates in ~0.4 s on one core.
+pub const MAX_FLAVORS: usize = 32;
+pub const MAX_TEAMS: usize = 500;
+pub const MAX_WORKLOADS: usize = 2_000;
+/// Batch jobs the week's demand implies, at most.
+pub const MAX_JOBS: u64 = 1_000_000;
+/// Σ `max_replicas` over the inference classes, at most.
+pub const MAX_REPLICAS: u64 = 200_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -553,6 +563,7 @@ impl Scenario {
                 }
             }
         }
+        self.check_cost(&mut bad);
         if !is_version(&self.constraints.kubernetes_version) {
             bad(
                 "constraints.kubernetes_version".into(),
@@ -581,6 +592,67 @@ impl Scenario {
             Ok(())
         } else {
             Err(errors)
+        }
+    }
+}
+
+impl Scenario {
+    /// Batch jobs the week's demand implies: the work running at the start plus the hourly
+    /// arrivals (demand ÷ the GPU-hours of one job), as the simulation generates them.
+    pub fn estimated_jobs(&self) -> u64 {
+        let mut jobs = 0.0;
+        for w in self.teams.iter().flat_map(|t| &t.workloads) {
+            if w.kind == WorkloadKind::Inference || w.gpus_per_job == 0 || w.job_minutes == 0 {
+                continue;
+            }
+            let hourly = w.demand.hourly();
+            let job_gpu_hours = f64::from(w.gpus_per_job) * f64::from(w.job_minutes) / 60.0;
+            let initial = hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job);
+            jobs += initial + hourly.iter().map(|g| g.max(0.0)).sum::<f64>() / job_gpu_hours;
+        }
+        jobs.min(u64::MAX as f64) as u64
+    }
+
+    fn check_cost(&self, bad: &mut impl FnMut(String, &str)) {
+        if self.fleet.len() > MAX_FLAVORS {
+            bad(
+                "fleet".into(),
+                &format!("at most {MAX_FLAVORS} accelerator types"),
+            );
+        }
+        if self.teams.len() > MAX_TEAMS {
+            bad("teams".into(), &format!("at most {MAX_TEAMS} teams"));
+        }
+        let classes: usize = self.teams.iter().map(|t| t.workloads.len()).sum();
+        if classes > MAX_WORKLOADS {
+            bad(
+                "teams".into(),
+                &format!("at most {MAX_WORKLOADS} workload classes in all (has {classes})"),
+            );
+        }
+        let jobs = self.estimated_jobs();
+        if jobs > MAX_JOBS {
+            bad(
+                "teams".into(),
+                &format!(
+                    "the demand implies about {} batch jobs in the week; at most {}: make jobs larger or longer (gpus_per_job, job_minutes) or lower the demand",
+                    crate::money::thousands(jobs.min(i64::MAX as u64) as i64),
+                    crate::money::thousands(MAX_JOBS as i64)
+                ),
+            );
+        }
+        let replicas: u64 = self
+            .teams
+            .iter()
+            .flat_map(|t| &t.workloads)
+            .filter_map(|w| w.inference.as_ref())
+            .map(|i| u64::from(i.max_replicas))
+            .sum();
+        if replicas > MAX_REPLICAS {
+            bad(
+                "teams".into(),
+                &format!("at most {MAX_REPLICAS} inference replicas (max_replicas) in all"),
+            );
         }
     }
 }

@@ -23,7 +23,10 @@ mod week;
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{HOURS_PER_WEEK, Scenario};
+use crate::{
+    interrupt::{Interrupt, Interrupted, Never},
+    scenario::{HOURS_PER_WEEK, Scenario},
+};
 
 use self::{quota::Quotas, week::Week};
 
@@ -71,6 +74,17 @@ pub struct Simulation {
 
 /// Simulates one week of `scenario` (which must be valid).
 pub fn simulate(scenario: &Scenario) -> Simulation {
+    match simulate_until(scenario, &Never) {
+        Ok(simulation) => simulation,
+        Err(Interrupted) => unreachable!("Never does not fire"),
+    }
+}
+
+/// [`simulate`], checking `stop` every simulated minute.
+pub fn simulate_until(
+    scenario: &Scenario,
+    stop: &dyn Interrupt,
+) -> Result<Simulation, Interrupted> {
     let job::Plan {
         jobs,
         arrivals,
@@ -90,6 +104,9 @@ pub fn simulate(scenario: &Scenario) -> Simulation {
     let mut idle_gpu_minutes = 0.0;
     let mut next_arrival = 0;
     for minute in 0..MINUTES_PER_WEEK {
+        if stop.fired() {
+            return Err(Interrupted);
+        }
         week.complete(minute);
         week.arrive(minute, &arrivals, &mut next_arrival);
         for scaler in &mut autoscalers {
@@ -103,7 +120,7 @@ pub fn simulate(scenario: &Scenario) -> Simulation {
         idle_gpu_minutes += week.idle_gpus();
     }
     week.close(MINUTES_PER_WEEK);
-    sum_up(week, &autoscalers, idle_gpu_minutes)
+    Ok(sum_up(week, &autoscalers, idle_gpu_minutes))
 }
 
 /// Per-team and total figures of the finished week.

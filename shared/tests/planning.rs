@@ -220,6 +220,64 @@ fn unknown_fields_and_wrong_types_are_refused_with_their_path() {
 }
 
 #[test]
+fn scenarios_over_the_cost_limits_are_refused_before_the_week_runs() {
+    // One-minute, one-GPU jobs at 10,000 GPUs all week: 10,000 × 60 jobs an hour × 168 hours
+    // (+ 10,000 running at the start) = 100,810,000 jobs.
+    let mut s = scenario("aws-300");
+    let w = &mut s.teams[0].workloads[0];
+    w.gpus_per_job = 1;
+    w.job_minutes = 1;
+    w.demand = shared::scenario::Demand::Preset {
+        preset: shared::scenario::Preset::Flat,
+        peak_gpus: 10_000.0,
+    };
+    assert_eq!(s.estimated_jobs(), 100_810_000 + jobs_of_the_rest(&s));
+    let errors = plan::evaluate(&s).expect_err("too much work");
+    let too_many = errors
+        .iter()
+        .find(|e| e.message.contains("batch jobs in the week"))
+        .expect("the job limit");
+    assert_eq!(too_many.path, "teams");
+    assert!(
+        too_many.message.contains("at most 1,000,000"),
+        "{}",
+        too_many.message
+    );
+
+    // 10,000 teams are refused at once (validation is linear in the teams).
+    let mut s = scenario("aws-300");
+    let team = s.teams[0].clone();
+    s.teams = (0..10_000)
+        .map(|i| shared::scenario::Team {
+            name: format!("t{i}"),
+            ..team.clone()
+        })
+        .collect();
+    let errors = s.validate().expect_err("too many teams");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.path == "teams" && e.message == "at most 500 teams")
+    );
+}
+
+/// The jobs the preset's other classes imply (unchanged by the test above).
+fn jobs_of_the_rest(s: &Scenario) -> u64 {
+    let mut rest = s.clone();
+    rest.teams[0].workloads.remove(0);
+    rest.estimated_jobs()
+}
+
+#[test]
+fn a_fired_interrupt_stops_the_evaluation() {
+    let stop = std::sync::atomic::AtomicBool::new(true);
+    assert_eq!(
+        plan::evaluate_until(&scenario("aws-300"), &stop).map(|_| ()),
+        Err(plan::EvaluateError::Interrupted)
+    );
+}
+
+#[test]
 fn accelerators_must_be_catalogue_models() {
     let mut s = scenario("aws-300");
     s.fleet[0].gpu_model = "H100-80GB".into();

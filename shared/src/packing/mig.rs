@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     catalogue::{self, MigGeometry, MigProfile},
     error::FieldError,
+    interrupt::{Interrupt, Never},
 };
 
 /// `POST /api/packing/mig` and `gpufleet packing mig`: lay out replica groups on one GPU model.
@@ -24,12 +25,19 @@ pub struct MigRequest {
     pub groups: Vec<ReplicaGroup>,
 }
 
-/// Most replicas one MIG layout request may place.
-pub const MAX_MIG_REPLICAS: u64 = 100_000;
+/// Most replicas one MIG layout request may place. First-fit tries each replica on the GPUs
+/// laid out so far, so the work grows with replicas × GPUs: 10,000 replicas (over a thousand
+/// GPUs' worth) lay out in well under a second.
+pub const MAX_MIG_REPLICAS: u64 = 10_000;
 
 impl MigRequest {
     /// Checks the request and lays it out; every error names its field.
     pub fn plan(&self) -> Result<MigPlan, Vec<FieldError>> {
+        self.plan_until(&Never)
+    }
+
+    /// [`MigRequest::plan`], stopping when `stop` fires.
+    pub fn plan_until(&self, stop: &dyn Interrupt) -> Result<MigPlan, Vec<FieldError>> {
         let replicas: u64 = self.groups.iter().map(|g| u64::from(g.replicas)).sum();
         let message = if self.groups.is_empty() || replicas == 0 {
             Some("give at least one replica".to_owned())
@@ -44,11 +52,12 @@ impl MigRequest {
                 message,
             }]);
         }
-        plan(&self.gpu_model, &self.groups).map_err(|err| {
+        plan_until(&self.gpu_model, &self.groups, stop).map_err(|err| {
             let path = match &err {
                 MigError::UnknownModel(_) | MigError::NoMig(..) | MigError::NoPlacement(_) => {
                     "gpu_model".to_owned()
                 }
+                MigError::Interrupted => "-".to_owned(),
                 MigError::TooBig { group, .. } | MigError::Empty(group) => {
                     let i = self
                         .groups
@@ -173,12 +182,23 @@ pub enum MigError {
     },
     #[error("{0}: a replica must need more than 0 MiB")]
     Empty(String),
+    #[error("the layout was stopped before it finished")]
+    Interrupted,
 }
 
 /// Lays out `groups` on GPUs of `gpu_model`. Each replica gets the smallest plain profile
 /// (no media extensions) whose memory holds it; instances are placed largest first, each at the
 /// first GPU and start slot where it is valid (first-fit decreasing).
 pub fn plan(gpu_model: &str, groups: &[ReplicaGroup]) -> Result<MigPlan, MigError> {
+    plan_until(gpu_model, groups, &Never)
+}
+
+/// [`plan`], stopping when `stop` fires.
+pub fn plan_until(
+    gpu_model: &str,
+    groups: &[ReplicaGroup],
+    stop: &dyn Interrupt,
+) -> Result<MigPlan, MigError> {
     let model = catalogue::find(gpu_model).map_err(MigError::UnknownModel)?;
     let Some(geometry) = &model.mig else {
         return Err(MigError::NoMig(
@@ -221,7 +241,10 @@ pub fn plan(gpu_model: &str, groups: &[ReplicaGroup]) -> Result<MigPlan, MigErro
             .then(an.cmp(bn))
     });
     let mut gpus: Vec<GpuLayout> = Vec::new();
-    for (profile, replica) in wanted {
+    for (n, (profile, replica)) in wanted.into_iter().enumerate() {
+        if n % 64 == 0 && stop.fired() {
+            return Err(MigError::Interrupted);
+        }
         let placed = gpus
             .iter_mut()
             .any(|gpu| try_place(gpu, geometry, profile, replica));
@@ -446,10 +469,10 @@ mod tests {
         .plan()
         .expect_err("too big");
         assert_eq!(err[0].path, "groups[1].mem_mib");
-        let err = request("H200-SXM-141GB", vec![group("a", 1.0, 100_001)])
+        let err = request("H200-SXM-141GB", vec![group("a", 1.0, 10_001)])
             .plan()
             .expect_err("too many");
-        assert_eq!(err[0].message, "at most 100000 replicas");
+        assert_eq!(err[0].message, "at most 10000 replicas");
     }
 
     #[test]
