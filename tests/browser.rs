@@ -19,7 +19,7 @@ async fn user(pool: &PgPool, username: &str, role: Role) {
         roles: vec![role],
         teams: Vec::new(),
     };
-    backend::accounts::insert_user(pool, &new)
+    backend::accounts::insert_user(pool, &backend::work::Work::for_this_machine().hashing, &new)
         .await
         .expect("user");
 }

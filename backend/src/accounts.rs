@@ -29,7 +29,7 @@ use crate::{
     app::{Api, AppState},
     error::{Error, Result},
     json::ApiJson,
-    password,
+    password, work,
 };
 
 const ADMIN: &[Role] = &[Role::Admin];
@@ -170,13 +170,14 @@ async fn create_user(
     State(state): State<AppState>,
     ApiJson(new): ApiJson<NewUser>,
 ) -> Result<(StatusCode, Json<User>)> {
-    let user = insert_user(&state.pool, &new).await?;
+    let user = insert_user(&state.pool, &state.work.hashing, &new).await?;
     tracing::info!(username = user.username, roles = ?user.roles, "user created");
     Ok((StatusCode::CREATED, Json(user)))
 }
 
-/// Validates and creates a user (the API and the CLI both come here).
-pub async fn insert_user(pool: &PgPool, new: &NewUser) -> Result<User> {
+/// Validates and creates a user (the API and the CLI both come here); the password is hashed
+/// on `hashing`.
+pub async fn insert_user(pool: &PgPool, hashing: &work::Pool, new: &NewUser) -> Result<User> {
     let mut errors = Vec::new();
     validate_username("username", &new.username, &mut errors);
     validate_password("password", &new.password, &mut errors);
@@ -184,9 +185,7 @@ pub async fn insert_user(pool: &PgPool, new: &NewUser) -> Result<User> {
     validate_roles("roles", &new.roles, &mut errors);
     invalid_if_any(errors)?;
     let plain = new.password.clone();
-    let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
-        .await
-        .map_err(|err| Error::Internal(format!("hashing panicked: {err}")))??;
+    let hash = hashing.run(move |_| password::hash(&plain)).await??;
     let mut tx = pool.begin().await?;
     check_teams_exist(&mut tx, &new.teams, "teams").await?;
     let user_id = db::insert_user(&mut *tx, &new.username, &new.display_name, Some(&hash))
@@ -282,20 +281,23 @@ async fn reset_password(
     Path(username): Path<String>,
     ApiJson(body): ApiJson<PasswordReset>,
 ) -> Result<StatusCode> {
-    set_password(&state.pool, &username, &body.password).await?;
+    set_password(&state.pool, &state.work.hashing, &username, &body.password).await?;
     tracing::info!(username, by = caller.username, "password reset");
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Sets a new password and ends the user's sessions (the API and the CLI both come here).
-pub async fn set_password(pool: &PgPool, username: &str, password: &str) -> Result<()> {
+pub async fn set_password(
+    pool: &PgPool,
+    hashing: &work::Pool,
+    username: &str,
+    password: &str,
+) -> Result<()> {
     let mut errors = Vec::new();
     validate_password("password", password, &mut errors);
     invalid_if_any(errors)?;
     let plain = password.to_owned();
-    let hash = tokio::task::spawn_blocking(move || password::hash(&plain))
-        .await
-        .map_err(|err| Error::Internal(format!("hashing panicked: {err}")))??;
+    let hash = hashing.run(move |_| password::hash(&plain)).await??;
     let mut tx = pool.begin().await?;
     let user_id = db::user_id(&mut *tx, username)
         .await?
@@ -404,7 +406,10 @@ async fn remove_member(
 
 /// The demo accounts: one user per role, in two teams. Created only in a database without any
 /// user (real installs start with none); the passwords are random and returned once.
-pub async fn load_demo(pool: &PgPool) -> Result<Option<Vec<(String, String)>>> {
+pub async fn load_demo(
+    pool: &PgPool,
+    hashing: &work::Pool,
+) -> Result<Option<Vec<(String, String)>>> {
     if db::count_users(pool).await? > 0 {
         return Ok(None);
     }
@@ -435,7 +440,7 @@ pub async fn load_demo(pool: &PgPool) -> Result<Option<Vec<(String, String)>>> {
             roles: vec![role],
             teams: teams.iter().map(|t| (*t).to_owned()).collect(),
         };
-        insert_user(pool, &new).await?;
+        insert_user(pool, hashing, &new).await?;
         credentials.push((
             format!("{username} ({})", auth::Role::as_str(role)),
             password,

@@ -29,6 +29,7 @@ use crate::{
     auth::{self, settings::AuthSettings},
     config::HttpSettings,
     error, fleet, health, packing, plan,
+    work::Work,
 };
 
 /// What every handler can reach.
@@ -36,6 +37,8 @@ use crate::{
 pub struct AppState {
     pub pool: PgPool,
     pub auth: Arc<AuthSettings>,
+    /// The bounded pools that heavy work runs on.
+    pub work: Work,
 }
 
 impl AppState {
@@ -48,6 +51,7 @@ impl AppState {
         Self {
             pool,
             auth: Arc::new(auth),
+            work: Work::for_this_machine(),
         }
     }
 }

@@ -185,25 +185,42 @@ async fn login(
     body.validate().map_err(Error::Invalid)?;
     let username = body.username.trim().to_lowercase();
     let window_s = THROTTLE_WINDOW.as_secs_f64();
-    let (account, from_address) =
-        db::recent_failures(&state.pool, &username, &address, window_s).await?;
-    if account >= MAX_FAILURES_PER_ACCOUNT || from_address >= MAX_FAILURES_PER_ADDRESS {
-        tracing::warn!(username, address, account, from_address, "log-in throttled");
+    // The attempt is counted before the password is checked, under locks on the account and
+    // the address, so concurrent attempts cannot all slip under the limit.
+    let Some(attempt) = db::reserve_attempt(
+        &state.pool,
+        &username,
+        &address,
+        window_s,
+        (MAX_FAILURES_PER_ACCOUNT, MAX_FAILURES_PER_ADDRESS),
+    )
+    .await?
+    else {
+        tracing::warn!(username, address, "log-in throttled");
         return Err(Error::TooManyRequests {
             retry_after_s: THROTTLE_WINDOW.as_secs(),
         });
-    }
+    };
     let credentials = db::credentials(&state.pool, &username).await?;
     let hash = credentials.as_ref().and_then(|c| c.password_hash.clone());
     let password = body.password;
-    let verified =
-        tokio::task::spawn_blocking(move || password::verify(&password, hash.as_deref()))
-            .await
-            .map_err(|err| Error::Internal(format!("password check panicked: {err}")))?;
+    let verified = match state
+        .work
+        .hashing
+        .run(move |_| password::verify(&password, hash.as_deref()))
+        .await
+    {
+        Ok(verified) => verified,
+        Err(err) => {
+            // Not evaluated (too many at once): it does not count.
+            db::release_attempt(&state.pool, attempt).await?;
+            return Err(err);
+        }
+    };
     let user_id = match credentials {
         Some(c) if verified && !c.disabled => c.user_id,
         _ => {
-            db::record_failure(&state.pool, &username, &address).await?;
+            // The reserved attempt stays: it is the failure's record.
             tracing::info!(username, address, "failed log-in");
             // The same answer whether the user is unknown, disabled, or the password wrong.
             return Err(Error::Unauthenticated("wrong username or password"));

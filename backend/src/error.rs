@@ -28,6 +28,12 @@ pub enum Error {
     TooManyRequests { retry_after_s: u64 },
     #[error("a dependency is unavailable")]
     Unavailable,
+    /// The compute pool is full (see `work`).
+    #[error("busy")]
+    Busy { retry_after_s: u64 },
+    /// The hashing pool is full: too many password checks at once.
+    #[error("too many password checks at once")]
+    HashingBusy { retry_after_s: u64 },
     #[error("not found")]
     NotFound,
     #[error("bad request: {0}")]
@@ -98,6 +104,20 @@ impl Error {
                 ),
             ),
             Self::Unavailable => ApiError::from_code(ErrorCode::Unavailable),
+            Self::Busy { retry_after_s } => ApiError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "the server is busy with other planning work; try again in {}",
+                    wait_in_words(*retry_after_s)
+                ),
+            ),
+            Self::HashingBusy { retry_after_s } => ApiError::new(
+                ErrorCode::TooManyRequests,
+                format!(
+                    "too many log-ins at once; try again in {}",
+                    wait_in_words(*retry_after_s)
+                ),
+            ),
             Self::NotFound => ApiError::from_code(ErrorCode::NotFound),
             Self::BadRequest(message) => ApiError::new(ErrorCode::BadRequest, message.clone()),
             Self::UnsupportedMediaType => ApiError::from_code(ErrorCode::UnsupportedMediaType),
@@ -138,7 +158,10 @@ impl IntoResponse for Error {
         let mut response = StatusCode::from_u16(body.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             .into_response();
-        if let Self::TooManyRequests { retry_after_s } = self {
+        if let Self::TooManyRequests { retry_after_s }
+        | Self::Busy { retry_after_s }
+        | Self::HashingBusy { retry_after_s } = self
+        {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, retry_after_s.into());

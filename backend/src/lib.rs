@@ -12,6 +12,7 @@ pub mod json;
 pub mod packing;
 pub mod password;
 pub mod plan;
+pub mod work;
 
 use std::time::Duration;
 

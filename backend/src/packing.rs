@@ -7,7 +7,7 @@ mod report;
 
 use axum::{
     Json,
-    extract::{Multipart, multipart::MultipartError},
+    extract::{Multipart, State, multipart::MultipartError},
     http::Method,
 };
 use shared::{
@@ -22,7 +22,7 @@ use shared::{
 
 use crate::{
     access::Access,
-    app::Api,
+    app::{Api, AppState},
     error::{Error, Result},
     json::ApiJson,
 };
@@ -44,13 +44,22 @@ pub fn api() -> Api {
 }
 
 /// `POST /api/packing/mig`: `{gpu_model, groups: [{name, mem_mib, replicas}]}` → the layout.
-async fn mig_layout(ApiJson(request): ApiJson<mig::MigRequest>) -> Result<Json<mig::MigPlan>> {
-    request.plan().map(Json).map_err(Error::Invalid)
+async fn mig_layout(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<mig::MigRequest>,
+) -> Result<Json<mig::MigPlan>> {
+    state
+        .work
+        .compute
+        .run(move |stop| request.plan_until(stop))
+        .await?
+        .map(Json)
+        .map_err(Error::Invalid)
 }
 
 /// Multipart fields: `nodes` and `pods` (openb CSV files), `policy` (default `fgd`), `seed`
 /// (default 42), `inflate` (default 1.3).
-async fn pack(mut form: Multipart) -> Result<Json<PackReport>> {
+async fn pack(State(state): State<AppState>, mut form: Multipart) -> Result<Json<PackReport>> {
     let (mut nodes, mut pods, mut policy, mut seed, mut inflate) = (
         None,
         None,
@@ -107,16 +116,18 @@ async fn pack(mut form: Multipart) -> Result<Json<PackReport>> {
     let (Some(nodes), Some(pods), true) = (nodes, pods, errors.is_empty()) else {
         return Err(Error::Invalid(errors));
     };
-    let report =
-        tokio::task::spawn_blocking(move || protocol::replay(&nodes, &pods, policy, seed, inflate))
-            .await
-            .map_err(|err| Error::Internal(format!("the replay panicked: {err}")))?
-            .map_err(|err| {
-                Error::Invalid(vec![FieldError {
-                    path: "inflate".to_owned(),
-                    message: err.to_string(),
-                }])
-            })?;
+    let report = state
+        .work
+        .compute
+        .run(move |stop| protocol::replay_until(&nodes, &pods, policy, seed, inflate, stop))
+        .await?
+        .map_err(|err| match err {
+            protocol::PackError::Interrupted => Error::Unavailable,
+            err => Error::Invalid(vec![FieldError {
+                path: err.field().to_owned(),
+                message: err.to_string(),
+            }]),
+        })?;
     Ok(Json(report))
 }
 

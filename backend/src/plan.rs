@@ -3,16 +3,16 @@
 
 pub mod cli;
 
-use axum::{Json, http::Method};
+use axum::{Json, extract::State, http::Method};
 use shared::{
     auth::PLANNERS,
-    plan::{self, Evaluation},
+    plan::{self, EvaluateError, Evaluation},
     scenario::Scenario,
 };
 
 use crate::{
     access::Access,
-    app::Api,
+    app::{Api, AppState},
     error::{Error, Result},
     json::ApiJson,
 };
@@ -27,10 +27,20 @@ pub fn api() -> Api {
 }
 
 /// A bad scenario is answered with its field paths (422), as the CLI does.
-async fn evaluate(ApiJson(scenario): ApiJson<Scenario>) -> Result<Json<Evaluation>> {
-    let evaluation = tokio::task::spawn_blocking(move || plan::evaluate(&scenario))
-        .await
-        .map_err(|err| Error::Internal(format!("the evaluation panicked: {err}")))?
-        .map_err(Error::Invalid)?;
+/// The cost limits are checked before the work takes a slot of the compute pool.
+async fn evaluate(
+    State(state): State<AppState>,
+    ApiJson(scenario): ApiJson<Scenario>,
+) -> Result<Json<Evaluation>> {
+    scenario.validate().map_err(Error::Invalid)?;
+    let evaluation = state
+        .work
+        .compute
+        .run(move |stop| plan::evaluate_until(&scenario, stop))
+        .await?
+        .map_err(|err| match err {
+            EvaluateError::Invalid(fields) => Error::Invalid(fields),
+            EvaluateError::Interrupted => Error::Unavailable,
+        })?;
     Ok(Json(evaluation))
 }

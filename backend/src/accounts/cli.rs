@@ -10,7 +10,7 @@ use crate::{
     config::{DemoArgs, UserCommand},
     error::CliError,
     fleet::{self, DemoLoad},
-    migrated_pool, password,
+    migrated_pool, password, work,
 };
 
 pub async fn run(command: UserCommand) -> Result<(), CliError> {
@@ -46,7 +46,7 @@ pub async fn run(command: UserCommand) -> Result<(), CliError> {
                 roles: parsed,
                 teams,
             };
-            let user = super::insert_user(&pool, &new).await?;
+            let user = super::insert_user(&pool, &hashing(), &new).await?;
             let roles: Vec<&str> = user.roles.iter().map(|r| r.as_str()).collect();
             println!(
                 "created {} with roles [{}]",
@@ -64,7 +64,7 @@ pub async fn run(command: UserCommand) -> Result<(), CliError> {
         } => {
             let (password, generated) = password_from(password_stdin)?;
             let pool = migrated_pool(&db).await?;
-            super::set_password(&pool, &username, &password).await?;
+            super::set_password(&pool, &hashing(), &username, &password).await?;
             println!("password of {username} reset; their sessions ended");
             if generated {
                 println!("password (shown once): {password}");
@@ -95,7 +95,7 @@ pub async fn demo(args: DemoArgs) -> Result<(), CliError> {
         DemoLoad::Loaded { gpus } => tracing::info!(gpus, "loaded the demo fleet"),
         DemoLoad::AlreadyHasFleet => tracing::info!("a fleet exists; demo fleet not loaded"),
     }
-    match super::load_demo(&pool).await? {
+    match super::load_demo(&pool, &hashing()).await? {
         Some(credentials) => {
             let text: String = credentials
                 .iter()
@@ -112,6 +112,11 @@ pub async fn demo(args: DemoArgs) -> Result<(), CliError> {
     }
     pool.close().await;
     Ok(())
+}
+
+/// A command hashes one password at a time.
+fn hashing() -> work::Pool {
+    work::Work::new(1, 0, 1, 4).hashing
 }
 
 /// The password from stdin's first line, or a generated one (`true`).

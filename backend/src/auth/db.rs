@@ -1,7 +1,7 @@
 //! The log-in SQL: `sessions` (token hashes, CSRF tokens, expiries) and the append-only
 //! `login_failures` the throttle counts.
 
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
 use crate::accounts::db::UserRow;
 
@@ -108,14 +108,28 @@ pub async fn delete_expired_sessions(db: impl PgExecutor<'_>, idle_s: f64) -> sq
     Ok(done.rows_affected())
 }
 
-/// Failed log-ins in the last `window_s` for the account and for the address.
-pub async fn recent_failures(
-    db: impl PgExecutor<'_>,
+/// Counts the attempts (failed, or still being checked) in the last `window_s` for the account
+/// and for the address and, when both are under their `limits`, records this one; returns its
+/// id, or `None` when a limit is reached. One transaction holds advisory locks on the account
+/// and then the address (always in that order), so concurrent attempts are counted one after
+/// another.
+pub async fn reserve_attempt(
+    pool: &PgPool,
     username: &str,
     address: &str,
     window_s: f64,
-) -> sqlx::Result<(i64, i64)> {
-    let row = sqlx::query!(
+    (account_limit, address_limit): (i64, i64),
+) -> sqlx::Result<Option<i64>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!(
+        "select pg_advisory_xact_lock(hashtextextended('gpufleet-login-account:' || $1, 0)),
+                pg_advisory_xact_lock(hashtextextended('gpufleet-login-address:' || $2, 0))",
+        username,
+        address
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let counts = sqlx::query!(
         r#"select
              count(*) filter (where username = $1) as "account!",
              count(*) filter (where address = $2) as "address!"
@@ -126,23 +140,27 @@ pub async fn recent_failures(
         address,
         window_s,
     )
-    .fetch_one(db)
+    .fetch_one(&mut *tx)
     .await?;
-    Ok((row.account, row.address))
-}
-
-pub async fn record_failure(
-    db: impl PgExecutor<'_>,
-    username: &str,
-    address: &str,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "insert into login_failures (username, address) values ($1, $2)",
+    if counts.account >= account_limit || counts.address >= address_limit {
+        return Ok(None);
+    }
+    let id = sqlx::query_scalar!(
+        "insert into login_failures (username, address) values ($1, $2) returning id",
         username,
         address
     )
-    .execute(db)
+    .fetch_one(&mut *tx)
     .await?;
+    tx.commit().await?;
+    Ok(Some(id))
+}
+
+/// Takes back a reserved attempt that was never evaluated.
+pub async fn release_attempt(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<()> {
+    sqlx::query!("delete from login_failures where id = $1", id)
+        .execute(db)
+        .await?;
     Ok(())
 }
 

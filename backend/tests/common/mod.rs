@@ -208,7 +208,7 @@ pub async fn user(pool: &PgPool, username: &str, roles: &[Role], teams: &[&str])
         roles: roles.to_vec(),
         teams: teams.iter().map(|t| (*t).to_owned()).collect(),
     };
-    backend::accounts::insert_user(pool, &new)
+    backend::accounts::insert_user(pool, &backend::work::Work::for_this_machine().hashing, &new)
         .await
         .expect("user");
 }
