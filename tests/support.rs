@@ -39,17 +39,24 @@ impl Server {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
+        let state = AppState::new(pool);
+        let work = state.work.clone();
         let router = backend::app(
-            AppState::new(pool),
+            state,
             &HttpSettings {
                 public_dir,
                 ..Default::default()
             },
         );
         let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(backend::serve(listener, router, async {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(backend::serve(
+            listener,
+            router,
+            async {
+                let _ = stopped.await;
+            },
+            work,
+        ));
         Self {
             addr,
             stop: Some(stop),

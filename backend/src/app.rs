@@ -1,6 +1,6 @@
 //! Application state, the router with its layers, and serving with graceful shutdown.
 
-use std::{future::Future, io, net::SocketAddr, path::Path, sync::Arc};
+use std::{future::Future, io, net::SocketAddr, path::Path, sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -48,10 +48,14 @@ impl AppState {
     }
 
     pub fn with_auth(pool: PgPool, auth: AuthSettings) -> Self {
+        Self::with_work(pool, auth, Work::for_this_machine())
+    }
+
+    pub fn with_work(pool: PgPool, auth: AuthSettings, work: Work) -> Self {
         Self {
             pool,
             auth: Arc::new(auth),
-            work: Work::for_this_machine(),
+            work,
         }
     }
 }
@@ -232,16 +236,40 @@ async fn spa_fallback(uri: &Uri, index: &Path) -> Response {
     }
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+/// How long in-flight requests get once a shutdown begins; then the server stops anyway.
+pub const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
+
+/// Serves until `shutdown` resolves; then fires every running job's interrupt (see `work`)
+/// and lets in-flight requests finish, for at most [`SHUTDOWN_LIMIT`].
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    work: Work,
 ) -> io::Result<()> {
+    let (began, shutting_down) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down: stopping running jobs, finishing requests");
+        work.stop_all();
+        let _ = began.send(());
+    };
     let service = router.into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, service)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let server = axum::serve(listener, service).with_graceful_shutdown(signal);
+    let deadline = async {
+        if shutting_down.await.is_ok() {
+            tokio::time::sleep(SHUTDOWN_LIMIT).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = server => result,
+        () = deadline => {
+            tracing::warn!(limit_s = SHUTDOWN_LIMIT.as_secs(), "requests still running at the shutdown limit; stopping anyway");
+            Ok(())
+        }
+    }
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

@@ -10,8 +10,18 @@ use backend::{
 };
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let outcome = runtime.block_on(run());
+    // Blocking jobs see their interrupt at shutdown; do not wait on one that has not yet.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    outcome
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -53,8 +63,10 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         auth_proxy = auth.proxy.is_some(),
         "serving the console"
     );
-    let router = app(app::AppState::with_auth(pool.clone(), auth), &settings);
-    app::serve(listener, router, app::shutdown_signal()).await?;
+    let state = app::AppState::with_auth(pool.clone(), auth);
+    let work = state.work.clone();
+    let router = app(state, &settings);
+    app::serve(listener, router, app::shutdown_signal(), work).await?;
     pool.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -7,19 +7,8 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
-use common::{router, try_login};
+use common::{database_url, router, try_login};
 use sqlx::PgPool;
-
-fn database_url(pool: &PgPool) -> String {
-    let options = pool.connect_options();
-    format!(
-        "postgres://{}@{}:{}/{}",
-        options.get_username(),
-        options.get_host(),
-        options.get_port(),
-        options.get_database().expect("a database name")
-    )
-}
 
 fn gpufleet(pool: &PgPool, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))

@@ -33,6 +33,29 @@ pub fn router_with(pool: PgPool, auth: AuthSettings) -> Router {
     )
 }
 
+/// The URL of the test's own database, for the `gpufleet` binary.
+pub fn database_url(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("a database name")
+    )
+}
+
+/// The router over `pool` with these pools and HTTP settings.
+pub fn router_on(pool: PgPool, work: backend::work::Work, settings: HttpSettings) -> Router {
+    app(
+        AppState::with_work(pool, AuthSettings::default(), work),
+        &HttpSettings {
+            public_dir: public_fixture(),
+            ..settings
+        },
+    )
+}
+
 /// A pool whose server is a closed loopback port: the database is down.
 pub fn dead_pool() -> PgPool {
     PgPoolOptions::new()
