@@ -1,0 +1,218 @@
+//! Load benchmark, loopback only, bounded in count and time: the real router served on
+//! 127.0.0.1 over a scratch database on `DATABASE_URL`'s server. Prints:
+//! 1. log-ins per second with 32 clients logging in as fast as they can for 10 s (the hashing
+//!    pool saturated), how many were refused (429), and the process's peak RSS;
+//! 2. `/api/health` latency (p50, p99, max) over 10 s while 4 clients keep the compute pool
+//!    full of week-long evaluations.
+//!
+//! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench load`.
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use backend::{AppState, app, config::HttpSettings};
+use shared::auth::{NewUser, Role};
+use sqlx::{Connection, PgConnection, postgres::PgPoolOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PASSWORD: &str = "a long load-test password";
+const RUN: Duration = Duration::from_secs(10);
+
+async fn http(addr: &str, request: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.get(9..12)?.parse().ok()?;
+    Some((status, response))
+}
+
+fn post(addr: &str, path: &str, extra: &str, body: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() {
+    let server_url =
+        std::env::var("DATABASE_URL").expect("set DATABASE_URL to a PostgreSQL server");
+    let scratch = format!("gpufleet_load_{}", std::process::id());
+    let base = server_url
+        .rsplit_once('/')
+        .map_or(server_url.as_str(), |(b, _)| b)
+        .to_owned();
+    let mut admin = PgConnection::connect(&server_url).await.unwrap();
+    sqlx::query(&format!("create database {scratch}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(20)
+        .connect(&format!("{base}/{scratch}"))
+        .await
+        .unwrap();
+    backend::MIGRATOR.run(&pool).await.unwrap();
+    let state = AppState::new(pool.clone());
+    let work = state.work.clone();
+    let new = NewUser {
+        username: "load".into(),
+        display_name: String::new(),
+        password: PASSWORD.into(),
+        roles: vec![Role::Approver],
+        teams: vec![],
+    };
+    backend::accounts::insert_user(&pool, &work.hashing, &new)
+        .await
+        .unwrap();
+    let router = app(state, &HttpSettings::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(backend::serve(
+        listener,
+        router,
+        async {
+            let _ = stopped.await;
+        },
+        work.clone(),
+    ));
+
+    // 1. Log-ins at saturation.
+    let login_body = serde_json::json!({"username": "load", "password": PASSWORD}).to_string();
+    let (ok, refused, other) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let rss_before = rss_kib();
+    let peak = Arc::new(AtomicU64::new(rss_before));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn({
+        let (peak, done) = (Arc::clone(&peak), Arc::clone(&done));
+        async move {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    });
+    let started = Instant::now();
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            let (ok, refused, other) = (Arc::clone(&ok), Arc::clone(&refused), Arc::clone(&other));
+            let request = post(&addr, "/api/auth/login", "", &login_body);
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                while started.elapsed() < RUN {
+                    match http(&addr, &request).await {
+                        Some((200, _)) => ok.fetch_add(1, Ordering::Relaxed),
+                        Some((429, _)) => refused.fetch_add(1, Ordering::Relaxed),
+                        _ => other.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    done.store(true, Ordering::Relaxed);
+    sampler.await.unwrap();
+    println!(
+        "log-in: {:.1} log-ins/s at saturation (32 clients, {seconds:.1} s): {} signed in, {} refused 429 (pool full), {} other; RSS {} MiB before, peak {} MiB",
+        ok.load(Ordering::Relaxed) as f64 / seconds,
+        ok.load(Ordering::Relaxed),
+        refused.load(Ordering::Relaxed),
+        other.load(Ordering::Relaxed),
+        rss_before / 1024,
+        peak.load(Ordering::Relaxed) / 1024,
+    );
+
+    // 2. Health while planning saturates the compute pool.
+    let (_, answer) = http(&addr, &post(&addr, "/api/auth/login", "", &login_body))
+        .await
+        .unwrap();
+    let cookie = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap()
+        .to_owned();
+    let me: shared::auth::Me =
+        serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let scenario = serde_json::to_string(&shared::scenario::bench_scenario()).unwrap();
+    let evaluate = post(
+        &addr,
+        "/api/plan/evaluate",
+        &format!("Cookie: {cookie}\r\nX-CSRF-Token: {}\r\n", me.csrf_token),
+        &scenario,
+    );
+    let (evaluated, busy) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let started = Instant::now();
+    let planners: Vec<_> = (0..4)
+        .map(|_| {
+            let (evaluated, busy) = (Arc::clone(&evaluated), Arc::clone(&busy));
+            let (addr, evaluate) = (addr.clone(), evaluate.clone());
+            tokio::spawn(async move {
+                while started.elapsed() < RUN {
+                    match http(&addr, &evaluate).await {
+                        Some((200, _)) => evaluated.fetch_add(1, Ordering::Relaxed),
+                        _ => busy.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let health = format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut latencies = Vec::new();
+    while started.elapsed() < RUN {
+        let asked = Instant::now();
+        let answered = http(&addr, &health).await;
+        assert!(matches!(answered, Some((200, _))), "health failed");
+        latencies.push(asked.elapsed().as_secs_f64() * 1000.0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for planner in planners {
+        planner.await.unwrap();
+    }
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "health under planning load: {} requests, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; meanwhile {} evaluations of the 10,000-GPU benchmark week done, {} refused 503 (pool full)",
+        latencies.len(),
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        evaluated.load(Ordering::Relaxed),
+        busy.load(Ordering::Relaxed),
+    );
+
+    let _ = stop_server.send(());
+    server.await.unwrap().unwrap();
+    pool.close().await;
+    sqlx::query(&format!("drop database {scratch} with (force)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
