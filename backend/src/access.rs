@@ -79,7 +79,8 @@ pub async fn authorize(access: Access, request: Request, next: Next) -> Response
 
 async fn check(access: Access, parts: &mut Parts) -> Result<()> {
     let changes_state = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if changes_state && !same_origin(&parts.headers) {
+    let scheme = parts.extensions.get::<Scheme>().map_or("http", |s| s.0);
+    if changes_state && !same_origin(&parts.headers, scheme) {
         return Err(Error::Forbidden("cross-site request refused"));
     }
     if access == Access::Public {
@@ -126,10 +127,15 @@ async fn check(access: Access, parts: &mut Parts) -> Result<()> {
     }
 }
 
-/// A request whose `Origin` names another host is cross-site. Browsers send `Origin` on every
-/// state-changing fetch; tools that send none are not browsers and carry no ambient cookie risk
-/// beyond what the CSRF token already covers.
-fn same_origin(headers: &HeaderMap) -> bool {
+/// How the console was reached (`http` or `https`, from the TLS settings and a trusted proxy's
+/// `X-Forwarded-Proto`); set by `auth::identify`.
+#[derive(Debug, Clone, Copy)]
+pub struct Scheme(pub &'static str);
+
+/// A request whose `Origin` is not this console's scheme, host and port is cross-site.
+/// Browsers send `Origin` on every state-changing fetch; tools that send none are not browsers
+/// and carry no ambient cookie risk beyond what the CSRF token already covers.
+fn same_origin(headers: &HeaderMap, scheme: &str) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return true;
     };
@@ -137,8 +143,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
-    !host.is_empty() && origin_host == host
+    !host.is_empty() && origin.eq_ignore_ascii_case(&format!("{scheme}://{host}"))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -162,10 +167,29 @@ mod tests {
             }
             h
         };
-        assert!(same_origin(&headers(None)));
-        assert!(same_origin(&headers(Some("https://console.example:8080"))));
-        assert!(!same_origin(&headers(Some("https://evil.example"))));
-        assert!(!same_origin(&headers(Some("null"))));
+        assert!(same_origin(&headers(None), "https"));
+        assert!(same_origin(
+            &headers(Some("https://console.example:8080")),
+            "https"
+        ));
+        assert!(same_origin(
+            &headers(Some("http://console.example:8080")),
+            "http"
+        ));
+        // Scheme, host and port must all match.
+        assert!(!same_origin(
+            &headers(Some("http://console.example:8080")),
+            "https"
+        ));
+        assert!(!same_origin(
+            &headers(Some("https://console.example:8081")),
+            "https"
+        ));
+        assert!(!same_origin(
+            &headers(Some("https://evil.example")),
+            "https"
+        ));
+        assert!(!same_origin(&headers(Some("null")), "https"));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use shared::auth::{LoginRequest, Me};
 
 use crate::{
-    access::{Access, Caller, ClientAddr, IdentifyFailed},
+    access::{Access, Caller, ClientAddr, IdentifyFailed, Scheme},
     accounts::{self, db::UserRow},
     app::{Api, AppState},
     error::{Error, Result},
@@ -73,6 +73,12 @@ pub async fn identify(State(state): State<AppState>, mut request: Request, next:
         }
     }
     request.extensions_mut().insert(ClientAddr(address));
+    let scheme = if over_tls(&state, request.headers(), trusted_peer) {
+        "https"
+    } else {
+        "http"
+    };
+    request.extensions_mut().insert(Scheme(scheme));
     next.run(request).await
 }
 

@@ -386,10 +386,25 @@ async fn state_changing_requests_need_the_csrf_token_and_the_same_origin(pool: P
         header::ORIGIN,
         "https://evil.example".parse().expect("header"),
     );
+    // The same host under another scheme is another origin.
+    let mut other_scheme = request(
+        Method::POST,
+        "/api/teams",
+        Some(&session),
+        Some(body.clone()),
+    );
+    other_scheme
+        .headers_mut()
+        .insert(header::HOST, "console.example".parse().expect("header"));
+    other_scheme.headers_mut().insert(
+        header::ORIGIN,
+        "https://console.example".parse().expect("header"),
+    );
     for (what, req) in [
         ("no token", missing),
         ("wrong token", wrong),
         ("cross-site", cross_site),
+        ("other scheme", other_scheme),
     ] {
         let reply = send(&router, req).await;
         assert_eq!(
@@ -407,7 +422,7 @@ async fn state_changing_requests_need_the_csrf_token_and_the_same_origin(pool: P
         .insert(header::HOST, "console.example".parse().expect("header"));
     same_site.headers_mut().insert(
         header::ORIGIN,
-        "https://console.example".parse().expect("header"),
+        "http://console.example".parse().expect("header"),
     );
     let reply = send(&router, same_site).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
