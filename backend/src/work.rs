@@ -182,23 +182,34 @@ mod tests {
         true
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_full_pool_refuses_at_once_and_dropped_requests_stop_their_job() {
-        let work = Work::new(1, 1, 1, 1);
-        let pool = work.compute.clone();
-        // One runs, one waits; a third is refused without waiting.
-        let first = tokio::spawn({
+    type Running<T> = tokio::task::JoinHandle<Result<T>>;
+
+    /// Fills a one-slot, one-waiting pool: a spinning job that runs, and `then` waiting.
+    async fn fill<T: Send + 'static>(
+        pool: &Pool,
+        then: impl FnOnce(&dyn Interrupt) -> T + Send + 'static,
+    ) -> (Running<bool>, Running<T>) {
+        let running = tokio::spawn({
             let pool = pool.clone();
             async move { pool.run(spin).await }
         });
         while pool.running() == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let second = tokio::spawn({
+        let waiting = tokio::spawn({
             let pool = pool.clone();
-            async move { pool.run(|_| 7).await }
+            async move { pool.run(then).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
+        (running, waiting)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_pool_refuses_at_once_and_dropped_requests_stop_their_job() {
+        let work = Work::new(1, 1, 1, 1);
+        let pool = work.compute.clone();
+        // One runs, one waits; a third is refused without waiting.
+        let (first, second) = fill(&pool, |_| 7).await;
         let refused = pool.run(|_| 0).await;
         assert!(matches!(refused, Err(Error::Busy { retry_after_s: 1 })));
         // Abandoning the first request fires its interrupt: the job ends, the slot frees, and
@@ -212,18 +223,7 @@ mod tests {
         assert_eq!(pool.running(), 0);
         // The hashing pool says 429.
         let hashing = work.hashing.clone();
-        let busy = tokio::spawn({
-            let hashing = hashing.clone();
-            async move { hashing.run(spin).await }
-        });
-        while hashing.running() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let waiting = tokio::spawn({
-            let hashing = hashing.clone();
-            async move { hashing.run(|_| 1).await }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (busy, waiting) = fill(&hashing, |_| 1).await;
         assert!(matches!(
             hashing.run(|_| 0).await,
             Err(Error::HashingBusy { .. })

@@ -373,33 +373,18 @@ async fn state_changing_requests_need_the_csrf_token_and_the_same_origin(pool: P
     wrong
         .headers_mut()
         .insert("x-csrf-token", "0".repeat(64).parse().expect("header"));
-    let mut cross_site = request(
-        Method::POST,
-        "/api/teams",
-        Some(&session),
-        Some(body.clone()),
-    );
-    cross_site
-        .headers_mut()
-        .insert(header::HOST, "console.example".parse().expect("header"));
-    cross_site.headers_mut().insert(
-        header::ORIGIN,
-        "https://evil.example".parse().expect("header"),
-    );
+    // A request to console.example (over plain http) from `origin`.
+    let from = |origin: &str, body: serde_json::Value| {
+        let mut req = request(Method::POST, "/api/teams", Some(&session), Some(body));
+        req.headers_mut()
+            .insert(header::HOST, "console.example".parse().expect("header"));
+        req.headers_mut()
+            .insert(header::ORIGIN, origin.parse().expect("header"));
+        req
+    };
+    let cross_site = from("https://evil.example", body.clone());
     // The same host under another scheme is another origin.
-    let mut other_scheme = request(
-        Method::POST,
-        "/api/teams",
-        Some(&session),
-        Some(body.clone()),
-    );
-    other_scheme
-        .headers_mut()
-        .insert(header::HOST, "console.example".parse().expect("header"));
-    other_scheme.headers_mut().insert(
-        header::ORIGIN,
-        "https://console.example".parse().expect("header"),
-    );
+    let other_scheme = from("https://console.example", body.clone());
     for (what, req) in [
         ("no token", missing),
         ("wrong token", wrong),
@@ -416,15 +401,7 @@ async fn state_changing_requests_need_the_csrf_token_and_the_same_origin(pool: P
         assert_eq!(reply.json::<ApiError>().code, ErrorCode::Forbidden);
     }
     // Nothing was created; with the token it is.
-    let mut same_site = request(Method::POST, "/api/teams", Some(&session), Some(body));
-    same_site
-        .headers_mut()
-        .insert(header::HOST, "console.example".parse().expect("header"));
-    same_site.headers_mut().insert(
-        header::ORIGIN,
-        "http://console.example".parse().expect("header"),
-    );
-    let reply = send(&router, same_site).await;
+    let reply = send(&router, from("http://console.example", body)).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
     assert_eq!(reply.json::<Team>().namespace, "ns-new");
 }
