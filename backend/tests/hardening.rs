@@ -194,55 +194,41 @@ async fn the_throttle_holds_under_concurrent_attempts(pool: PgPool) {
         HttpSettings::default(),
     );
     user(&pool, "rita", &[Role::Requester], &[]).await;
-    let statuses = |replies: Vec<common::Reply>| {
-        let wrong = replies
-            .iter()
-            .filter(|r| r.status == StatusCode::UNAUTHORIZED)
-            .count();
-        let throttled = replies
-            .iter()
-            .filter(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
-            .count();
-        (wrong, throttled)
-    };
     // 50 at once on one account, each from its own address: 5 are checked, 45 throttled.
-    let attempts = (0..50).map(|i| {
+    let wrong_passwords = |accounts: Vec<String>, addresses: Vec<String>| {
         let router = router.clone();
-        tokio::spawn(async move {
-            try_login(
-                &router,
-                "rita",
-                "a wrong password",
-                &format!("10.3.0.{i}:1"),
+        async move {
+            let attempts = accounts.into_iter().zip(addresses).map(|(who, from)| {
+                let router = router.clone();
+                tokio::spawn(
+                    async move { try_login(&router, &who, "a wrong password", &from).await },
+                )
+            });
+            let replies: Vec<common::Reply> = futures_util::future::join_all(attempts)
+                .await
+                .into_iter()
+                .map(|r| r.expect("joined"))
+                .collect();
+            let count = |status| replies.iter().filter(|r| r.status == status).count();
+            (
+                count(StatusCode::UNAUTHORIZED),
+                count(StatusCode::TOO_MANY_REQUESTS),
             )
-            .await
-        })
-    });
-    let replies = futures_util::future::join_all(attempts)
-        .await
-        .into_iter()
-        .map(|r| r.expect("joined"))
-        .collect();
-    assert_eq!(statuses(replies), (5, 45));
+        }
+    };
+    let checked = wrong_passwords(
+        vec!["rita".to_owned(); 50],
+        (0..50).map(|i| format!("10.3.0.{i}:1")).collect(),
+    )
+    .await;
+    assert_eq!(checked, (5, 45));
     // 60 at once from one address, each on its own (unknown) account: 20 checked, 40 throttled.
-    let attempts = (0..60).map(|i| {
-        let router = router.clone();
-        tokio::spawn(async move {
-            try_login(
-                &router,
-                &format!("nobody-{i}"),
-                "a wrong password",
-                "10.4.0.1:1",
-            )
-            .await
-        })
-    });
-    let replies = futures_util::future::join_all(attempts)
-        .await
-        .into_iter()
-        .map(|r| r.expect("joined"))
-        .collect();
-    assert_eq!(statuses(replies), (20, 40));
+    let checked = wrong_passwords(
+        (0..60).map(|i| format!("nobody-{i}")).collect(),
+        vec!["10.4.0.1:1".to_owned(); 60],
+    )
+    .await;
+    assert_eq!(checked, (20, 40));
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
