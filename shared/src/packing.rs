@@ -441,7 +441,7 @@ mod properties {
         /// No GPU is ever over-allocated, and for every node and GPU, allocated + free =
         /// capacity; the cluster's running totals match a recount.
         #[test]
-        fn placements_conserve_capacity(nodes in arb_nodes(), tasks in arb_tasks(), policy in 0usize..6, seed in 0u64..1000) {
+        fn placements_conserve_capacity(nodes in arb_nodes(), tasks in arb_tasks(), policy in 0usize..Policy::ALL.len(), seed in 0u64..1000) {
             let policy = Policy::ALL[policy];
             let models = vec!["A".to_owned(), "B".to_owned(), "C".to_owned()];
             let mut cluster = Cluster::new(&nodes, &models, target_workload(&tasks));

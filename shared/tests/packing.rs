@@ -67,6 +67,16 @@ fn fgd_matches_the_published_figure_on_default() {
     assert!(median_at_100(&replays("default", Policy::BestFit)) > theirs + 1.0);
 }
 
+/// The goal for the CPU-stranding policy: at most 4.3% on `default`, below FGD, on
+/// the same seeds.
+#[test]
+fn counting_cpu_stranding_beats_fgd_on_default() {
+    let ours = median_at_100(&replays("default", Policy::FgdCpuStranding));
+    let fgd = median_at_100(&replays("default", Policy::Fgd));
+    assert!(ours <= 4.3, "ours {ours:.2}");
+    assert!(ours < fgd, "ours {ours:.2}, fgd {fgd:.2}");
+}
+
 /// The same seed gives the same replay, figure for figure (pinned so a change is noticed).
 #[test]
 fn golden_replay_of_default_with_seed_42() {

@@ -2,7 +2,10 @@
 
 use std::fmt::Write as _;
 
-use shared::packing::{Policy, protocol::Published};
+use shared::packing::{
+    Policy,
+    protocol::{self, Published},
+};
 
 use super::cli::ProtocolRun;
 
@@ -14,7 +17,7 @@ fn published_name(policy: Policy) -> Option<&'static str> {
         Policy::DotProduct => Some("DotProd"),
         Policy::GpuPacking => Some("GpuPacking"),
         Policy::Fgd => Some("FGD"),
-        Policy::FirstFit => None,
+        Policy::FirstFit | Policy::FgdCpuStranding => None,
     }
 }
 
@@ -60,8 +63,12 @@ pub fn results_markdown(
          counterpart. FGD is scored as the artifact does, int(100·sigmoid(−ΔF/1000)) with ties to a fixed \
          seed-dependent node order; ranking by the exact ΔF instead is markedly worse (about 7.0% on \
          `default`), and two refinements we tried inside the tied bucket (prefer used nodes; prefer \
-         already-shared GPUs) moved the medians by ±0.1 points, so they are not offered. The random \
-         sequence differs from the artifact's (Go's generator), so only the statistics compare.\n"
+         already-shared GPUs) moved the medians by ±0.1 points, so they are not offered. \
+         `fgd_cpu_stranding` is ours: FGD's score plus, per target class that may run on the node's GPU \
+         model, the growth of the free GPU milli that the node's remaining CPU could no longer serve at \
+         that class's CPU per milli-GPU (weighted by class frequency); same online protocol, same score \
+         shape and tie-break. It is compared with `fgd` seed by seed below. The random sequence differs \
+         from the artifact's (Go's generator), so only the statistics compare.\n"
     );
     let _ = writeln!(
         md,
@@ -90,5 +97,51 @@ pub fn results_markdown(
             fmt(s.pods_failed_median),
         );
     }
+    paired(&mut md, run);
     md
+}
+
+/// `fgd_cpu_stranding` against `fgd`, seed by seed, per list.
+fn paired(md: &mut String, run: &ProtocolRun) {
+    let of = |list: &str, policy: Policy| {
+        run.summaries
+            .iter()
+            .find(|s| s.list == list && s.policy == policy)
+    };
+    let lists: Vec<&str> = run
+        .summaries
+        .iter()
+        .filter(|s| s.policy == Policy::Fgd)
+        .map(|s| s.list.as_str())
+        .collect();
+    let rows: Vec<String> = lists
+        .iter()
+        .filter_map(|list| {
+            let (ours, fgd) = (of(list, Policy::FgdCpuStranding)?, of(list, Policy::Fgd)?);
+            let diffs = protocol::paired_differences(ours, fgd);
+            let better = diffs.iter().filter(|d| **d < 0.0).count();
+            let median = protocol::median_of(&diffs)?;
+            let (lo, hi) = diffs
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), d| {
+                    (a.min(*d), b.max(*d))
+                });
+            Some(format!(
+                "| {list} | {median:+.2} | {lo:+.2} … {hi:+.2} | {better} of {} |",
+                diffs.len()
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n## `fgd_cpu_stranding` − `fgd`, paired by seed\n\nUnallocated GPU % at 100% arrival, the \
+         difference on the same seed (negative: fewer GPUs left unallocated).\n\n\
+         | list | median difference | range | seeds better |\n|---|---|---|---|"
+    );
+    for row in rows {
+        let _ = writeln!(md, "{row}");
+    }
 }

@@ -345,6 +345,8 @@ pub struct Summary {
     pub unallocated_pct_at_130_median: Option<f64>,
     pub frag_amount_pct_at_100_median: Option<f64>,
     pub pods_failed_median: Option<f64>,
+    /// `(seed, unallocated GPU % at 100%)` per replay, by seed: for comparisons paired by seed.
+    pub unallocated_pct_at_100_by_seed: Vec<(u64, f64)>,
 }
 
 /// Medians (and the inter-quartile range) over the seeds of one list × policy.
@@ -363,7 +365,34 @@ pub fn summarize(list: &str, policy: Policy, reports: &[PackReport]) -> Summary 
         unallocated_pct_at_130_median: median(&mut pick(&|r| r.at(130).map(|p| p.unallocated_pct))),
         frag_amount_pct_at_100_median: median(&mut pick(&|r| r.frag_amount_pct_at_100)),
         pods_failed_median: median(&mut pick(&|r| Some(r.pods_failed as f64))),
+        unallocated_pct_at_100_by_seed: {
+            let mut by_seed: Vec<(u64, f64)> = reports
+                .iter()
+                .filter_map(|r| r.unallocated_pct_at_100.map(|u| (r.seed, u)))
+                .collect();
+            by_seed.sort_by_key(|(seed, _)| *seed);
+            by_seed
+        },
     }
+}
+
+/// `ours − theirs` for each seed both replayed, by seed.
+pub fn paired_differences(ours: &Summary, theirs: &Summary) -> Vec<f64> {
+    ours.unallocated_pct_at_100_by_seed
+        .iter()
+        .filter_map(|(seed, o)| {
+            theirs
+                .unallocated_pct_at_100_by_seed
+                .iter()
+                .find(|(s, _)| s == seed)
+                .map(|(_, t)| o - t)
+        })
+        .collect()
+}
+
+/// The median of `values` (`None` when empty).
+pub fn median_of(values: &[f64]) -> Option<f64> {
+    median(&mut values.to_vec())
 }
 
 /// The 25th and 75th percentiles (linear interpolation).
