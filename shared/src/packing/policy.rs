@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cluster, GPU_MILLI, NodeState, Placement, Task, best_fit_gpus, node_fragmentation};
+use super::{
+    Class, Cluster, GPU_MILLI, NodeState, Placement, Task, best_fit_gpus, node_fragmentation,
+};
 use crate::rng::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -95,6 +97,56 @@ pub(crate) struct Chooser {
     /// Nodes holding at least one pod.
     used: Vec<usize>,
     rng: Rng,
+    /// Per GPU model bit position: the target classes that may run there, for stranding.
+    stranding: Vec<Stranding>,
+}
+
+/// Σ_c w_c · max(0, gpu − cpu · r_c) over the target classes c that may run on one GPU model,
+/// r_c being the class's milli-GPU per CPU milli: classes sorted by r with prefix sums, so one
+/// evaluation is a binary search.
+#[derive(Default)]
+struct Stranding {
+    /// `(r_c, Σ w up to c, Σ w·r up to c)`, by r ascending.
+    classes: Vec<(f64, f64, f64)>,
+}
+
+impl Stranding {
+    fn of(classes: &[Class], model_bit: u64) -> Self {
+        let mut ratios: Vec<(f64, f64)> = classes
+            .iter()
+            .map(|c| &c.task)
+            .zip(classes.iter().map(|c| c.weight))
+            .filter(|(t, _)| {
+                t.gpu_total() > 0 && t.cpu > 0 && (t.spec == 0 || t.spec & model_bit != 0)
+            })
+            .map(|(t, w)| (t.gpu_total() as f64 / t.cpu as f64, w))
+            .collect();
+        ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut w_sum, mut wr_sum) = (0.0, 0.0);
+        let classes = ratios
+            .into_iter()
+            .map(|(r, w)| {
+                w_sum += w;
+                wr_sum += w * r;
+                (r, w_sum, wr_sum)
+            })
+            .collect();
+        Self { classes }
+    }
+
+    /// Stranded GPU milli with `cpu` CPU milli and `gpu` GPU milli free.
+    fn stranded(&self, cpu: i64, gpu: i64) -> f64 {
+        if gpu <= 0 {
+            return 0.0;
+        }
+        let (cpu, gpu) = (cpu.max(0) as f64, gpu as f64);
+        // Classes whose CPU runs out before the node's GPUs do: cpu · r < gpu.
+        let n = self.classes.partition_point(|(r, _, _)| cpu * r < gpu);
+        match n.checked_sub(1).map(|i| self.classes[i]) {
+            Some((_, w, wr)) => gpu * w - cpu * wr,
+            None => 0.0,
+        }
+    }
 }
 
 impl Chooser {
@@ -113,34 +165,28 @@ impl Chooser {
         for (node, &shape) in shape_of.iter().enumerate() {
             empty_by_shape[shape].insert((rank[node], node));
         }
+        let stranding = (0..64)
+            .map(|bit| Stranding::of(&cluster.classes, 1u64 << bit))
+            .collect();
         Self {
             rank,
             empty_by_shape,
             shape_of,
             used: Vec::new(),
             rng,
+            stranding,
         }
     }
 
     /// How much placing `task` on `node` grows the node's stranded GPU milli: per target
     /// class that may run on the node's model, the free GPU milli beyond what the remaining CPU
     /// could serve at that class's CPU per milli-GPU, weighted by the class's frequency.
-    fn stranding_growth(&self, cluster: &Cluster, node: &NodeState, task: &Task) -> f64 {
-        let stranded = |cpu_free: i64, gpu_free: i64| -> f64 {
-            let mut total = 0.0;
-            for class in &cluster.classes {
-                let t = &class.task;
-                let gpu = t.gpu_total();
-                if gpu == 0 || t.cpu == 0 || (t.spec != 0 && t.spec & node.model_bit == 0) {
-                    continue;
-                }
-                let servable = cpu_free.max(0) as f64 * gpu as f64 / t.cpu as f64;
-                total += class.weight * (gpu_free as f64 - servable).max(0.0);
-            }
-            total
+    fn stranding_growth(&self, node: &NodeState, task: &Task) -> f64 {
+        let Some(curve) = self.stranding.get(node.model_bit.trailing_zeros() as usize) else {
+            return 0.0;
         };
-        let before = stranded(node.cpu_free, node.gpu_free_total());
-        let after = stranded(
+        let before = curve.stranded(node.cpu_free, node.gpu_free_total());
+        let after = curve.stranded(
             node.cpu_free - task.cpu,
             node.gpu_free_total() - task.gpu_total(),
         );
@@ -263,7 +309,7 @@ impl Chooser {
             }
             let (mut delta, gpu) = best_delta(cluster, state, task);
             if stranding {
-                delta += self.stranding_growth(cluster, state, task);
+                delta += self.stranding_growth(state, task);
             }
             // The artifact's integer score: coarse on purpose. Its ties, broken by the fixed
             // node order, pack pods onto a consistent set of nodes; ranking by the exact ΔF
@@ -333,7 +379,7 @@ fn best_delta(cluster: &Cluster, node: &NodeState, task: &Task) -> (f64, Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packing::{Class, NodeSpec};
+    use crate::packing::NodeSpec;
 
     fn node(name: &str, cpu_cores: i64, gpus: u8) -> NodeSpec {
         NodeSpec {
@@ -359,6 +405,29 @@ mod tests {
     /// CPU-only node. A 24-core CPU pod arrives. FGD sees no fragmentation either way (16 cores
     /// still serve one typical pod), so its tie-break puts the pod on the GPU node, and one of
     /// its GPUs can never be used. Counting stranding sends it to the CPU node.
+    #[test]
+    fn the_stranding_curve_adds_each_class_by_hand() {
+        // Class a: 1 GPU per 16 cores (r = 1000/16000), weight 0.75; class b: 1 GPU per 4 cores
+        // (r = 1000/4000), weight 0.25.
+        let classes = [
+            Class {
+                task: task(16, 1, 1000),
+                weight: 0.75,
+            },
+            Class {
+                task: task(4, 1, 1000),
+                weight: 0.25,
+            },
+        ];
+        let curve = Stranding::of(&classes, 1);
+        // 2 GPUs free, 20 cores: a serves 1,250 milli (750 stranded), b serves 5,000 (none).
+        assert!((curve.stranded(20_000, 2_000) - 0.75 * 750.0).abs() < 1e-9);
+        // 2 GPUs, 4 cores: a serves 250 (1,750 stranded), b serves 1,000 (1,000 stranded).
+        assert!((curve.stranded(4_000, 2_000) - (0.75 * 1_750.0 + 0.25 * 1_000.0)).abs() < 1e-9);
+        assert_eq!(curve.stranded(64_000, 2_000), 0.0);
+        assert_eq!(curve.stranded(0, 0), 0.0);
+    }
+
     #[test]
     fn counting_cpu_stranding_keeps_a_whole_gpu_usable() {
         let nodes = [node("gpu", 40, 2), node("cpu", 64, 0)];
