@@ -15,12 +15,7 @@ use axum::{
 };
 use shared::{
     FieldError,
-    auth::{
-        self, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch,
-        validate_cost_centre, validate_display_name, validate_password, validate_roles,
-        validate_username,
-    },
-    validate::validate_dns_label,
+    auth::{self, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch},
 };
 use sqlx::PgPool;
 
@@ -178,12 +173,7 @@ async fn create_user(
 /// Validates and creates a user (the API and the CLI both come here); the password is hashed
 /// on `hashing`.
 pub async fn insert_user(pool: &PgPool, hashing: &work::Pool, new: &NewUser) -> Result<User> {
-    let mut errors = Vec::new();
-    validate_username("username", &new.username, &mut errors);
-    validate_password("password", &new.password, &mut errors);
-    validate_display_name("display_name", &new.display_name, &mut errors);
-    validate_roles("roles", &new.roles, &mut errors);
-    invalid_if_any(errors)?;
+    new.validate().map_err(Error::Invalid)?;
     let plain = new.password.clone();
     let hash = hashing.run(move |_| password::hash(&plain)).await??;
     let mut tx = pool.begin().await?;
@@ -238,14 +228,7 @@ async fn update_user(
             ));
         }
     }
-    let mut errors = Vec::new();
-    if let Some(name) = &patch.display_name {
-        validate_display_name("display_name", name, &mut errors);
-    }
-    if let Some(roles) = &patch.roles {
-        validate_roles("roles", roles, &mut errors);
-    }
-    invalid_if_any(errors)?;
+    patch.validate().map_err(Error::Invalid)?;
     let mut tx = state.pool.begin().await?;
     let user_id = db::user_id(&mut *tx, &username)
         .await?
@@ -293,9 +276,11 @@ pub async fn set_password(
     username: &str,
     password: &str,
 ) -> Result<()> {
-    let mut errors = Vec::new();
-    validate_password("password", password, &mut errors);
-    invalid_if_any(errors)?;
+    PasswordReset {
+        password: password.to_owned(),
+    }
+    .validate()
+    .map_err(Error::Invalid)?;
     let plain = password.to_owned();
     let hash = hashing.run(move |_| password::hash(&plain)).await??;
     let mut tx = pool.begin().await?;
@@ -333,11 +318,7 @@ async fn create_team(
 }
 
 pub async fn insert_team(pool: &PgPool, new: &NewTeam) -> Result<Team> {
-    let mut errors = Vec::new();
-    validate_dns_label("name", &new.name, &mut errors);
-    validate_dns_label("namespace", &new.namespace, &mut errors);
-    validate_cost_centre("cost_centre", &new.cost_centre, &mut errors);
-    invalid_if_any(errors)?;
+    new.validate().map_err(Error::Invalid)?;
     if !db::insert_team(pool, &new.name, &new.namespace, new.cost_centre.trim()).await? {
         return Err(Error::Conflict(format!(
             "a team named {:?} or using the namespace {:?} exists",
@@ -357,14 +338,7 @@ async fn update_team(
     Path(team): Path<String>,
     ApiJson(patch): ApiJson<TeamPatch>,
 ) -> Result<Json<Team>> {
-    let mut errors = Vec::new();
-    if let Some(namespace) = &patch.namespace {
-        validate_dns_label("namespace", namespace, &mut errors);
-    }
-    if let Some(cost_centre) = &patch.cost_centre {
-        validate_cost_centre("cost_centre", cost_centre, &mut errors);
-    }
-    invalid_if_any(errors)?;
+    patch.validate().map_err(Error::Invalid)?;
     let updated = db::update_team(
         &state.pool,
         &team,

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{error::FieldError, label::Labelled};
+use crate::{error::FieldError, label::Labelled, validate::validate_dns_label};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -91,6 +91,73 @@ pub struct Me {
     pub roles: Vec<Role>,
     pub teams: Vec<String>,
     pub csrf_token: String,
+}
+
+/// Every error of a request body, or `Ok` when there is none.
+fn all_or_nothing(errors: Vec<FieldError>) -> Result<(), Vec<FieldError>> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+impl NewUser {
+    /// The field rules of a new user (teams must also exist: the server checks that).
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        validate_username("username", &self.username, &mut errors);
+        validate_password("password", &self.password, &mut errors);
+        validate_display_name("display_name", &self.display_name, &mut errors);
+        validate_roles("roles", &self.roles, &mut errors);
+        all_or_nothing(errors)
+    }
+}
+
+impl UserPatch {
+    /// The rules of the fields it changes.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if let Some(name) = &self.display_name {
+            validate_display_name("display_name", name, &mut errors);
+        }
+        if let Some(roles) = &self.roles {
+            validate_roles("roles", roles, &mut errors);
+        }
+        all_or_nothing(errors)
+    }
+}
+
+impl PasswordReset {
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        validate_password("password", &self.password, &mut errors);
+        all_or_nothing(errors)
+    }
+}
+
+impl NewTeam {
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        validate_dns_label("name", &self.name, &mut errors);
+        validate_dns_label("namespace", &self.namespace, &mut errors);
+        validate_cost_centre("cost_centre", &self.cost_centre, &mut errors);
+        all_or_nothing(errors)
+    }
+}
+
+impl TeamPatch {
+    /// The rules of the fields it changes.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if let Some(namespace) = &self.namespace {
+            validate_dns_label("namespace", namespace, &mut errors);
+        }
+        if let Some(cost_centre) = &self.cost_centre {
+            validate_cost_centre("cost_centre", cost_centre, &mut errors);
+        }
+        all_or_nothing(errors)
+    }
 }
 
 impl LoginRequest {
