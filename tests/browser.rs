@@ -275,6 +275,27 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
             cli("no-own-model").decision.recommendation.label(),
         )
         .await;
+    // A mistyped field is named by its path, as the CLI and the API name it.
+    let mut typo: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("shared/scenarios/startup-40.json"))
+            .expect("example"),
+    )
+    .expect("json");
+    typo["fleet"][0]["count"] = "forty".into();
+    browser
+        .client
+        .execute(
+            "const t = document.querySelector('textarea.scenario'); t.value = arguments[0]; t.dispatchEvent(new Event('input'));",
+            vec![typo.to_string().into()],
+        )
+        .await
+        .expect("type the scenario");
+    browser.click_css("[data-test=evaluate]").await;
+    let errors = browser
+        .wait_for_text("[data-test=scenario-errors]", "fleet[0].count")
+        .await;
+    let text = errors.text().await.expect("text");
+    assert!(text.contains("whole number"), "{text}");
 
     browser.close().await;
 }

@@ -119,6 +119,34 @@ async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
         stderr.contains("teams[1].workloads[0].gpus_per_job"),
         "{stderr}"
     );
+    // A mistyped field (a string for a count) names its path, in the API and the CLI.
+    let mut typo = scenario.clone();
+    typo["fleet"][0]["count"] = "forty".into();
+    let reply = send(
+        &router,
+        common::request(
+            Method::POST,
+            "/api/plan/evaluate",
+            Some(&session),
+            Some(typo.clone()),
+        ),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: ApiError = reply.json();
+    assert_eq!(err.fields.len(), 1);
+    assert_eq!(err.fields[0].path, "fleet[0].count");
+    assert!(
+        err.fields[0].message.contains("whole number"),
+        "{:?}",
+        err.fields
+    );
+    std::fs::write(&file, typo.to_string()).expect("write");
+    let out = gpufleet(&["plan", "evaluate", file.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("fleet[0].count: "), "{stderr}");
+    assert!(!stderr.contains("line 1 column"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

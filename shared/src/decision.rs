@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     catalogue::Vendor,
+    isolation,
     label::Labelled,
     money::thousands,
     scenario::{Scenario, Weights},
-    sizing::HOURS_PER_YEAR,
+    sizing::{Fit, HOURS_PER_YEAR, Sizing},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -84,12 +85,54 @@ pub struct Scored {
 pub struct Decision {
     pub options: Vec<Scored>,
     pub recommendation: Architecture,
-    /// The rules that fired, in words.
-    pub reasons: Vec<String>,
-    /// Yearly value of the utilisation gain: extra busy GPUs × mean price × hours, in cents.
+    /// The rules that fired: first those that decided, then those that were outweighed.
+    pub reasons: Vec<Reason>,
+    /// Yearly value of the utilisation gain: extra busy GPUs on the baseline × the fleet's mean
+    /// price × hours, in cents.
     pub gain_value_cents_per_year: i64,
+    /// The GPUs the gain is counted on: the separate pools' (where the starting utilisation
+    /// was measured).
+    pub baseline_gpus: u64,
     /// The recommendation as the fleet size varies (other inputs fixed).
     pub sensitivity: Vec<SensitivityPoint>,
+}
+
+/// One rule that fired, in words, with the option it speaks for or against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reason {
+    pub text: String,
+    pub architecture: Architecture,
+    pub effect: Effect,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Makes the option a candidate (and adds to its score).
+    Nominates,
+    /// Lowers its score.
+    Counts,
+    /// Rules it out.
+    Excludes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// It speaks for the recommendation or against an option that lost.
+    Decided,
+    /// It spoke for an option that lost, or against the one that won.
+    Outweighed,
+}
+
+impl Labelled for Verdict {
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Decided => "decided",
+            Verdict::Outweighed => "outweighed",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,22 +142,29 @@ pub struct SensitivityPoint {
 }
 
 /// The facts the rules read (fleet size varies in the sensitivity series).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Facts {
     pub gpus: u64,
+    /// The GPUs the utilisation gain is counted on (separate pools).
+    pub baseline_gpus: u64,
     pub platform_team: u32,
     pub aws_only: bool,
     pub heterogeneous: bool,
+    /// Software sharing (HAMi, MPS or time-slicing) is required: by the constraints, or by a
+    /// class that needs it; the first such class, for the reason's words.
     pub software_fractions: bool,
+    pub fractions_class: Option<String>,
     pub runs_own_models: bool,
     /// Utilisation gain from sharing, in percentage points (busy).
     pub gain_points: f64,
     pub price_cents_per_gpu_hour: f64,
     pub engineer_cents_per_year: i64,
+    /// Flavors whose fleet is short for separate pools but enough for a shared one.
+    pub short_for_separate: Vec<String>,
 }
 
 impl Facts {
-    pub fn of(scenario: &Scenario, gain_points: f64) -> Self {
+    pub fn of(scenario: &Scenario, sizing: &Sizing) -> Self {
         let gpus = scenario.total_gpus();
         let price = if gpus > 0 {
             scenario
@@ -132,32 +182,55 @@ impl Facts {
             .map(|a| a.vendor())
             .collect::<std::collections::BTreeSet<_>>();
         let c = &scenario.constraints;
+        let fractions_class = isolation::needs_software_sharing(scenario);
         Self {
             gpus,
+            baseline_gpus: sizing.gain.gpus,
             platform_team: c.platform_team_size,
             aws_only: c.aws_only,
             heterogeneous: c.heterogeneous
                 || vendors.len() > 1
                 || vendors.iter().any(|v| *v != Vendor::Nvidia),
-            software_fractions: c.needs_software_fractions,
+            software_fractions: c.needs_software_fractions || fractions_class.is_some(),
+            fractions_class,
             runs_own_models: c.runs_own_models,
-            gain_points,
+            gain_points: sizing.gain.to_pct - sizing.gain.from_pct,
             price_cents_per_gpu_hour: price,
             engineer_cents_per_year: c.platform_engineer_cost_cents_per_year,
+            short_for_separate: sizing
+                .by_flavor
+                .iter()
+                .filter(|f| f.separate_fit == Fit::Short && f.shared_fit != Fit::Short)
+                .map(|f| f.flavor.clone())
+                .collect(),
+        }
+    }
+
+    /// The same organisation with `gpus` cards (the baseline scaled alike).
+    fn at_size(&self, gpus: u64) -> Self {
+        let baseline = if self.gpus > 0 {
+            (self.baseline_gpus as f64 * gpus as f64 / self.gpus as f64).round() as u64
+        } else {
+            gpus
+        };
+        Self {
+            gpus,
+            baseline_gpus: baseline,
+            ..self.clone()
         }
     }
 
     pub fn gain_value_cents_per_year(&self) -> i64 {
-        (self.gpus as f64 * self.gain_points / 100.0
+        (self.baseline_gpus as f64 * self.gain_points / 100.0
             * self.price_cents_per_gpu_hour
             * HOURS_PER_YEAR as f64)
             .round() as i64
     }
 }
 
-/// Thresholds of the rules, in cards (DOMAIN.md's decision rules).
+/// Thresholds of the rules, in cards (DOMAIN.md's decision rules). "Up to ~40 cards" includes
+/// 40; the managed window starts where that ends, so every size falls under some rule.
 pub const SMALL_FLEET: u64 = 40;
-pub const MANAGED_FROM: u64 = 50;
 pub const MANAGED_TO: u64 = 2_000;
 pub const OWN_PLATFORM_FROM: u64 = 500;
 /// Platform engineers from which running B yourself is realistic.
@@ -170,23 +243,203 @@ pub const DECISIVE: f64 = 10.0;
 pub const STRONG_FIT: f64 = 6.0;
 pub const SUPPORTING: f64 = 4.0;
 
-/// Per-architecture adjustments and exclusions, as the rules fire.
+/// The rules as they fire: score adjustments, exclusions, and the reasons in order.
 struct Tally {
     adjust: [f64; 4],
     excluded: [bool; 4],
+    nominated: [bool; 4],
+    fired: Vec<(Architecture, Effect, String)>,
 }
 
 impl Tally {
-    fn add(&mut self, arch: Architecture, points: f64) {
+    fn nominate(&mut self, arch: Architecture, points: f64, text: String) {
         self.adjust[arch.index()] += points;
+        self.nominated[arch.index()] = true;
+        self.fired.push((arch, Effect::Nominates, text));
     }
 
-    fn exclude(&mut self, arch: Architecture) {
+    fn count_against(&mut self, arch: Architecture, points: f64, text: String) {
+        self.adjust[arch.index()] -= points;
+        self.fired.push((arch, Effect::Counts, text));
+    }
+
+    fn exclude(&mut self, arch: Architecture, text: String) {
         self.excluded[arch.index()] = true;
+        self.fired.push((arch, Effect::Excludes, text));
     }
 }
 
-pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, Vec<String>) {
+/// The options' scores, the recommendation and the reasons. Rules nominate options; the
+/// recommendation is the best-scoring nominee that no rule excluded (the weights rank
+/// nominees, they never pick an option no rule speaks for).
+pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, Vec<Reason>) {
+    use Architecture::{A, B, C, D};
+    let mut tally = Tally {
+        adjust: [0.0; 4],
+        excluded: [false; 4],
+        nominated: [false; 4],
+        fired: Vec::new(),
+    };
+    let t = &mut tally;
+    let gpus = thousands(facts.gpus as i64);
+    if !facts.runs_own_models {
+        t.nominate(
+            D,
+            DECISIVE,
+            "No model of your own: a fully managed per-token or per-job service (D) fits."
+                .to_owned(),
+        );
+        for arch in [A, B, C] {
+            t.exclude(
+                arch,
+                format!(
+                    "No model of your own to run: {} would run nothing.",
+                    arch.label()
+                ),
+            );
+        }
+    } else {
+        t.count_against(
+            D,
+            STRONG_FIT,
+            "You run models of your own: per-token services cover only part of that work (D)."
+                .to_owned(),
+        );
+        let own_platform =
+            facts.gpus > OWN_PLATFORM_FROM && facts.platform_team >= OWN_PLATFORM_TEAM;
+        if facts.gpus <= SMALL_FLEET || facts.platform_team == 0 {
+            let why = if facts.platform_team == 0 {
+                format!("{gpus} cards and no platform team")
+            } else {
+                format!("{gpus} cards (up to {SMALL_FLEET})")
+            };
+            t.nominate(
+                A,
+                DECISIVE,
+                format!("{why}: separate pools (A) are enough; sharing machinery would cost more than it saves."),
+            );
+        } else {
+            t.exclude(
+                A,
+                format!(
+                    "{gpus} cards with a platform team: separate pools (A) would idle at 30-40%."
+                ),
+            );
+        }
+        if !facts.short_for_separate.is_empty() && !t.excluded[A.index()] {
+            t.count_against(
+                A,
+                DECISIVE,
+                format!(
+                    "The fleet is short for separate pools on {} but enough shared: separate pools (A) would leave work waiting.",
+                    facts.short_for_separate.join(", ")
+                ),
+            );
+        }
+        if !facts.aws_only {
+            t.exclude(
+                C,
+                "Not AWS-only: the managed HyperPod-style option (C) is not available.".to_owned(),
+            );
+        } else if facts.software_fractions {
+            let why = match &facts.fractions_class {
+                Some(class) => format!("{class} can share its cards only in software"),
+                _ => "Software GPU fractions are required".to_owned(),
+            };
+            t.exclude(
+                C,
+                format!("{why}: managed governance (C) has fractions through MIG only."),
+            );
+        } else if facts.gpus > SMALL_FLEET
+            && facts.gpus <= MANAGED_TO
+            && facts.platform_team > 0
+            && !own_platform
+        {
+            t.nominate(
+                C,
+                STRONG_FIT,
+                format!(
+                    "{}-{} cards on AWS only, below the scale to run B yourself (over {} cards with {OWN_PLATFORM_TEAM}+ platform engineers): managed Kueue governance (C) fits.",
+                    SMALL_FLEET + 1,
+                    thousands(MANAGED_TO as i64),
+                    thousands(OWN_PLATFORM_FROM as i64)
+                ),
+            );
+        }
+        let mut b_fits = false;
+        if facts.gpus > MANAGED_TO && facts.platform_team > 0 {
+            b_fits = true;
+            t.nominate(
+                B,
+                STRONG_FIT,
+                format!(
+                    "Over {} cards: beyond managed governance's range; run Kueue+KEDA+HAMi+Fluid yourself (B).",
+                    thousands(MANAGED_TO as i64)
+                ),
+            );
+        }
+        if own_platform {
+            b_fits = true;
+            t.nominate(
+                B,
+                STRONG_FIT,
+                format!(
+                    "Over {} cards with a platform team of {OWN_PLATFORM_TEAM} or more: run Kueue+KEDA+HAMi+Fluid yourself (B).",
+                    thousands(OWN_PLATFORM_FROM as i64)
+                ),
+            );
+        }
+        if facts.software_fractions {
+            b_fits = true;
+            let why = match &facts.fractions_class {
+                Some(class) => format!("{class} can share its cards only in software"),
+                _ => "Software GPU fractions (HAMi) are required".to_owned(),
+            };
+            t.nominate(B, STRONG_FIT, format!("{why}: only B offers them."));
+        }
+        if facts.heterogeneous || !facts.aws_only {
+            b_fits = true;
+            t.nominate(
+                B,
+                SUPPORTING,
+                "A heterogeneous or non-AWS fleet needs an open scheduler stack (B).".to_owned(),
+            );
+        }
+        if !b_fits {
+            t.exclude(
+                B,
+                format!(
+                    "None of B's conditions holds (over {} cards; over {} with {OWN_PLATFORM_TEAM}+ platform engineers; software fractions; a heterogeneous or non-AWS fleet): running it yourself does not pay.",
+                    thousands(MANAGED_TO as i64),
+                    thousands(OWN_PLATFORM_FROM as i64)
+                ),
+            );
+        }
+        let value = facts.gain_value_cents_per_year();
+        if value < facts.engineer_cents_per_year && !t.excluded[B.index()] {
+            t.exclude(
+                B,
+                format!(
+                    "The utilisation gain is worth ${}/year on {} cards, less than one platform engineer (${}/year): running B yourself does not pay.",
+                    thousands(value / 100),
+                    thousands(facts.baseline_gpus as i64),
+                    thousands(facts.engineer_cents_per_year / 100),
+                ),
+            );
+            for arch in [C, D] {
+                if !t.excluded[arch.index()] {
+                    t.nominate(
+                        arch,
+                        SUPPORTING,
+                        format!(
+                            "The gain does not pay for an engineer: a managed option ({}) instead.",
+                            arch.label()
+                        ),
+                    );
+                }
+            }
+        }
+    }
     let w = [
         weights.arbitration,
         weights.granularity,
@@ -194,82 +447,6 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
         weights.cost_to_maintain,
         weights.utilisation,
     ];
-    use Architecture::{A, B, C, D};
-    let mut tally = Tally {
-        adjust: [0.0; 4],
-        excluded: [false; 4],
-    };
-    let mut reasons = Vec::new();
-
-    if !facts.runs_own_models {
-        for arch in [A, B, C] {
-            tally.exclude(arch);
-        }
-        reasons.push(
-            "No model of your own: a fully managed per-token or per-job service (D) fits."
-                .to_owned(),
-        );
-    } else {
-        tally.add(D, -STRONG_FIT);
-        reasons.push(
-            "You run models of your own: per-token services cover only part of that work (D)."
-                .to_owned(),
-        );
-        if facts.gpus < SMALL_FLEET || facts.platform_team == 0 {
-            tally.add(A, DECISIVE);
-            reasons.push(format!(
-                "{} cards{}: separate pools (A) are enough; sharing machinery would cost more than it saves.",
-                facts.gpus,
-                if facts.platform_team == 0 { " and no platform team" } else { "" }
-            ));
-        } else {
-            tally.exclude(A);
-            reasons.push(format!(
-                "{} cards with a platform team: separate pools (A) would idle at 30-40%.",
-                facts.gpus
-            ));
-        }
-        // A small platform team: someone, but fewer than OWN_PLATFORM_TEAM people.
-        let small_team = (1..OWN_PLATFORM_TEAM).contains(&facts.platform_team);
-        if (MANAGED_FROM..=MANAGED_TO).contains(&facts.gpus) && facts.aws_only && small_team {
-            tally.add(C, STRONG_FIT);
-            reasons.push(format!(
-                "{}-{} cards, AWS-only, small platform team: managed Kueue governance (C) fits.",
-                thousands(MANAGED_FROM as i64),
-                thousands(MANAGED_TO as i64)
-            ));
-        }
-        if !facts.aws_only {
-            tally.exclude(C);
-            reasons.push(
-                "Not AWS-only: the managed HyperPod-style option (C) is not available.".to_owned(),
-            );
-        }
-        if facts.gpus > OWN_PLATFORM_FROM && facts.platform_team >= OWN_PLATFORM_TEAM {
-            tally.add(B, STRONG_FIT);
-            reasons.push(format!("Over {} cards with a platform team of {OWN_PLATFORM_TEAM} or more: run Kueue+KEDA+HAMi+Fluid yourself (B).", thousands(OWN_PLATFORM_FROM as i64)));
-        }
-        if facts.software_fractions {
-            tally.add(B, STRONG_FIT);
-            tally.exclude(C);
-            reasons.push("Software GPU fractions (HAMi) are required: only B offers them; C has fractions through MIG only.".to_owned());
-        }
-        if facts.heterogeneous || !facts.aws_only {
-            tally.add(B, SUPPORTING);
-            reasons.push(
-                "A heterogeneous or non-AWS fleet needs an open scheduler stack (B).".to_owned(),
-            );
-        }
-        let value = facts.gain_value_cents_per_year();
-        if value < facts.engineer_cents_per_year {
-            tally.exclude(B);
-            reasons.push(format!(
-                "The utilisation gain is worth ${}/year, less than one platform engineer (${}/year): C or D, not B.",
-                value / 100,
-                facts.engineer_cents_per_year / 100
-            ));
-        }
-    }
     let options: Vec<Scored> = Architecture::ALL
         .into_iter()
         .map(|arch| {
@@ -281,25 +458,63 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
             }
         })
         .collect();
-    let mut best = options
-        .iter()
-        .filter_map(|o| o.score.map(|s| (s, o.architecture)))
-        .fold(
-            None,
-            |best: Option<(f64, Architecture)>, (s, arch)| match best {
-                Some((bs, _)) if bs >= s => best,
-                _ => Some((s, arch)),
-            },
-        )
-        .map(|(_, arch)| arch);
-    if best.is_none() {
-        // Every option excluded (B ruled out by value, C by the cloud): a managed service.
-        reasons.push(
-            "Every self-run option was ruled out: a fully managed service (D) remains.".to_owned(),
-        );
-        best = Some(Architecture::D);
-    }
-    (options, best.unwrap_or(Architecture::D), reasons)
+    let best_of = |nominees_only: bool| {
+        options
+            .iter()
+            .filter(|o| !nominees_only || tally.nominated[o.architecture.index()])
+            .filter_map(|o| o.score.map(|s| (s, o.architecture)))
+            .fold(
+                None,
+                |best: Option<(f64, Architecture)>, (s, arch)| match best {
+                    Some((bs, _)) if bs >= s => best,
+                    _ => Some((s, arch)),
+                },
+            )
+            .map(|(_, arch)| arch)
+    };
+    let recommendation = match best_of(true).or_else(|| best_of(false)) {
+        Some(arch) => {
+            if !tally.nominated[arch.index()] {
+                tally.fired.push((
+                    arch,
+                    Effect::Nominates,
+                    format!("No rule nominates an option that is left: of those, {} scores best with your weights.", arch.label()),
+                ));
+            }
+            arch
+        }
+        None => {
+            tally.fired.push((
+                D,
+                Effect::Nominates,
+                "Every self-run option was ruled out: a fully managed service (D) remains."
+                    .to_owned(),
+            ));
+            D
+        }
+    };
+    let verdict = |arch: Architecture, effect: Effect| {
+        let for_winner = arch == recommendation;
+        match effect {
+            Effect::Nominates if for_winner => Verdict::Decided,
+            Effect::Nominates => Verdict::Outweighed,
+            _ if for_winner => Verdict::Outweighed,
+            _ => Verdict::Decided,
+        }
+    };
+    let mut reasons: Vec<Reason> = tally
+        .fired
+        .into_iter()
+        .map(|(architecture, effect, text)| Reason {
+            verdict: verdict(architecture, effect),
+            text,
+            architecture,
+            effect,
+        })
+        .collect();
+    // Decided first, each group in the order the rules fired.
+    reasons.sort_by_key(|r| r.verdict == Verdict::Outweighed);
+    (options, recommendation, reasons)
 }
 
 /// Fleet sizes of the sensitivity series.
@@ -307,14 +522,14 @@ pub const SENSITIVITY_GPUS: [u64; 12] = [
     8, 16, 32, 40, 64, 128, 256, 500, 1_000, 2_000, 5_000, 10_000,
 ];
 
-pub fn evaluate(scenario: &Scenario, gain_points: f64) -> Decision {
-    let facts = Facts::of(scenario, gain_points);
+pub fn evaluate(scenario: &Scenario, sizing: &Sizing) -> Decision {
+    let facts = Facts::of(scenario, sizing);
     let (options, recommendation, reasons) = decide(&facts, &scenario.weights);
     let sensitivity = SENSITIVITY_GPUS
         .iter()
         .map(|&gpus| SensitivityPoint {
             gpus,
-            recommendation: decide(&Facts { gpus, ..facts }, &scenario.weights).1,
+            recommendation: decide(&facts.at_size(gpus), &scenario.weights).1,
         })
         .collect();
     Decision {
@@ -322,6 +537,7 @@ pub fn evaluate(scenario: &Scenario, gain_points: f64) -> Decision {
         recommendation,
         reasons,
         gain_value_cents_per_year: facts.gain_value_cents_per_year(),
+        baseline_gpus: facts.baseline_gpus,
         sensitivity,
     }
 }
@@ -333,14 +549,17 @@ mod tests {
     fn facts() -> Facts {
         Facts {
             gpus: 300,
+            baseline_gpus: 300,
             platform_team: 2,
             aws_only: true,
             heterogeneous: false,
             software_fractions: false,
+            fractions_class: None,
             runs_own_models: true,
             gain_points: 25.0,
             price_cents_per_gpu_hour: 400.0,
             engineer_cents_per_year: 25_000_000,
+            short_for_separate: Vec::new(),
         }
     }
 
@@ -348,18 +567,23 @@ mod tests {
         decide(&f, &Weights::default()).1
     }
 
+    fn reasons(f: Facts) -> Vec<Reason> {
+        decide(&f, &Weights::default()).2
+    }
+
+    fn fired(f: Facts, start: &str) -> bool {
+        reasons(f).iter().any(|r| r.text.starts_with(start))
+    }
+
     #[test]
-    fn a_only_below_40_cards_or_without_a_platform_team() {
-        assert_eq!(
-            pick(Facts {
-                gpus: 39,
-                ..facts()
-            }),
-            Architecture::A
-        );
+    fn a_up_to_40_cards_or_without_a_platform_team() {
+        // "Up to ~40 cards" includes 40.
+        for gpus in [1, 39, 40] {
+            assert_eq!(pick(Facts { gpus, ..facts() }), Architecture::A, "{gpus}");
+        }
         assert_ne!(
             pick(Facts {
-                gpus: 40,
+                gpus: 41,
                 ..facts()
             }),
             Architecture::A
@@ -375,11 +599,63 @@ mod tests {
     }
 
     #[test]
-    fn c_from_50_to_2000_cards_aws_only_small_team() {
+    fn c_on_aws_only_from_41_to_2000_cards_below_bs_scale() {
+        let c_rule = "41-2,000 cards on AWS only";
+        assert!(!fired(
+            Facts {
+                gpus: 40,
+                ..facts()
+            },
+            c_rule
+        ));
+        assert!(fired(
+            Facts {
+                gpus: 41,
+                ..facts()
+            },
+            c_rule
+        ));
+        assert!(fired(
+            Facts {
+                gpus: 2_000,
+                ..facts()
+            },
+            c_rule
+        ));
+        assert!(!fired(
+            Facts {
+                gpus: 2_001,
+                ..facts()
+            },
+            c_rule
+        ));
+        assert!(!fired(
+            Facts {
+                aws_only: false,
+                ..facts()
+            },
+            c_rule
+        ));
+        // A team of 4 below 500 cards cannot justify B: still C.
+        assert_eq!(
+            pick(Facts {
+                platform_team: 4,
+                ..facts()
+            }),
+            Architecture::C
+        );
+        // At B's scale with a team of 4+, C's rule does not fire and B wins.
+        assert!(!fired(
+            Facts {
+                gpus: 501,
+                platform_team: 4,
+                ..facts()
+            },
+            c_rule
+        ));
         assert_eq!(
             pick(Facts {
                 gpus: 50,
-                gain_points: 200.0,
                 ..facts()
             }),
             Architecture::C
@@ -391,7 +667,6 @@ mod tests {
             }),
             Architecture::C
         );
-        // Not AWS-only: C is out.
         assert_ne!(
             pick(Facts {
                 aws_only: false,
@@ -399,117 +674,111 @@ mod tests {
             }),
             Architecture::C
         );
-        // A big team at scale: B.
-        assert_eq!(
-            pick(Facts {
-                gpus: 2_000,
-                platform_team: 6,
-                ..facts()
-            }),
-            Architecture::B
-        );
-        assert_ne!(
-            pick(Facts {
-                gpus: 2_001,
-                platform_team: 3,
-                aws_only: true,
-                ..facts()
-            }),
-            Architecture::A
-        );
     }
 
     #[test]
-    fn the_managed_window_is_50_to_2000_cards() {
-        let fired = |f: Facts| {
-            decide(&f, &Weights::default())
-                .2
-                .iter()
-                .any(|r| r.starts_with("50-2,000 cards"))
+    fn b_only_when_one_of_its_conditions_holds() {
+        let b = |f: Facts| pick(f) == Architecture::B;
+        // None holds: a small AWS-only fleet, a few platform engineers, NVIDIA only. Even
+        // weights that favour B's base scores cannot pick an option no rule nominates.
+        let none = Facts {
+            gpus: 300,
+            platform_team: 3,
+            ..facts()
         };
-        assert!(!fired(Facts {
-            gpus: 49,
-            ..facts()
-        }));
-        assert!(fired(Facts {
-            gpus: 50,
-            ..facts()
-        }));
-        assert!(fired(Facts {
-            gpus: 2_000,
-            ..facts()
-        }));
-        assert!(!fired(Facts {
+        let favour_b = Weights {
+            arbitration: 10.0,
+            granularity: 10.0,
+            utilisation: 10.0,
+            isolation: 0.0,
+            cost_to_maintain: 0.0,
+        };
+        let (_, pick_b, why) = decide(&none, &favour_b);
+        assert_ne!(pick_b, Architecture::B);
+        assert!(
+            why.iter()
+                .any(|r| r.architecture == Architecture::B && r.effect == Effect::Excludes),
+            "{why:?}"
+        );
+        // Each condition on its own.
+        assert!(b(Facts {
             gpus: 2_001,
             ..facts()
         }));
-        assert!(
-            !fired(Facts {
-                platform_team: 4,
-                ..facts()
-            }),
-            "a team of 4 is not small"
-        );
-        assert!(!fired(Facts {
+        assert!(b(Facts {
+            gpus: 501,
+            platform_team: 4,
+            ..facts()
+        }));
+        assert!(!b(Facts {
+            gpus: 500,
+            platform_team: 4,
+            ..facts()
+        }));
+        assert!(b(Facts {
+            software_fractions: true,
+            ..facts()
+        }));
+        assert!(b(Facts {
+            heterogeneous: true,
+            aws_only: false,
+            ..facts()
+        }));
+        assert!(b(Facts {
             aws_only: false,
             ..facts()
         }));
     }
 
     #[test]
-    fn b_above_500_with_a_team_of_4_and_for_fractions_or_heterogeneous_fleets() {
-        assert_eq!(
-            pick(Facts {
-                gpus: 501,
-                platform_team: 4,
-                ..facts()
-            }),
-            Architecture::B
-        );
-        let fired = |f: Facts| {
-            decide(&f, &Weights::default())
-                .2
-                .iter()
-                .any(|r| r.starts_with("Over 500 cards"))
-        };
-        assert!(fired(Facts {
-            gpus: 501,
-            platform_team: 4,
-            ..facts()
-        }));
-        assert!(!fired(Facts {
-            gpus: 500,
-            platform_team: 4,
-            ..facts()
-        }));
-        assert!(!fired(Facts {
-            gpus: 501,
-            platform_team: 3,
-            ..facts()
-        }));
-        assert_eq!(
-            pick(Facts {
-                gpus: 501,
-                platform_team: 3,
-                ..facts()
-            }),
-            Architecture::C
-        );
-        assert_eq!(
-            pick(Facts {
-                software_fractions: true,
-                ..facts()
-            }),
-            Architecture::B
-        );
-        assert_eq!(
-            pick(Facts {
-                heterogeneous: true,
-                aws_only: false,
-                ..facts()
-            }),
-            Architecture::B
-        );
+    fn every_recommendation_is_nominated_by_a_rule_that_decided() {
+        let sizes = [8u64, 40, 41, 100, 500, 501, 2_000, 2_001, 10_000];
+        for gpus in sizes {
+            for team in [0u32, 2, 4, 10] {
+                for (aws_only, software_fractions, runs_own_models) in [
+                    (true, false, true),
+                    (false, false, true),
+                    (true, true, true),
+                    (true, false, false),
+                ] {
+                    for gain_points in [0.1, 25.0] {
+                        let f = Facts {
+                            gpus,
+                            baseline_gpus: gpus,
+                            platform_team: team,
+                            aws_only,
+                            software_fractions,
+                            runs_own_models,
+                            gain_points,
+                            ..facts()
+                        };
+                        let (_, rec, why) = decide(&f, &Weights::default());
+                        let named = why.iter().any(|r| {
+                            r.architecture == rec
+                                && r.effect == Effect::Nominates
+                                && r.verdict == Verdict::Decided
+                        });
+                        assert!(named, "{f:?} → {rec:?}: {why:?}");
+                        // Decided reasons come first; none contradicts the recommendation.
+                        let first_outweighed = why
+                            .iter()
+                            .position(|r| r.verdict == Verdict::Outweighed)
+                            .unwrap_or(why.len());
+                        assert!(
+                            why[first_outweighed..]
+                                .iter()
+                                .all(|r| r.verdict == Verdict::Outweighed)
+                        );
+                        for r in &why[..first_outweighed] {
+                            let against_winner =
+                                r.architecture == rec && r.effect != Effect::Nominates;
+                            let for_loser = r.architecture != rec && r.effect == Effect::Nominates;
+                            assert!(!against_winner && !for_loser, "{f:?}: {r:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -534,19 +803,38 @@ mod tests {
 
     #[test]
     fn b_is_ruled_out_when_the_gain_is_worth_less_than_one_engineer() {
-        // 300 cards × 25 points × $4/h × 8,760 h = $2.6M: B is allowed when it fits.
+        // 600 cards × 25 points × $4/h × 8,760 h = $5.3M: B is allowed when it fits.
         let rich = Facts {
             gpus: 600,
+            baseline_gpus: 600,
             platform_team: 5,
             ..facts()
         };
-        assert_eq!(pick(rich), Architecture::B);
-        // 600 × 0.5 points × $4 × 8,760 = $105k < $250k: C or D, not B.
+        assert_eq!(pick(rich.clone()), Architecture::B);
+        // 600 × 0.5 points × $4 × 8,760 = $105,120 < $250,000: C or D, not B.
         let poor = Facts {
             gain_points: 0.5,
             ..rich
         };
-        assert!(matches!(pick(poor), Architecture::C | Architecture::D));
+        assert_eq!(poor.gain_value_cents_per_year(), 10_512_000);
+        assert_eq!(pick(poor.clone()), Architecture::C);
+        let why = reasons(poor.clone());
+        let rule = why
+            .iter()
+            .find(|r| r.text.starts_with("The utilisation gain is worth"))
+            .expect("the value rule");
+        assert_eq!(rule.verdict, Verdict::Decided);
+        assert!(
+            rule.text.contains("$105,120/year on 600 cards"),
+            "{}",
+            rule.text
+        );
+        // B's own rule fired too, and is marked as outweighed, not shown as deciding.
+        let own = why
+            .iter()
+            .find(|r| r.text.starts_with("Over 500 cards"))
+            .expect("B's rule");
+        assert_eq!(own.verdict, Verdict::Outweighed);
         let non_aws = Facts {
             aws_only: false,
             ..poor
@@ -555,25 +843,51 @@ mod tests {
     }
 
     #[test]
+    fn the_gain_is_valued_on_the_baseline_not_the_fleet() {
+        // 10,000 cards in the fleet, the gain measured on 8,000 cards of separate pools.
+        let f = Facts {
+            gpus: 10_000,
+            baseline_gpus: 8_000,
+            gain_points: 25.0,
+            price_cents_per_gpu_hour: 300.0,
+            ..facts()
+        };
+        // 8,000 × 0.25 × 300 cents × 8,760 h.
+        assert_eq!(f.gain_value_cents_per_year(), 5_256_000_000);
+        assert_eq!(f.at_size(5_000).baseline_gpus, 4_000);
+    }
+
+    #[test]
+    fn a_fleet_short_for_separate_pools_counts_against_a() {
+        let f = Facts {
+            gpus: 30,
+            short_for_separate: vec!["h100".into()],
+            ..facts()
+        };
+        let why = reasons(f.clone());
+        assert!(
+            why.iter().any(|r| r.architecture == Architecture::A
+                && r.effect == Effect::Counts
+                && r.text.contains("short for separate pools on h100")),
+            "{why:?}"
+        );
+        let plain = decide(&facts_at(30), &Weights::default()).0[0].score;
+        let short = decide(&f, &Weights::default()).0[0].score;
+        assert_eq!(short, plain.map(|s| s - DECISIVE));
+    }
+
+    fn facts_at(gpus: u64) -> Facts {
+        Facts { gpus, ..facts() }
+    }
+
+    #[test]
     fn weights_change_scores() {
         let heavy = Weights {
             isolation: 10.0,
             ..Weights::default()
         };
-        let (opts, _, _) = decide(
-            &Facts {
-                gpus: 20,
-                ..facts()
-            },
-            &heavy,
-        );
-        let (plain, _, _) = decide(
-            &Facts {
-                gpus: 20,
-                ..facts()
-            },
-            &Weights::default(),
-        );
+        let (opts, _, _) = decide(&facts_at(20), &heavy);
+        let (plain, _, _) = decide(&facts_at(20), &Weights::default());
         assert!(opts[0].score > plain[0].score);
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     catalogue::Vendor,
+    decision::Architecture,
     label::Labelled,
     scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
 };
@@ -139,13 +140,17 @@ pub struct IsolationPlan {
     pub spot: Vec<SpotAdvice>,
 }
 
-pub fn plan(scenario: &Scenario) -> IsolationPlan {
+/// The plan for each class under `architecture`: managed governance (C) offers fractions
+/// through MIG only, so there classes that would share a card in software get a MIG slice or
+/// whole cards, and the reason says so.
+pub fn plan(scenario: &Scenario, architecture: Architecture) -> IsolationPlan {
     let dra = scenario.kubernetes_at_least(DRA_FROM.0, DRA_FROM.1);
+    let managed = architecture == Architecture::C;
     let mut classes = Vec::new();
     let mut spot = Vec::new();
     for team in &scenario.teams {
         for w in &team.workloads {
-            let (mechanism, reasons) = choose(scenario, w);
+            let (mechanism, reasons) = choose(scenario, w, managed);
             classes.push(ClassIsolation {
                 team: team.name.clone(),
                 workload: w.name.clone(),
@@ -178,16 +183,97 @@ pub fn plan(scenario: &Scenario) -> IsolationPlan {
     }
 }
 
-fn choose(scenario: &Scenario, w: &Workload) -> (Mechanism, Vec<String>) {
+/// The first class (`team/workload`) that can only share its cards in software: work smaller
+/// than a GPU on an accelerator without MIG, where HAMi, MPS or time-slicing is the only way to
+/// pack it. Such a class rules out managed governance (C).
+pub fn needs_software_sharing(scenario: &Scenario) -> Option<String> {
+    scenario.teams.iter().find_map(|team| {
+        team.workloads.iter().find_map(|w| {
+            let (mechanism, _) = choose(scenario, w, false);
+            let has_mig = scenario
+                .accelerator(&w.flavor)
+                .is_some_and(Accelerator::has_mig);
+            (mechanism.is_software() && !has_mig).then(|| {
+                format!(
+                    "{}/{} ({}, {} on a GPU without MIG)",
+                    team.name,
+                    w.name,
+                    w.flavor,
+                    mechanism.label()
+                )
+            })
+        })
+    })
+}
+
+impl Mechanism {
+    /// Sharing done in software (no hardware partition).
+    pub fn is_software(self) -> bool {
+        matches!(
+            self,
+            Mechanism::HamiFractions | Mechanism::Mps | Mechanism::TimeSlicing
+        )
+    }
+}
+
+/// The smallest plain MIG profile of the class's GPU that holds `mem_mib`.
+fn mig_profile(acc: Option<&Accelerator>, mem_mib: u32) -> Option<&'static str> {
+    let geometry = acc?.model()?.mig.as_ref()?;
+    geometry
+        .profiles
+        .iter()
+        .filter(|p| p.is_plain() && p.mem_mib >= mem_mib)
+        .min_by_key(|p| (p.mem_mib, p.compute_slices))
+        .map(|p| p.name.as_str())
+}
+
+fn choose(scenario: &Scenario, w: &Workload, managed: bool) -> (Mechanism, Vec<String>) {
     let acc = scenario.accelerator(&w.flavor);
     let nvidia = acc.is_none_or(|a| a.vendor() == Vendor::Nvidia);
-    let has_mig = acc.is_some_and(Accelerator::has_mig);
+    let card_mib = acc.and_then(Accelerator::model).map(|m| m.mem_mib);
     let compliance = scenario.constraints.hardware_isolation_between_tenants && w.tenants > 1;
     let mut reasons = Vec::new();
-    let mig_or_whole = |reasons: &mut Vec<String>| {
-        if has_mig {
+    let whole = |reasons: &mut Vec<String>, why: String| {
+        reasons.push(why);
+        (Mechanism::WholeGpu, std::mem::take(reasons))
+    };
+    if w.kind == WorkloadKind::PreTraining {
+        return whole(
+            &mut reasons,
+            "Pre-training wants whole cards (and whole nodes): maximum isolation and bandwidth."
+                .to_owned(),
+        );
+    }
+    if w.gpus_per_job > 1 {
+        return whole(
+            &mut reasons,
+            format!(
+                "Each {} spans {} GPUs: whole cards; MIG and fractions are for work smaller than one GPU.",
+                if w.kind == WorkloadKind::Inference {
+                    "replica"
+                } else {
+                    "job"
+                },
+                w.gpus_per_job
+            ),
+        );
+    }
+    let Some(mem) = w
+        .mem_mib_per_job
+        .filter(|&m| card_mib.is_none_or(|card| m < card))
+    else {
+        return whole(&mut reasons, "Each job needs a whole card (no mem_mib_per_job below the card's memory): MIG and fractions are for work smaller than one GPU.".to_owned());
+    };
+    let mig = mig_profile(acc, mem);
+    let mig_or_whole = |reasons: &mut Vec<String>| match mig {
+        Some(profile) => {
+            reasons.push(format!(
+                "{} MiB per job fits MIG profile {profile}.",
+                crate::money::thousands(i64::from(mem))
+            ));
             Mechanism::Mig
-        } else {
+        }
+        None => {
             reasons.push(
                 "This GPU has no MIG: whole cards give the hardware boundary instead.".to_owned(),
             );
@@ -195,10 +281,6 @@ fn choose(scenario: &Scenario, w: &Workload) -> (Mechanism, Vec<String>) {
         }
     };
     let mechanism = match w.kind {
-        WorkloadKind::PreTraining => {
-            reasons.push("Pre-training wants whole cards (and whole nodes): maximum isolation and bandwidth.".to_owned());
-            Mechanism::WholeGpu
-        }
         _ if compliance => {
             reasons.push("Compliance needs hardware isolation between tenants: MIG is the only hardware-partitioned option an auditor accepts.".to_owned());
             mig_or_whole(&mut reasons)
@@ -207,7 +289,9 @@ fn choose(scenario: &Scenario, w: &Workload) -> (Mechanism, Vec<String>) {
             reasons.push("Multi-tenant inference with an SLO: MIG gives each tenant dedicated memory, compute and bandwidth.".to_owned());
             mig_or_whole(&mut reasons)
         }
-        WorkloadKind::Inference if w.tenants > 1 => {
+        WorkloadKind::Inference | WorkloadKind::Batch | WorkloadKind::FineTuning
+            if w.tenants > 1 =>
+        {
             reasons.push("Several business tenants: software limits per pod (HAMi); never time-slicing or MPS across tenants.".to_owned());
             Mechanism::HamiFractions
         }
@@ -219,28 +303,34 @@ fn choose(scenario: &Scenario, w: &Workload) -> (Mechanism, Vec<String>) {
             Mechanism::Mps
         }
         WorkloadKind::FineTuning => {
-            reasons.push("LoRA fine-tuning: HAMi fractions (gpumem/gpucores) pack several runs per card with memory limits.".to_owned());
+            reasons.push("LoRA fine-tuning smaller than a card: HAMi fractions (gpumem/gpucores) pack several runs per card with memory limits.".to_owned());
             Mechanism::HamiFractions
         }
-        WorkloadKind::Batch if w.tenants > 1 => {
-            reasons.push("Evaluation for several tenants: HAMi memory limits; never time-slicing between tenants.".to_owned());
-            Mechanism::HamiFractions
+        _ if w.throughput => {
+            reasons.push(
+                "One trusted team's batch work that wants throughput: MPS runs it concurrently."
+                    .to_owned(),
+            );
+            Mechanism::Mps
         }
-        WorkloadKind::Batch => {
+        _ => {
             reasons.push("Experiments and evaluation of one tenant: time-slicing is enough (no memory isolation needed).".to_owned());
             Mechanism::TimeSlicing
         }
     };
-    if !nvidia
-        && matches!(
-            mechanism,
-            Mechanism::Mig | Mechanism::Mps | Mechanism::TimeSlicing
-        )
-    {
+    if !nvidia && (mechanism.is_software() || mechanism == Mechanism::Mig) {
         reasons.push(
             "Not an NVIDIA accelerator: HAMi is the sharing layer that speaks to it.".to_owned(),
         );
         return (Mechanism::HamiFractions, reasons);
+    }
+    if managed && mechanism.is_software() {
+        reasons.push(format!(
+            "Managed governance (C) offers fractions through MIG only, not {}:",
+            mechanism.label()
+        ));
+        let fallback = mig_or_whole(&mut reasons);
+        return (fallback, reasons);
     }
     (mechanism, reasons)
 }
@@ -385,6 +475,7 @@ mod tests {
     use super::*;
     use crate::scenario::{Demand, Preset, bench_scenario};
 
+    /// A class whose jobs need 20 GiB of one card: smaller than a GPU.
     fn class(kind: WorkloadKind, tenants: u32, slo: bool) -> Workload {
         Workload {
             name: "w".into(),
@@ -395,6 +486,8 @@ mod tests {
                 peak_gpus: 1.0,
             },
             gpus_per_job: 1,
+            mem_mib_per_job: Some(20 * 1024),
+            throughput: false,
             job_minutes: 60,
             checkpoint_minutes: 0,
             priority: 0,
@@ -402,15 +495,19 @@ mod tests {
             busy_pct: 80,
             tenants,
             slo,
+            backlog_gpus: 0.0,
             inference: None,
             current_isolation: None,
         }
     }
 
+    fn pick(s: &Scenario, w: Workload) -> Mechanism {
+        choose(s, &w, false).0
+    }
+
     #[test]
     fn the_rules_per_class() {
         let mut s = bench_scenario();
-        let pick = |s: &Scenario, w: Workload| choose(s, &w).0;
         assert_eq!(
             pick(&s, class(WorkloadKind::PreTraining, 3, true)),
             Mechanism::WholeGpu
@@ -465,17 +562,89 @@ mod tests {
     }
 
     #[test]
+    fn fractions_and_mig_only_for_work_smaller_than_a_gpu() {
+        let s = bench_scenario();
+        // A full fine-tune on 8 GPUs per job: whole cards, and the reason says why.
+        let full = Workload {
+            gpus_per_job: 8,
+            mem_mib_per_job: None,
+            ..class(WorkloadKind::FineTuning, 1, false)
+        };
+        let (mechanism, reasons) = choose(&s, &full, false);
+        assert_eq!(mechanism, Mechanism::WholeGpu);
+        assert!(reasons[0].contains("spans 8 GPUs"), "{reasons:?}");
+        // A multi-tenant SLO replica spanning 2 GPUs cannot sit in MIG slices.
+        let wide = Workload {
+            gpus_per_job: 2,
+            mem_mib_per_job: None,
+            ..class(WorkloadKind::Inference, 3, true)
+        };
+        assert_eq!(pick(&s, wide), Mechanism::WholeGpu);
+        // One GPU, but no memory below the card's: a whole card.
+        let one = Workload {
+            mem_mib_per_job: None,
+            ..class(WorkloadKind::Batch, 1, false)
+        };
+        assert_eq!(pick(&s, one), Mechanism::WholeGpu);
+        // MIG names the smallest profile that holds the job: 20 GiB on an H100 is 1g.20gb.
+        let (_, reasons) = choose(&s, &class(WorkloadKind::Inference, 3, true), false);
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("fits MIG profile 1g.20gb")),
+            "{reasons:?}"
+        );
+    }
+
+    #[test]
+    fn batch_of_one_trusted_team_can_ask_for_throughput() {
+        let s = bench_scenario();
+        let fast = Workload {
+            throughput: true,
+            ..class(WorkloadKind::Batch, 1, false)
+        };
+        assert_eq!(pick(&s, fast.clone()), Mechanism::Mps);
+        // Never MPS across tenants, whatever the class asks.
+        let shared = Workload { tenants: 2, ..fast };
+        assert_eq!(pick(&s, shared), Mechanism::HamiFractions);
+    }
+
+    #[test]
+    fn under_managed_governance_software_sharing_becomes_mig_or_whole_cards() {
+        let mut s = bench_scenario();
+        let (mechanism, reasons) = choose(&s, &class(WorkloadKind::FineTuning, 1, false), true);
+        assert_eq!(mechanism, Mechanism::Mig);
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("fractions through MIG only")),
+            "{reasons:?}"
+        );
+        // On a GPU without MIG the class can share only in software: it names itself.
+        assert_eq!(needs_software_sharing(&s), None);
+        s.fleet[0].gpu_model = "L40S-48GB".into();
+        s.teams[0].workloads[1].mem_mib_per_job = Some(20 * 1024);
+        s.teams[0].workloads[1].gpus_per_job = 1;
+        assert_eq!(
+            needs_software_sharing(&s).as_deref(),
+            Some("team-00/tune (f0, HAMi fractions on a GPU without MIG)")
+        );
+        let (mechanism, _) = choose(&s, &s.teams[0].workloads[1], true);
+        assert_eq!(mechanism, Mechanism::WholeGpu);
+    }
+
+    #[test]
     fn dra_from_kubernetes_1_34() {
         let mut s = bench_scenario();
         assert!(
-            plan(&s)
+            plan(&s, Architecture::B)
                 .classes
                 .iter()
                 .all(|c| c.allocation_base == AllocationBase::Dra)
         );
         s.constraints.kubernetes_version = "1.33".into();
         assert!(
-            plan(&s)
+            plan(&s, Architecture::B)
                 .classes
                 .iter()
                 .all(|c| c.allocation_base == AllocationBase::DevicePlugin)

@@ -47,12 +47,12 @@ pub fn evaluate_until(
     let sizing = sizing::size(scenario);
     let simulation = simulate::simulate_until(scenario, stop)
         .map_err(|Interrupted| EvaluateError::Interrupted)?;
-    let gain_points = sizing.shared_pool.mean_busy_pct - sizing.separate_pools.mean_busy_pct;
+    let decision = decision::evaluate(scenario, &sizing);
     Ok(Evaluation {
         scenario: scenario.name.clone(),
         seed: scenario.seed,
-        decision: decision::evaluate(scenario, gain_points),
-        isolation: isolation::plan(scenario),
+        isolation: isolation::plan(scenario, decision.recommendation),
+        decision,
         sizing,
         simulation,
     })

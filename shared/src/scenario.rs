@@ -118,6 +118,15 @@ pub struct Workload {
     pub demand: Demand,
     /// GPUs one job (or one inference replica) holds.
     pub gpus_per_job: u32,
+    /// GPU memory one job needs when it is smaller than one GPU (with `gpus_per_job` 1), in
+    /// MiB; absent: each job needs whole cards. Only such work is a candidate for MIG or
+    /// fractions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_mib_per_job: Option<u32>,
+    /// One trusted team's work that wants throughput over isolation (MPS), when it is smaller
+    /// than a GPU.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub throughput: bool,
     /// Mean job length (batch kinds); ignored for inference.
     #[serde(default = "default_job_minutes")]
     pub job_minutes: u32,
@@ -138,6 +147,12 @@ pub struct Workload {
     /// Whether the class has a latency SLO.
     #[serde(default)]
     pub slo: bool,
+    /// Batch kinds: queued work beyond the profile, always waiting, in GPUs: up to this many
+    /// GPUs more whenever quota and the fleet leave room. It runs last in its queue and may be
+    /// evicted by the owners of what it borrowed (a backlog is elastic demand: research and
+    /// training queues that never run dry). It buys no cards in the sizing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub backlog_gpus: f64,
     /// Inference only.
     #[serde(default)]
     pub inference: Option<Inference>,
@@ -154,6 +169,9 @@ fn default_busy_pct() -> u32 {
 }
 fn one() -> u32 {
     1
+}
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// GPUs wanted per hour over a week: given, or generated from a preset.
@@ -240,6 +258,13 @@ fn default_cooldown() -> u32 {
 }
 
 impl Inference {
+    /// KEDA's desired replicas for `traffic_gpus` of traffic: ⌈traffic ÷ (GPUs per replica ×
+    /// threshold)⌉, before min/max replicas (a hair over a whole number is float noise).
+    pub fn replicas_for(&self, traffic_gpus: f64, gpus_per_replica: u32) -> u32 {
+        let per_replica = f64::from(gpus_per_replica) * f64::from(self.threshold_pct) / 100.0;
+        (traffic_gpus / per_replica - 1e-9).ceil().max(0.0) as u32
+    }
+
     /// Cold start in minutes, with the warm cache when there is one.
     pub fn cold_start_min(&self) -> u32 {
         self.warm_cache_cold_start_s
@@ -514,6 +539,26 @@ impl Scenario {
                 if work.gpus_per_job == 0 || work.gpus_per_job > 4096 {
                     bad(p("gpus_per_job"), "must be between 1 and 4096");
                 }
+                if let Some(mem) = work.mem_mib_per_job {
+                    let card = self
+                        .accelerator(&work.flavor)
+                        .and_then(Accelerator::model)
+                        .map(|m| m.mem_mib);
+                    if work.gpus_per_job > 1 {
+                        bad(
+                            p("mem_mib_per_job"),
+                            "a job that spans GPUs holds whole cards; give mem_mib_per_job only for work smaller than one GPU",
+                        );
+                    } else if let Some(card) = card.filter(|&card| mem == 0 || mem >= card) {
+                        bad(
+                            p("mem_mib_per_job"),
+                            &format!(
+                                "must be between 1 and the card's {} MiB; leave it out for whole cards",
+                                crate::money::thousands(i64::from(card))
+                            ),
+                        );
+                    }
+                }
                 if work.job_minutes == 0 || work.job_minutes > 60 * 24 * 30 {
                     bad(p("job_minutes"), "must be between 1 and 43,200");
                 }
@@ -535,6 +580,14 @@ impl Scenario {
                     .any(|v| !v.is_finite() || *v < 0.0 || *v > 1e7)
                 {
                     bad(p("demand"), "GPUs wanted must be between 0 and 10,000,000");
+                }
+                if !work.backlog_gpus.is_finite() || !(0.0..=1e7).contains(&work.backlog_gpus) {
+                    bad(p("backlog_gpus"), "must be between 0 and 10,000,000");
+                } else if work.backlog_gpus > 0.0 && work.kind == WorkloadKind::Inference {
+                    bad(
+                        p("backlog_gpus"),
+                        "only batch kinds have a backlog; inference follows its traffic",
+                    );
                 }
                 match (&work.kind, &work.inference) {
                     (WorkloadKind::Inference, None) => bad(
@@ -609,6 +662,9 @@ impl Scenario {
             let job_gpu_hours = f64::from(w.gpus_per_job) * f64::from(w.job_minutes) / 60.0;
             let initial = hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job);
             jobs += initial + hourly.iter().map(|g| g.max(0.0)).sum::<f64>() / job_gpu_hours;
+            // The backlog is kept full: its GPUs' worth of jobs, renewed every job length.
+            let backlog_jobs = w.backlog_gpus.max(0.0) / f64::from(w.gpus_per_job);
+            jobs += backlog_jobs * (1.0 + HOURS_PER_WEEK as f64 * 60.0 / f64::from(w.job_minutes));
         }
         jobs.min(u64::MAX as f64) as u64
     }
@@ -714,6 +770,9 @@ pub fn bench_scenario() -> Scenario {
                 tenants: 1,
                 slo: false,
                 inference: None,
+                backlog_gpus: 0.0,
+                mem_mib_per_job: None,
+                throughput: false,
                 current_isolation: None,
             };
             let serving = Workload {

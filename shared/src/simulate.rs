@@ -37,6 +37,8 @@ pub struct TeamStats {
     pub team: String,
     pub wanted_gpu_minutes: f64,
     pub admitted_gpu_minutes: f64,
+    /// The part of admitted that was backlog work (not in wanted).
+    pub backlog_gpu_minutes: f64,
     pub busy_gpu_minutes: f64,
     pub jobs_submitted: u64,
     pub jobs_admitted: u64,
@@ -148,6 +150,7 @@ fn sum_up(
     for s in &week.stats {
         total.wanted_gpu_minutes += s.wanted_gpu_minutes;
         total.admitted_gpu_minutes += s.admitted_gpu_minutes;
+        total.backlog_gpu_minutes += s.backlog_gpu_minutes;
         total.busy_gpu_minutes += s.busy_gpu_minutes;
         total.jobs_submitted += s.jobs_submitted;
         total.jobs_admitted += s.jobs_admitted;
@@ -190,6 +193,7 @@ fn empty_stats(team: &str) -> TeamStats {
         team: team.to_owned(),
         wanted_gpu_minutes: 0.0,
         admitted_gpu_minutes: 0.0,
+        backlog_gpu_minutes: 0.0,
         busy_gpu_minutes: 0.0,
         jobs_submitted: 0,
         jobs_admitted: 0,
@@ -339,6 +343,9 @@ mod properties {
                                                     cooldown_s: 300,
                                                 },
                                             ),
+                                            backlog_gpus: 0.0,
+                                            mem_mib_per_job: None,
+                                            throughput: false,
                                             current_isolation: None,
                                         }
                                     },

@@ -1,21 +1,33 @@
-//! Fleet sizing: separate pools, each sized to its own peak (the sum of the peaks), against one
-//! shared pool with quotas and borrowing (the peak of the sum); and the three readings of a
-//! utilisation gain that people confuse.
+//! Fleet sizing: separate pools, each class sized to its own peak (the sum of the peaks),
+//! against one shared pool per flavor with quotas and borrowing (the peak of the sum); a
+//! class's standing backlog fills whatever its pool leaves idle; the fleet the scenario has,
+//! held against what each option needs; and the three readings of a utilisation gain.
+//!
+//! Inference is sized as KEDA allocates it: replicas = ⌈traffic ÷ (GPUs per replica ×
+//! threshold)⌉ within min/max replicas, each holding its GPUs; it serves at most what they
+//! carry. Batch classes hold their demand profile. A backlog (queued work beyond the
+//! profile) buys no cards: in separate pools it runs only in its own class's troughs; in a
+//! shared pool it runs in anyone's.
 //!
 //! Invariant: for the same demand the shared pool never needs more GPUs than separate pools
 //! (the peak of a sum is at most the sum of the peaks).
 
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::{HOURS_PER_WEEK, Scenario, WorkloadKind};
+use crate::{
+    label::Labelled,
+    scenario::{HOURS_PER_WEEK, Scenario, Workload, WorkloadKind},
+};
 
 pub const HOURS_PER_YEAR: i64 = 8_760;
 
-/// The three readings of "utilisation went from `u0` to `u1`" on `gpus` cards.
+/// The three readings of "utilisation went from `u0` to `u1`", all on the same `gpus`: the
+/// fleet where `u0` was measured (separate pools, as it runs today).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UtilisationGain {
     pub from_pct: f64,
     pub to_pct: f64,
+    /// The baseline: the GPUs of separate pools.
     pub gpus: u64,
     /// Work per fixed cost: u1 / u0 (35% → 60% is 1.71x).
     pub work_per_cost_factor: f64,
@@ -41,14 +53,16 @@ pub fn utilisation_gain(from_pct: f64, to_pct: f64, gpus: u64) -> UtilisationGai
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolSizing {
     pub gpus: u64,
-    /// Mean GPUs wanted ÷ GPUs, in %.
+    /// Mean GPUs held (demand, inference replicas, backlog that found room) ÷ GPUs, in %.
     pub mean_allocated_pct: f64,
     /// Mean GPUs really busy ÷ GPUs, in %.
     pub mean_busy_pct: f64,
     pub idle_gpu_hours_per_week: f64,
+    /// GPU-hours a week of backlog work that found room.
+    pub backlog_gpu_hours_per_week: f64,
     pub cost_cents_per_year: i64,
-    /// Inference's share of the cost per million tokens served (allocation basis); None
-    /// without inference.
+    /// Inference's share of the cost (by GPU-hours held, idle shared the same way) per
+    /// million tokens served; None without inference.
     pub cost_cents_per_million_tokens: Option<f64>,
 }
 
@@ -56,114 +70,295 @@ pub struct PoolSizing {
 pub struct Sizing {
     pub separate_pools: PoolSizing,
     pub shared_pool: PoolSizing,
-    /// From separate to shared, on the shared pool's GPUs.
+    /// From separate to shared, on the separate pools' GPUs.
     pub gain: UtilisationGain,
-    /// Per flavor: (flavor, separate GPUs, shared GPUs, GPUs in the fleet).
     pub by_flavor: Vec<FlavorSizing>,
 }
 
+/// The scenario's fleet of one flavor against what each option needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlavorSizing {
     pub flavor: String,
     pub fleet_gpus: u64,
     pub separate_gpus: u64,
     pub shared_gpus: u64,
+    pub separate_fit: Fit,
+    pub shared_fit: Fit,
 }
 
-/// Demand series per (team, workload), hourly.
+/// How a fleet compares with what an option needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fit {
+    /// Fewer cards than the peak needs: work waits or traffic goes unserved.
+    Short,
+    Fits,
+    /// More than a quarter above the need.
+    Oversized,
+}
+
+impl Labelled for Fit {
+    fn label(self) -> &'static str {
+        match self {
+            Fit::Short => "short",
+            Fit::Fits => "fits",
+            Fit::Oversized => "oversized",
+        }
+    }
+}
+
+impl Fit {
+    pub fn of(fleet: u64, need: u64) -> Fit {
+        if fleet < need {
+            Fit::Short
+        } else if (fleet - need) * 4 > need {
+            Fit::Oversized
+        } else {
+            Fit::Fits
+        }
+    }
+}
+
+impl FlavorSizing {
+    /// In words, when the fleet is short or oversized for either option.
+    pub fn verdict(&self) -> Option<String> {
+        let (f, have) = (&self.flavor, self.fleet_gpus);
+        match (self.separate_fit, self.shared_fit) {
+            (Fit::Short, Fit::Short) => Some(format!(
+                "{f}: {have} cards are short for either option: separate pools need {}, a shared pool {} ({} more).",
+                self.separate_gpus,
+                self.shared_gpus,
+                self.shared_gpus - have
+            )),
+            (Fit::Short, _) => Some(format!(
+                "{f}: {have} cards are short for separate pools ({} needed) but enough for a shared pool ({}).",
+                self.separate_gpus, self.shared_gpus
+            )),
+            (_, Fit::Oversized) => Some(format!(
+                "{f}: {have} cards are oversized: a shared pool needs {} ({} spare), separate pools {}.",
+                self.shared_gpus,
+                have - self.shared_gpus,
+                self.separate_gpus
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// One class's week, hourly, in GPUs.
 struct Series {
     flavor: String,
-    hourly: Vec<f64>,
-    busy: f64,
+    /// GPUs held.
+    held: Vec<f64>,
+    /// GPUs' worth of work done (inference: traffic served).
+    work: Vec<f64>,
+    busy_share: f64,
     tokens_per_gpu_hour: Option<f64>,
+    backlog_gpus: f64,
+    /// Jobs per card in a shared pool, where work smaller than a GPU is packed (separate
+    /// pools hand out whole cards).
+    pack: f64,
 }
 
-fn series(scenario: &Scenario) -> Vec<Series> {
-    scenario
-        .teams
-        .iter()
-        .flat_map(|t| &t.workloads)
-        .map(|w| Series {
-            flavor: w.flavor.clone(),
-            hourly: w.demand.hourly(),
-            busy: f64::from(w.busy_pct) / 100.0,
-            tokens_per_gpu_hour: (w.kind == WorkloadKind::Inference)
-                .then(|| {
-                    w.inference
-                        .as_ref()
-                        .map(|i| f64::from(i.tokens_per_s_per_gpu) * 3600.0)
-                })
-                .flatten(),
-        })
-        .collect()
+/// How many jobs smaller than a GPU one card takes: as many as its memory holds, and no more
+/// than its time allows (each keeps it busy `busy_share` of the time).
+pub fn jobs_per_card(card_mib: u32, job_mib: u32, busy_share: f64) -> u32 {
+    let by_memory = card_mib / job_mib.max(1);
+    let by_time = if busy_share > 0.0 {
+        (1.0 / busy_share + 1e-9).floor() as u32
+    } else {
+        by_memory
+    };
+    by_memory.min(by_time).max(1)
+}
+
+impl Series {
+    fn of(scenario: &Scenario, w: &Workload) -> Self {
+        let pack = match (
+            w.mem_mib_per_job,
+            scenario.accelerator(&w.flavor).and_then(|a| a.model()),
+        ) {
+            (Some(job), Some(card)) if w.gpus_per_job == 1 && job < card.mem_mib => f64::from(
+                jobs_per_card(card.mem_mib, job, f64::from(w.busy_pct) / 100.0),
+            ),
+            _ => 1.0,
+        };
+        let demand = w.demand.hourly();
+        let busy_share = f64::from(w.busy_pct) / 100.0;
+        match (&w.kind, &w.inference) {
+            (WorkloadKind::Inference, Some(inf)) => {
+                let held: Vec<f64> = demand
+                    .iter()
+                    .map(|&traffic| {
+                        let replicas = inf
+                            .replicas_for(traffic, w.gpus_per_job)
+                            .clamp(inf.min_replicas, inf.max_replicas.max(inf.min_replicas));
+                        f64::from(replicas) * f64::from(w.gpus_per_job)
+                    })
+                    .collect();
+                let work = demand.iter().zip(&held).map(|(t, h)| t.min(*h)).collect();
+                Series {
+                    flavor: w.flavor.clone(),
+                    held,
+                    work,
+                    busy_share,
+                    tokens_per_gpu_hour: Some(f64::from(inf.tokens_per_s_per_gpu) * 3600.0),
+                    backlog_gpus: 0.0,
+                    pack,
+                }
+            }
+            _ => Series {
+                flavor: w.flavor.clone(),
+                work: demand.clone(),
+                held: demand,
+                busy_share,
+                tokens_per_gpu_hour: None,
+                backlog_gpus: w.backlog_gpus,
+                pack,
+            },
+        }
+    }
+}
+
+impl Series {
+    /// The class in a shared pool: jobs smaller than a GPU share cards, so it holds fewer
+    /// (the same work, and the backlog in cards' worth).
+    fn packed(&self) -> Series {
+        Series {
+            flavor: self.flavor.clone(),
+            held: self.held.iter().map(|h| h / self.pack).collect(),
+            work: self.work.clone(),
+            busy_share: self.busy_share,
+            tokens_per_gpu_hour: self.tokens_per_gpu_hour,
+            backlog_gpus: self.backlog_gpus / self.pack,
+            pack: self.pack,
+        }
+    }
+}
+
+/// What one pool (or one flavor's set of pools) did in the week.
+#[derive(Default)]
+struct Week {
+    gpus: u64,
+    held_gpu_hours: f64,
+    busy_gpu_hours: f64,
+    backlog_gpu_hours: f64,
+    cost_cents_per_year: i64,
+    inference_cost_cents_per_year: f64,
+    tokens: f64,
+}
+
+impl Week {
+    fn add(&mut self, other: Week) {
+        self.gpus += other.gpus;
+        self.held_gpu_hours += other.held_gpu_hours;
+        self.busy_gpu_hours += other.busy_gpu_hours;
+        self.backlog_gpu_hours += other.backlog_gpu_hours;
+        self.cost_cents_per_year += other.cost_cents_per_year;
+        self.inference_cost_cents_per_year += other.inference_cost_cents_per_year;
+        self.tokens += other.tokens;
+    }
+
+    fn sizing(&self) -> PoolSizing {
+        let capacity = self.gpus as f64 * HOURS_PER_WEEK as f64;
+        let tokens_per_year = self.tokens * HOURS_PER_YEAR as f64 / HOURS_PER_WEEK as f64;
+        PoolSizing {
+            gpus: self.gpus,
+            mean_allocated_pct: pct(self.held_gpu_hours, capacity),
+            mean_busy_pct: pct(self.busy_gpu_hours, capacity),
+            idle_gpu_hours_per_week: (capacity - self.held_gpu_hours).max(0.0),
+            backlog_gpu_hours_per_week: self.backlog_gpu_hours,
+            cost_cents_per_year: self.cost_cents_per_year,
+            cost_cents_per_million_tokens: (tokens_per_year > 0.0)
+                .then(|| self.inference_cost_cents_per_year / (tokens_per_year / 1e6)),
+        }
+    }
+}
+
+/// One pool of `gpus` at `price` running `classes`, whose backlogs fill its idle hours (in
+/// proportion to their backlogs). Inference pays its share of the pool by GPU-hours held.
+fn run_pool(gpus: u64, price: i64, classes: &[&Series]) -> Week {
+    let cost = gpus as i64 * price * HOURS_PER_YEAR;
+    let backlog: f64 = classes.iter().map(|s| s.backlog_gpus).sum();
+    let mut week = Week {
+        gpus,
+        cost_cents_per_year: cost,
+        ..Week::default()
+    };
+    let mut held_by = vec![0.0; classes.len()];
+    for h in 0..HOURS_PER_WEEK {
+        let at = |v: &Vec<f64>| v.get(h).copied().unwrap_or(0.0);
+        let held: f64 = classes.iter().map(|s| at(&s.held)).sum();
+        let fill = backlog.min((gpus as f64 - held).max(0.0));
+        for (i, s) in classes.iter().enumerate() {
+            let mine = if backlog > 0.0 {
+                fill * s.backlog_gpus / backlog
+            } else {
+                0.0
+            };
+            held_by[i] += at(&s.held) + mine;
+            // Work is in jobs (one GPU each unpacked); a card of backlog runs `pack` jobs.
+            week.busy_gpu_hours += (at(&s.work) + mine * s.pack) * s.busy_share;
+            week.backlog_gpu_hours += mine;
+            if let Some(tokens) = s.tokens_per_gpu_hour {
+                week.tokens += at(&s.work) * tokens;
+            }
+        }
+        week.held_gpu_hours += held + fill;
+    }
+    for (s, held) in classes.iter().zip(held_by) {
+        if s.tokens_per_gpu_hour.is_some() && week.held_gpu_hours > 0.0 {
+            week.inference_cost_cents_per_year += cost as f64 * held / week.held_gpu_hours;
+        }
+    }
+    week
 }
 
 pub fn size(scenario: &Scenario) -> Sizing {
-    let all = series(scenario);
+    let all: Vec<Series> = scenario
+        .teams
+        .iter()
+        .flat_map(|t| &t.workloads)
+        .map(|w| Series::of(scenario, w))
+        .collect();
+    let (mut separate, mut shared) = (Week::default(), Week::default());
     let mut by_flavor = Vec::new();
-    let (mut sep_gpus, mut shared_gpus) = (0u64, 0u64);
-    let (mut sep_cost, mut shared_cost) = (0i64, 0i64);
-    let (mut inference_sep_cost, mut inference_gpu_hours_cost) = (0.0, 0.0);
-    let (mut wanted_gpu_hours, mut busy_gpu_hours, mut tokens) = (0.0, 0.0, 0.0);
     for acc in &scenario.fleet {
         let mine: Vec<&Series> = all.iter().filter(|s| s.flavor == acc.flavor).collect();
-        let separate: u64 = mine.iter().map(|s| peak(&s.hourly)).sum();
+        let price = acc.price_cents_per_gpu_hour;
+        let mut separate_gpus = 0;
+        for s in &mine {
+            let pool = run_pool(peak(&s.held), price, std::slice::from_ref(s));
+            separate_gpus += pool.gpus;
+            separate.add(pool);
+        }
+        let packed: Vec<Series> = mine.iter().map(|s| s.packed()).collect();
+        let packed: Vec<&Series> = packed.iter().collect();
         let sum: Vec<f64> = (0..HOURS_PER_WEEK)
             .map(|h| {
-                mine.iter()
-                    .map(|s| s.hourly.get(h).copied().unwrap_or(0.0))
+                packed
+                    .iter()
+                    .map(|s| s.held.get(h).copied().unwrap_or(0.0))
                     .sum()
             })
             .collect();
-        let shared = peak(&sum);
-        let price = acc.price_cents_per_gpu_hour;
-        sep_gpus += separate;
-        shared_gpus += shared;
-        sep_cost += separate as i64 * price * HOURS_PER_YEAR;
-        shared_cost += shared as i64 * price * HOURS_PER_YEAR;
-        let flavor_wanted: f64 = sum.iter().sum();
-        for s in &mine {
-            let hours: f64 = s.hourly.iter().sum();
-            wanted_gpu_hours += hours;
-            busy_gpu_hours += hours * s.busy;
-            if let Some(t) = s.tokens_per_gpu_hour {
-                tokens += hours * t * s.busy;
-                // Separate: the inference pool's own GPUs. Shared: inference's share of the
-                // flavor's GPU-hours, at the shared pool's cost.
-                inference_sep_cost += (peak(&s.hourly) as i64 * price * HOURS_PER_YEAR) as f64;
-                if flavor_wanted > 0.0 {
-                    inference_gpu_hours_cost +=
-                        (shared as i64 * price * HOURS_PER_YEAR) as f64 * hours / flavor_wanted;
-                }
-            }
-        }
+        let pool = run_pool(peak(&sum), price, &packed);
+        let (fleet_gpus, shared_gpus) = (u64::from(acc.count), pool.gpus);
+        shared.add(pool);
         by_flavor.push(FlavorSizing {
             flavor: acc.flavor.clone(),
-            fleet_gpus: u64::from(acc.count),
-            separate_gpus: separate,
-            shared_gpus: shared,
+            fleet_gpus,
+            separate_gpus,
+            shared_gpus,
+            separate_fit: Fit::of(fleet_gpus, separate_gpus),
+            shared_fit: Fit::of(fleet_gpus, shared_gpus),
         });
     }
-    let weeks_per_year = HOURS_PER_YEAR as f64 / HOURS_PER_WEEK as f64;
-    let tokens_per_year = tokens * weeks_per_year;
-    let pool = |gpus: u64, cost: i64, inference_cost: f64| {
-        let capacity = gpus as f64 * HOURS_PER_WEEK as f64;
-        PoolSizing {
-            gpus,
-            mean_allocated_pct: pct(wanted_gpu_hours, capacity),
-            mean_busy_pct: pct(busy_gpu_hours, capacity),
-            idle_gpu_hours_per_week: (capacity - wanted_gpu_hours).max(0.0),
-            cost_cents_per_year: cost,
-            cost_cents_per_million_tokens: (tokens_per_year > 0.0)
-                .then(|| inference_cost / (tokens_per_year / 1e6)),
-        }
-    };
-    let separate_pools = pool(sep_gpus, sep_cost, inference_sep_cost);
-    let shared_pool = pool(shared_gpus, shared_cost, inference_gpu_hours_cost);
+    let (separate_pools, shared_pool) = (separate.sizing(), shared.sizing());
     let gain = utilisation_gain(
         separate_pools.mean_busy_pct,
         shared_pool.mean_busy_pct,
-        shared_gpus,
+        separate_pools.gpus,
     );
     Sizing {
         separate_pools,
@@ -173,9 +368,11 @@ pub fn size(scenario: &Scenario) -> Sizing {
     }
 }
 
-/// The GPUs that cover a series' peak.
+/// The GPUs that cover a series' peak (a hair over a whole number is float noise, not a card).
 fn peak(hourly: &[f64]) -> u64 {
-    hourly.iter().copied().fold(0.0, f64::max).ceil() as u64
+    (hourly.iter().copied().fold(0.0, f64::max) - 1e-9)
+        .ceil()
+        .max(0.0) as u64
 }
 
 fn pct(part: f64, whole: f64) -> f64 {
@@ -189,6 +386,36 @@ fn pct(part: f64, whole: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::{Demand, Inference, Preset, bench_scenario};
+
+    /// One flavor of 100 H100s and one team running `workloads`.
+    fn one_team(workloads: Vec<Workload>) -> Scenario {
+        let mut s = bench_scenario();
+        s.fleet.truncate(1);
+        s.fleet[0].count = 100;
+        s.fleet[0].price_cents_per_gpu_hour = 100;
+        s.teams.truncate(1);
+        s.teams[0].nominal_gpus = [("f0".to_owned(), 100)].into_iter().collect();
+        s.teams[0].workloads = workloads;
+        s
+    }
+
+    fn batch(name: &str, hourly_gpus: Vec<f64>, busy_pct: u32) -> Workload {
+        let mut w = bench_scenario().teams[0].workloads[0].clone();
+        w.name = name.to_owned();
+        w.kind = WorkloadKind::Batch;
+        w.demand = Demand::Hourly { hourly_gpus };
+        w.gpus_per_job = 1;
+        w.busy_pct = busy_pct;
+        w
+    }
+
+    /// 10 GPUs for the first half of the week, none after.
+    fn half_week() -> Vec<f64> {
+        (0..HOURS_PER_WEEK)
+            .map(|h| if h < 84 { 10.0 } else { 0.0 })
+            .collect()
+    }
 
     #[test]
     fn the_three_readings_of_35_to_60_percent() {
@@ -204,6 +431,90 @@ mod tests {
     #[test]
     fn peaks_round_up() {
         assert_eq!(peak(&[0.0, 2.1, 1.0]), 3);
+        assert_eq!(peak(&[10.000_000_000_000_002]), 10);
         assert_eq!(peak(&[]), 0);
+    }
+
+    #[test]
+    fn inference_is_sized_as_keda_allocates_it() {
+        // 7 GPUs' worth of traffic all week at threshold 70%: ⌈7 ÷ 0.7⌉ = 10 replicas of one
+        // GPU, serving 7 GPUs' worth at busy 50%: 3.5 busy GPUs of 10.
+        let mut serve = bench_scenario().teams[0].workloads[2].clone();
+        serve.demand = Demand::Preset {
+            preset: Preset::Flat,
+            peak_gpus: 7.0,
+        };
+        serve.busy_pct = 50;
+        serve.inference = Some(Inference {
+            min_replicas: 0,
+            max_replicas: 100,
+            threshold_pct: 70,
+            ..serve.inference.clone().expect("inference")
+        });
+        let sizing = size(&one_team(vec![serve]));
+        assert_eq!(sizing.separate_pools.gpus, 10);
+        assert!((sizing.separate_pools.mean_allocated_pct - 100.0).abs() < 1e-9);
+        assert!((sizing.separate_pools.mean_busy_pct - 35.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_backlog_fills_the_troughs_of_a_shared_pool_only() {
+        // Work on 10 GPUs for half the week (busy 100%), and a research queue with no cards of
+        // its own and 4 GPUs of work always waiting (busy 100%).
+        let mut research = batch("research", vec![0.0; HOURS_PER_WEEK], 100);
+        research.backlog_gpus = 4.0;
+        let s = one_team(vec![batch("work", half_week(), 100), research]);
+        let sizing = size(&s);
+        // Separate: 10 + 0 cards; 840 busy GPU-hours of 1,680: 50%.
+        assert_eq!(sizing.separate_pools.gpus, 10);
+        assert!((sizing.separate_pools.mean_busy_pct - 50.0).abs() < 1e-9);
+        assert_eq!(sizing.separate_pools.backlog_gpu_hours_per_week, 0.0);
+        // Shared: the same 10 cards, the research queue runs 4 GPUs in the 84 idle hours.
+        assert_eq!(sizing.shared_pool.gpus, 10);
+        assert!((sizing.shared_pool.backlog_gpu_hours_per_week - 336.0).abs() < 1e-9);
+        assert!((sizing.shared_pool.mean_busy_pct - 70.0).abs() < 1e-9);
+        // The gain is counted on the separate pools' 10 cards: 10 × (1 − 50/70) to retire.
+        assert_eq!(sizing.gain.gpus, 10);
+        assert!((sizing.gain.retirable_gpus - 10.0 * (1.0 - 50.0 / 70.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn work_smaller_than_a_gpu_packs_in_a_shared_pool() {
+        // As many as memory holds, no more than time allows.
+        assert_eq!(jobs_per_card(81_920, 20_480, 0.25), 4);
+        assert_eq!(jobs_per_card(81_920, 20_480, 0.30), 3);
+        assert_eq!(jobs_per_card(81_920, 20_480, 0.90), 1);
+        assert_eq!(jobs_per_card(81_920, 50_000, 0.10), 1);
+        // 12 jobs of 20 GiB at busy 25% on H100s: 12 whole cards apart, 3 shared.
+        let mut small = batch("small", vec![12.0; HOURS_PER_WEEK], 25);
+        small.mem_mib_per_job = Some(20_480);
+        let card = crate::catalogue::find("H100-SXM5-80GB")
+            .expect("catalogue")
+            .mem_mib;
+        let per_card = jobs_per_card(card, 20_480, 0.25);
+        assert_eq!(per_card, 4, "an H100 holds four 20 GiB jobs");
+        let sizing = size(&one_team(vec![small]));
+        assert_eq!(sizing.separate_pools.gpus, 12);
+        assert_eq!(sizing.shared_pool.gpus, 3);
+        // Each flavor, separated: the packing gain shows without any pooling across classes.
+        assert!(sizing.shared_pool.mean_busy_pct > sizing.separate_pools.mean_busy_pct);
+    }
+
+    #[test]
+    fn the_fleet_is_held_against_each_option() {
+        assert_eq!(Fit::of(184, 264), Fit::Short);
+        assert_eq!(Fit::of(264, 264), Fit::Fits);
+        assert_eq!(Fit::of(330, 264), Fit::Fits);
+        assert_eq!(Fit::of(331, 264), Fit::Oversized);
+        let mut s = one_team(vec![batch("work", half_week(), 100)]);
+        s.fleet[0].count = 8;
+        let f = &size(&s).by_flavor[0];
+        assert_eq!((f.separate_fit, f.shared_fit), (Fit::Short, Fit::Short));
+        assert_eq!(
+            f.verdict().as_deref(),
+            Some(
+                "f0: 8 cards are short for either option: separate pools need 10, a shared pool 10 (2 more)."
+            )
+        );
     }
 }

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use shared::{
-    decision::Architecture,
+    decision::{Architecture, Verdict},
     isolation::{AllocationBase, Mechanism},
     manifests::{self, KueueVersion},
     plan::{self, Evaluation},
@@ -79,28 +79,145 @@ fn the_bank_gets_mig_for_tenants_hami_for_ascend_and_dra() {
     };
     assert_eq!(class("customer-llm").mechanism, Mechanism::Mig);
     assert_eq!(class("pretrain").mechanism, Mechanism::WholeGpu);
+    // Risk evaluation takes 4 Ascend cards per job: whole cards; backtests take 16 GiB of one.
+    assert_eq!(class("risk-eval").mechanism, Mechanism::WholeGpu);
     assert_eq!(
-        class("risk-eval").mechanism,
+        class("backtests").mechanism,
         Mechanism::HamiFractions,
         "Ascend speaks only HAMi"
     );
     assert_eq!(class("lora").mechanism, Mechanism::HamiFractions);
-    // Single-tenant OCR on the L20 (no MIG): MPS among one team's trusted workloads.
+    // Single-tenant OCR on the L20 (no MIG): MPS among one team's trusted workloads; the
+    // archive backlog asks for throughput.
     assert_eq!(class("doc-ocr").mechanism, Mechanism::Mps);
+    assert_eq!(class("archive-ocr").mechanism, Mechanism::Mps);
     assert!(
         e.isolation
             .classes
             .iter()
             .all(|c| c.allocation_base == AllocationBase::Dra)
     );
-    // The gain's yearly value, by hand: 10,000 cards × the busy gain in points / 100 × the
-    // mean price (4,000×500 + 2,600×250 + 1,400×120 + 2,000×200 cents / 10,000 = 321.8 cents)
-    // × 8,760 hours.
-    let points = e.sizing.shared_pool.mean_busy_pct - e.sizing.separate_pools.mean_busy_pct;
-    let by_hand = 10_000.0 * points / 100.0 * 321.8 * 8_760.0;
+    // The gain's yearly value, by hand, on the baseline the sizing used (the separate pools'
+    // cards): baseline × the busy gain in points / 100 × the fleet's mean price
+    // (4,000×500 + 2,600×250 + 1,400×120 + 2,000×200 cents / 10,000 = 321.8 cents) × 8,760 h.
+    let gain = &e.sizing.gain;
+    assert_eq!(gain.gpus, e.sizing.separate_pools.gpus);
+    assert_eq!(e.decision.baseline_gpus, gain.gpus);
+    let by_hand = gain.gpus as f64 * (gain.to_pct - gain.from_pct) / 100.0 * 321.8 * 8_760.0;
     assert!((e.decision.gain_value_cents_per_year as f64 - by_hand).abs() < 1.0);
     // At ~10,000 cards that is far more than one engineer ($200,000 a year): ten times over.
     assert!(e.decision.gain_value_cents_per_year > 10 * 20_000_000);
+}
+
+/// The case study: ~10,000 accelerators, separate pools at ~35% real utilisation, the same
+/// fleet shared at 60%+, cost per million tokens down sharply.
+#[test]
+fn the_bank_preset_tells_the_case_studys_story() {
+    let e = evaluate(&scenario("bank-10000"));
+    let (sep, shared) = (&e.sizing.separate_pools, &e.sizing.shared_pool);
+    assert!(
+        (33.0..=37.0).contains(&sep.mean_busy_pct),
+        "separate pools at ~35%: {}",
+        sep.mean_busy_pct
+    );
+    assert!(
+        shared.mean_busy_pct >= 60.0,
+        "shared at 60%+: {}",
+        shared.mean_busy_pct
+    );
+    // The separate pools are the fleet the bank had: within 1% of its 10,000 cards.
+    let fleet = scenario("bank-10000").total_gpus();
+    assert_eq!(fleet, 10_000);
+    assert!(sep.gpus.abs_diff(fleet) <= fleet / 100, "{}", sep.gpus);
+    // Sharing alone halves inference's cost per million tokens (the case's −60% also counts
+    // five LoRA tenants on one base model, which this model does not credit).
+    let (before, after) = (
+        sep.cost_cents_per_million_tokens.expect("inference"),
+        shared.cost_cents_per_million_tokens.expect("inference"),
+    );
+    assert!(after <= before * 0.55, "{before} → {after}");
+    // The backlog is what fills the troughs: without it the same fleet barely moves.
+    let mut dry = scenario("bank-10000");
+    for w in dry.teams.iter_mut().flat_map(|t| &mut t.workloads) {
+        w.backlog_gpus = 0.0;
+    }
+    let dry = evaluate(&dry);
+    assert!(dry.sizing.shared_pool.mean_busy_pct < 50.0);
+    // The week on the real fleet, under Kueue: well above the separate pools' 35%, with the
+    // backlog's admitted GPU-hours reported on their own.
+    let sim = &e.simulation.total;
+    assert!(sim.busy_pct.expect("fleet") > 50.0, "{:?}", sim.busy_pct);
+    assert!(sim.backlog_gpu_minutes > 0.0);
+    assert_eq!(dry.simulation.total.backlog_gpu_minutes, 0.0);
+}
+
+#[test]
+fn at_40_cards_sharing_buys_little_and_says_so() {
+    let e = evaluate(&scenario("startup-40"));
+    assert!(
+        e.sizing.gain.work_per_cost_factor < 1.2,
+        "{:?}",
+        e.sizing.gain
+    );
+    assert_eq!(e.decision.recommendation, Architecture::A);
+    // The gain is worth less than an engineer, and the reason says so on the baseline.
+    assert!(e.decision.gain_value_cents_per_year < 25_000_000);
+}
+
+#[test]
+fn the_decision_and_the_isolation_plan_agree() {
+    // aws-300 gets managed governance (C): no class may be planned on software fractions,
+    // and a class that would have been says why it is on MIG instead.
+    let e = evaluate(&scenario("aws-300"));
+    assert_eq!(e.decision.recommendation, Architecture::C);
+    assert!(
+        e.isolation
+            .classes
+            .iter()
+            .all(|c| !c.mechanism.is_software()),
+        "{:?}",
+        e.isolation.classes
+    );
+    let lora = e
+        .isolation
+        .classes
+        .iter()
+        .find(|c| c.workload == "lora")
+        .expect("lora");
+    assert_eq!(lora.mechanism, Mechanism::Mig);
+    assert!(
+        lora.reasons
+            .iter()
+            .any(|r| r.contains("fractions through MIG only"))
+    );
+    // A class on a GPU without MIG that needs sharing forces B, and the reason names it.
+    let mut s = scenario("aws-300");
+    s.fleet[1].gpu_model = "L40S-48GB".into();
+    let e = evaluate(&s);
+    assert_eq!(e.decision.recommendation, Architecture::B);
+    let named = e
+        .decision
+        .reasons
+        .iter()
+        .filter(|r| r.verdict == Verdict::Decided)
+        .any(|r| r.text.contains("foundation/eval (h200") && r.architecture == Architecture::C);
+    assert!(named, "{:?}", e.decision.reasons);
+}
+
+#[test]
+fn a_short_fleet_is_flagged_per_flavor() {
+    // Cut the 300-card company's H100s from 236 to 120.
+    let mut s = scenario("aws-300");
+    s.fleet[0].count = 120;
+    let e = evaluate(&s);
+    let h100 = &e.sizing.by_flavor[0];
+    assert_eq!(h100.fleet_gpus, 120);
+    assert_eq!(h100.shared_fit, shared::sizing::Fit::Short);
+    let verdict = h100.verdict().expect("short");
+    assert!(
+        verdict.starts_with("h100: 120 cards are short for either option"),
+        "{verdict}"
+    );
 }
 
 #[test]
@@ -189,6 +306,33 @@ fn bad_scenarios_are_refused_with_field_paths() {
     ] {
         assert!(paths.contains(&want), "{want} missing from {paths:?}");
     }
+}
+
+#[test]
+fn job_memory_and_backlogs_are_checked_against_the_class() {
+    let mut s = scenario("aws-300");
+    // The pre-training job spans 16 GPUs: no per-job memory; the assistant's 200 GiB is
+    // more than an H100 holds; inference has no backlog.
+    s.teams[0].workloads[0].mem_mib_per_job = Some(20_480);
+    s.teams[2].workloads[0].mem_mib_per_job = Some(200 * 1024);
+    s.teams[2].workloads[0].backlog_gpus = 10.0;
+    s.teams[1].workloads[0].backlog_gpus = -1.0;
+    let errors = plan::evaluate(&s).expect_err("invalid");
+    let message = |path: &str| {
+        errors
+            .iter()
+            .find(|e| e.path == path)
+            .unwrap_or_else(|| panic!("{path} missing from {errors:?}"))
+            .message
+            .clone()
+    };
+    assert!(message("teams[0].workloads[0].mem_mib_per_job").contains("spans GPUs"));
+    assert!(
+        message("teams[2].workloads[0].mem_mib_per_job").contains("the card's"),
+        "{errors:?}"
+    );
+    assert!(message("teams[2].workloads[0].backlog_gpus").contains("only batch kinds"));
+    assert!(message("teams[1].workloads[0].backlog_gpus").contains("between 0"));
 }
 
 #[test]

@@ -6,6 +6,7 @@ use leptos::{html::Div, prelude::*, task::spawn_local};
 use plotly::{Layout, Plot, Scatter, common::Mode};
 use shared::{
     FieldError,
+    decision::Verdict,
     label::Labelled,
     money::dollars,
     plan::{self, Evaluation},
@@ -95,7 +96,17 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
     let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
     view! {
         <h2>"Recommendation: " <span data-test="recommendation" title=d.recommendation.description()>{d.recommendation.label()}</span></h2>
-        <ul class="reasons">{d.reasons.iter().map(|r| view! { <li>{r.clone()}</li> }).collect_view()}</ul>
+        <ul class="reasons" data-test="reasons">
+            {d.reasons.iter().map(|r| {
+                let outweighed = r.verdict == Verdict::Outweighed;
+                view! {
+                    <li class:outweighed=outweighed>
+                        {outweighed.then(|| view! { <em>"Outweighed: "</em> })}
+                        {r.text.clone()}
+                    </li>
+                }
+            }).collect_view()}
+        </ul>
         <table>
             <thead><tr><th>"Architecture"</th><th class="num">"Score"</th></tr></thead>
             <tbody>
@@ -118,18 +129,32 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
                 {row("Cost per million tokens", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
             </tbody>
         </table>
-        <p>
+        <p data-test="gain">
             {format!(
-                "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost; {:.0} extra busy-GPU equivalents on {} cards; or {:.0} cards to retire for the same work. Worth {} a year.",
+                "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost; {:.0} extra busy-GPU equivalents on the {} cards of separate pools; or {:.0} of those cards to retire for the same work. Worth {} a year.",
                 gain.from_pct, gain.to_pct, gain.work_per_cost_factor, gain.extra_busy_gpus, gain.gpus, gain.retirable_gpus,
                 dollars(d.gain_value_cents_per_year),
             )}
         </p>
+        <table data-test="fleet">
+            <thead><tr><th>"Flavor"</th><th class="num">"Your fleet"</th><th class="num">"Separate pools need"</th><th class="num">"Shared pool needs"</th></tr></thead>
+            <tbody>
+                {evaluation.sizing.by_flavor.iter().map(|f| view! {
+                    <tr><td>{f.flavor.clone()}</td><td class="num">{f.fleet_gpus}</td>
+                    <td class="num">{format!("{} ({})", f.separate_gpus, f.separate_fit.label())}</td>
+                    <td class="num">{format!("{} ({})", f.shared_gpus, f.shared_fit.label())}</td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <ul class="warnings" data-test="fleet-verdicts">
+            {evaluation.sizing.by_flavor.iter().filter_map(|f| f.verdict()).map(|v| view! { <li>{v}</li> }).collect_view()}
+        </ul>
         <h2>"The week under Kueue"</h2>
         <p data-test="simulation">
             {format!(
-                "Admitted {:.0} of {:.0} GPU-hours wanted; allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {} preemptions, {:.0} GPU-hours of rework; {} of inference traffic unserved; {} flapping cycles.",
-                sim.admitted_gpu_minutes / 60.0, sim.wanted_gpu_minutes / 60.0,
+                "Admitted {:.0} of {:.0} GPU-hours wanted, plus {:.0} GPU-hours of backlog; allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {} preemptions, {:.0} GPU-hours of rework; {} of inference traffic unserved; {} flapping cycles.",
+                (sim.admitted_gpu_minutes - sim.backlog_gpu_minutes) / 60.0, sim.wanted_gpu_minutes / 60.0,
+                sim.backlog_gpu_minutes / 60.0,
                 sim.allocated_pct.unwrap_or(0.0), sim.busy_pct.unwrap_or(0.0),
                 sim.queue_wait_p95_min.map_or("–".to_owned(), |w| format!("{w:.0}")),
                 sim.preemptions, sim.rework_gpu_hours,

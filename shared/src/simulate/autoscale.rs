@@ -19,11 +19,12 @@ pub(super) struct Autoscaler {
     pub cold_start_min: u32,
     min: u32,
     max: u32,
-    threshold: f64,
     activation: f64,
     cooldown_min: u32,
     /// Share of a serving GPU's time that is busy.
     busy_share: f64,
+    /// The ScaledObject's settings (its replica rule).
+    scaling: Inference,
     /// Its replicas' job ids.
     pub replicas: Vec<usize>,
     recent_desired: Vec<u32>,
@@ -57,10 +58,10 @@ impl Autoscaler {
             cold_start_min: inference.cold_start_min(),
             min: inference.min_replicas,
             max: inference.max_replicas,
-            threshold: f64::from(inference.threshold_pct) / 100.0,
             activation: f64::from(inference.activation_threshold_pct) / 100.0,
             cooldown_min: inference.cooldown_s.div_ceil(60),
             busy_share: f64::from(w.busy_pct) / 100.0,
+            scaling: inference.clone(),
             replicas: Vec::new(),
             recent_desired: Vec::new(),
             below_activation_since: None,
@@ -81,7 +82,9 @@ impl Autoscaler {
         let replica_capacity = self.tokens_per_gpu * f64::from(self.gpus_per_replica);
         let demand = self.demand_gpus(minute) * self.tokens_per_gpu;
         let below_activation = demand < self.activation * replica_capacity;
-        let mut desired = (demand / (replica_capacity * self.threshold)).ceil() as u32;
+        let mut desired = self
+            .scaling
+            .replicas_for(self.demand_gpus(minute), self.gpus_per_replica);
         if below_activation {
             // The ScaledObject is inactive: it stays at zero, or drops to zero once
             // cooldownPeriod has passed (min_replicas still holds, below).

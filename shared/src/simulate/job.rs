@@ -29,9 +29,10 @@ pub(super) enum Kind {
 }
 
 /// Order of admission inside a queue, highest first: inference replicas before any batch
-/// priority, then batch by its `priority`.
+/// priority, then batch by its `priority`, then backlog work (a lower priority class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Rank {
+    Backlog(i32),
     Batch(i32),
     Replica,
 }
@@ -50,6 +51,8 @@ pub(super) struct Job {
     pub running: bool,
     /// Bumped on every start and eviction, so stale completion events are ignored.
     pub generation: u32,
+    /// Backlog work: when it completes, the next job of this length takes its place.
+    pub renew_min: Option<u32>,
 }
 
 impl Job {
@@ -79,7 +82,34 @@ impl Job {
             started: minute,
             running: false,
             generation: 0,
+            renew_min: None,
         }
+    }
+
+    /// The next backlog job after this one, queued at `minute`.
+    pub fn renewed(&self, minute: u32) -> Option<Self> {
+        let length = self.renew_min?;
+        let Kind::Batch {
+            checkpoint_min,
+            busy_share,
+            ..
+        } = self.kind
+        else {
+            return None;
+        };
+        Some(Job {
+            kind: Kind::Batch {
+                remaining_min: length,
+                checkpoint_min,
+                busy_share,
+            },
+            arrival: minute,
+            first_admit: None,
+            started: minute,
+            running: false,
+            generation: 0,
+            ..self.clone()
+        })
     }
 }
 
@@ -132,6 +162,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                 started: 0,
                 running: false,
                 generation: 0,
+                renew_min: None,
             };
             let with = |arrival: u32, remaining_min: u32| Job {
                 arrival,
@@ -147,6 +178,16 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                 (hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job)).floor() as u32;
             for _ in 0..initial {
                 jobs.push(with(0, 1 + rng.below(w.job_minutes as usize) as u32));
+            }
+            // The backlog: enough queued jobs to hold its GPUs, each renewed when it ends.
+            let backlog_jobs = (w.backlog_gpus / f64::from(w.gpus_per_job)).ceil() as u32;
+            for _ in 0..backlog_jobs {
+                jobs.push(Job {
+                    rank: Rank::Backlog(w.priority),
+                    preemptible: true,
+                    renew_min: Some(w.job_minutes),
+                    ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
+                });
             }
             let job_gpu_hours = f64::from(w.gpus_per_job) * f64::from(w.job_minutes) / 60.0;
             let mut carry = 0.0;

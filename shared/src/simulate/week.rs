@@ -53,6 +53,11 @@ impl Week {
             self.ends.pop();
             if self.jobs[job].generation == generation && self.jobs[job].running {
                 self.stop(job, minute);
+                if let Some(next) = self.jobs[job].renewed(minute) {
+                    self.stats[next.team].jobs_submitted += 1;
+                    self.jobs.push(next);
+                    self.enqueue(self.jobs.len() - 1);
+                }
             }
         }
     }
@@ -306,8 +311,12 @@ impl Week {
     /// Closes the job's running interval: admitted GPU-minutes.
     fn account(&mut self, job: usize, minute: u32) {
         let j = &self.jobs[job];
-        self.stats[j.team].admitted_gpu_minutes +=
-            f64::from(j.gpus) * f64::from(minute - j.started);
+        let gpu_minutes = f64::from(j.gpus) * f64::from(minute - j.started);
+        let s = &mut self.stats[j.team];
+        s.admitted_gpu_minutes += gpu_minutes;
+        if j.renew_min.is_some() {
+            s.backlog_gpu_minutes += gpu_minutes;
+        }
     }
 
     fn stop(&mut self, job: usize, minute: u32) {
