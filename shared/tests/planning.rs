@@ -721,6 +721,43 @@ fn two_teams(checkpoint_minutes: u32, cooldown_s: u32) -> Scenario {
     s
 }
 
+/// Kueue sorts each cycle's queue heads: within nominal quota first, then priority, then
+/// creation; the team's index and the minute of the day do not matter.
+#[test]
+fn a_head_within_nominal_quota_goes_before_one_that_would_borrow() {
+    // 8 cards; one team owns them all, the other owns none. Both have one 8-GPU job waiting at
+    // the start of the week, and the borrower's cannot be evicted.
+    let mut s = two_teams(30, 600);
+    s.fleet[0].count = 8;
+    s.teams[0].nominal_gpus.insert("h100".into(), 8);
+    let mut train = s.teams[1].workloads[0].clone();
+    train.demand = Demand::Hourly {
+        hourly_gpus: std::iter::once(8.0).chain([0.0; 167]).collect(),
+    };
+    // Long jobs: the first hour's demand is the one job running at the start, no arrivals.
+    train.job_minutes = 600;
+    let mut borrowers = train.clone();
+    borrowers.preemptible = false;
+    // The borrower is listed first, so a rotation starting at team 0 would favour it.
+    s.teams[0].name = "borrower".into();
+    s.teams[0].nominal_gpus.insert("h100".into(), 0);
+    s.teams[0].workloads = vec![borrowers];
+    s.teams[1].name = "owner".into();
+    s.teams[1].nominal_gpus.insert("h100".into(), 8);
+    s.teams[1].workloads = vec![train];
+    let sim = evaluate(&s).simulation;
+    let (borrower, owner) = (&sim.teams[0], &sim.teams[1]);
+    assert_eq!(
+        owner.queue_wait_p50_min,
+        Some(0.0),
+        "the owner's head goes first"
+    );
+    assert!(
+        borrower.queue_wait_p50_min.expect("admitted later") > 0.0,
+        "{borrower:?}"
+    );
+}
+
 #[test]
 fn owners_reclaim_lent_quota_and_borrowers_pay_in_rework() {
     let with = evaluate(&two_teams(30, 600)).simulation;

@@ -8,7 +8,7 @@ use crate::scenario::{Queueing, QuotaPolicy};
 use super::{
     TeamStats,
     autoscale::Autoscaler,
-    job::{Job, Kind},
+    job::{Job, Kind, Rank},
     quota::{Quotas, Usage},
 };
 
@@ -117,13 +117,25 @@ impl Week {
         }
     }
 
-    /// Step 4: admission, starting from a different team each minute so that no queue always
-    /// gets the cohort's spare quota first.
+    /// Step 4: admission. Queues take their turn in the order Kueue's scheduler sorts the
+    /// cycle's heads: a head that fits within its queue's nominal quota before one that would
+    /// borrow, then higher priority, then earlier creation.
     pub fn admit(&mut self, minute: u32) {
-        let teams = self.pending.len();
-        for k in 0..teams {
-            self.admit_team((minute as usize + k) % teams, minute);
+        let mut order: Vec<usize> = (0..self.pending.len())
+            .filter(|&t| !self.pending[t].is_empty())
+            .collect();
+        order.sort_by_cached_key(|&t| self.head_order(t));
+        for team in order {
+            self.admit_team(team, minute);
         }
+    }
+
+    /// Where `team`'s queue head sorts among the cycle's heads.
+    fn head_order(&self, team: usize) -> (bool, Reverse<Rank>, u32, usize) {
+        let job = &self.jobs[self.pending[team][0]];
+        let within_nominal =
+            self.usage.team[team][job.flavor] + job.gpus <= self.quotas.nominal[team][job.flavor];
+        (!within_nominal, Reverse(job.rank), job.arrival, team)
     }
 
     /// Step 5: the minute's busy GPU-minutes of batch work, and the peaks of borrowing.
