@@ -101,6 +101,7 @@ pub enum WarningCode {
     TimeSlicingAcrossTenants,
     MigWithoutMig,
     UtilisationFromRequests,
+    InferenceOnBorrowedQuota,
 }
 
 impl Labelled for WarningCode {
@@ -114,6 +115,7 @@ impl Labelled for WarningCode {
             WarningCode::TimeSlicingAcrossTenants => "Time-slicing across tenants",
             WarningCode::MigWithoutMig => "MIG on a GPU without MIG",
             WarningCode::UtilisationFromRequests => "Utilisation from requests",
+            WarningCode::InferenceOnBorrowedQuota => "Inference on borrowed quota",
         }
     }
 }
@@ -419,6 +421,24 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 }
             }
             if let Some(inf) = &w.inference {
+                let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
+                let replicas = inf
+                    .replicas_for(peak, w.gpus_per_job)
+                    .clamp(inf.min_replicas, inf.max_replicas.max(inf.min_replicas));
+                let held = u64::from(replicas) * u64::from(w.gpus_per_job);
+                let nominal = u64::from(team.nominal_gpus.get(&w.flavor).copied().unwrap_or(0));
+                if scenario.quota.cohort && scenario.quota.reclaim_within_cohort && held > nominal {
+                    warn(
+                        WarningCode::InferenceOnBorrowedQuota,
+                        path("inference.max_replicas"),
+                        format!(
+                            "{} scales to {held} GPUs on {} against a nominal quota of {nominal}: the {} above it are borrowed, and reclaimWithinCohort: Any evicts them whatever their priority. Protect it with nominal quota at its peak ({held}), or let it not borrow (a ClusterQueue of its own with borrowingLimit 0).",
+                            w.name,
+                            w.flavor,
+                            held - nominal
+                        ),
+                    );
+                }
                 if inf.cooldown_s < 60 {
                     warn(
                         WarningCode::KedaCooldownInSeconds,

@@ -136,6 +136,9 @@ pub struct Workload {
     /// Higher runs first and may preempt lower inside the team's queue.
     #[serde(default)]
     pub priority: i32,
+    /// The class expects to be evicted (it borrows, or yields to higher priority) and is
+    /// checked for checkpoints. Kueue itself protects no workload: the simulation reclaims
+    /// borrowed quota and preempts lower priority whatever this says.
     #[serde(default)]
     pub preemptible: bool,
     /// Share of allocated time the GPU is really busy (DCGM_FI_DEV_GPU_UTIL), in %.

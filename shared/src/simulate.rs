@@ -2,13 +2,22 @@
 //!
 //! Model: one ClusterQueue per team with a nominal quota per flavor; with a cohort, unused
 //! quota is lent (up to each lender's `lendingLimit`) and borrowed (up to each borrower's
-//! `borrowingLimit`); admission is all-or-nothing; `reclaimWithinCohort: Any` evicts borrowers
-//! so an owner gets its nominal quota back, `withinClusterQueue: LowerPriority` evicts lower
-//! priority work of the same team; queues are StrictFIFO or BestEffortFIFO, ordered by priority
-//! then arrival. Batch classes arrive as jobs whose rate gives the demand profile (Little's
-//! law); inference replicas scale like KEDA (threshold, activationThreshold, cooldownPeriod,
-//! a 5-minute scale-down stabilisation) and serve only after their cold start. A preempted job
-//! loses the work done since its last checkpoint.
+//! `borrowingLimit`); admission is all-or-nothing. Each minute the queues take their turn as
+//! Kueue sorts the cycle's heads (within nominal quota first, then priority, then creation);
+//! inside a queue, priority then arrival, StrictFIFO or BestEffortFIFO, and every head gets its
+//! preemption attempt. Preemption as Kueue's: `reclaimWithinCohort: Any` evicts workloads of
+//! borrowing queues whatever their priority (inference replicas included: Kueue has no
+//! per-workload protection), `withinClusterQueue: LowerPriority` lower-priority work of the same
+//! queue; candidates from other queues first, then lowest priority, then most recently
+//! admitted, trimmed to the fewest needed. Batch classes arrive as jobs whose rate gives the
+//! demand profile (Little's law), plus a standing backlog renewed as it completes; inference
+//! replicas scale like KEDA (threshold, activationThreshold, cooldownPeriod, a 5-minute
+//! scale-down stabilisation) and serve only after their cold start. A preempted job loses the
+//! work done since its last checkpoint.
+//!
+//! Where it still departs from Kueue: each class runs on one flavor (no flavor fallback in
+//! order), a preempting job starts in the minute its victims leave, and a replica's cold start
+//! is the warm-cache one whenever the class has a cache.
 //!
 //! Invariants (tested): admitted GPU-minutes + idle GPU-minutes = capacity × minutes; no team
 //! ever holds more than its nominal quota plus its borrowing limit.

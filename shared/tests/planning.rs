@@ -252,6 +252,9 @@ fn anti_patterns_are_warned_about() {
     inf.activation_threshold_pct = 0;
     s.teams[2].workloads[0].current_isolation = Some(Mechanism::TimeSlicing);
     s.constraints.utilisation_measured_by = shared::scenario::UtilisationSource::Requests;
+    // The assistant scales to 80 GPUs: on a nominal quota of 60, 20 of them are borrowed;
+    // and the quotas then add up to the whole H100 fleet.
+    s.teams[2].nominal_gpus.insert("h100".into(), 60);
     s.teams[1].nominal_gpus.insert("h100".into(), 236 - 96 - 60);
     let got = codes(&s);
     for code in [
@@ -262,6 +265,7 @@ fn anti_patterns_are_warned_about() {
         "time_slicing_across_tenants",
         "utilisation_from_requests",
         "nothing_to_lend",
+        "inference_on_borrowed_quota",
     ] {
         assert!(got.iter().any(|c| c == code), "{code} missing from {got:?}");
     }
@@ -758,6 +762,141 @@ fn a_head_within_nominal_quota_goes_before_one_that_would_borrow() {
     );
 }
 
+/// One hour of `gpus` GPUs' worth of a class whose jobs take `job_gpus` for 600 minutes: the
+/// demand that makes exactly one job arrive in `hour` (hour 0: one job running at the start).
+fn one_job_in_hour(hour: usize, job_gpus: u32) -> Demand {
+    let gpus = if hour == 0 {
+        f64::from(job_gpus)
+    } else {
+        f64::from(job_gpus) * 600.0 / 60.0
+    };
+    Demand::Hourly {
+        hourly_gpus: (0..168)
+            .map(|h| if h == hour { gpus } else { 0.0 })
+            .collect(),
+    }
+}
+
+/// A team of one batch class holding `gpus` per job for 600 minutes (30 days when it starts
+/// the week running), at `priority`.
+fn batch_team(name: &str, nominal: u32, jobs: Vec<(u32, i32, usize)>) -> shared::scenario::Team {
+    let template = scenario("startup-40").teams[0].workloads[0].clone();
+    shared::scenario::Team {
+        name: name.into(),
+        nominal_gpus: [("h100".to_owned(), nominal)].into_iter().collect(),
+        borrowing_limit_gpus: Default::default(),
+        lending_limit_gpus: Default::default(),
+        workloads: jobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (gpus, priority, hour))| shared::scenario::Workload {
+                name: format!("w{i}"),
+                kind: WorkloadKind::Batch,
+                demand: one_job_in_hour(hour, gpus),
+                gpus_per_job: gpus,
+                job_minutes: if hour == 0 { 43_200 } else { 600 },
+                checkpoint_minutes: 30,
+                priority,
+                preemptible: true,
+                ..template.clone()
+            })
+            .collect(),
+    }
+}
+
+fn week_of(
+    fleet_gpus: u32,
+    teams: Vec<shared::scenario::Team>,
+) -> Vec<shared::simulate::TeamStats> {
+    let mut s = scenario("startup-40");
+    s.fleet[0].count = fleet_gpus;
+    s.teams = teams;
+    evaluate(&s).simulation.teams
+}
+
+/// Kueue has no per-workload protection: `reclaimWithinCohort: Any` evicts whatever uses
+/// borrowed quota, inference replicas included, whatever their priority.
+#[test]
+fn an_owner_reclaims_quota_from_borrowing_inference_replicas() {
+    let mut s = two_teams(30, 600);
+    s.fleet[0].count = 8;
+    // Serving owns 4 cards and scales to 8 one-GPU replicas (5.6 GPUs' worth ÷ 70%), all
+    // week, at priority 1000; training owns the other 4 and wants them from hour 2.
+    let mut serve = s.teams[0].workloads[0].clone();
+    serve.demand = Demand::Preset {
+        preset: shared::scenario::Preset::Flat,
+        peak_gpus: 5.6,
+    };
+    serve.priority = 1000;
+    let inference = serve.inference.as_mut().expect("inference");
+    inference.max_replicas = 8;
+    inference.threshold_pct = 70;
+    s.teams[0].name = "serving".into();
+    s.teams[0].nominal_gpus.insert("h100".into(), 4);
+    s.teams[0].workloads = vec![serve];
+    s.teams[1] = batch_team("training", 4, vec![(4, 10, 2)]);
+    let sim = evaluate(&s).simulation;
+    let (serving, training) = (&sim.teams[0], &sim.teams[1]);
+    assert_eq!(
+        serving.peak_borrowed_gpus, 4,
+        "serving borrowed training's idle quota"
+    );
+    assert!(serving.preemptions >= 4, "{serving:?}");
+    assert_eq!(
+        training.queue_wait_p95_min,
+        Some(0.0),
+        "the owner's job within its nominal quota is admitted at once"
+    );
+    assert!(serving.unserved_inference_pct.expect("traffic") > 0.0);
+    // And the advice says what would protect it.
+    assert!(
+        evaluate(&s)
+            .isolation
+            .warnings
+            .iter()
+            .any(|w| w.code == shared::isolation::WarningCode::InferenceOnBorrowedQuota),
+        "{:?}",
+        evaluate(&s).isolation.warnings
+    );
+}
+
+/// Victims from other queues: those of queues that are borrowing, lowest priority first,
+/// whatever the queue's place in the list.
+#[test]
+fn reclaim_takes_the_lowest_priority_borrower_first() {
+    // 8 cards, all the owner's; two borrowers each run one 4-GPU job from the start, the
+    // first at priority 10, the second at priority 1. The owner's 4-GPU job comes in hour 1.
+    let teams = week_of(
+        8,
+        vec![
+            batch_team("important", 0, vec![(4, 10, 0)]),
+            batch_team("cheap", 0, vec![(4, 1, 0)]),
+            batch_team("owner", 8, vec![(4, 5, 1)]),
+        ],
+    );
+    assert_eq!(teams[0].preemptions, 0, "{:?}", teams[0]);
+    assert_eq!(teams[1].preemptions, 1, "{:?}", teams[1]);
+    assert_eq!(teams[2].queue_wait_p95_min, Some(0.0));
+}
+
+/// Victims in the own queue are trimmed to the fewest needed: greedy in order (lowest
+/// priority first), then each given back if the job fits without it.
+#[test]
+fn preemption_evicts_the_fewest_workloads_needed() {
+    // 5 cards, one team: a 1-GPU job at priority 0 and a 4-GPU job at priority 1 run from the
+    // start; a 4-GPU job at priority 10 comes in hour 1. Evicting the 1-GPU job alone frees
+    // too little; with the 4-GPU job gone it is not needed: one eviction, not two.
+    let teams = week_of(
+        5,
+        vec![batch_team(
+            "team",
+            5,
+            vec![(1, 0, 0), (4, 1, 0), (4, 10, 1)],
+        )],
+    );
+    assert_eq!(teams[0].preemptions, 1, "{:?}", teams[0]);
+}
+
 #[test]
 fn owners_reclaim_lent_quota_and_borrowers_pay_in_rework() {
     let with = evaluate(&two_teams(30, 600)).simulation;
@@ -805,8 +944,11 @@ fn strict_fifo_lets_a_big_head_block_the_queue() {
     let mut s = scenario("startup-40");
     s.teams.truncate(1);
     s.quota.cohort = false;
+    // withinClusterQueue: Never, so the big job cannot evict the small ones (Kueue has no
+    // per-workload protection: only the queue's policy keeps them).
+    s.quota.preempt_lower_priority = false;
     s.teams[0].nominal_gpus.insert("h100".into(), 24);
-    // The big job heads the queue (higher priority) and cannot evict the small ones.
+    // The big job heads the queue (higher priority).
     let mut big = s.teams[0].workloads[0].clone();
     big.kind = WorkloadKind::PreTraining;
     big.gpus_per_job = 24;
@@ -818,7 +960,6 @@ fn strict_fifo_lets_a_big_head_block_the_queue() {
     let mut small = s.teams[0].workloads[1].clone();
     small.gpus_per_job = 1;
     small.priority = 0;
-    small.preemptible = false;
     small.demand = Demand::Preset {
         preset: shared::scenario::Preset::Flat,
         peak_gpus: 8.0,

@@ -28,23 +28,15 @@ pub(super) enum Kind {
     },
 }
 
-/// Order of admission inside a queue, highest first: inference replicas before any batch
-/// priority, then batch by its `priority`, then backlog work (a lower priority class).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Rank {
-    Backlog(i32),
-    Batch(i32),
-    Replica,
-}
-
 #[derive(Debug, Clone)]
 pub(super) struct Job {
     pub team: usize,
     pub flavor: usize,
     pub gpus: u32,
     pub kind: Kind,
-    pub rank: Rank,
-    pub preemptible: bool,
+    /// The class's priority, as its WorkloadPriorityClass in the export: higher goes first
+    /// and may preempt lower in the same queue.
+    pub priority: i32,
     pub arrival: u32,
     pub first_admit: Option<u32>,
     pub started: u32,
@@ -64,6 +56,7 @@ impl Job {
         team: usize,
         flavor: usize,
         gpus: u32,
+        priority: i32,
         cold_start_min: u32,
         minute: u32,
     ) -> Self {
@@ -75,8 +68,7 @@ impl Job {
                 cold_start_min,
                 ready_at: None,
             },
-            rank: Rank::Replica,
-            preemptible: false,
+            priority,
             arrival: minute,
             first_admit: None,
             started: minute,
@@ -155,8 +147,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                     checkpoint_min: w.checkpoint_minutes,
                     busy_share: f64::from(w.busy_pct) / 100.0,
                 },
-                rank: Rank::Batch(w.priority),
-                preemptible: w.preemptible,
+                priority: w.priority,
                 arrival: 0,
                 first_admit: None,
                 started: 0,
@@ -183,8 +174,6 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
             let backlog_jobs = (w.backlog_gpus / f64::from(w.gpus_per_job)).ceil() as u32;
             for _ in 0..backlog_jobs {
                 jobs.push(Job {
-                    rank: Rank::Backlog(w.priority),
-                    preemptible: true,
                     renew_min: Some(w.job_minutes),
                     ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
                 });

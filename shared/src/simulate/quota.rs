@@ -113,6 +113,7 @@ impl Quotas {
 }
 
 /// GPUs held now.
+#[derive(Clone)]
 pub(super) struct Usage {
     pub team: Vec<Vec<u32>>,
     /// Per flavor.

@@ -8,7 +8,7 @@ use crate::scenario::{Queueing, QuotaPolicy};
 use super::{
     TeamStats,
     autoscale::Autoscaler,
-    job::{Job, Kind, Rank},
+    job::{Job, Kind},
     quota::{Quotas, Usage},
 };
 
@@ -89,6 +89,7 @@ impl Week {
                     scaler.team,
                     scaler.flavor,
                     scaler.gpus_per_replica,
+                    scaler.priority,
                     scaler.cold_start_min,
                     minute,
                 ));
@@ -131,11 +132,11 @@ impl Week {
     }
 
     /// Where `team`'s queue head sorts among the cycle's heads.
-    fn head_order(&self, team: usize) -> (bool, Reverse<Rank>, u32, usize) {
+    fn head_order(&self, team: usize) -> (bool, Reverse<i32>, u32, usize) {
         let job = &self.jobs[self.pending[team][0]];
         let within_nominal =
             self.usage.team[team][job.flavor] + job.gpus <= self.quotas.nominal[team][job.flavor];
-        (!within_nominal, Reverse(job.rank), job.arrival, team)
+        (!within_nominal, Reverse(job.priority), job.arrival, team)
     }
 
     /// Step 5: the minute's busy GPU-minutes of batch work, and the peaks of borrowing.
@@ -192,7 +193,7 @@ impl Week {
     }
 
     fn enqueue(&mut self, job: usize) {
-        let key = |j: &Job| (Reverse(j.rank), j.arrival);
+        let key = |j: &Job| (Reverse(j.priority), j.arrival);
         let k = key(&self.jobs[job]);
         let queue = &self.pending[self.jobs[job].team];
         let at = queue.partition_point(|&other| (key(&self.jobs[other]), other) < (k, job));
@@ -201,16 +202,20 @@ impl Week {
 
     fn admit_team(&mut self, team: usize, minute: u32) {
         let strict = self.policy.queueing == Queueing::StrictFifo;
+        // Every head gets its preemption attempt, as Kueue retries each pending workload; a
+        // request that could not be made to fit this minute skips the ones no smaller on the
+        // same flavor (they have no more candidates: the queue is in priority order).
+        let mut failed_from: Vec<u32> = vec![u32::MAX; self.quotas.capacity.len()];
         let mut i = 0;
-        let mut preemption_tried = false;
         while i < self.pending[team].len() {
             let job = self.pending[team][i];
             let (f, gpus) = (self.jobs[job].flavor, self.jobs[job].gpus);
             let mut ok = self.usage.fits(&self.quotas, team, f, gpus);
-            if !ok && !preemption_tried {
-                // One preemption attempt per queue per minute, as Kueue's heads go.
-                preemption_tried = true;
+            if !ok && gpus < failed_from[f] {
                 ok = self.preempt_for(job, minute);
+                if !ok {
+                    failed_from[f] = gpus;
+                }
             }
             if ok {
                 self.pending[team].remove(i);
@@ -223,74 +228,113 @@ impl Week {
         }
     }
 
-    /// Evicts what Kueue's preemption allows so `job` fits; `false` (and nothing evicted) if it
-    /// cannot be made to fit.
+    /// Kueue's preemption for `job`: candidates are the lower-priority workloads of its own
+    /// queue (`withinClusterQueue: LowerPriority`) and, with `reclaimWithinCohort: Any`, every
+    /// workload of a queue that is borrowing the flavor, whatever its priority (Kueue has no
+    /// per-workload protection). Ordered other queues first, then lowest priority, then most
+    /// recently admitted; other queues' workloads are used only while the job's queue is under
+    /// its nominal quota and so that it then fits within it; last, its own queue's candidates
+    /// with borrowing. The fewest victims that make it fit are evicted; `false` (and nothing
+    /// evicted) if none do.
     fn preempt_for(&mut self, job: usize, minute: u32) -> bool {
-        let (team, f, gpus, rank) = (
+        let (team, f, priority) = (
+            self.jobs[job].team,
+            self.jobs[job].flavor,
+            self.jobs[job].priority,
+        );
+        let mut candidates: Vec<usize> = Vec::new();
+        if self.policy.preempt_lower_priority {
+            candidates.extend(
+                self.running[team][f]
+                    .iter()
+                    .copied()
+                    .filter(|&j| self.jobs[j].priority < priority),
+            );
+        }
+        if self.policy.cohort && self.policy.reclaim_within_cohort {
+            for other in (0..self.usage.team.len()).filter(|&t| t != team) {
+                if self.usage.team[other][f] > self.quotas.nominal[other][f] {
+                    candidates.extend(self.running[other][f].iter().copied());
+                }
+            }
+        }
+        if candidates.is_empty() {
+            return false;
+        }
+        let jobs = &self.jobs;
+        candidates.sort_by_key(|&j| {
+            (
+                jobs[j].team == team,
+                jobs[j].priority,
+                Reverse(jobs[j].started),
+                j,
+            )
+        });
+        let own: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&j| self.jobs[j].team == team)
+            .collect();
+        let targets = if own.len() == candidates.len() {
+            self.fewest_victims(job, &candidates, true)
+        } else {
+            let under_nominal = self.usage.team[team][f] < self.quotas.nominal[team][f];
+            under_nominal
+                .then(|| self.fewest_victims(job, &candidates, false))
+                .flatten()
+                .or_else(|| self.fewest_victims(job, &own, true))
+        };
+        let Some(targets) = targets else {
+            return false;
+        };
+        for v in targets {
+            self.evict(v, minute);
+            if self.jobs[job].is_replica() {
+                self.stats[team].preemptions_caused_by_scale_up += 1;
+            }
+        }
+        true
+    }
+
+    /// The fewest of `candidates` (in order) whose eviction lets `job` fit, borrowing or not;
+    /// another queue's workload counts only while that queue is still borrowing. Taken greedily
+    /// in order, then trimmed: a victim is given back when the job fits without it.
+    fn fewest_victims(&self, job: usize, candidates: &[usize], borrow: bool) -> Option<Vec<usize>> {
+        let (team, f, gpus) = (
             self.jobs[job].team,
             self.jobs[job].flavor,
             self.jobs[job].gpus,
-            self.jobs[job].rank,
         );
-        let mut victims: Vec<usize> = Vec::new();
-        // reclaimWithinCohort: Any — take back lent quota from borrowers, whatever their
-        // priority, when the job fits within the team's nominal quota.
-        if self.policy.cohort
-            && self.policy.reclaim_within_cohort
-            && self.usage.team[team][f] + gpus <= self.quotas.nominal[team][f]
-        {
-            for other in (0..self.usage.team.len()).filter(|&t| t != team) {
-                let mut over =
-                    self.usage.team[other][f].saturating_sub(self.quotas.nominal[other][f]);
-                let mut candidates: Vec<usize> = self.running[other][f]
-                    .iter()
-                    .copied()
-                    .filter(|&j| self.jobs[j].preemptible)
-                    .collect();
-                candidates.sort_by_key(|&j| Reverse((self.jobs[j].started, j)));
-                for j in candidates {
-                    if over == 0 {
-                        break;
-                    }
-                    over = over.saturating_sub(self.jobs[j].gpus);
-                    victims.push(j);
-                }
+        let mut trial = self.usage.clone();
+        let fits = |trial: &Usage| {
+            trial.fits(&self.quotas, team, f, gpus)
+                && (borrow || trial.team[team][f] + gpus <= self.quotas.nominal[team][f])
+        };
+        let mut targets = Vec::new();
+        for &c in candidates {
+            if fits(&trial) {
+                break;
+            }
+            let (ct, cg) = (self.jobs[c].team, self.jobs[c].gpus);
+            if ct != team && trial.team[ct][f] <= self.quotas.nominal[ct][f] {
+                continue;
+            }
+            trial.change(&self.quotas, ct, f, cg, false);
+            targets.push(c);
+        }
+        if !fits(&trial) {
+            return None;
+        }
+        for i in (0..targets.len().saturating_sub(1)).rev() {
+            let (ct, cg) = (self.jobs[targets[i]].team, self.jobs[targets[i]].gpus);
+            trial.change(&self.quotas, ct, f, cg, true);
+            if fits(&trial) {
+                targets.remove(i);
+            } else {
+                trial.change(&self.quotas, ct, f, cg, false);
             }
         }
-        // withinClusterQueue: LowerPriority.
-        if self.policy.preempt_lower_priority {
-            let mut own: Vec<usize> = self.running[team][f]
-                .iter()
-                .copied()
-                .filter(|&j| self.jobs[j].preemptible && self.jobs[j].rank < rank)
-                .collect();
-            own.sort_by_key(|&j| (self.jobs[j].rank, Reverse(self.jobs[j].started), j));
-            victims.extend(own);
-        }
-        if victims.is_empty() {
-            return false;
-        }
-        // Evict in order only as many as needed; if even all are not enough, evict none.
-        let mut usage: Vec<u32> = self.usage.team.iter().map(|t| t[f]).collect();
-        let (mut total, mut pool) = (self.usage.total[f], self.usage.pool[f]);
-        for (n, &v) in victims.iter().enumerate() {
-            let (vt, vg) = (self.jobs[v].team, self.jobs[v].gpus);
-            let guaranteed = self.quotas.guaranteed[vt][f];
-            pool = pool - usage[vt].saturating_sub(guaranteed)
-                + (usage[vt] - vg).saturating_sub(guaranteed);
-            usage[vt] -= vg;
-            total -= vg;
-            if self.quotas.fits(team, f, gpus, usage[team], total, pool) {
-                for &v in &victims[..=n] {
-                    self.evict(v, minute);
-                    if self.jobs[job].is_replica() {
-                        self.stats[team].preemptions_caused_by_scale_up += 1;
-                    }
-                }
-                return true;
-            }
-        }
-        false
+        Some(targets)
     }
 
     fn start(&mut self, job: usize, minute: u32) {
@@ -347,27 +391,21 @@ impl Week {
         self.stop(job, minute);
         let j = &mut self.jobs[job];
         j.generation += 1;
-        self.stats[j.team].preemptions += 1;
-        let ran = minute - j.started;
-        let team = j.team;
-        match &mut j.kind {
-            Kind::Replica { .. } => {
-                self.pending[team].push(job);
-            }
-            Kind::Batch {
-                remaining_min,
-                checkpoint_min,
-                ..
-            } => {
-                // Work up to the last checkpoint is kept; with no checkpoints, nothing is.
-                let kept = ran
-                    .checked_div(*checkpoint_min)
-                    .map_or(0, |n| n * *checkpoint_min);
-                *remaining_min -= kept;
-                let lost = ran - kept;
-                self.stats[team].rework_gpu_hours += f64::from(j.gpus) * f64::from(lost) / 60.0;
-                self.enqueue(job);
-            }
+        let (team, gpus, ran) = (j.team, j.gpus, minute - j.started);
+        if let Kind::Batch {
+            remaining_min,
+            checkpoint_min,
+            ..
+        } = &mut j.kind
+        {
+            // Work up to the last checkpoint is kept; with no checkpoints, nothing is.
+            let kept = ran
+                .checked_div(*checkpoint_min)
+                .map_or(0, |n| n * *checkpoint_min);
+            *remaining_min -= kept;
+            self.stats[team].rework_gpu_hours += f64::from(gpus) * f64::from(ran - kept) / 60.0;
         }
+        self.stats[team].preemptions += 1;
+        self.enqueue(job);
     }
 }
