@@ -237,53 +237,43 @@ impl Week {
     /// with borrowing. The fewest victims that make it fit are evicted; `false` (and nothing
     /// evicted) if none do.
     fn preempt_for(&mut self, job: usize, minute: u32) -> bool {
-        let (team, f, priority) = (
+        let (team, f, gpus, priority) = (
             self.jobs[job].team,
             self.jobs[job].flavor,
+            self.jobs[job].gpus,
             self.jobs[job].priority,
         );
-        let mut candidates: Vec<usize> = Vec::new();
+        let jobs = &self.jobs;
+        // Other queues' workloads help only a job that then fits within its nominal quota.
+        let reclaim = self.policy.cohort
+            && self.policy.reclaim_within_cohort
+            && self.usage.team[team][f] + gpus <= self.quotas.nominal[team][f];
+        let mut own: Vec<usize> = Vec::new();
         if self.policy.preempt_lower_priority {
-            candidates.extend(
+            own.extend(
                 self.running[team][f]
                     .iter()
                     .copied()
-                    .filter(|&j| self.jobs[j].priority < priority),
+                    .filter(|&j| jobs[j].priority < priority),
             );
         }
-        if self.policy.cohort && self.policy.reclaim_within_cohort {
-            for other in (0..self.usage.team.len()).filter(|&t| t != team) {
-                if self.usage.team[other][f] > self.quotas.nominal[other][f] {
-                    candidates.extend(self.running[other][f].iter().copied());
-                }
+        let order = |j: &usize| (jobs[*j].priority, Reverse(jobs[*j].started), *j);
+        own.sort_by_key(order);
+        let mut targets = None;
+        if reclaim {
+            let mut others: Vec<usize> = (0..self.usage.team.len())
+                .filter(|&t| t != team && self.usage.team[t][f] > self.quotas.nominal[t][f])
+                .flat_map(|t| self.running[t][f].iter().copied())
+                .collect();
+            if !others.is_empty() {
+                others.sort_by_key(order);
+                others.extend_from_slice(&own);
+                targets = self.fewest_victims(job, &others, false);
             }
         }
-        if candidates.is_empty() {
-            return false;
+        if targets.is_none() && !own.is_empty() {
+            targets = self.fewest_victims(job, &own, true);
         }
-        let jobs = &self.jobs;
-        candidates.sort_by_key(|&j| {
-            (
-                jobs[j].team == team,
-                jobs[j].priority,
-                Reverse(jobs[j].started),
-                j,
-            )
-        });
-        let own: Vec<usize> = candidates
-            .iter()
-            .copied()
-            .filter(|&j| self.jobs[j].team == team)
-            .collect();
-        let targets = if own.len() == candidates.len() {
-            self.fewest_victims(job, &candidates, true)
-        } else {
-            let under_nominal = self.usage.team[team][f] < self.quotas.nominal[team][f];
-            under_nominal
-                .then(|| self.fewest_victims(job, &candidates, false))
-                .flatten()
-                .or_else(|| self.fewest_victims(job, &own, true))
-        };
         let Some(targets) = targets else {
             return false;
         };
