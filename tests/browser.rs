@@ -237,9 +237,9 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .wait_for_text(
             "[data-test=simulation]",
             &format!(
-                "Admitted {:.0} of {:.0} GPU-hours wanted",
-                sim.admitted_gpu_minutes / 60.0,
-                sim.wanted_gpu_minutes / 60.0
+                "Batch: {:.0} GPU-hours wanted; {:.0} admitted",
+                sim.wanted_batch_gpu_minutes / 60.0,
+                sim.batch_gpu_minutes / 60.0
             ),
         )
         .await;

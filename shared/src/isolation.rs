@@ -102,6 +102,7 @@ pub enum WarningCode {
     MigWithoutMig,
     UtilisationFromRequests,
     InferenceOnBorrowedQuota,
+    OutsideNominalQuota,
 }
 
 impl Labelled for WarningCode {
@@ -116,6 +117,7 @@ impl Labelled for WarningCode {
             WarningCode::MigWithoutMig => "MIG on a GPU without MIG",
             WarningCode::UtilisationFromRequests => "Utilisation from requests",
             WarningCode::InferenceOnBorrowedQuota => "Inference on borrowed quota",
+            WarningCode::OutsideNominalQuota => "Capacity outside every quota",
         }
     }
 }
@@ -383,23 +385,33 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
             message,
         })
     };
-    if scenario.quota.cohort {
-        for (f, acc) in scenario.fleet.iter().enumerate() {
-            let nominal: u64 = scenario
-                .teams
-                .iter()
-                .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
-                .sum();
-            if nominal >= u64::from(acc.count) && scenario.teams.len() > 1 {
-                warn(
-                    WarningCode::NothingToLend,
-                    format!("fleet[{f}]"),
-                    format!(
-                        "Nominal quotas on {} add up to {nominal} of {} GPUs: nothing is left unassigned, so borrowing only happens when an owner idles; keep some capacity outside nominal quota or lower quotas.",
-                        acc.flavor, acc.count
-                    ),
-                );
-            }
+    for (f, acc) in scenario.fleet.iter().enumerate() {
+        let nominal: u64 = scenario
+            .teams
+            .iter()
+            .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
+            .sum();
+        let count = u64::from(acc.count);
+        if nominal < count && !scenario.quota.cohort {
+            warn(
+                WarningCode::OutsideNominalQuota,
+                format!("fleet[{f}].count"),
+                format!(
+                    "{} of {count} GPUs on {} are in no team's nominal quota: without a cohort nobody can use them; they idle all week.",
+                    count - nominal,
+                    acc.flavor,
+                ),
+            );
+        }
+        if scenario.quota.cohort && nominal >= count && scenario.teams.len() > 1 {
+            warn(
+                WarningCode::NothingToLend,
+                format!("fleet[{f}]"),
+                format!(
+                    "Nominal quotas on {} add up to {nominal} of {} GPUs: nothing is left unassigned, so borrowing only happens when an owner idles; keep some capacity outside nominal quota or lower quotas.",
+                    acc.flavor, acc.count
+                ),
+            );
         }
     }
     for (t, team) in scenario.teams.iter().enumerate() {

@@ -44,10 +44,22 @@ pub const MINUTES_PER_WEEK: u32 = (HOURS_PER_WEEK as u32) * 60;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TeamStats {
     pub team: String,
-    pub wanted_gpu_minutes: f64,
+    /// What the week asks for, in two units: batch GPU-minutes of the demand profiles, and
+    /// inference traffic in GPUs' worth × minutes (replicas hold more: traffic ÷ threshold).
+    pub wanted_batch_gpu_minutes: f64,
+    pub wanted_traffic_gpu_minutes: f64,
+    /// Everything held: the four parts below add up to it.
     pub admitted_gpu_minutes: f64,
-    /// The part of admitted that was backlog work (not in wanted).
+    /// Batch jobs that arrived this week, rework after evictions included.
+    pub batch_gpu_minutes: f64,
+    /// Jobs already running when the week starts (not in wanted).
+    pub warm_start_gpu_minutes: f64,
+    /// Backlog work (not in wanted).
     pub backlog_gpu_minutes: f64,
+    /// Inference replicas, cold starts included.
+    pub replica_gpu_minutes: f64,
+    /// Work of this week's arrivals still queued or running at its end.
+    pub unfinished_gpu_minutes: f64,
     pub busy_gpu_minutes: f64,
     pub jobs_submitted: u64,
     pub jobs_admitted: u64,
@@ -100,14 +112,15 @@ pub fn simulate_until(
         jobs,
         arrivals,
         mut autoscalers,
-        wanted_gpu_minutes,
+        wanted,
     } = job::plan(scenario);
     let stats = scenario
         .teams
         .iter()
-        .zip(wanted_gpu_minutes)
-        .map(|(t, wanted)| TeamStats {
-            wanted_gpu_minutes: wanted,
+        .zip(wanted)
+        .map(|(t, (batch, traffic))| TeamStats {
+            wanted_batch_gpu_minutes: batch,
+            wanted_traffic_gpu_minutes: traffic,
             ..empty_stats(&t.name)
         })
         .collect();
@@ -157,9 +170,14 @@ fn sum_up(
     let mut all_waits: Vec<f64> = week.waits.concat();
     all_waits.sort_by(f64::total_cmp);
     for s in &week.stats {
-        total.wanted_gpu_minutes += s.wanted_gpu_minutes;
+        total.wanted_batch_gpu_minutes += s.wanted_batch_gpu_minutes;
+        total.wanted_traffic_gpu_minutes += s.wanted_traffic_gpu_minutes;
         total.admitted_gpu_minutes += s.admitted_gpu_minutes;
+        total.batch_gpu_minutes += s.batch_gpu_minutes;
+        total.warm_start_gpu_minutes += s.warm_start_gpu_minutes;
         total.backlog_gpu_minutes += s.backlog_gpu_minutes;
+        total.replica_gpu_minutes += s.replica_gpu_minutes;
+        total.unfinished_gpu_minutes += s.unfinished_gpu_minutes;
         total.busy_gpu_minutes += s.busy_gpu_minutes;
         total.jobs_submitted += s.jobs_submitted;
         total.jobs_admitted += s.jobs_admitted;
@@ -200,9 +218,14 @@ fn sum_up(
 fn empty_stats(team: &str) -> TeamStats {
     TeamStats {
         team: team.to_owned(),
-        wanted_gpu_minutes: 0.0,
+        wanted_batch_gpu_minutes: 0.0,
+        wanted_traffic_gpu_minutes: 0.0,
         admitted_gpu_minutes: 0.0,
+        batch_gpu_minutes: 0.0,
+        warm_start_gpu_minutes: 0.0,
         backlog_gpu_minutes: 0.0,
+        replica_gpu_minutes: 0.0,
+        unfinished_gpu_minutes: 0.0,
         busy_gpu_minutes: 0.0,
         jobs_submitted: 0,
         jobs_admitted: 0,
@@ -395,6 +418,13 @@ mod properties {
             let capacity = sim.capacity_gpus as f64 * f64::from(sim.minutes);
             // Admitted (summed per job interval) + idle (counted per minute) = capacity × time.
             prop_assert_eq!(sim.total.admitted_gpu_minutes + sim.idle_gpu_minutes, capacity);
+            // Admitted is its four parts, exactly (whole GPU-minutes add without rounding).
+            let t = &sim.total;
+            prop_assert_eq!(
+                t.batch_gpu_minutes + t.warm_start_gpu_minutes + t.backlog_gpu_minutes
+                    + t.replica_gpu_minutes,
+                t.admitted_gpu_minutes
+            );
             for (team, stats) in s.teams.iter().zip(&sim.teams) {
                 // Never above nominal + borrowing limit; never borrowing without a cohort.
                 prop_assert_eq!(stats.peak_over_limit_gpus, 0, "{}", team.name);

@@ -84,6 +84,8 @@ pub struct FlavorSizing {
     pub shared_gpus: u64,
     pub separate_fit: Fit,
     pub shared_fit: Fit,
+    /// GPUs in no team's nominal quota: only borrowing reaches them (idle otherwise).
+    pub outside_quota_gpus: u64,
 }
 
 /// How a fleet compares with what an option needs.
@@ -344,6 +346,11 @@ pub fn size(scenario: &Scenario) -> Sizing {
             .collect();
         let pool = run_pool(peak(&sum), price, &packed);
         let (fleet_gpus, shared_gpus) = (u64::from(acc.count), pool.gpus);
+        let nominal: u64 = scenario
+            .teams
+            .iter()
+            .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
+            .sum();
         shared.add(pool);
         by_flavor.push(FlavorSizing {
             flavor: acc.flavor.clone(),
@@ -352,6 +359,7 @@ pub fn size(scenario: &Scenario) -> Sizing {
             shared_gpus,
             separate_fit: Fit::of(fleet_gpus, separate_gpus),
             shared_fit: Fit::of(fleet_gpus, shared_gpus),
+            outside_quota_gpus: fleet_gpus.saturating_sub(nominal),
         });
     }
     let (separate_pools, shared_pool) = (separate.sizing(), shared.sizing());

@@ -128,6 +128,14 @@ fn the_bank_preset_tells_the_case_studys_story() {
     // The separate pools are the fleet the bank had: within 1% of its 10,000 cards.
     let fleet = scenario("bank-10000").total_gpus();
     assert_eq!(fleet, 10_000);
+    // 500 cards are in no business unit's nominal quota (9,500 of 10,000), and it says so.
+    let outside: u64 = e
+        .sizing
+        .by_flavor
+        .iter()
+        .map(|f| f.outside_quota_gpus)
+        .sum();
+    assert_eq!(outside, 500);
     assert!(sep.gpus.abs_diff(fleet) <= fleet / 100, "{}", sep.gpus);
     // Sharing alone halves inference's cost per million tokens (the case's −60% also counts
     // five LoRA tenants on one base model, which this model does not credit).
@@ -149,6 +157,33 @@ fn the_bank_preset_tells_the_case_studys_story() {
     assert!(sim.busy_pct.expect("fleet") > 50.0, "{:?}", sim.busy_pct);
     assert!(sim.backlog_gpu_minutes > 0.0);
     assert_eq!(dry.simulation.total.backlog_gpu_minutes, 0.0);
+}
+
+/// Admitted and wanted count different things; each part is reported on its own and they
+/// reconcile: this week's batch work admitted, less its rework, plus what is left at the end,
+/// is what the profiles asked for (up to the random job lengths, ±50% around the mean).
+#[test]
+fn admitted_and_wanted_reconcile_part_by_part() {
+    for name in ["startup-40", "aws-300", "bank-10000"] {
+        let t = evaluate(&scenario(name)).simulation.total;
+        let parts = t.batch_gpu_minutes
+            + t.warm_start_gpu_minutes
+            + t.backlog_gpu_minutes
+            + t.replica_gpu_minutes;
+        assert_eq!(parts, t.admitted_gpu_minutes, "{name}");
+        let batch = t.batch_gpu_minutes - t.rework_gpu_hours * 60.0 + t.unfinished_gpu_minutes;
+        let off = (batch - t.wanted_batch_gpu_minutes).abs() / t.wanted_batch_gpu_minutes;
+        assert!(
+            off < 0.05,
+            "{name}: {batch} vs {}",
+            t.wanted_batch_gpu_minutes
+        );
+        // Replicas hold more than the traffic they serve (KEDA's threshold is below 100%).
+        assert!(
+            t.replica_gpu_minutes > t.wanted_traffic_gpu_minutes,
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -269,6 +304,14 @@ fn anti_patterns_are_warned_about() {
     ] {
         assert!(got.iter().any(|c| c == code), "{code} missing from {got:?}");
     }
+    // startup-40's quotas hold 36 of 40 cards: without a cohort the other 4 are unreachable.
+    let mut hard = scenario("startup-40");
+    hard.quota.cohort = false;
+    assert!(
+        codes(&hard).iter().any(|c| c == "outside_nominal_quota"),
+        "{:?}",
+        codes(&hard)
+    );
 }
 
 #[test]

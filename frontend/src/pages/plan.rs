@@ -137,12 +137,13 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
             )}
         </p>
         <table data-test="fleet">
-            <thead><tr><th>"Flavor"</th><th class="num">"Your fleet"</th><th class="num">"Separate pools need"</th><th class="num">"Shared pool needs"</th></tr></thead>
+            <thead><tr><th>"Flavor"</th><th class="num">"Your fleet"</th><th class="num">"Separate pools need"</th><th class="num">"Shared pool needs"</th><th class="num">"Outside every quota"</th></tr></thead>
             <tbody>
                 {evaluation.sizing.by_flavor.iter().map(|f| view! {
                     <tr><td>{f.flavor.clone()}</td><td class="num">{f.fleet_gpus}</td>
                     <td class="num">{format!("{} ({})", f.separate_gpus, f.separate_fit.label())}</td>
-                    <td class="num">{format!("{} ({})", f.shared_gpus, f.shared_fit.label())}</td></tr>
+                    <td class="num">{format!("{} ({})", f.shared_gpus, f.shared_fit.label())}</td>
+                    <td class="num">{f.outside_quota_gpus}</td></tr>
                 }).collect_view()}
             </tbody>
         </table>
@@ -152,12 +153,13 @@ fn Report(evaluation: Evaluation) -> impl IntoView {
         <h2>"The week under Kueue"</h2>
         <p data-test="simulation">
             {format!(
-                "Admitted {:.0} of {:.0} GPU-hours wanted, plus {:.0} GPU-hours of backlog; allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {} preemptions, {:.0} GPU-hours of rework; {} of inference traffic unserved; {} flapping cycles.",
-                (sim.admitted_gpu_minutes - sim.backlog_gpu_minutes) / 60.0, sim.wanted_gpu_minutes / 60.0,
-                sim.backlog_gpu_minutes / 60.0,
+                "Batch: {:.0} GPU-hours wanted; {:.0} admitted (of which {:.0} rework), {:.0} left at the week's end; plus {:.0} for work running at the start and {:.0} of backlog. Inference: {:.0} GPU-hours of traffic, held by replicas for {:.0}. Allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {} preemptions; {} of inference traffic unserved; {} flapping cycles.",
+                sim.wanted_batch_gpu_minutes / 60.0, sim.batch_gpu_minutes / 60.0, sim.rework_gpu_hours,
+                sim.unfinished_gpu_minutes / 60.0, sim.warm_start_gpu_minutes / 60.0, sim.backlog_gpu_minutes / 60.0,
+                sim.wanted_traffic_gpu_minutes / 60.0, sim.replica_gpu_minutes / 60.0,
                 sim.allocated_pct.unwrap_or(0.0), sim.busy_pct.unwrap_or(0.0),
                 sim.queue_wait_p95_min.map_or("–".to_owned(), |w| format!("{w:.0}")),
-                sim.preemptions, sim.rework_gpu_hours,
+                sim.preemptions,
                 sim.unserved_inference_pct.map_or("none".to_owned(), |u| format!("{u:.2}%")),
                 sim.flapping_cycles,
             )}

@@ -43,8 +43,21 @@ pub(super) struct Job {
     pub running: bool,
     /// Bumped on every start and eviction, so stale completion events are ignored.
     pub generation: u32,
+    pub part: Part,
+}
+
+/// Which part of the week's admitted GPU-minutes a job counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    /// Arrived this week, from a demand profile.
+    Arrival,
+    /// Already running when the week starts.
+    WarmStart,
     /// Backlog work: when it completes, the next job of this length takes its place.
-    pub renew_min: Option<u32>,
+    Backlog {
+        renew_min: u32,
+    },
+    Replica,
 }
 
 impl Job {
@@ -74,13 +87,15 @@ impl Job {
             started: minute,
             running: false,
             generation: 0,
-            renew_min: None,
+            part: Part::Replica,
         }
     }
 
     /// The next backlog job after this one, queued at `minute`.
     pub fn renewed(&self, minute: u32) -> Option<Self> {
-        let length = self.renew_min?;
+        let Part::Backlog { renew_min: length } = self.part else {
+            return None;
+        };
         let Kind::Batch {
             checkpoint_min,
             busy_share,
@@ -111,8 +126,8 @@ pub(super) struct Plan {
     /// Batch job ids in arrival order.
     pub arrivals: Vec<usize>,
     pub autoscalers: Vec<Autoscaler>,
-    /// GPU-minutes the week's demand asks for, per team.
-    pub wanted_gpu_minutes: Vec<f64>,
+    /// Per team: batch GPU-minutes of the profiles, inference traffic GPU-minutes.
+    pub wanted: Vec<(f64, f64)>,
 }
 
 /// Every batch job of the week (the work already running at its start, then arrivals spread
@@ -128,11 +143,16 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
     let mut rng = Rng::new(scenario.seed);
     let mut jobs = Vec::new();
     let mut autoscalers = Vec::new();
-    let mut wanted_gpu_minutes = vec![0.0; scenario.teams.len()];
+    let mut wanted = vec![(0.0, 0.0); scenario.teams.len()];
     for (team, t) in scenario.teams.iter().enumerate() {
         for w in &t.workloads {
             let hourly = w.demand.hourly();
-            wanted_gpu_minutes[team] += hourly.iter().sum::<f64>() * 60.0;
+            let gpu_minutes = hourly.iter().sum::<f64>() * 60.0;
+            if w.kind == WorkloadKind::Inference {
+                wanted[team].1 += gpu_minutes;
+            } else {
+                wanted[team].0 += gpu_minutes;
+            }
             let flavor = flavor_of(&w.flavor);
             if let (WorkloadKind::Inference, Some(inference)) = (w.kind, &w.inference) {
                 autoscalers.push(Autoscaler::new(team, flavor, w, inference, hourly));
@@ -153,7 +173,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                 started: 0,
                 running: false,
                 generation: 0,
-                renew_min: None,
+                part: Part::Arrival,
             };
             let with = |arrival: u32, remaining_min: u32| Job {
                 arrival,
@@ -168,13 +188,18 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
             let initial =
                 (hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job)).floor() as u32;
             for _ in 0..initial {
-                jobs.push(with(0, 1 + rng.below(w.job_minutes as usize) as u32));
+                jobs.push(Job {
+                    part: Part::WarmStart,
+                    ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
+                });
             }
             // The backlog: enough queued jobs to hold its GPUs, each renewed when it ends.
             let backlog_jobs = (w.backlog_gpus / f64::from(w.gpus_per_job)).ceil() as u32;
             for _ in 0..backlog_jobs {
                 jobs.push(Job {
-                    renew_min: Some(w.job_minutes),
+                    part: Part::Backlog {
+                        renew_min: w.job_minutes,
+                    },
                     ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
                 });
             }
@@ -200,6 +225,6 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
         jobs,
         arrivals,
         autoscalers,
-        wanted_gpu_minutes,
+        wanted,
     }
 }

@@ -8,7 +8,7 @@ use crate::scenario::{Queueing, QuotaPolicy};
 use super::{
     TeamStats,
     autoscale::Autoscaler,
-    job::{Job, Kind},
+    job::{Job, Kind, Part},
     quota::{Quotas, Usage},
 };
 
@@ -53,6 +53,9 @@ impl Week {
             self.ends.pop();
             if self.jobs[job].generation == generation && self.jobs[job].running {
                 self.stop(job, minute);
+                if let Kind::Batch { remaining_min, .. } = &mut self.jobs[job].kind {
+                    *remaining_min = 0;
+                }
                 if let Some(next) = self.jobs[job].renewed(minute) {
                     self.stats[next.team].jobs_submitted += 1;
                     self.jobs.push(next);
@@ -183,11 +186,18 @@ impl Week {
             .sum()
     }
 
-    /// Closes the intervals still open at `minute` (the end of the week).
+    /// Closes the intervals still open at `minute` (the end of the week), and counts the work
+    /// of this week's arrivals that is left.
     pub fn close(&mut self, minute: u32) {
         for job in 0..self.jobs.len() {
             if self.jobs[job].running {
                 self.account(job, minute);
+            }
+            let j = &self.jobs[job];
+            if let (Part::Arrival, Kind::Batch { remaining_min, .. }) = (j.part, &j.kind) {
+                let done = if j.running { minute - j.started } else { 0 };
+                let left = remaining_min.saturating_sub(done);
+                self.stats[j.team].unfinished_gpu_minutes += f64::from(j.gpus) * f64::from(left);
             }
         }
     }
@@ -360,9 +370,12 @@ impl Week {
         let gpu_minutes = f64::from(j.gpus) * f64::from(minute - j.started);
         let s = &mut self.stats[j.team];
         s.admitted_gpu_minutes += gpu_minutes;
-        if j.renew_min.is_some() {
-            s.backlog_gpu_minutes += gpu_minutes;
-        }
+        *match j.part {
+            Part::Arrival => &mut s.batch_gpu_minutes,
+            Part::WarmStart => &mut s.warm_start_gpu_minutes,
+            Part::Backlog { .. } => &mut s.backlog_gpu_minutes,
+            Part::Replica => &mut s.replica_gpu_minutes,
+        } += gpu_minutes;
     }
 
     fn stop(&mut self, job: usize, minute: u32) {
