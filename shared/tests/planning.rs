@@ -1037,3 +1037,19 @@ fn an_inactive_scaled_object_drops_to_zero_after_cooldown_even_with_trickle_traf
     );
     assert!(sim.teams[0].unserved_inference_pct.expect("inference") > 0.0);
 }
+
+/// KEDA scales to zero itself once cooldownPeriod has passed; the HPA's 5-minute scale-down
+/// window applies only between non-zero counts.
+#[test]
+fn scale_to_zero_follows_cooldown_not_the_stabilisation_window() {
+    let mut s = two_teams(30, 300);
+    s.teams[0].workloads[0].demand = Demand::Hourly {
+        hourly_gpus: (0..168).map(|h| if h == 0 { 4.0 } else { 0.01 }).collect(),
+    };
+    let sim = evaluate(&s).simulation;
+    // Hour 0: 4 GPUs' worth at threshold 70% is ⌈5.71⌉ = 6 one-GPU replicas from minute 0.
+    // From minute 60 the trickle (1% of a replica) is below activation (5%): the HPA keeps 6
+    // through its window (minutes 60-63) and drops to 1 at minute 64; cooldown (300 s) ends at
+    // minute 65, when KEDA scales to 0. 5 replicas × 64 min + 1 × 65 min = 385 GPU-minutes.
+    assert_eq!(sim.teams[0].replica_gpu_minutes, 385.0);
+}

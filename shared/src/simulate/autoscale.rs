@@ -105,8 +105,10 @@ impl Autoscaler {
         if self.recent_desired.len() > STABILISATION_MIN as usize {
             self.recent_desired.remove(0);
         }
-        // Scale down to the highest recommendation of the stabilisation window.
-        let target = if desired >= current {
+        // Scale down to the highest recommendation of the stabilisation window; going to zero
+        // is KEDA's own step once cooldownPeriod has passed, outside the HPA's window.
+        let to_zero = below_activation && desired == 0;
+        let target = if desired >= current || to_zero {
             desired
         } else {
             self.recent_desired.iter().copied().max().unwrap_or(desired)
