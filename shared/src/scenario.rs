@@ -268,11 +268,14 @@ impl Inference {
         (traffic_gpus / per_replica - 1e-9).ceil().max(0.0) as u32
     }
 
-    /// Cold start in minutes, with the warm cache when there is one.
-    pub fn cold_start_min(&self) -> u32 {
-        self.warm_cache_cold_start_s
-            .unwrap_or(self.cold_start_s)
-            .div_ceil(60)
+    /// Cold start in minutes: from a warm node-local cache when there is one and it holds the
+    /// weights, else from object storage.
+    pub fn cold_start_min(&self, cache_warm: bool) -> u32 {
+        match self.warm_cache_cold_start_s {
+            Some(warm) if cache_warm => warm,
+            _ => self.cold_start_s,
+        }
+        .div_ceil(60)
     }
 }
 

@@ -1038,6 +1038,37 @@ fn an_inactive_scaled_object_drops_to_zero_after_cooldown_even_with_trickle_traf
     assert!(sim.teams[0].unserved_inference_pct.expect("inference") > 0.0);
 }
 
+/// A node-local cache helps only once it holds the weights: the first start of each replica
+/// slot fetches them from object storage.
+#[test]
+fn a_warm_cache_helps_only_after_it_has_been_filled() {
+    let unserved = |cold_start_s: u32, warm: Option<u32>| {
+        let mut s = two_teams(30, 600);
+        let inference = s.teams[0].workloads[0]
+            .inference
+            .as_mut()
+            .expect("inference");
+        inference.cold_start_s = cold_start_s;
+        inference.warm_cache_cold_start_s = warm;
+        evaluate(&s).simulation.teams[0]
+            .unserved_inference_pct
+            .expect("traffic")
+    };
+    let (slow, cached, fast) = (
+        unserved(600, None),
+        unserved(600, Some(60)),
+        unserved(60, None),
+    );
+    assert!(
+        cached < slow,
+        "a warm cache shortens restarts: {cached} vs {slow}"
+    );
+    assert!(
+        cached > fast,
+        "but the first start of each replica is a full cold start: {cached} vs {fast}"
+    );
+}
+
 /// KEDA scales to zero itself once cooldownPeriod has passed; the HPA's 5-minute scale-down
 /// window applies only between non-zero counts.
 #[test]

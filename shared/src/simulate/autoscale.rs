@@ -17,7 +17,10 @@ pub(super) struct Autoscaler {
     tokens_per_gpu: f64,
     pub gpus_per_replica: u32,
     pub priority: i32,
-    pub cold_start_min: u32,
+    /// Replica slots whose node-local cache holds the weights: a cache warms by use, so the
+    /// first start beyond the most replicas run so far is a full cold start. The week starts
+    /// with `min_replicas` warm (they ran last week).
+    warm_slots: u32,
     min: u32,
     max: u32,
     activation: f64,
@@ -57,7 +60,7 @@ impl Autoscaler {
             tokens_per_gpu: f64::from(inference.tokens_per_s_per_gpu),
             gpus_per_replica: w.gpus_per_job,
             priority: w.priority,
-            cold_start_min: inference.cold_start_min(),
+            warm_slots: inference.min_replicas,
             min: inference.min_replicas,
             max: inference.max_replicas,
             activation: f64::from(inference.activation_threshold_pct) / 100.0,
@@ -126,6 +129,13 @@ impl Autoscaler {
             self.last_scale_down = Some(minute);
         }
         Decision { target, flapped }
+    }
+
+    /// The cold start of the replica taking slot `slot` (0-based), which warms its cache.
+    pub fn cold_start_min(&mut self, slot: u32) -> u32 {
+        let warm = slot < self.warm_slots;
+        self.warm_slots = self.warm_slots.max(slot + 1);
+        self.scaling.cold_start_min(warm)
     }
 
     /// Serves the minute's traffic with `ready` replicas; returns the busy GPU-minutes.

@@ -87,13 +87,14 @@ impl Week {
         }
         let target = decision.target;
         if target > current {
-            for _ in current..target {
+            for slot in current..target {
+                let cold_start_min = scaler.cold_start_min(slot);
                 self.jobs.push(Job::replica(
                     scaler.team,
                     scaler.flavor,
                     scaler.gpus_per_replica,
                     scaler.priority,
-                    scaler.cold_start_min,
+                    cold_start_min,
                     minute,
                 ));
                 let id = self.jobs.len() - 1;
