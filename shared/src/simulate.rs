@@ -15,9 +15,11 @@
 //! scale-down stabilisation) and serve only after their cold start. A preempted job loses the
 //! work done since its last checkpoint.
 //!
-//! Where it still departs from Kueue: each class runs on one flavor (no flavor fallback in
-//! order), a preempting job starts in the minute its victims leave, and a replica's cold start
-//! is the warm-cache one whenever the class has a cache.
+//! Each class runs on one flavor (its pods select that flavor's node label, so Kueue tries no
+//! other). A preemptor's work starts a minute after its victims are evicted (their
+//! termination), holding their GPUs meanwhile; a replica's cache warms by use. Where it still
+//! departs from the sizing: the week holds whole cards per job (it does not pack work smaller
+//! than a GPU, as the sizing does).
 //!
 //! Invariants (tested): admitted GPU-minutes + idle GPU-minutes = capacity × minutes; no team
 //! ever holds more than its nominal quota plus its borrowing limit.
@@ -137,7 +139,7 @@ pub fn simulate_until(
             week.scale(scaler, minute);
         }
         week.admit(minute);
-        week.account_minute();
+        week.account_minute(minute);
         for scaler in &mut autoscalers {
             week.serve(scaler, minute);
         }

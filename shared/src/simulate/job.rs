@@ -40,6 +40,9 @@ pub(super) struct Job {
     pub arrival: u32,
     pub first_admit: Option<u32>,
     pub started: u32,
+    /// When its work begins: after a preemption, once the victims have terminated (it holds
+    /// their GPUs meanwhile, as they would).
+    pub work_from: u32,
     pub running: bool,
     /// Bumped on every start and eviction, so stale completion events are ignored.
     pub generation: u32,
@@ -85,6 +88,7 @@ impl Job {
             arrival: minute,
             first_admit: None,
             started: minute,
+            work_from: minute,
             running: false,
             generation: 0,
             part: Part::Replica,
@@ -113,6 +117,7 @@ impl Job {
             arrival: minute,
             first_admit: None,
             started: minute,
+            work_from: minute,
             running: false,
             generation: 0,
             ..self.clone()
@@ -171,6 +176,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                 arrival: 0,
                 first_admit: None,
                 started: 0,
+                work_from: 0,
                 running: false,
                 generation: 0,
                 part: Part::Arrival,

@@ -5,6 +5,9 @@ use std::{cmp::Reverse, collections::BinaryHeap};
 
 use crate::scenario::{Queueing, QuotaPolicy};
 
+/// Minutes a preempted workload takes to terminate before the preemptor's pods start.
+const TERMINATION_MIN: u32 = 1;
+
 use super::{
     TeamStats,
     autoscale::Autoscaler,
@@ -144,12 +147,13 @@ impl Week {
     }
 
     /// Step 5: the minute's busy GPU-minutes of batch work, and the peaks of borrowing.
-    pub fn account_minute(&mut self) {
+    pub fn account_minute(&mut self, minute: u32) {
         for team in 0..self.stats.len() {
             for f in 0..self.quotas.capacity.len() {
                 for &job in &self.running[team][f] {
                     let j = &self.jobs[job];
-                    if let Kind::Batch { busy_share, .. } = j.kind {
+                    if let (Kind::Batch { busy_share, .. }, true) = (&j.kind, minute >= j.work_from)
+                    {
                         self.stats[team].busy_gpu_minutes += f64::from(j.gpus) * busy_share;
                     }
                 }
@@ -196,7 +200,11 @@ impl Week {
             }
             let j = &self.jobs[job];
             if let (Part::Arrival, Kind::Batch { remaining_min, .. }) = (j.part, &j.kind) {
-                let done = if j.running { minute - j.started } else { 0 };
+                let done = if j.running {
+                    minute.saturating_sub(j.work_from)
+                } else {
+                    0
+                };
                 let left = remaining_min.saturating_sub(done);
                 self.stats[j.team].unfinished_gpu_minutes += f64::from(j.gpus) * f64::from(left);
             }
@@ -222,15 +230,18 @@ impl Week {
             let job = self.pending[team][i];
             let (f, gpus) = (self.jobs[job].flavor, self.jobs[job].gpus);
             let mut ok = self.usage.fits(&self.quotas, team, f, gpus);
+            let mut delay = 0;
             if !ok && gpus < failed_from[f] {
                 ok = self.preempt_for(job, minute);
-                if !ok {
+                if ok {
+                    delay = TERMINATION_MIN;
+                } else {
                     failed_from[f] = gpus;
                 }
             }
             if ok {
                 self.pending[team].remove(i);
-                self.start(job, minute);
+                self.start(job, minute, delay);
             } else if strict {
                 break;
             } else {
@@ -338,27 +349,30 @@ impl Week {
         Some(targets)
     }
 
-    fn start(&mut self, job: usize, minute: u32) {
+    /// Starts `job` at `minute`, its work `delay` minutes later (victims terminating).
+    fn start(&mut self, job: usize, minute: u32, delay: u32) {
         let j = &mut self.jobs[job];
+        let work_from = minute + delay;
         if j.first_admit.is_none() {
-            j.first_admit = Some(minute);
+            j.first_admit = Some(work_from);
             if !j.is_replica() {
                 self.stats[j.team].jobs_admitted += 1;
-                self.waits[j.team].push(f64::from(minute - j.arrival));
+                self.waits[j.team].push(f64::from(work_from - j.arrival));
             }
         }
         j.running = true;
         j.started = minute;
+        j.work_from = work_from;
         j.generation += 1;
         match &mut j.kind {
             Kind::Batch { remaining_min, .. } => {
                 self.ends
-                    .push(Reverse((minute + *remaining_min, job, j.generation)));
+                    .push(Reverse((work_from + *remaining_min, job, j.generation)));
             }
             Kind::Replica {
                 cold_start_min,
                 ready_at,
-            } => *ready_at = Some(minute + *cold_start_min),
+            } => *ready_at = Some(work_from + *cold_start_min),
         }
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, true);
@@ -395,7 +409,7 @@ impl Week {
         self.stop(job, minute);
         let j = &mut self.jobs[job];
         j.generation += 1;
-        let (team, gpus, ran) = (j.team, j.gpus, minute - j.started);
+        let (team, gpus, ran) = (j.team, j.gpus, minute.saturating_sub(j.work_from));
         if let Kind::Batch {
             remaining_min,
             checkpoint_min,
