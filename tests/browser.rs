@@ -297,6 +297,62 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     let text = errors.text().await.expect("text");
     assert!(text.contains("whole number"), "{text}");
 
+    // Save a scenario, open it again by its URL after a reload: the same scenario comes back.
+    example
+        .select_by_value("startup-40")
+        .await
+        .expect("choose");
+    browser
+        .fill_and_submit(
+            "[data-test=save-scenario]",
+            &[("input[type=text]", "Start-up, as today")],
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=save-status]", "saved as “Start-up, as today”")
+        .await;
+    let url = browser.client.current_url().await.expect("url");
+    let id: i64 = url
+        .path()
+        .strip_prefix("/plan/")
+        .and_then(|id| id.parse().ok())
+        .unwrap_or_else(|| panic!("saved scenarios open at /plan/{{id}}: {url}"));
+    browser
+        .client
+        .goto(&server.url(&format!("/plan/{id}")))
+        .await
+        .expect("reload");
+    browser
+        .wait_for_text("[data-test=saved-scenarios]", "Start-up, as today")
+        .await;
+    let started = std::time::Instant::now();
+    loop {
+        let value = browser
+            .client
+            .execute(
+                "return document.querySelector('textarea.scenario').value",
+                vec![],
+            )
+            .await
+            .expect("read the scenario");
+        if value.as_str().is_some_and(|v| v.contains("\"name\": \"40-card start-up\"")) {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the saved scenario did not open: {value}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    browser.click_css("[data-test=evaluate]").await;
+    browser
+        .wait_for_text(
+            "[data-test=recommendation]",
+            cli("startup-40").decision.recommendation.label(),
+        )
+        .await;
+    browser.screenshot("console-plan-saved").await;
+
     browser.close().await;
 }
 

@@ -1,29 +1,190 @@
-//! Planning: `POST /api/plan/evaluate`; the `gpufleet plan evaluate | export | bench` commands
-//! are in `cli.rs`. The math is `shared::plan`; the browser runs the same code in WASM.
+//! Planning: `POST /api/plan/evaluate`, and saved scenarios (`/api/scenarios`: list, save,
+//! open, replace, delete, duplicate); the `gpufleet plan evaluate | export | bench` commands are
+//! in `cli.rs`, the SQL in `db.rs`. The math is `shared::plan`; the browser runs the same code in
+//! WASM.
+//!
+//! Invariants: every planner sees every saved scenario; only its owner or an admin replaces or
+//! deletes it; what is stored was valid when saved, and opens in this build's version.
 
 pub mod cli;
+pub mod db;
 
-use axum::{Json, extract::State, http::Method};
+use axum::{
+    Extension, Json,
+    extract::{Path, State},
+    http::{Method, StatusCode},
+};
 use shared::{
-    auth::PLANNERS,
+    auth::{PLANNERS, Role},
     plan::{self, EvaluateError, Evaluation},
-    scenario::Scenario,
+    saved::{self, SavedScenario, SavedSummary, ScenarioSave},
+    scenario::{SCENARIO_VERSION, Scenario},
 };
 
 use crate::{
-    access::Access,
+    access::{Access, Caller},
     app::{Api, AppState},
     error::{Error, Result},
     json::ApiJson,
 };
 
 pub fn api() -> Api {
-    Api::default().route(
-        Method::POST,
-        "/plan/evaluate",
-        Access::Roles(PLANNERS),
-        evaluate,
+    let planners = Access::Roles(PLANNERS);
+    Api::default()
+        .route(Method::POST, "/plan/evaluate", planners, evaluate)
+        .route(Method::GET, "/scenarios", planners, list_saved)
+        .route(Method::POST, "/scenarios", planners, save)
+        .route(Method::GET, "/scenarios/{id}", planners, open)
+        .route(Method::PUT, "/scenarios/{id}", planners, replace)
+        .route(Method::DELETE, "/scenarios/{id}", planners, delete)
+        .route(
+            Method::POST,
+            "/scenarios/{id}/duplicate",
+            planners,
+            duplicate,
+        )
+}
+
+/// A path's id; anything else names no scenario.
+fn scenario_id(id: &str) -> Result<i64> {
+    id.parse().map_err(|_| Error::NotFound)
+}
+
+fn summary(row: &db::Row) -> SavedSummary {
+    SavedSummary {
+        id: row.id,
+        name: row.name.clone(),
+        owner: row.owner.clone(),
+        version: u32::try_from(row.schema_version).unwrap_or(0),
+        created_at: row.created_at.clone(),
+        updated_at: row.updated_at.clone(),
+    }
+}
+
+async fn load(state: &AppState, id: i64) -> Result<SavedScenario> {
+    let row = db::get(&state.pool, id).await?.ok_or(Error::NotFound)?;
+    let unreadable =
+        |why: String| Error::Internal(format!("saved scenario {id} does not read: {why}"));
+    let body = serde_json::from_str(&row.body).map_err(|err| unreadable(err.to_string()))?;
+    let (scenario, migrated_from) = saved::read_stored(body)
+        .map_err(|err| unreadable(format!("{}: {}", err.path, err.message)))?;
+    Ok(SavedScenario {
+        summary: summary(&row),
+        scenario,
+        migrated_from,
+    })
+}
+
+fn body_of(save: &ScenarioSave) -> Result<String> {
+    save.validate().map_err(Error::Invalid)?;
+    serde_json::to_string(&save.scenario).map_err(|err| Error::Internal(err.to_string()))
+}
+
+/// Only the owner or an admin changes a saved scenario.
+async fn check_owner(state: &AppState, caller: &Caller, id: i64) -> Result<()> {
+    let row = db::get(&state.pool, id).await?.ok_or(Error::NotFound)?;
+    if row.owner_id != caller.user_id && !caller.has_any(&[Role::Admin]) {
+        return Err(Error::Forbidden(
+            "only the scenario's owner or an admin may change it; duplicate it to make your own",
+        ));
+    }
+    Ok(())
+}
+
+async fn list_saved(State(state): State<AppState>) -> Result<Json<Vec<SavedSummary>>> {
+    Ok(Json(
+        db::list(&state.pool).await?.iter().map(summary).collect(),
+    ))
+}
+
+async fn save(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(save): ApiJson<ScenarioSave>,
+) -> Result<(StatusCode, Json<SavedScenario>)> {
+    let body = body_of(&save)?;
+    let id = db::insert(
+        &state.pool,
+        save.name.trim(),
+        caller.user_id,
+        SCENARIO_VERSION as i32,
+        &body,
     )
+    .await?;
+    tracing::info!(id, by = caller.username, "scenario saved");
+    Ok((StatusCode::CREATED, Json(load(&state, id).await?)))
+}
+
+async fn open(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SavedScenario>> {
+    Ok(Json(load(&state, scenario_id(&id)?).await?))
+}
+
+async fn replace(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    ApiJson(save): ApiJson<ScenarioSave>,
+) -> Result<Json<SavedScenario>> {
+    let id = scenario_id(&id)?;
+    check_owner(&state, &caller, id).await?;
+    let body = body_of(&save)?;
+    if !db::update(
+        &state.pool,
+        id,
+        save.name.trim(),
+        SCENARIO_VERSION as i32,
+        &body,
+    )
+    .await?
+    {
+        return Err(Error::NotFound);
+    }
+    tracing::info!(id, by = caller.username, "scenario replaced");
+    Ok(Json(load(&state, id).await?))
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    let id = scenario_id(&id)?;
+    check_owner(&state, &caller, id).await?;
+    if !db::delete(&state.pool, id).await? {
+        return Err(Error::NotFound);
+    }
+    tracing::info!(id, by = caller.username, "scenario deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A copy owned by the caller, named "<name> (copy)".
+async fn duplicate(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<SavedScenario>)> {
+    let original = load(&state, scenario_id(&id)?).await?;
+    let mut name = format!("{} (copy)", original.summary.name);
+    if name.chars().count() > saved::MAX_NAME_CHARS {
+        name = name.chars().take(saved::MAX_NAME_CHARS).collect();
+    }
+    let body = body_of(&ScenarioSave {
+        name: name.clone(),
+        scenario: original.scenario,
+    })?;
+    let id = db::insert(
+        &state.pool,
+        &name,
+        caller.user_id,
+        SCENARIO_VERSION as i32,
+        &body,
+    )
+    .await?;
+    tracing::info!(id, by = caller.username, "scenario duplicated");
+    Ok((StatusCode::CREATED, Json(load(&state, id).await?)))
 }
 
 /// A bad scenario is answered with its field paths (422), as the CLI does.

@@ -74,6 +74,12 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("POST", "/packing/replay", "approver admin"),
     ("POST", "/packing/mig", "approver admin"),
     ("POST", "/plan/evaluate", "approver admin"),
+    ("GET", "/scenarios", "approver admin"),
+    ("POST", "/scenarios", "approver admin"),
+    ("GET", "/scenarios/{id}", "approver admin"),
+    ("PUT", "/scenarios/{id}", "approver admin"),
+    ("DELETE", "/scenarios/{id}", "approver admin"),
+    ("POST", "/scenarios/{id}/duplicate", "approver admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

@@ -182,3 +182,179 @@ fn export_writes_kueue_and_keda_yaml() {
     assert_eq!(export("v2").status.code(), Some(2));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Saved scenarios: every planner sees them; the owner or an admin replaces or deletes;
+/// anyone may duplicate into their own; bad ones are refused with paths; an older version
+/// stored by an earlier build opens migrated.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn planners_save_open_replace_duplicate_and_delete_scenarios(pool: PgPool) {
+    use shared::saved::{SavedScenario, SavedSummary};
+    user(&pool, "alex", &[Role::Approver], &[]).await;
+    user(&pool, "bea", &[Role::Approver], &[]).await;
+    user(&pool, "ada", &[Role::Admin], &[]).await;
+    let router = router(pool.clone());
+    let (alex, bea, ada) = (
+        login(&router, "alex", common::PASSWORD).await,
+        login(&router, "bea", common::PASSWORD).await,
+        login(&router, "ada", common::PASSWORD).await,
+    );
+    let scenario: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example("aws-300")).expect("example"))
+            .expect("json");
+    let call =
+        |method: Method, uri: String, who: &common::Session, body: Option<serde_json::Value>| {
+            let router = router.clone();
+            let request = common::request(method, &uri, Some(who), body);
+            async move { send(&router, request).await }
+        };
+
+    let saved = call(
+        Method::POST,
+        "/api/scenarios".into(),
+        &alex,
+        Some(serde_json::json!({"name": "  AWS, as today ", "scenario": scenario})),
+    )
+    .await;
+    assert_eq!(saved.status, StatusCode::CREATED, "{}", saved.text());
+    let saved: SavedScenario = saved.json();
+    assert_eq!(saved.summary.name, "AWS, as today");
+    assert_eq!(saved.summary.owner, "alex");
+    assert_eq!(saved.summary.version, shared::scenario::SCENARIO_VERSION);
+    assert_eq!(saved.migrated_from, None);
+    assert!(
+        saved.summary.created_at.ends_with('Z'),
+        "{}",
+        saved.summary.created_at
+    );
+    let want: shared::scenario::Scenario =
+        serde_json::from_value(scenario.clone()).expect("scenario");
+    assert_eq!(saved.scenario, want);
+    let id = saved.summary.id;
+
+    // Another planner sees it and opens it by id.
+    let list: Vec<SavedSummary> = call(Method::GET, "/api/scenarios".into(), &bea, None)
+        .await
+        .json();
+    assert_eq!(list.iter().map(|s| s.id).collect::<Vec<_>>(), [id]);
+    let opened: SavedScenario = call(Method::GET, format!("/api/scenarios/{id}"), &bea, None)
+        .await
+        .json();
+    assert_eq!(opened, saved);
+
+    // Only the owner or an admin replaces or deletes it; the refusal says what to do.
+    let renamed = serde_json::json!({"name": "AWS, tuned", "scenario": scenario});
+    let refused = call(
+        Method::PUT,
+        format!("/api/scenarios/{id}"),
+        &bea,
+        Some(renamed.clone()),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(refused.json::<ApiError>().message.contains("duplicate it"));
+    let refused = call(Method::DELETE, format!("/api/scenarios/{id}"), &bea, None).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let replaced = call(
+        Method::PUT,
+        format!("/api/scenarios/{id}"),
+        &alex,
+        Some(renamed),
+    )
+    .await;
+    assert_eq!(replaced.status, StatusCode::OK);
+    assert_eq!(replaced.json::<SavedScenario>().summary.name, "AWS, tuned");
+    let by_admin = serde_json::json!({"name": "AWS, audited", "scenario": scenario});
+    let replaced = call(
+        Method::PUT,
+        format!("/api/scenarios/{id}"),
+        &ada,
+        Some(by_admin),
+    )
+    .await;
+    assert_eq!(replaced.status, StatusCode::OK);
+
+    // A duplicate is the caller's own.
+    let copy = call(
+        Method::POST,
+        format!("/api/scenarios/{id}/duplicate"),
+        &bea,
+        None,
+    )
+    .await;
+    assert_eq!(copy.status, StatusCode::CREATED);
+    let copy: SavedScenario = copy.json();
+    assert_eq!(copy.summary.name, "AWS, audited (copy)");
+    assert_eq!(copy.summary.owner, "bea");
+    assert_eq!(copy.scenario, want);
+
+    // A bad one is refused with its paths, and nothing is stored.
+    let mut bad = scenario.clone();
+    bad["fleet"][0]["count"] = 0.into();
+    let refused = call(
+        Method::POST,
+        "/api/scenarios".into(),
+        &alex,
+        Some(serde_json::json!({"name": "", "scenario": bad})),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let paths: Vec<String> = refused
+        .json::<ApiError>()
+        .fields
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert_eq!(paths, ["name", "scenario.fleet[0].count"]);
+    let mut typo = scenario.clone();
+    typo["fleet"][0]["count"] = "forty".into();
+    let refused = call(
+        Method::POST,
+        "/api/scenarios".into(),
+        &alex,
+        Some(serde_json::json!({"name": "typo", "scenario": typo})),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        refused.json::<ApiError>().fields[0].path,
+        "scenario.fleet[0].count"
+    );
+    let count: i64 = sqlx::query_scalar("select count(*) from scenarios")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(count, 2);
+
+    // A version 1 scenario stored by an earlier build opens as version 2, and says so.
+    let mut v1 = scenario.clone();
+    v1["version"] = 1.into();
+    v1["fleet"][0]["mem_gib"] = 80.into();
+    v1["fleet"][0]["vendor"] = "nvidia".into();
+    let old: i64 = sqlx::query_scalar(
+        "insert into scenarios (name, owner_id, schema_version, body)
+         select 'from 2026-11', id, 1, $1::text::jsonb from users where username = 'alex'
+         returning id",
+    )
+    .bind(v1.to_string())
+    .fetch_one(&pool)
+    .await
+    .expect("insert");
+    let opened: SavedScenario = call(Method::GET, format!("/api/scenarios/{old}"), &bea, None)
+        .await
+        .json();
+    assert_eq!(opened.migrated_from, Some(1));
+    assert_eq!(opened.summary.version, 1);
+    assert_eq!(opened.scenario, want);
+
+    // Deleted by its owner: gone, and an id that names nothing is 404 in JSON.
+    let deleted = call(Method::DELETE, format!("/api/scenarios/{id}"), &alex, None).await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    for uri in [
+        format!("/api/scenarios/{id}"),
+        "/api/scenarios/latest".to_owned(),
+    ] {
+        let gone = call(Method::GET, uri, &alex, None).await;
+        assert_eq!(gone.status, StatusCode::NOT_FOUND);
+        assert_eq!(gone.json::<ApiError>().code, ErrorCode::NotFound);
+    }
+}

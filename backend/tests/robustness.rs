@@ -151,6 +151,7 @@ async fn digest(pool: &PgPool) -> String {
              union all select 'm' || t::text from team_members t
              union all select 'g' || t::text from gpu_models t
              union all select 'p' || t::text from node_pools t
+             union all select 's' || t::text from scenarios t
          ) all_rows",
     )
     .fetch_one(pool)

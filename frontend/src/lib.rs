@@ -90,7 +90,7 @@ fn Shell(me: Me) -> impl IntoView {
             <Routes fallback=pages::NotFound>
                 <Route path=path!("/") view=pages::Home/>
                 <Route path=path!("/login") view=pages::Home/>
-                <Route path=path!("/plan") view=move || view! { <ui::Guard page=Page::Plan><pages::Plan/></ui::Guard> }/>
+                <Route path=path!("/plan/:id?") view=move || view! { <ui::Guard page=Page::Plan><pages::Plan/></ui::Guard> }/>
                 <Route path=path!("/quotas") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>
                 // Deep links into sections still being built land on the section, which says so.
                 <Route path=path!("/quotas/*any") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>

@@ -17,6 +17,7 @@ pub mod money;
 pub mod packing;
 pub mod plan;
 pub mod rng;
+pub mod saved;
 pub mod scenario;
 pub mod simulate;
 pub mod sizing;

@@ -2,15 +2,20 @@
 //! read the sizing, the decision with its reasons, the sensitivity series and the warnings.
 //! The step-by-step wizard and the manifest download build on this page.
 
+use gloo_net::http::Method;
 use leptos::{html::Div, prelude::*, task::spawn_local};
+use leptos_router::hooks::{use_navigate, use_params_map};
 use plotly::{Layout, Plot, Scatter, common::Mode};
 use shared::{
-    FieldError,
+    ApiError, FieldError,
     decision::Verdict,
     label::Labelled,
     money::dollars,
     plan::{self, Evaluation},
+    saved::{SavedScenario, SavedSummary, ScenarioSave},
 };
+
+use crate::{api, auth::use_me, ui::ErrorBox};
 
 const EXAMPLES: [(&str, &str); 4] = [
     (
@@ -39,6 +44,27 @@ pub fn Plan() -> impl IntoView {
         let outcome = plan::parse_scenario(&text.get()).and_then(|s| plan::evaluate(&s));
         result.set(Some(outcome));
     };
+    // A saved scenario opened by its URL (`/plan/{id}`) replaces the text.
+    let params = use_params_map();
+    let opened = RwSignal::new(None::<SavedSummary>);
+    let open_error = RwSignal::new(None::<ApiError>);
+    Effect::new(move |_| {
+        let Some(id) = params.read().get("id") else {
+            opened.set(None);
+            return;
+        };
+        spawn_local(async move {
+            match api::get::<SavedScenario>(&format!("/api/scenarios/{id}")).await {
+                Ok(saved) => {
+                    text.set(serde_json::to_string_pretty(&saved.scenario).unwrap_or_default());
+                    result.set(None);
+                    opened.set(Some(saved.summary));
+                    open_error.set(None);
+                }
+                Err(err) => open_error.set(Some(err)),
+            }
+        });
+    });
     view! {
         <section>
             <h1>"Plan"</h1>
@@ -60,7 +86,9 @@ pub fn Plan() -> impl IntoView {
                 </label>
                 <button type="submit" data-test="evaluate" on:click=evaluate>"Evaluate"</button>
             </div>
-            <textarea class="scenario" spellcheck="false" prop:value=text on:input=move |ev| text.set(event_target_value(&ev))></textarea>
+            {move || open_error.get().map(|error| view! { <ErrorBox error/> })}
+            <textarea class="scenario" aria-label="Scenario (JSON)" spellcheck="false" prop:value=text on:input=move |ev| text.set(event_target_value(&ev))></textarea>
+            <SaveForm text opened/>
             {move || match result.get() {
                 None => ().into_any(),
                 Some(Err(errors)) => view! {
@@ -72,6 +100,105 @@ pub fn Plan() -> impl IntoView {
                 Some(Ok(evaluation)) => view! { <Report evaluation/> }.into_any(),
             }}
         </section>
+    }
+}
+
+/// Save the scenario (a new one, or the opened one when it is yours or you are an admin), and
+/// the list of saved scenarios, each opened by its URL.
+#[component]
+fn SaveForm(text: RwSignal<String>, opened: RwSignal<Option<SavedSummary>>) -> impl IntoView {
+    let me = use_me();
+    let list = LocalResource::new(|| api::get::<Vec<SavedSummary>>("/api/scenarios"));
+    let name = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        if let Some(summary) = opened.get() {
+            name.set(summary.name);
+        }
+    });
+    let outcome = RwSignal::new(None::<Result<String, Vec<FieldError>>>);
+    let navigate = use_navigate();
+    let mine = move || {
+        let (Some(summary), Some(me)) = (opened.get(), me.get()) else {
+            return None;
+        };
+        let may = summary.owner == me.username || me.roles.contains(&shared::auth::Role::Admin);
+        may.then_some(summary.id)
+    };
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let scenario = match plan::parse_scenario(&text.get_untracked()) {
+            Ok(scenario) => scenario,
+            Err(errors) => {
+                outcome.set(Some(Err(errors)));
+                return;
+            }
+        };
+        let body = ScenarioSave {
+            name: name.get_untracked(),
+            scenario,
+        };
+        if let Err(errors) = body.validate() {
+            outcome.set(Some(Err(errors)));
+            return;
+        }
+        let (method, path) = match mine() {
+            Some(id) => (Method::PUT, format!("/api/scenarios/{id}")),
+            None => (Method::POST, "/api/scenarios".to_owned()),
+        };
+        let navigate = navigate.clone();
+        spawn_local(async move {
+            match api::send::<_, SavedScenario>(method, &path, Some(&body)).await {
+                Ok(saved) => {
+                    let id = saved.summary.id;
+                    outcome.set(Some(Ok(format!("saved as “{}”", saved.summary.name))));
+                    opened.set(Some(saved.summary));
+                    list.refetch();
+                    navigate(&format!("/plan/{id}"), Default::default());
+                }
+                Err(err) => outcome.set(Some(Err(if err.fields.is_empty() {
+                    vec![FieldError {
+                        path: "save".into(),
+                        message: err.to_string(),
+                    }]
+                } else {
+                    err.fields
+                }))),
+            }
+        });
+    };
+    view! {
+        <form class="inline" data-test="save-scenario" on:submit=submit>
+            <label>"Name "<input type="text" maxlength="100" prop:value=name
+                on:input=move |ev| name.set(event_target_value(&ev))/></label>
+            <button type="submit">{move || if mine().is_some() { "Save changes" } else { "Save as new" }}</button>
+            {move || match outcome.get() {
+                None => ().into_any(),
+                Some(Ok(done)) => view! { <span class="ok" data-test="save-status">{done}</span> }.into_any(),
+                Some(Err(errors)) => view! {
+                    <ul class="error" data-test="save-errors">
+                        {errors.into_iter().map(|e| view! { <li><code>{e.path}</code>": "{e.message}</li> }).collect_view()}
+                    </ul>
+                }.into_any(),
+            }}
+        </form>
+        <details data-test="saved-scenarios">
+            <summary>"Saved scenarios"</summary>
+            {move || match list.get() {
+                None => view! { <p class="muted">"Loading…"</p> }.into_any(),
+                Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
+                Some(Ok(rows)) if rows.is_empty() => view! { <p class="muted">"None saved yet."</p> }.into_any(),
+                Some(Ok(rows)) => view! {
+                    <table>
+                        <thead><tr><th>"Name"</th><th>"Owner"</th><th>"Updated (UTC)"</th></tr></thead>
+                        <tbody>
+                            {rows.into_iter().map(|r| view! {
+                                <tr><td><a href=format!("/plan/{}", r.id)>{r.name}</a></td><td>{r.owner}</td><td>{r.updated_at}</td></tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any(),
+            }}
+        </details>
     }
 }
 
