@@ -298,10 +298,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     assert!(text.contains("whole number"), "{text}");
 
     // Save a scenario, open it again by its URL after a reload: the same scenario comes back.
-    example
-        .select_by_value("startup-40")
-        .await
-        .expect("choose");
+    example.select_by_value("startup-40").await.expect("choose");
     browser
         .fill_and_submit(
             "[data-test=save-scenario]",
@@ -335,7 +332,10 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
             )
             .await
             .expect("read the scenario");
-        if value.as_str().is_some_and(|v| v.contains("\"name\": \"40-card start-up\"")) {
+        if value
+            .as_str()
+            .is_some_and(|v| v.contains("\"name\": \"40-card start-up\""))
+        {
             break;
         }
         assert!(
