@@ -12,8 +12,13 @@ use shared::{
     label::Labelled,
     money::dollars,
     plan::{self, Evaluation},
-    saved::{SavedScenario, SavedSummary, ScenarioSave},
+    saved::{SavedSummary, ScenarioSave},
 };
+// The browser never serialises a `Scenario` nor builds JSON values (that code would cost
+// ~30 KB of wasm): it sends the text it has, and shows the stored JSON as the browser's own
+// `JSON.stringify` prints it.
+
+use wasm_bindgen::JsValue;
 
 use crate::{api, auth::use_me, ui::ErrorBox};
 
@@ -54,11 +59,12 @@ pub fn Plan() -> impl IntoView {
             return;
         };
         spawn_local(async move {
-            match api::get::<SavedScenario>(&format!("/api/scenarios/{id}")).await {
-                Ok(saved) => {
-                    text.set(serde_json::to_string_pretty(&saved.scenario).unwrap_or_default());
+            let opened_text = api::get_text(&format!("/api/scenarios/{id}")).await;
+            match opened_text.and_then(|json| Ok((summary_of(&json)?, scenario_of(&json)?))) {
+                Ok((summary, scenario)) => {
+                    text.set(scenario);
                     result.set(None);
-                    opened.set(Some(saved.summary));
+                    opened.set(Some(summary));
                     open_error.set(None);
                 }
                 Err(err) => open_error.set(Some(err)),
@@ -103,6 +109,32 @@ pub fn Plan() -> impl IntoView {
     }
 }
 
+/// The saved scenario's summary from the API's JSON (the scenario itself is skipped).
+fn summary_of(json: &str) -> Result<SavedSummary, ApiError> {
+    serde_json::from_str(json).map_err(|err| {
+        ApiError::new(
+            shared::ErrorCode::Internal,
+            format!("the server's answer did not read: {err}"),
+        )
+    })
+}
+
+/// The saved scenario's JSON, indented by the browser.
+fn scenario_of(json: &str) -> Result<String, ApiError> {
+    let unreadable = || {
+        ApiError::new(
+            shared::ErrorCode::Internal,
+            "the server's answer did not read as a saved scenario",
+        )
+    };
+    let value = js_sys::JSON::parse(json).map_err(|_| unreadable())?;
+    let scenario = js_sys::Reflect::get(&value, &"scenario".into()).map_err(|_| unreadable())?;
+    js_sys::JSON::stringify_with_replacer_and_space(&scenario, &JsValue::NULL, &2.into())
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(unreadable)
+}
+
 /// Save the scenario (a new one, or the opened one when it is yours or you are an admin), and
 /// the list of saved scenarios, each opened by its URL.
 #[component]
@@ -126,32 +158,40 @@ fn SaveForm(text: RwSignal<String>, opened: RwSignal<Option<SavedSummary>>) -> i
     };
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let scenario = match plan::parse_scenario(&text.get_untracked()) {
+        let text = text.get_untracked();
+        let scenario = match plan::parse_scenario(&text) {
             Ok(scenario) => scenario,
             Err(errors) => {
                 outcome.set(Some(Err(errors)));
                 return;
             }
         };
-        let body = ScenarioSave {
+        let check = ScenarioSave {
             name: name.get_untracked(),
             scenario,
         };
-        if let Err(errors) = body.validate() {
+        if let Err(errors) = check.validate() {
             outcome.set(Some(Err(errors)));
             return;
         }
+        let body = format!(
+            r#"{{"name":{},"scenario":{text}}}"#,
+            serde_json::to_string(&check.name).unwrap_or_default()
+        );
         let (method, path) = match mine() {
             Some(id) => (Method::PUT, format!("/api/scenarios/{id}")),
             None => (Method::POST, "/api/scenarios".to_owned()),
         };
         let navigate = navigate.clone();
         spawn_local(async move {
-            match api::send::<_, SavedScenario>(method, &path, Some(&body)).await {
-                Ok(saved) => {
-                    let id = saved.summary.id;
-                    outcome.set(Some(Ok(format!("saved as “{}”", saved.summary.name))));
-                    opened.set(Some(saved.summary));
+            let saved = api::send_text(method, &path, body)
+                .await
+                .and_then(|json| summary_of(&json));
+            match saved {
+                Ok(summary) => {
+                    let id = summary.id;
+                    outcome.set(Some(Ok(format!("saved as “{}”", summary.name))));
+                    opened.set(Some(summary));
                     list.refetch();
                     navigate(&format!("/plan/{id}"), Default::default());
                 }
