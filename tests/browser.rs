@@ -320,7 +320,13 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .await
         .expect("reload");
     browser
-        .wait_for_text("[data-test=saved-scenarios]", "Start-up, as today")
+        .wait_for_text("[data-test=saved-scenarios] summary", "Saved scenarios")
+        .await;
+    browser
+        .click_css("[data-test=saved-scenarios] summary")
+        .await;
+    browser
+        .wait_for_text("[data-test=saved-scenarios]", "Start-up, as today ada")
         .await;
     let started = std::time::Instant::now();
     loop {
