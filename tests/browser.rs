@@ -328,28 +328,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     browser
         .wait_for_text("[data-test=saved-scenarios]", "Start-up, as today ada")
         .await;
-    let started = std::time::Instant::now();
-    loop {
-        let value = browser
-            .client
-            .execute(
-                "return document.querySelector('textarea.scenario').value",
-                vec![],
-            )
-            .await
-            .expect("read the scenario");
-        if value
-            .as_str()
-            .is_some_and(|v| v.contains("\"name\": \"40-card start-up\""))
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "the saved scenario did not open: {value}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_for_scenario(&browser, "\"name\": \"40-card start-up\"").await;
     browser.click_css("[data-test=evaluate]").await;
     browser
         .wait_for_text(
@@ -358,8 +337,50 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         )
         .await;
     browser.screenshot("console-plan-saved").await;
+    // An edit after evaluating says the results are stale.
+    browser
+        .client
+        .execute(
+            "const t = document.querySelector('textarea.scenario'); t.value = t.value.replace('40-card start-up', '40-card start-up, edited'); t.dispatchEvent(new Event('input'));",
+            vec![],
+        )
+        .await
+        .expect("edit the scenario");
+    browser
+        .wait_for_text("[data-test=stale]", "evaluate again")
+        .await;
+    // The draft survives a reload of the plain Plan page.
+    browser
+        .client
+        .goto(&server.url("/plan"))
+        .await
+        .expect("reload");
+    wait_for_scenario(&browser, "40-card start-up, edited").await;
 
     browser.close().await;
+}
+
+/// Waits until the Plan page's scenario text contains `text`.
+async fn wait_for_scenario(browser: &Browser, text: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let value = browser
+            .client
+            .execute(
+                "const t = document.querySelector('textarea.scenario'); return t ? t.value : null;",
+                vec![],
+            )
+            .await
+            .expect("read the scenario");
+        if value.as_str().is_some_and(|v| v.contains(text)) {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the scenario text never held {text:?}: {value}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]

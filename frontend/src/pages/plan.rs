@@ -43,11 +43,20 @@ const EXAMPLES: [(&str, &str); 4] = [
 
 #[component]
 pub fn Plan() -> impl IntoView {
-    let text = RwSignal::new(EXAMPLES[0].1.to_owned());
+    let text = RwSignal::new(draft().unwrap_or_else(|| EXAMPLES[0].1.to_owned()));
+    // The draft survives a reload (this browser's local storage) until it is saved or replaced.
+    Effect::new(move |_| keep_draft(&text.get()));
     let result = RwSignal::new(None::<Result<Evaluation, Vec<FieldError>>>);
+    // The text the results are for: after an edit they are stale, and say so.
+    let evaluated = RwSignal::new(None::<String>);
     let evaluate = move |_| {
-        let outcome = plan::parse_scenario(&text.get()).and_then(|s| plan::evaluate(&s));
+        let scenario = text.get();
+        let outcome = plan::parse_scenario(&scenario).and_then(|s| plan::evaluate(&s));
         result.set(Some(outcome));
+        evaluated.set(Some(scenario));
+    };
+    let stale = move || {
+        result.with(Option::is_some) && evaluated.with(|e| e.as_deref() != Some(&*text.read()))
     };
     // A saved scenario opened by its URL (`/plan/{id}`) replaces the text.
     let params = use_params_map();
@@ -95,6 +104,9 @@ pub fn Plan() -> impl IntoView {
             {move || open_error.get().map(|error| view! { <ErrorBox error/> })}
             <textarea class="scenario" aria-label="Scenario (JSON)" spellcheck="false" prop:value=text on:input=move |ev| text.set(event_target_value(&ev))></textarea>
             <SaveForm text opened/>
+            {move || stale().then(|| view! {
+                <p class="warning" data-test="stale" role="status">"The scenario changed since these results: evaluate again."</p>
+            })}
             {move || match result.get() {
                 None => ().into_any(),
                 Some(Err(errors)) => view! {
@@ -106,6 +118,28 @@ pub fn Plan() -> impl IntoView {
                 Some(Ok(evaluation)) => view! { <Report evaluation/> }.into_any(),
             }}
         </section>
+    }
+}
+
+const DRAFT_KEY: &str = "gpufleet.plan.draft";
+
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok().flatten()
+}
+
+/// The scenario text left in this browser, if any.
+fn draft() -> Option<String> {
+    storage()?
+        .get_item(DRAFT_KEY)
+        .ok()
+        .flatten()
+        .filter(|d| !d.trim().is_empty())
+}
+
+fn keep_draft(text: &str) {
+    if let Some(storage) = storage() {
+        // A full or disabled storage only loses the draft, never the page.
+        let _ = storage.set_item(DRAFT_KEY, text);
     }
 }
 
