@@ -58,6 +58,24 @@ async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
     );
 }
 
+/// `POST /api/plan/evaluate` with `body`, as `session`.
+async fn evaluate_via_api(
+    router: &axum::Router,
+    session: &common::Session,
+    body: serde_json::Value,
+) -> common::Reply {
+    send(
+        router,
+        common::request(
+            Method::POST,
+            "/api/plan/evaluate",
+            Some(session),
+            Some(body),
+        ),
+    )
+    .await
+}
+
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
     user(&pool, "alex", &[Role::Approver], &[]).await;
@@ -68,16 +86,7 @@ async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
             .expect("json");
     scenario["teams"][1]["workloads"][0]["gpus_per_job"] = 0.into();
     scenario["fleet"][0]["count"] = 0.into();
-    let reply = send(
-        &router,
-        common::request(
-            Method::POST,
-            "/api/plan/evaluate",
-            Some(&session),
-            Some(scenario.clone()),
-        ),
-    )
-    .await;
+    let reply = evaluate_via_api(&router, &session, scenario.clone()).await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     let err: ApiError = reply.json();
     assert_eq!(err.code, ErrorCode::Invalid);
@@ -87,16 +96,7 @@ async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
         ["fleet[0].count", "teams[1].workloads[0].gpus_per_job"]
     );
 
-    let broken = send(
-        &router,
-        common::request(
-            Method::POST,
-            "/api/plan/evaluate",
-            Some(&session),
-            Some(serde_json::json!({"version": 1})),
-        ),
-    )
-    .await;
+    let broken = evaluate_via_api(&router, &session, serde_json::json!({"version": 1})).await;
     assert_eq!(broken.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         broken.json::<ApiError>().fields[0]
@@ -122,16 +122,7 @@ async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
     // A mistyped field (a string for a count) names its path, in the API and the CLI.
     let mut typo = scenario.clone();
     typo["fleet"][0]["count"] = "forty".into();
-    let reply = send(
-        &router,
-        common::request(
-            Method::POST,
-            "/api/plan/evaluate",
-            Some(&session),
-            Some(typo.clone()),
-        ),
-    )
-    .await;
+    let reply = evaluate_via_api(&router, &session, typo.clone()).await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     let err: ApiError = reply.json();
     assert_eq!(err.fields.len(), 1);
