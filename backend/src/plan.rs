@@ -102,7 +102,17 @@ async fn save(
     Extension(caller): Extension<Caller>,
     ApiJson(save): ApiJson<ScenarioSave>,
 ) -> Result<(StatusCode, Json<SavedScenario>)> {
-    let body = body_of(&save)?;
+    insert(&state, &caller, &save, "scenario saved").await
+}
+
+/// Stores `save` as a new scenario owned by the caller: 201 and the scenario as it now reads.
+async fn insert(
+    state: &AppState,
+    caller: &Caller,
+    save: &ScenarioSave,
+    what: &str,
+) -> Result<(StatusCode, Json<SavedScenario>)> {
+    let body = body_of(save)?;
     let id = db::insert(
         &state.pool,
         save.name.trim(),
@@ -111,8 +121,8 @@ async fn save(
         &body,
     )
     .await?;
-    tracing::info!(id, by = caller.username, "scenario saved");
-    Ok((StatusCode::CREATED, Json(load(&state, id).await?)))
+    tracing::info!(id, by = caller.username, "{what}");
+    Ok((StatusCode::CREATED, Json(load(state, id).await?)))
 }
 
 async fn open(
@@ -171,20 +181,11 @@ async fn duplicate(
     if name.chars().count() > saved::MAX_NAME_CHARS {
         name = name.chars().take(saved::MAX_NAME_CHARS).collect();
     }
-    let body = body_of(&ScenarioSave {
-        name: name.clone(),
+    let copy = ScenarioSave {
+        name,
         scenario: original.scenario,
-    })?;
-    let id = db::insert(
-        &state.pool,
-        &name,
-        caller.user_id,
-        SCENARIO_VERSION as i32,
-        &body,
-    )
-    .await?;
-    tracing::info!(id, by = caller.username, "scenario duplicated");
-    Ok((StatusCode::CREATED, Json(load(&state, id).await?)))
+    };
+    insert(&state, &caller, &copy, "scenario duplicated").await
 }
 
 /// A bad scenario is answered with its field paths (422), as the CLI does.

@@ -76,14 +76,35 @@ impl Job {
         cold_start_min: u32,
         minute: u32,
     ) -> Self {
+        Job::queued(
+            team,
+            flavor,
+            gpus,
+            Kind::Replica {
+                cold_start_min,
+                ready_at: None,
+            },
+            priority,
+            Part::Replica,
+            minute,
+        )
+    }
+
+    /// A job of `kind` that joins its queue at `minute`, not yet admitted.
+    pub fn queued(
+        team: usize,
+        flavor: usize,
+        gpus: u32,
+        kind: Kind,
+        priority: i32,
+        part: Part,
+        minute: u32,
+    ) -> Self {
         Job {
             team,
             flavor,
             gpus,
-            kind: Kind::Replica {
-                cold_start_min,
-                ready_at: None,
-            },
+            kind,
             priority,
             arrival: minute,
             first_admit: None,
@@ -91,7 +112,7 @@ impl Job {
             work_from: minute,
             running: false,
             generation: 0,
-            part: Part::Replica,
+            part,
         }
     }
 
@@ -108,20 +129,19 @@ impl Job {
         else {
             return None;
         };
-        Some(Job {
-            kind: Kind::Batch {
+        Some(Job::queued(
+            self.team,
+            self.flavor,
+            self.gpus,
+            Kind::Batch {
                 remaining_min: length,
                 checkpoint_min,
                 busy_share,
             },
-            arrival: minute,
-            first_admit: None,
-            started: minute,
-            work_from: minute,
-            running: false,
-            generation: 0,
-            ..self.clone()
-        })
+            self.priority,
+            self.part,
+            minute,
+        ))
     }
 }
 
