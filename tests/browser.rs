@@ -6,6 +6,9 @@ use gpufleet_e2e::{Browser, Server, repo_root};
 use shared::{
     auth::{NewTeam, NewUser, Page, Role},
     label::Labelled,
+    manifests::{self, KueueVersion},
+    plan::{self, Evaluation},
+    scenario::Scenario,
 };
 use sqlx::PgPool;
 
@@ -202,111 +205,160 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         browser.wait_for_text("main h1", page.title()).await;
     }
 
-    // The planning math runs in the browser: evaluate two example scenarios, and see the
-    // figures that `gpufleet plan evaluate` gives for the same files.
-    let cli = |name: &str| {
-        backend::plan::cli::evaluate_file(
-            &repo_root().join(format!("shared/scenarios/{name}.json")),
-        )
-        .unwrap_or_else(|err| panic!("{name}: {err}"))
-    };
-    let aws = cli("aws-300");
+    browser.close().await;
+}
+
+/// The planning wizard, as a manager walks it: a preset, then an edit and its results
+/// following in the browser, checked against the native evaluation of the same scenario;
+/// wrong input named at its field; the live inventory as a start; weights re-ranking the
+/// options; the exported manifests; save, reopen by URL, and the draft kept across a reload.
+/// Screenshots of each step under `target/e2e/`; timings printed for the note.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "ada", Role::Admin).await;
+    let (server, browser) = open_console(pool).await;
+    log_in(&browser, "ada", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=health-status]", "database up")
+        .await;
     browser.click("Plan").await;
-    browser.click_css("[data-test=evaluate]").await;
+    // Time to interactive: from navigation start to the first results on screen.
+    browser
+        .wait_for_text("[data-test=took]", "evaluated in")
+        .await;
+    let interactive_ms = browser
+        .client
+        .execute("return performance.now()", vec![])
+        .await
+        .expect("clock");
+    browser.screenshot("plan-1-start").await;
+
+    // 1. Start from a preset: the summary shows what `gpufleet plan evaluate` says of it.
+    let mut aws = preset("aws-300");
+    browser.click_css("[data-test=start-aws-300]").await;
+    expect_summary(&browser, &evaluate(&aws)).await;
+    browser.screenshot("plan-2-fleet").await;
+
+    // 2. Fleet: a word where a number belongs is refused at its field; the scenario keeps
+    // its last good value. A number out of range is named by the scenario's own rule.
+    let count = "[data-path='fleet[0].count']";
+    type_into(&browser, &format!("{count} input"), "forty").await;
+    browser
+        .wait_for_text(&format!("{count} .problem"), "a whole number")
+        .await;
+    type_into(&browser, &format!("{count} input"), "0").await;
     browser
         .wait_for_text(
-            "[data-test=recommendation]",
-            aws.decision.recommendation.label(),
+            &format!("{count} .problem"),
+            "must be between 1 and 1,000,000",
         )
         .await;
-    let sizing = &aws.sizing;
-    for figure in [
-        format!(
-            "GPUs needed {} {}",
-            sizing.separate_pools.gpus, sizing.shared_pool.gpus
-        ),
-        format!(
-            "Mean busy (DCGM) {:.1}% {:.1}%",
-            sizing.separate_pools.mean_busy_pct, sizing.shared_pool.mean_busy_pct
-        ),
-    ] {
-        browser.wait_for_text("[data-test=sizing]", &figure).await;
-    }
-    let sim = &aws.simulation.total;
     browser
-        .wait_for_text(
-            "[data-test=simulation]",
-            &format!(
-                "Batch: {:.0} GPU-hours wanted; {:.0} admitted",
-                sim.wanted_batch_gpu_minutes / 60.0,
-                sim.batch_gpu_minutes / 60.0
-            ),
-        )
+        .wait_for_text("[data-test=problems]", "1 problem to fix")
         .await;
-    let first = &aws.isolation.classes[0];
+    // A change the results follow: 80 more H100s, evaluated natively for the expected figures.
+    let typed = std::time::Instant::now();
+    type_into(
+        &browser,
+        &format!("{count} input"),
+        &(aws.fleet[0].count + 80).to_string(),
+    )
+    .await;
+    aws.fleet[0].count += 80;
+    let edited = evaluate(&aws);
+    expect_summary(&browser, &edited).await;
+    let input_to_results = typed.elapsed();
+
+    // 3. Results: the figures, the week and the grouped isolation plan equal the native run's.
+    browser.click_css("[data-test=step-results]").await;
+    expect_results(&browser, &edited).await;
     browser
-        .wait_for_text(
-            "[data-test=isolation]",
-            &format!(
-                "{} {} {}",
-                first.team,
-                first.workload,
-                first.mechanism.label()
-            ),
-        )
+        .wait_for_text("#demand-chart", "demand per team")
         .await;
     browser
         .wait_for_text("#sensitivity-chart", "Recommendation as the fleet grows")
         .await;
-    browser.screenshot("console-plan").await;
-    let example = browser
-        .client
-        .find(Locator::Css("[data-test=example]"))
-        .await
-        .expect("select");
-    example
-        .select_by_value("no-own-model")
-        .await
-        .expect("choose");
-    browser.click_css("[data-test=evaluate]").await;
+    browser.screenshot("plan-5-results").await;
+    // Weights re-rank the options at once.
+    type_into(&browser, "[data-path='weights.isolation'] input", "10").await;
+    aws.weights.isolation = 10.0;
+    let reweighted = evaluate(&aws);
+    // The recommended option (scored, never excluded).
+    let i = reweighted
+        .decision
+        .options
+        .iter()
+        .position(|o| o.architecture == reweighted.decision.recommendation)
+        .expect("the recommendation is an option");
+    let score = |e: &Evaluation, i: usize| {
+        e.decision.options[i]
+            .score
+            .map_or("excluded".to_owned(), |s| format!("{s:.1}"))
+    };
     browser
         .wait_for_text(
-            "[data-test=recommendation]",
-            cli("no-own-model").decision.recommendation.label(),
+            "[data-test=scores]",
+            &format!(
+                "{} {}",
+                reweighted.decision.options[i].architecture.label(),
+                score(&reweighted, i)
+            ),
         )
         .await;
-    // A mistyped field is named by its path, as the CLI and the API name it.
-    let mut typo: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_root().join("shared/scenarios/startup-40.json"))
-            .expect("example"),
-    )
-    .expect("json");
-    typo["fleet"][0]["count"] = "forty".into();
-    browser
-        .client
-        .execute(
-            "const t = document.querySelector('textarea.scenario'); t.value = arguments[0]; t.dispatchEvent(new Event('input'));",
-            vec![typo.to_string().into()],
-        )
-        .await
-        .expect("type the scenario");
-    browser.click_css("[data-test=evaluate]").await;
-    let errors = browser
-        .wait_for_text("[data-test=scenario-errors]", "fleet[0].count")
-        .await;
-    let text = errors.text().await.expect("text");
-    assert!(text.contains("whole number"), "{text}");
+    assert_ne!(
+        score(&reweighted, i),
+        score(&edited, i),
+        "the weight must matter to this check"
+    );
 
-    // Save a scenario, open it again by its URL after a reload: the same scenario comes back.
-    example.select_by_value("startup-40").await.expect("choose");
+    // 4. Teams and constraints: the week's demand per team drawn as it is typed.
+    browser.click_css("[data-test=step-teams]").await;
+    browser
+        .wait_for_text("#demand-chart", "demand per team")
+        .await;
+    browser.click_css("[data-test=team] summary").await;
+    browser
+        .wait_for_text("[data-test=team]", &format!("{} —", aws.teams[0].name))
+        .await;
+    browser
+        .wait_for_text("[data-test=workload]", "Per job")
+        .await;
+    browser.screenshot("plan-3-teams").await;
+    browser.click_css("[data-test=step-constraints]").await;
+    type_into(&browser, "[data-path='name'] input", "AWS, 80 more H100s").await;
+    aws.name = "AWS, 80 more H100s".to_owned();
+    browser.screenshot("plan-4-constraints").await;
+
+    // 5. Export: the page shows exactly the native export, whose objects validate against
+    // the real Kueue and KEDA CRD schemas (shared's planning tests).
+    browser.click_css("[data-test=step-export]").await;
+    for file in manifests::export(&aws, KueueVersion::V1beta2) {
+        let shown = browser
+            .wait_for_text(
+                &format!("[data-test=manifest][data-name='{}'] pre", file.name),
+                "apiVersion",
+            )
+            .await;
+        let text = shown.text().await.expect("yaml");
+        assert_eq!(
+            text.trim_end(),
+            file.yaml.trim_end(),
+            "{} on the page differs from the export",
+            file.name
+        );
+    }
+    browser.screenshot("plan-6-export").await;
+
+    // 6. Save, reopen by URL: the same scenario comes back.
     browser
         .fill_and_submit(
             "[data-test=save-scenario]",
-            &[("input[type=text]", "Start-up, as today")],
+            &[("input[type=text]", "AWS grown")],
         )
         .await;
     browser
-        .wait_for_text("[data-test=save-status]", "saved as “Start-up, as today”")
+        .wait_for_text("[data-test=save-status]", "saved as “AWS grown”")
         .await;
     let url = browser.client.current_url().await.expect("url");
     let id: i64 = url
@@ -319,68 +371,200 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .goto(&server.url(&format!("/plan/{id}")))
         .await
         .expect("reload");
+    expect_summary(&browser, &reweighted).await;
+    browser.click_css("[data-test=step-json]").await;
+    assert_eq!(
+        json_scenario(&browser).await,
+        aws,
+        "the reopened scenario is the saved one"
+    );
+    // The start step lists it.
+    browser.click_css("[data-test=step-start]").await;
     browser
-        .wait_for_text("[data-test=saved-scenarios] summary", "Saved scenarios")
+        .wait_for_text("[data-test=saved-scenarios]", "AWS grown ada")
         .await;
-    browser
-        .click_css("[data-test=saved-scenarios] summary")
-        .await;
-    browser
-        .wait_for_text("[data-test=saved-scenarios]", "Start-up, as today ada")
-        .await;
-    wait_for_scenario(&browser, "\"name\": \"40-card start-up\"").await;
-    browser.click_css("[data-test=evaluate]").await;
-    browser
-        .wait_for_text(
-            "[data-test=recommendation]",
-            cli("startup-40").decision.recommendation.label(),
-        )
-        .await;
-    browser.screenshot("console-plan-saved").await;
-    // An edit after evaluating says the results are stale.
+
+    // 7. The live inventory as a start: one flavor per pool of the demo fleet.
+    browser.click_css("[data-test=start-inventory]").await;
+    // The API lists pools by name.
+    let mut demo = backend::fleet::demo_fleet();
+    demo.pools.sort_by(|a, b| a.name.cmp(&b.name));
+    let inventory = Scenario::starting_from("our fleet", demo.scenario_fleet());
+    expect_summary(&browser, &evaluate(&inventory)).await;
+    browser.wait_for_text("[data-test=fleet-form]", "").await;
+    for (i, acc) in inventory.fleet.iter().enumerate() {
+        let flavor = browser
+            .client
+            .execute(
+                "return document.querySelector(arguments[0]).value",
+                vec![format!("[data-path='fleet[{i}].flavor'] input").into()],
+            )
+            .await
+            .expect("flavor");
+        assert_eq!(flavor.as_str(), Some(acc.flavor.as_str()));
+    }
+
+    // 8. The bank preset: its results, and how long the browser took.
+    browser.click_css("[data-test=step-start]").await;
+    let clicked = std::time::Instant::now();
+    browser.click_css("[data-test=start-bank-10000]").await;
+    let bank = evaluate(&preset("bank-10000"));
+    expect_summary(&browser, &bank).await;
+    let bank_to_results = clicked.elapsed();
+    let took = browser
+        .wait_for_text("[data-test=took]", "evaluated in")
+        .await
+        .text()
+        .await
+        .expect("took");
+    browser.click_css("[data-test=step-results]").await;
+    expect_results(&browser, &bank).await;
+    browser.screenshot("plan-5-results-bank").await;
+    let timings = format!(
+        "time to interactive (navigation start to first results): {interactive_ms} ms\naws-300, input change to updated results: {} ms\nbank-10000, start click to results: {} ms ({took})\n",
+        input_to_results.as_millis(),
+        bank_to_results.as_millis()
+    );
+    std::fs::write(repo_root().join("target/e2e/plan-timings.txt"), timings).expect("timings");
+
+    // 9. A mistyped field in the JSON is named by its path, as the CLI and the API name it.
+    browser.click_css("[data-test=step-json]").await;
+    let mut typo: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("shared/scenarios/startup-40.json"))
+            .expect("preset"),
+    )
+    .expect("json");
+    typo["fleet"][0]["count"] = "forty".into();
     browser
         .client
         .execute(
-            "const t = document.querySelector('textarea.scenario'); t.value = t.value.replace('40-card start-up', '40-card start-up, edited'); t.dispatchEvent(new Event('input'));",
-            vec![],
+            "const t = document.querySelector('textarea.scenario'); t.value = arguments[0]; t.dispatchEvent(new Event('input'));",
+            vec![typo.to_string().into()],
         )
         .await
-        .expect("edit the scenario");
-    browser
-        .wait_for_text("[data-test=stale]", "evaluate again")
+        .expect("type the scenario");
+    let errors = browser
+        .wait_for_text("[data-test=scenario-errors]", "fleet[0].count")
         .await;
-    // The draft survives a reload of the plain Plan page.
+    let text = errors.text().await.expect("text");
+    assert!(text.contains("whole number"), "{text}");
+
+    // 10. The draft survives a reload of the plain Plan page (the bank, as last evaluated).
     browser
         .client
         .goto(&server.url("/plan"))
         .await
         .expect("reload");
-    wait_for_scenario(&browser, "40-card start-up, edited").await;
-
+    expect_summary(&browser, &bank).await;
     browser.close().await;
 }
 
-/// Waits until the Plan page's scenario text contains `text`.
-async fn wait_for_scenario(browser: &Browser, text: &str) {
-    let started = std::time::Instant::now();
-    loop {
-        let value = browser
-            .client
-            .execute(
-                "const t = document.querySelector('textarea.scenario'); return t ? t.value : null;",
-                vec![],
-            )
-            .await
-            .expect("read the scenario");
-        if value.as_str().is_some_and(|v| v.contains(text)) {
-            return;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
-            "the scenario text never held {text:?}: {value}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+fn preset(name: &str) -> Scenario {
+    let path = repo_root().join(format!("shared/scenarios/{name}.json"));
+    plan::parse_scenario(&std::fs::read_to_string(&path).expect("preset")).expect("preset parses")
+}
+
+fn evaluate(s: &Scenario) -> Evaluation {
+    plan::evaluate(s).unwrap_or_else(|err| panic!("{}: {err:?}", s.name))
+}
+
+/// Sets an input's text as typing would (an `input` event).
+async fn type_into(browser: &Browser, css: &str, text: &str) {
+    browser.wait_for_text(css, "").await;
+    browser
+        .client
+        .execute(
+            "const i = document.querySelector(arguments[0]); i.value = arguments[1]; i.dispatchEvent(new Event('input', { bubbles: true }));",
+            vec![css.into(), text.into()],
+        )
+        .await
+        .unwrap_or_else(|err| panic!("type into {css}: {err}"));
+}
+
+/// The summary line on every step shows the evaluation's recommendation and sizing.
+async fn expect_summary(browser: &Browser, e: &Evaluation) {
+    let (sep, shared_pool) = (&e.sizing.separate_pools, &e.sizing.shared_pool);
+    browser
+        .wait_for_text(
+            "[data-test=summary]",
+            &format!(
+                "{} · separate pools {} GPUs at {:.1}% busy → shared {} GPUs at {:.1}%",
+                e.decision.recommendation.label(),
+                sep.gpus,
+                sep.mean_busy_pct,
+                shared_pool.gpus,
+                shared_pool.mean_busy_pct
+            ),
+        )
+        .await;
+}
+
+async fn expect_results(browser: &Browser, e: &Evaluation) {
+    browser
+        .wait_for_text(
+            "[data-test=recommendation]",
+            e.decision.recommendation.label(),
+        )
+        .await;
+    let sizing = &e.sizing;
+    for figure in [
+        format!(
+            "GPUs needed {} {}",
+            sizing.separate_pools.gpus, sizing.shared_pool.gpus
+        ),
+        format!(
+            "Mean busy (DCGM) {:.1}% {:.1}%",
+            sizing.separate_pools.mean_busy_pct, sizing.shared_pool.mean_busy_pct
+        ),
+    ] {
+        browser.wait_for_text("[data-test=sizing]", &figure).await;
     }
+    let sim = &e.simulation.total;
+    browser
+        .wait_for_text(
+            "[data-test=simulation]",
+            &format!(
+                "Batch: {:.0} GPU-hours wanted; {:.0} admitted",
+                sim.wanted_batch_gpu_minutes / 60.0,
+                sim.batch_gpu_minutes / 60.0
+            ),
+        )
+        .await;
+    // The isolation plan reads once per mechanism and reason, with its count of classes.
+    let groups = e.isolation.groups();
+    let first = &groups[0];
+    browser
+        .wait_for_text(
+            "[data-test=isolation]",
+            &format!(
+                "{} ({}) {} {}",
+                first.mechanism.label(),
+                first.allocation_base.label(),
+                first.classes.len(),
+                first.classes[0]
+            ),
+        )
+        .await;
+    let rows = browser
+        .client
+        .find_all(Locator::Css("[data-test=isolation] tbody tr"))
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), groups.len());
+}
+
+/// The scenario in the JSON step's text area.
+async fn json_scenario(browser: &Browser) -> Scenario {
+    browser.wait_for_text("textarea.scenario", "").await;
+    let text = browser
+        .client
+        .execute(
+            "return document.querySelector('textarea.scenario').value",
+            vec![],
+        )
+        .await
+        .expect("read the scenario");
+    plan::parse_scenario(text.as_str().expect("text")).expect("the JSON step holds a scenario")
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]

@@ -74,31 +74,6 @@ async fn send_raw<B: Serialize>(
     request.send().await.map_err(network_error)
 }
 
-/// `GET path` as JSON text, for the few answers the console shows as they come.
-pub async fn get_text(path: &str) -> ApiResult<String> {
-    let response = Request::get(path).send().await.map_err(network_error)?;
-    text_of(response).await
-}
-
-/// A state-changing request whose body is JSON text already (the scenario as typed), answered
-/// with JSON text.
-pub async fn send_text(method: Method, path: &str, json: String) -> ApiResult<String> {
-    let request = RequestBuilder::new(path)
-        .method(method)
-        .header("X-CSRF-Token", &csrf_token())
-        .header("Content-Type", "application/json")
-        .body(json)
-        .map_err(|err| decode_error(&err))?;
-    text_of(request.send().await.map_err(network_error)?).await
-}
-
-async fn text_of(response: Response) -> ApiResult<String> {
-    if !response.ok() {
-        return Err(error_of(response).await);
-    }
-    response.text().await.map_err(|err| decode_error(&err))
-}
-
 /// `GET /api/health`: its 503 carries a [`Health`] body too, so decode either.
 pub async fn health() -> ApiResult<Health> {
     let response = Request::get("/api/health")

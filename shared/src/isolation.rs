@@ -125,6 +125,8 @@ impl Labelled for WarningCode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Warning {
     pub code: WarningCode,
+    /// Whom it is about, in words: `team/workload`, `flavor h100`, or the whole fleet.
+    pub subject: String,
     pub path: String,
     pub message: String,
 }
@@ -142,6 +144,42 @@ pub struct IsolationPlan {
     pub classes: Vec<ClassIsolation>,
     pub warnings: Vec<Warning>,
     pub spot: Vec<SpotAdvice>,
+}
+
+/// Classes that get the same mechanism for the same reasons, read once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolationGroup {
+    pub mechanism: Mechanism,
+    pub allocation_base: AllocationBase,
+    pub reasons: Vec<String>,
+    /// `team/workload`, in the plan's order.
+    pub classes: Vec<String>,
+}
+
+impl IsolationPlan {
+    /// The classes grouped by mechanism, allocation base and reasons; groups in the order of
+    /// their first class, so the plan reads as it was written.
+    pub fn groups(&self) -> Vec<IsolationGroup> {
+        let mut groups: Vec<IsolationGroup> = Vec::new();
+        for c in &self.classes {
+            let name = format!("{}/{}", c.team, c.workload);
+            let same = groups.iter_mut().find(|g| {
+                g.mechanism == c.mechanism
+                    && g.allocation_base == c.allocation_base
+                    && g.reasons == c.reasons
+            });
+            match same {
+                Some(group) => group.classes.push(name),
+                None => groups.push(IsolationGroup {
+                    mechanism: c.mechanism,
+                    allocation_base: c.allocation_base,
+                    reasons: c.reasons.clone(),
+                    classes: vec![name],
+                }),
+            }
+        }
+        groups
+    }
 }
 
 /// The plan for each class under `architecture`: managed governance (C) offers fractions
@@ -378,14 +416,16 @@ fn spot_fit(w: &Workload) -> (bool, String) {
 
 fn warnings(scenario: &Scenario) -> Vec<Warning> {
     let mut out = Vec::new();
-    let mut warn = |code: WarningCode, path: String, message: String| {
+    let mut warn = |code: WarningCode, subject: &str, path: String, message: String| {
         out.push(Warning {
             code,
+            subject: subject.to_owned(),
             path,
             message,
         })
     };
     for (f, acc) in scenario.fleet.iter().enumerate() {
+        let subject = format!("flavor {}", acc.flavor);
         let nominal: u64 = scenario
             .teams
             .iter()
@@ -395,6 +435,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
         if nominal < count && !scenario.quota.cohort {
             warn(
                 WarningCode::OutsideNominalQuota,
+                &subject,
                 format!("fleet[{f}].count"),
                 format!(
                     "{} of {count} GPUs on {} are in no team's nominal quota: without a cohort nobody can use them; they idle all week.",
@@ -406,6 +447,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
         if scenario.quota.cohort && nominal >= count && scenario.teams.len() > 1 {
             warn(
                 WarningCode::NothingToLend,
+                &subject,
                 format!("fleet[{f}]"),
                 format!(
                     "Nominal quotas on {} add up to {nominal} of {} GPUs: nothing is left unassigned, so borrowing only happens when an owner idles; keep some capacity outside nominal quota or lower quotas.",
@@ -417,12 +459,14 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
     for (t, team) in scenario.teams.iter().enumerate() {
         for (i, w) in team.workloads.iter().enumerate() {
             let path = |f: &str| format!("teams[{t}].workloads[{i}].{f}");
+            let subject = format!("{}/{}", team.name, w.name);
             if w.preemptible && w.kind != WorkloadKind::Inference {
                 if w.checkpoint_minutes == 0 {
-                    warn(WarningCode::PreemptionWithoutCheckpoint, path("checkpoint_minutes"), "Preemptible without checkpoints: every preemption loses the whole run, and the first lost run gets preemption switched off.".to_owned());
+                    warn(WarningCode::PreemptionWithoutCheckpoint, &subject, path("checkpoint_minutes"), "Preemptible without checkpoints: every preemption loses the whole run, and the first lost run gets preemption switched off.".to_owned());
                 } else if w.checkpoint_minutes / 2 > 15 {
                     warn(
                         WarningCode::ReworkOver15Min,
+                        &subject,
                         path("checkpoint_minutes"),
                         format!(
                             "Checkpoints every {} min lose {} min of work per preemption on average; checkpoint at least every 30 min.",
@@ -442,10 +486,10 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 if scenario.quota.cohort && scenario.quota.reclaim_within_cohort && held > nominal {
                     warn(
                         WarningCode::InferenceOnBorrowedQuota,
+                        &subject,
                         path("inference.max_replicas"),
                         format!(
-                            "{} scales to {held} GPUs on {} against a nominal quota of {nominal}: the {} above it are borrowed, and reclaimWithinCohort: Any evicts them whatever their priority. Protect it with nominal quota at its peak ({held}), or let it not borrow (a ClusterQueue of its own with borrowingLimit 0).",
-                            w.name,
+                            "{subject} scales to {held} GPUs on {} against the team's nominal quota of {nominal}: the {} above it are borrowed, and reclaimWithinCohort: Any evicts them whatever their priority. Protect it with nominal quota at its peak ({held}), or let it not borrow (a ClusterQueue of its own with borrowingLimit 0).",
                             w.flavor,
                             held - nominal
                         ),
@@ -454,6 +498,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 if inf.cooldown_s < 60 {
                     warn(
                         WarningCode::KedaCooldownInSeconds,
+                        &subject,
                         path("inference.cooldown_s"),
                         format!(
                             "A {} s cooldown scales to zero between bursts: each cycle costs a cold start; use minutes.",
@@ -464,6 +509,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
                 if inf.activation_threshold_pct == 0 {
                     warn(
                         WarningCode::KedaActivationZero,
+                        &subject,
                         path("inference.activation_threshold_pct"),
                         "activationThreshold 0 lets any noise wake replicas from zero.".to_owned(),
                     );
@@ -477,6 +523,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
             {
                 warn(
                     WarningCode::TimeSlicingAcrossTenants,
+                    &subject,
                     path("current_isolation"),
                     format!(
                         "{} business tenants share cards by time-slicing or MPS: one tenant's leak is the neighbour's out-of-memory; use MIG or HAMi.",
@@ -490,6 +537,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
             if w.current_isolation == Some(Mechanism::Mig) && !has_mig {
                 warn(
                     WarningCode::MigWithoutMig,
+                    &subject,
                     path("current_isolation"),
                     format!("{} has no MIG.", w.flavor),
                 );
@@ -497,7 +545,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
         }
     }
     if scenario.constraints.utilisation_measured_by == UtilisationSource::Requests {
-        warn(WarningCode::UtilisationFromRequests, "constraints.utilisation_measured_by".to_owned(), "Utilisation from pod requests counts a GPU that downloads weights as 100% used; measure DCGM_FI_DEV_GPU_UTIL.".to_owned());
+        warn(WarningCode::UtilisationFromRequests, "the whole fleet", "constraints.utilisation_measured_by".to_owned(), "Utilisation from pod requests counts a GPU that downloads weights as 100% used; measure DCGM_FI_DEV_GPU_UTIL.".to_owned());
     }
     out
 }

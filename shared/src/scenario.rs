@@ -735,6 +735,194 @@ fn is_version(s: &str) -> bool {
         && parts.next().is_some_and(|b| b.parse::<u32>().is_ok())
 }
 
+/// Starting points for a new scenario, and the defaults of each entry a person adds.
+impl Scenario {
+    /// `fleet` with one team holding it all as nominal quota and one fine-tuning class, so
+    /// that it evaluates at once; a person renames and adds from there.
+    pub fn starting_from(name: &str, fleet: Vec<Accelerator>) -> Scenario {
+        let mut team = Team::new("team-a");
+        if let Some(first) = fleet.first() {
+            for acc in &fleet {
+                team.nominal_gpus.insert(acc.flavor.clone(), acc.count);
+            }
+            let mut work = Workload::new("tuning", WorkloadKind::FineTuning, &first.flavor);
+            work.demand = Demand::Preset {
+                preset: Preset::BusinessHoursDiurnal,
+                peak_gpus: f64::from(first.count) / 2.0,
+            };
+            team.workloads.push(work);
+        }
+        Scenario {
+            version: SCENARIO_VERSION,
+            name: name.to_owned(),
+            seed: default_seed(),
+            fleet,
+            teams: vec![team],
+            quota: QuotaPolicy::default(),
+            constraints: Constraints {
+                hardware_isolation_between_tenants: false,
+                aws_only: false,
+                heterogeneous: false,
+                kubernetes_version: "1.34".to_owned(),
+                platform_team_size: 2,
+                platform_engineer_cost_cents_per_year: 20_000_000,
+                runs_own_models: true,
+                needs_software_fractions: false,
+                utilisation_measured_by: UtilisationSource::Dcgm,
+            },
+            weights: Weights::default(),
+        }
+    }
+
+    /// One node of eight H100s at a round $4.00 a GPU-hour, to be replaced with your own.
+    pub fn blank() -> Scenario {
+        let h100 = Accelerator::new("h100", "H100-SXM5-80GB", 400);
+        Self::starting_from("new scenario", vec![h100])
+    }
+
+    /// A flavor name not yet in the fleet, from `stem`.
+    pub fn free_flavor(&self, stem: &str) -> String {
+        free_name(stem, |n| self.accelerator(n).is_some())
+    }
+
+    /// Renames flavor `old` to `new` everywhere: the fleet, every team's quota and limits on
+    /// it, and every class that runs on it. A name another accelerator type has is refused
+    /// (merging the two would lose one's quotas).
+    pub fn rename_flavor(&mut self, old: &str, new: &str) -> Result<(), String> {
+        if old == new {
+            return Ok(());
+        }
+        if self.accelerator(new).is_some() {
+            return Err(format!("another accelerator type is called {new}"));
+        }
+        for acc in self.fleet.iter_mut().filter(|a| a.flavor == old) {
+            new.clone_into(&mut acc.flavor);
+        }
+        for team in &mut self.teams {
+            for map in [
+                &mut team.nominal_gpus,
+                &mut team.borrowing_limit_gpus,
+                &mut team.lending_limit_gpus,
+            ] {
+                if let Some(v) = map.remove(old) {
+                    map.insert(new.to_owned(), v);
+                }
+            }
+            for w in team.workloads.iter_mut().filter(|w| w.flavor == old) {
+                new.clone_into(&mut w.flavor);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the accelerator type at `index` and every quota on it. Classes that ran on it
+    /// stay, and validation names them, so no work disappears unseen.
+    pub fn remove_flavor(&mut self, index: usize) {
+        if index >= self.fleet.len() {
+            return;
+        }
+        let gone = self.fleet.remove(index).flavor;
+        for team in &mut self.teams {
+            team.nominal_gpus.remove(&gone);
+            team.borrowing_limit_gpus.remove(&gone);
+            team.lending_limit_gpus.remove(&gone);
+        }
+    }
+
+    /// A team name not yet taken, from `stem`.
+    pub fn free_team(&self, stem: &str) -> String {
+        free_name(stem, |n| self.teams.iter().any(|t| t.name == n))
+    }
+}
+
+/// `stem`, or `stem-2`, `stem-3`, … whichever is free first.
+fn free_name(stem: &str, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(stem) {
+        return stem.to_owned();
+    }
+    (2..)
+        .map(|i| format!("{stem}-{i}"))
+        .find(|n| !taken(n))
+        .unwrap_or_default()
+}
+
+impl Accelerator {
+    /// One node of eight cards.
+    pub fn new(flavor: &str, gpu_model: &str, price_cents_per_gpu_hour: i64) -> Accelerator {
+        Accelerator {
+            flavor: flavor.to_owned(),
+            gpu_model: gpu_model.to_owned(),
+            count: 8,
+            gpus_per_node: 8,
+            price_cents_per_gpu_hour,
+        }
+    }
+}
+
+impl Team {
+    /// A team with no quota and no work yet.
+    pub fn new(name: &str) -> Team {
+        Team {
+            name: name.to_owned(),
+            nominal_gpus: Default::default(),
+            borrowing_limit_gpus: Default::default(),
+            lending_limit_gpus: Default::default(),
+            workloads: Vec::new(),
+        }
+    }
+}
+
+impl Workload {
+    /// A class with the format's defaults: a flat demand of one job's GPUs; inference gets
+    /// KEDA's usual settings and the top priority, training is preemptible and checkpoints.
+    pub fn new(name: &str, kind: WorkloadKind, flavor: &str) -> Workload {
+        let inference = kind == WorkloadKind::Inference;
+        Workload {
+            name: name.to_owned(),
+            kind,
+            flavor: flavor.to_owned(),
+            demand: Demand::Preset {
+                preset: if inference {
+                    Preset::BusinessHoursDiurnal
+                } else {
+                    Preset::Flat
+                },
+                peak_gpus: 1.0,
+            },
+            gpus_per_job: 1,
+            mem_mib_per_job: None,
+            throughput: false,
+            job_minutes: default_job_minutes(),
+            checkpoint_minutes: if inference { 0 } else { 30 },
+            priority: if inference { 100 } else { 10 },
+            preemptible: !inference,
+            busy_pct: default_busy_pct(),
+            tenants: one(),
+            slo: inference,
+            backlog_gpus: 0.0,
+            inference: inference.then(Inference::typical),
+            current_isolation: None,
+        }
+    }
+}
+
+impl Inference {
+    /// A replica per GPU serving 2,000 tokens/s, two minutes from object storage, and KEDA's
+    /// defaults for the rest.
+    pub fn typical() -> Inference {
+        Inference {
+            tokens_per_s_per_gpu: 2_000,
+            cold_start_s: 120,
+            warm_cache_cold_start_s: None,
+            min_replicas: 1,
+            max_replicas: 8,
+            threshold_pct: default_threshold(),
+            activation_threshold_pct: default_activation(),
+            cooldown_s: default_cooldown(),
+        }
+    }
+}
+
 /// The benchmark scenario: 10,000 GPUs in 4 flavors, 50 teams, about 100,000 batch jobs in a
 /// week, plus inference on every team. Shared by `gpufleet plan bench` and the criterion bench.
 pub fn bench_scenario() -> Scenario {

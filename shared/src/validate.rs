@@ -15,6 +15,22 @@ pub fn is_dns_label(value: &str) -> bool {
         && bytes.last() != Some(&b'-')
 }
 
+/// `text` made a DNS label: lower-cased, every run of other characters one '-', at most 63
+/// long; `None` when nothing is left.
+pub fn dns_label_from(text: &str) -> Option<String> {
+    let mut label = String::new();
+    for c in text.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            label.push(c);
+        } else if !label.is_empty() && !label.ends_with('-') {
+            label.push('-');
+        }
+    }
+    label.truncate(63);
+    let label = label.trim_end_matches('-');
+    (!label.is_empty()).then(|| label.to_owned())
+}
+
 pub const DNS_LABEL_RULE: &str =
     "must be a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'";
 
@@ -39,5 +55,19 @@ mod tests {
         for bad in ["", "-a", "a-", "A", "a_b", "a.b", &"a".repeat(64)] {
             assert!(!is_dns_label(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn names_become_dns_labels() {
+        assert_eq!(
+            dns_label_from("H100 pool (rack 3)").as_deref(),
+            Some("h100-pool-rack-3")
+        );
+        assert_eq!(dns_label_from("--A__b--").as_deref(), Some("a-b"));
+        assert_eq!(dns_label_from("Ü ber").as_deref(), Some("ber"));
+        assert_eq!(dns_label_from("ä ö").as_deref(), None);
+        let long = dns_label_from(&format!("{}-x", "a".repeat(62))).expect("a label");
+        assert_eq!(long, "a".repeat(62));
+        assert!(is_dns_label(&long));
     }
 }

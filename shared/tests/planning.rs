@@ -11,7 +11,7 @@ use shared::{
     isolation::{AllocationBase, Mechanism},
     manifests::{self, KueueVersion},
     plan::{self, Evaluation},
-    scenario::Scenario,
+    scenario::{Accelerator, Scenario, Team, Workload, WorkloadKind},
 };
 
 fn scenario(name: &str) -> Scenario {
@@ -107,6 +107,57 @@ fn the_bank_gets_mig_for_tenants_hami_for_ascend_and_dra() {
     assert!((e.decision.gain_value_cents_per_year as f64 - by_hand).abs() < 1.0);
     // At ~10,000 cards that is far more than one engineer ($200,000 a year): ten times over.
     assert!(e.decision.gain_value_cents_per_year > 10 * 20_000_000);
+}
+
+#[test]
+fn the_isolation_plan_reads_once_per_mechanism_and_reason() {
+    let s = scenario("bank-10000");
+    let e = evaluate(&s);
+    let groups = e.isolation.groups();
+    // Every class is in exactly one group, with its own mechanism.
+    let mut seen: Vec<&str> = groups
+        .iter()
+        .flat_map(|g| g.classes.iter().map(String::as_str))
+        .collect();
+    assert_eq!(seen.len(), e.isolation.classes.len());
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), e.isolation.classes.len());
+    for g in &groups {
+        for name in &g.classes {
+            let c = e
+                .isolation
+                .classes
+                .iter()
+                .find(|c| format!("{}/{}", c.team, c.workload) == *name)
+                .expect("a class of the plan");
+            assert_eq!((c.mechanism, &c.reasons), (g.mechanism, &g.reasons));
+        }
+    }
+    // The business units repeat the same classes: each unit's customer LLM is in one group.
+    let units = s
+        .teams
+        .iter()
+        .filter(|t| t.workloads.iter().any(|w| w.name == "customer-llm"))
+        .count();
+    assert_eq!(units, 10, "the preset has ten business units");
+    let llm = groups
+        .iter()
+        .find(|g| g.classes.contains(&"bu-00/customer-llm".to_owned()))
+        .expect("a group holds bu-00's customer LLM");
+    assert_eq!(
+        llm.classes
+            .iter()
+            .filter(|c| c.ends_with("/customer-llm"))
+            .count(),
+        units
+    );
+    assert!(
+        groups.len() * 5 < e.isolation.classes.len(),
+        "{} groups of {} classes",
+        groups.len(),
+        e.isolation.classes.len()
+    );
 }
 
 /// The case study: ~10,000 accelerators, separate pools at ~35% real utilisation, the same
@@ -469,6 +520,77 @@ fn a_fired_interrupt_stops_the_evaluation() {
 }
 
 #[test]
+fn a_blank_scenario_and_every_new_entry_evaluate_as_they_are() {
+    let mut s = Scenario::blank();
+    assert_eq!(s.total_gpus(), 8);
+    // One team holds the whole fleet as quota, so nothing sits outside every quota.
+    let e = evaluate(&s);
+    assert_eq!(e.sizing.by_flavor[0].outside_quota_gpus, 0);
+    // Each entry the wizard adds is valid with its defaults.
+    let flavor = s.free_flavor("h100");
+    assert_eq!(flavor, "h100-2");
+    s.fleet.push(Accelerator::new(&flavor, "L4-24GB", 80));
+    let team = s.free_team("team-a");
+    assert_eq!(team, "team-a-2");
+    let mut t = Team::new(&team);
+    for kind in WorkloadKind::ALL {
+        t.workloads
+            .push(Workload::new(&format!("w-{kind:?}"), kind, &flavor));
+    }
+    s.teams.push(t);
+    assert_eq!(s.validate(), Ok(()));
+    let e = evaluate(&s);
+    assert_eq!(e.simulation.teams.len(), 2);
+    // The new team holds no quota: its inference runs on borrowed quota, and is warned of.
+    assert!(
+        e.isolation
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("team-a-2")),
+        "{:?}",
+        e.isolation.warnings
+    );
+}
+
+#[test]
+fn renaming_a_flavor_follows_it_everywhere_and_removing_one_leaves_its_work_in_sight() {
+    let mut s = scenario("startup-40");
+    s.fleet.push(Accelerator::new("l4", "L4-24GB", 80));
+    let before = s.clone();
+    assert_eq!(
+        s.rename_flavor("l4", "h100"),
+        Err("another accelerator type is called h100".to_owned())
+    );
+    assert_eq!(s, before, "a refused rename changes nothing");
+    s.rename_flavor("h100", "hopper").expect("a free name");
+    s.fleet.pop();
+    assert_eq!(s.validate(), Ok(()));
+    assert_eq!(s.fleet[0].flavor, "hopper");
+    assert!(
+        s.teams
+            .iter()
+            .all(|t| t.nominal_gpus.contains_key("hopper") && !t.nominal_gpus.contains_key("h100"))
+    );
+    assert!(
+        s.teams
+            .iter()
+            .flat_map(|t| &t.workloads)
+            .all(|w| w.flavor == "hopper")
+    );
+    s.remove_flavor(0);
+    assert!(s.teams.iter().all(|t| t.nominal_gpus.is_empty()));
+    let errors = s.validate().expect_err("work on a removed flavor");
+    assert!(errors.iter().any(|e| e.path == "fleet"));
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.path == "teams[0].workloads[0].flavor"
+                && e.message == "no such flavor in fleet"),
+        "{errors:?}"
+    );
+}
+
+#[test]
 fn accelerators_must_be_catalogue_models() {
     let mut s = scenario("aws-300");
     s.fleet[0].gpu_model = "H100-80GB".into();
@@ -732,7 +854,7 @@ fn the_validator_catches_what_kubernetes_would_refuse() {
 
 // ---- The simulation's semantics on small hand-made weeks ----
 
-use shared::scenario::{Demand, Queueing, WorkloadKind};
+use shared::scenario::{Demand, Queueing};
 
 /// Two teams on 16 GPUs: `owner` (nominal 16) runs bursts of inference; `borrower` (nominal 0)
 /// trains on whatever the owner leaves idle.

@@ -1,35 +1,38 @@
-//! Plan: evaluate a scenario in the browser (WASM, the same `shared::plan` the API runs) and
-//! read the sizing, the decision with its reasons, the sensitivity series and the warnings.
-//! The step-by-step wizard and the manifest download build on this page.
+//! Plan: the managers' wizard. Start from a preset, the live inventory, a blank scenario or a
+//! saved one; describe the fleet, the teams and their work, the constraints; read the results,
+//! recomputed in the browser (the same `shared::plan` the API and the CLI run) shortly after
+//! every change; export the manifests; save and share by URL.
 
-use gloo_net::http::Method;
-use leptos::{html::Div, prelude::*, task::spawn_local};
-use leptos_router::hooks::{use_navigate, use_params_map};
-use plotly::{Layout, Plot, Scatter, common::Mode};
+mod export;
+mod fields;
+mod inputs;
+mod report;
+mod saved;
+
+use std::time::Duration;
+
+use leptos::{prelude::*, task::spawn_local};
+use leptos_router::hooks::use_params_map;
 use shared::{
     ApiError, FieldError,
-    decision::Verdict,
+    fleet::Fleet,
     label::Labelled,
-    money::dollars,
     plan::{self, Evaluation},
-    saved::{SavedSummary, ScenarioSave},
+    saved::{SavedScenario, SavedSummary},
+    scenario::Scenario,
 };
-// The browser never serialises a `Scenario` nor builds JSON values (that code would cost
-// ~30 KB of wasm): it sends the text it has, and shows the stored JSON as the browser's own
-// `JSON.stringify` prints it.
 
-use wasm_bindgen::JsValue;
+use self::fields::Draft;
+use crate::{api, ui::ErrorBox};
 
-use crate::{api, auth::use_me, ui::ErrorBox};
-
-const EXAMPLES: [(&str, &str); 4] = [
-    (
-        "aws-300",
-        include_str!("../../../shared/scenarios/aws-300.json"),
-    ),
+const PRESETS: [(&str, &str); 4] = [
     (
         "startup-40",
         include_str!("../../../shared/scenarios/startup-40.json"),
+    ),
+    (
+        "aws-300",
+        include_str!("../../../shared/scenarios/aws-300.json"),
     ),
     (
         "bank-10000",
@@ -41,83 +44,320 @@ const EXAMPLES: [(&str, &str); 4] = [
     ),
 ];
 
+/// How long the draft must rest before it is evaluated: typing a number runs one evaluation,
+/// not one per key.
+const SETTLE_MS: u64 = 300;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Start,
+    Fleet,
+    Teams,
+    Constraints,
+    Results,
+    Export,
+    Json,
+}
+
+const STEPS: [(Step, &str, &str); 7] = [
+    (Step::Start, "start", "1 Start"),
+    (Step::Fleet, "fleet", "2 Fleet"),
+    (Step::Teams, "teams", "3 Teams and workloads"),
+    (Step::Constraints, "constraints", "4 Constraints"),
+    (Step::Results, "results", "5 Results"),
+    (Step::Export, "export", "6 Export"),
+    (Step::Json, "json", "Scenario as JSON"),
+];
+
+/// The step where a field lives, for the problem list's links.
+fn step_of(path: &str) -> Step {
+    if path.starts_with("fleet") {
+        Step::Fleet
+    } else if path.starts_with("teams") {
+        Step::Teams
+    } else if path.starts_with("weights") {
+        Step::Results
+    } else {
+        Step::Constraints
+    }
+}
+
+/// The state of the evaluation that follows the draft.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Run {
+    /// Waiting for the draft to settle, or evaluating.
+    Computing,
+    /// The last evaluation is of the draft as it is; it took this long.
+    Done { ms: f64 },
+    /// The draft has problems; the results shown (if any) are of an earlier draft.
+    Invalid { problems: usize },
+}
+
+/// The evaluation of the draft, shared by the steps.
+#[derive(Clone, Copy)]
+pub struct Results {
+    /// The last good evaluation.
+    pub evaluation: RwSignal<Option<Evaluation>>,
+    pub run: RwSignal<Run>,
+    /// Bumped each time the draft settles (charts of the inputs redraw then).
+    pub settled: RwSignal<u64>,
+}
+
 #[component]
 pub fn Plan() -> impl IntoView {
-    let text = RwSignal::new(draft().unwrap_or_else(|| EXAMPLES[0].1.to_owned()));
-    // The draft survives a reload (this browser's local storage) until it is saved or replaced.
-    Effect::new(move |_| keep_draft(&text.get()));
-    let result = RwSignal::new(None::<Result<Evaluation, Vec<FieldError>>>);
-    // The text the results are for: after an edit they are stale, and say so.
-    let evaluated = RwSignal::new(None::<String>);
-    let evaluate = move |_| {
-        let scenario = text.get();
-        let outcome = plan::parse_scenario(&scenario).and_then(|s| plan::evaluate(&s));
-        result.set(Some(outcome));
-        evaluated.set(Some(scenario));
+    let start = stored_draft().unwrap_or_else(|| preset(PRESETS[0].1));
+    // What the draft was when it was last started, opened or saved: edits since then are
+    // asked about before another start replaces them.
+    let baseline = RwSignal::new(start.clone());
+    let draft = Draft::new(start);
+    let results = Results {
+        evaluation: RwSignal::new(None),
+        run: RwSignal::new(Run::Computing),
+        settled: RwSignal::new(0),
     };
-    let stale = move || {
-        result.with(Option::is_some) && evaluated.with(|e| e.as_deref() != Some(&*text.read()))
-    };
-    // A saved scenario opened by its URL (`/plan/{id}`) replaces the text.
-    let params = use_params_map();
+    provide_context(draft);
+    provide_context(results);
+    let generation = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        draft.scenario.track();
+        let mine = generation.get_value() + 1;
+        generation.set_value(mine);
+        results.run.set(Run::Computing);
+        set_timeout(
+            move || {
+                if generation.get_value() != mine {
+                    return; // edited again since: that edit's timer evaluates
+                }
+                let started = js_sys::Date::now();
+                let outcome = draft.scenario.with_untracked(plan::evaluate);
+                let ms = js_sys::Date::now() - started;
+                match outcome {
+                    Ok(evaluation) => {
+                        results.evaluation.set(Some(evaluation));
+                        results.run.set(Run::Done { ms });
+                    }
+                    Err(problems) => results.run.set(Run::Invalid {
+                        problems: problems.len(),
+                    }),
+                }
+                results.settled.update(|n| *n += 1);
+                draft.scenario.with_untracked(keep_draft);
+            },
+            Duration::from_millis(SETTLE_MS),
+        );
+    });
+    let step = RwSignal::new(Step::Start);
+    let list = saved::saved_list();
     let opened = RwSignal::new(None::<SavedSummary>);
-    let open_error = RwSignal::new(None::<ApiError>);
+    let notice = RwSignal::new(None::<ApiError>);
+    let replace = move |scenario: Scenario, summary: Option<SavedSummary>| {
+        let edited = draft
+            .scenario
+            .with_untracked(|s| baseline.with_untracked(|b| s != b));
+        if edited && !confirm("Replace the scenario you have edited? Unsaved changes are lost.") {
+            return false;
+        }
+        baseline.set(scenario.clone());
+        draft.scenario.set(scenario);
+        opened.set(summary);
+        notice.set(None);
+        true
+    };
+    // A saved scenario opened by its URL (`/plan/{id}`) replaces the draft.
+    let params = use_params_map();
     Effect::new(move |_| {
         let Some(id) = params.read().get("id") else {
-            opened.set(None);
             return;
         };
+        if opened.with_untracked(|o| o.as_ref().is_some_and(|o| o.id.to_string() == id)) {
+            return; // just saved: the draft is that scenario already
+        }
         spawn_local(async move {
-            let opened_text = api::get_text(&format!("/api/scenarios/{id}")).await;
-            match opened_text.and_then(|json| Ok((summary_of(&json)?, scenario_of(&json)?))) {
-                Ok((summary, scenario)) => {
-                    text.set(scenario);
-                    result.set(None);
-                    opened.set(Some(summary));
-                    open_error.set(None);
+            match api::get::<SavedScenario>(&format!("/api/scenarios/{id}")).await {
+                Ok(saved) => {
+                    if replace(saved.scenario, Some(saved.summary)) {
+                        step.set(Step::Results);
+                    }
                 }
-                Err(err) => open_error.set(Some(err)),
+                Err(err) => notice.set(Some(err)),
             }
         });
     });
+    let on_saved = Callback::new(move |()| baseline.set(draft.scenario.get_untracked()));
     view! {
-        <section>
+        <section class="plan">
             <h1>"Plan"</h1>
-            <p class="muted">
-                "Evaluated in your browser (WebAssembly): sizing, a week simulated minute by minute under Kueue quotas, "
-                "the decision matrix and isolation advice. Edit the scenario JSON or start from an example."
-            </p>
-            <div class="inline">
-                <label>"Example "
-                    <select data-test="example" on:change=move |ev| {
-                        let name = event_target_value(&ev);
-                        if let Some((_, json)) = EXAMPLES.iter().find(|(n, _)| *n == name) {
-                            text.set((*json).to_owned());
-                            result.set(None);
-                        }
-                    }>
-                        {EXAMPLES.iter().map(|(name, _)| view! { <option value=*name>{*name}</option> }).collect_view()}
-                    </select>
-                </label>
-                <button type="submit" data-test="evaluate" on:click=evaluate>"Evaluate"</button>
+            <nav class="steps" aria-label="Wizard steps">
+                {STEPS.iter().map(|&(s, name, words)| view! {
+                    <button type="button" data-test=format!("step-{name}") aria-current=move || (step.get() == s).then_some("step")
+                        on:click=move |_| step.set(s)>{words}</button>
+                }).collect_view()}
+            </nav>
+            <Summary on_problem=Callback::new(move |path: String| step.set(step_of(&path)))/>
+            {move || notice.get().map(|error| view! { <ErrorBox error/> })}
+            <div class="step">
+                {move || match step.get() {
+                    Step::Start => view! { <StartStep replace=Callback::new(move |(s, summary)| { if replace(s, summary) { step.set(Step::Fleet) } }) list/> }.into_any(),
+                    Step::Fleet => view! { <inputs::FleetStep/> }.into_any(),
+                    Step::Teams => view! { <inputs::TeamsStep/> }.into_any(),
+                    Step::Constraints => view! { <inputs::ConstraintsStep/> }.into_any(),
+                    Step::Results => view! { <ResultsStep/> }.into_any(),
+                    Step::Export => view! { <export::ExportStep/> }.into_any(),
+                    Step::Json => view! { <JsonStep/> }.into_any(),
+                }}
             </div>
-            {move || open_error.get().map(|error| view! { <ErrorBox error/> })}
-            <textarea class="scenario" aria-label="Scenario (JSON)" spellcheck="false" prop:value=text on:input=move |ev| text.set(event_target_value(&ev))></textarea>
-            <SaveForm text opened/>
-            {move || stale().then(|| view! {
-                <p class="warning" data-test="stale" role="status">"The scenario changed since these results: evaluate again."</p>
-            })}
-            {move || match result.get() {
-                None => ().into_any(),
-                Some(Err(errors)) => view! {
-                    <ul class="error" data-test="scenario-errors">
-                        {errors.into_iter().map(|e| view! { <li><code>{e.path}</code>": "{e.message}</li> }).collect_view()}
-                    </ul>
-                }
-                .into_any(),
-                Some(Ok(evaluation)) => view! { <Report evaluation/> }.into_any(),
-            }}
+            <saved::SaveForm opened list on_saved/>
         </section>
+    }
+}
+
+fn preset(json: &str) -> Scenario {
+    // The presets are part of the build and tested to parse (shared's planning tests).
+    plan::parse_scenario(json).unwrap_or_else(|_| Scenario::blank())
+}
+
+fn confirm(question: &str) -> bool {
+    web_sys::window().is_some_and(|w| w.confirm_with_message(question).unwrap_or(true))
+}
+
+/// One line on every step: what the draft comes to, or that it is being worked out.
+#[component]
+fn Summary(on_problem: Callback<String>) -> impl IntoView {
+    let results = expect_context::<Results>();
+    let draft = fields::use_draft();
+    view! {
+        <div class="summary" data-test="summary" role="status" aria-live="polite">
+            {move || match results.run.get() {
+                Run::Computing => view! { <span class="muted" data-test="computing">"Computing…"</span> }.into_any(),
+                Run::Invalid { problems } => view! {
+                    <details data-test="problems">
+                        <summary class="problem">{format!("{problems} problem{} to fix before the results follow", if problems == 1 { "" } else { "s" })}</summary>
+                        <ul>
+                            {draft.problems.get().into_iter().map(|FieldError { path, message }| {
+                                let at = path.clone();
+                                view! { <li><button type="button" class="link" on:click=move |_| on_problem.run(at.clone())>{path}</button>": "{message}</li> }
+                            }).collect_view()}
+                        </ul>
+                    </details>
+                }.into_any(),
+                Run::Done { ms } => results.evaluation.with(|e| e.as_ref().map(|e| {
+                    let (sep, shared_pool) = (&e.sizing.separate_pools, &e.sizing.shared_pool);
+                    view! {
+                        <span>
+                            <strong data-test="summary-recommendation">{e.decision.recommendation.label()}</strong>
+                            {format!(
+                                " · separate pools {} GPUs at {:.1}% busy → shared {} GPUs at {:.1}% · ",
+                                sep.gpus, sep.mean_busy_pct, shared_pool.gpus, shared_pool.mean_busy_pct
+                            )}
+                            <span class="muted" data-test="took">{format!("evaluated in {ms:.0} ms")}</span>
+                        </span>
+                    }
+                })).into_any(),
+            }}
+        </div>
+    }
+}
+
+#[component]
+fn StartStep(
+    replace: Callback<(Scenario, Option<SavedSummary>)>,
+    list: saved::SavedList,
+) -> impl IntoView {
+    let inventory_error = RwSignal::new(None::<ApiError>);
+    let from_inventory = move |_| {
+        spawn_local(async move {
+            match api::get::<Fleet>("/api/fleet").await {
+                Ok(fleet) if fleet.scenario_fleet().is_empty() => {
+                    inventory_error.set(Some(ApiError::new(
+                        shared::ErrorCode::NotFound,
+                        "the inventory has no node pools with GPUs yet: add them on the Fleet page",
+                    )))
+                }
+                Ok(fleet) => {
+                    inventory_error.set(None);
+                    replace.run((
+                        Scenario::starting_from("our fleet", fleet.scenario_fleet()),
+                        None,
+                    ));
+                }
+                Err(err) => inventory_error.set(Some(err)),
+            }
+        });
+    };
+    view! {
+        <h2>"Start from"</h2>
+        <ul class="cards starts">
+            {PRESETS.iter().map(|&(name, json)| {
+                let scenario = preset(json);
+                let title = scenario.name.clone();
+                let gpus = scenario.total_gpus();
+                let teams = scenario.teams.len();
+                view! {
+                    <li>
+                        <button type="button" data-test=format!("start-{name}") on:click=move |_| replace.run((preset(json), None))>{title}</button>
+                        <p class="muted">{format!("{gpus} GPUs, {teams} teams")}</p>
+                    </li>
+                }
+            }).collect_view()}
+            <li>
+                <button type="button" data-test="start-inventory" on:click=from_inventory>"Our fleet today"</button>
+                <p class="muted">"The inventory's node pools and prices (the Fleet page), one team to begin with."</p>
+            </li>
+            <li>
+                <button type="button" data-test="start-blank" on:click=move |_| replace.run((Scenario::blank(), None))>"Blank"</button>
+                <p class="muted">"One node of eight H100s and one team."</p>
+            </li>
+        </ul>
+        {move || inventory_error.get().map(|error| view! { <ErrorBox error/> })}
+        <h3>"Saved scenarios"</h3>
+        <saved::SavedTable list/>
+    }
+}
+
+#[component]
+fn ResultsStep() -> impl IntoView {
+    let results = expect_context::<Results>();
+    let stale = move || !matches!(results.run.get(), Run::Done { .. });
+    view! {
+        {move || (stale() && results.evaluation.with(Option::is_some)).then(|| view! {
+            <p class="warning" data-test="stale" role="status">"These results are for the scenario before your last change."</p>
+        })}
+        {move || match results.evaluation.get() {
+            None => view! { <p class="muted">"No results yet."</p> }.into_any(),
+            Some(evaluation) => view! { <report::Report evaluation/> }.into_any(),
+        }}
+    }
+}
+
+/// The draft as JSON: for those who paste a scenario, or keep one in git.
+#[component]
+fn JsonStep() -> impl IntoView {
+    let draft = fields::use_draft();
+    let text = RwSignal::new(
+        draft
+            .scenario
+            .with_untracked(|s| serde_json::to_string_pretty(s).unwrap_or_default()),
+    );
+    let errors = RwSignal::new(Vec::<FieldError>::new());
+    view! {
+        <h2>"Scenario as JSON"</h2>
+        <p class="muted">"Version " {shared::scenario::SCENARIO_VERSION} " of the format; the other steps edit the same scenario."</p>
+        <textarea class="scenario" aria-label="Scenario (JSON)" spellcheck="false" prop:value=text on:input=move |ev| {
+            let typed = event_target_value(&ev);
+            match plan::parse_scenario(&typed) {
+                Ok(scenario) => {
+                    errors.set(Vec::new());
+                    draft.scenario.set(scenario);
+                }
+                Err(found) => errors.set(found),
+            }
+            text.set(typed);
+        }></textarea>
+        {move || (!errors.with(Vec::is_empty)).then(|| view! {
+            <ul class="error" data-test="scenario-errors">
+                {errors.get().into_iter().map(|e| view! { <li><code>{e.path}</code>": "{e.message}</li> }).collect_view()}
+            </ul>
+        })}
     }
 }
 
@@ -127,288 +367,15 @@ fn storage() -> Option<web_sys::Storage> {
     web_sys::window()?.local_storage().ok().flatten()
 }
 
-/// The scenario text left in this browser, if any.
-fn draft() -> Option<String> {
-    storage()?
-        .get_item(DRAFT_KEY)
-        .ok()
-        .flatten()
-        .filter(|d| !d.trim().is_empty())
+/// The draft left in this browser, if it still reads.
+fn stored_draft() -> Option<Scenario> {
+    let text = storage()?.get_item(DRAFT_KEY).ok().flatten()?;
+    plan::parse_scenario(&text).ok()
 }
 
-fn keep_draft(text: &str) {
-    if let Some(storage) = storage() {
+fn keep_draft(scenario: &Scenario) {
+    if let (Some(storage), Ok(text)) = (storage(), serde_json::to_string(scenario)) {
         // A full or disabled storage only loses the draft, never the page.
-        let _ = storage.set_item(DRAFT_KEY, text);
+        let _ = storage.set_item(DRAFT_KEY, &text);
     }
-}
-
-/// The saved scenario's summary from the API's JSON (the scenario itself is skipped).
-fn summary_of(json: &str) -> Result<SavedSummary, ApiError> {
-    serde_json::from_str(json).map_err(|err| {
-        ApiError::new(
-            shared::ErrorCode::Internal,
-            format!("the server's answer did not read: {err}"),
-        )
-    })
-}
-
-/// The saved scenario's JSON, indented by the browser.
-fn scenario_of(json: &str) -> Result<String, ApiError> {
-    let unreadable = || {
-        ApiError::new(
-            shared::ErrorCode::Internal,
-            "the server's answer did not read as a saved scenario",
-        )
-    };
-    let value = js_sys::JSON::parse(json).map_err(|_| unreadable())?;
-    let scenario = js_sys::Reflect::get(&value, &"scenario".into()).map_err(|_| unreadable())?;
-    js_sys::JSON::stringify_with_replacer_and_space(&scenario, &JsValue::NULL, &2.into())
-        .ok()
-        .and_then(|s| s.as_string())
-        .ok_or_else(unreadable)
-}
-
-/// Save the scenario (a new one, or the opened one when it is yours or you are an admin), and
-/// the list of saved scenarios, each opened by its URL.
-#[component]
-fn SaveForm(text: RwSignal<String>, opened: RwSignal<Option<SavedSummary>>) -> impl IntoView {
-    let me = use_me();
-    let list = LocalResource::new(|| api::get::<Vec<SavedSummary>>("/api/scenarios"));
-    let name = RwSignal::new(String::new());
-    Effect::new(move |_| {
-        if let Some(summary) = opened.get() {
-            name.set(summary.name);
-        }
-    });
-    let outcome = RwSignal::new(None::<Result<String, Vec<FieldError>>>);
-    let navigate = use_navigate();
-    let mine = move || {
-        let (Some(summary), Some(me)) = (opened.get(), me.get()) else {
-            return None;
-        };
-        let may = summary.owner == me.username || me.roles.contains(&shared::auth::Role::Admin);
-        may.then_some(summary.id)
-    };
-    let submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
-        let text = text.get_untracked();
-        let scenario = match plan::parse_scenario(&text) {
-            Ok(scenario) => scenario,
-            Err(errors) => {
-                outcome.set(Some(Err(errors)));
-                return;
-            }
-        };
-        let check = ScenarioSave {
-            name: name.get_untracked(),
-            scenario,
-        };
-        if let Err(errors) = check.validate() {
-            outcome.set(Some(Err(errors)));
-            return;
-        }
-        let body = format!(
-            r#"{{"name":{},"scenario":{text}}}"#,
-            serde_json::to_string(&check.name).unwrap_or_default()
-        );
-        let (method, path) = match mine() {
-            Some(id) => (Method::PUT, format!("/api/scenarios/{id}")),
-            None => (Method::POST, "/api/scenarios".to_owned()),
-        };
-        let navigate = navigate.clone();
-        spawn_local(async move {
-            let saved = api::send_text(method, &path, body)
-                .await
-                .and_then(|json| summary_of(&json));
-            match saved {
-                Ok(summary) => {
-                    let id = summary.id;
-                    outcome.set(Some(Ok(format!("saved as “{}”", summary.name))));
-                    opened.set(Some(summary));
-                    list.refetch();
-                    navigate(&format!("/plan/{id}"), Default::default());
-                }
-                Err(err) => outcome.set(Some(Err(if err.fields.is_empty() {
-                    vec![FieldError {
-                        path: "save".into(),
-                        message: err.to_string(),
-                    }]
-                } else {
-                    err.fields
-                }))),
-            }
-        });
-    };
-    view! {
-        <form class="inline" data-test="save-scenario" on:submit=submit>
-            <label>"Name "<input type="text" maxlength="100" prop:value=name
-                on:input=move |ev| name.set(event_target_value(&ev))/></label>
-            <button type="submit">{move || if mine().is_some() { "Save changes" } else { "Save as new" }}</button>
-            {move || match outcome.get() {
-                None => ().into_any(),
-                Some(Ok(done)) => view! { <span class="ok" data-test="save-status">{done}</span> }.into_any(),
-                Some(Err(errors)) => view! {
-                    <ul class="error" data-test="save-errors">
-                        {errors.into_iter().map(|e| view! { <li><code>{e.path}</code>": "{e.message}</li> }).collect_view()}
-                    </ul>
-                }.into_any(),
-            }}
-        </form>
-        <details data-test="saved-scenarios">
-            <summary>"Saved scenarios"</summary>
-            {move || match list.get() {
-                None => view! { <p class="muted">"Loading…"</p> }.into_any(),
-                Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
-                Some(Ok(rows)) if rows.is_empty() => view! { <p class="muted">"None saved yet."</p> }.into_any(),
-                Some(Ok(rows)) => view! {
-                    <table>
-                        <thead><tr><th>"Name"</th><th>"Owner"</th><th>"Updated (UTC)"</th></tr></thead>
-                        <tbody>
-                            {rows.into_iter().map(|r| view! {
-                                <tr><td><a href=format!("/plan/{}", r.id)>{r.name}</a></td><td>{r.owner}</td><td>{r.updated_at}</td></tr>
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                }.into_any(),
-            }}
-        </details>
-    }
-}
-
-#[component]
-fn Report(evaluation: Evaluation) -> impl IntoView {
-    let d = &evaluation.decision;
-    let (sep, shared_pool, gain) = (
-        &evaluation.sizing.separate_pools,
-        &evaluation.sizing.shared_pool,
-        &evaluation.sizing.gain,
-    );
-    let sim = &evaluation.simulation.total;
-    let chart = NodeRef::<Div>::new();
-    let plot = sensitivity_plot(&evaluation);
-    Effect::new(move |_| {
-        if chart.get().is_some() {
-            let plot = plot.clone();
-            spawn_local(async move { crate::ui::draw_chart("sensitivity-chart", &plot).await });
-        }
-    });
-    let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
-    let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
-    view! {
-        <h2>"Recommendation: " <span data-test="recommendation" title=d.recommendation.description()>{d.recommendation.label()}</span></h2>
-        <ul class="reasons" data-test="reasons">
-            {d.reasons.iter().map(|r| {
-                let outweighed = r.verdict == Verdict::Outweighed;
-                view! {
-                    <li class:outweighed=outweighed>
-                        {outweighed.then(|| view! { <em>"Outweighed: "</em> })}
-                        {r.text.clone()}
-                    </li>
-                }
-            }).collect_view()}
-        </ul>
-        <table>
-            <thead><tr><th>"Architecture"</th><th class="num">"Score"</th></tr></thead>
-            <tbody>
-                {d.options.iter().map(|o| view! {
-                    <tr><td title=o.architecture.description()>{o.architecture.label()}</td>
-                    <td class="num">{o.score.map_or("excluded".to_owned(), |s| format!("{s:.1}"))}</td></tr>
-                }).collect_view()}
-            </tbody>
-        </table>
-        <div id="sensitivity-chart" class="chart" node_ref=chart></div>
-        <h2>"Sizing"</h2>
-        <table data-test="sizing">
-            <thead><tr><th></th><th class="num">"Separate pools"</th><th class="num">"Shared pool"</th></tr></thead>
-            <tbody>
-                {row("GPUs needed", sep.gpus.to_string(), shared_pool.gpus.to_string())}
-                {row("Mean allocated", format!("{:.1}%", sep.mean_allocated_pct), format!("{:.1}%", shared_pool.mean_allocated_pct))}
-                {row("Mean busy (DCGM)", format!("{:.1}%", sep.mean_busy_pct), format!("{:.1}%", shared_pool.mean_busy_pct))}
-                {row("Idle GPU-hours a week", format!("{:.0}", sep.idle_gpu_hours_per_week), format!("{:.0}", shared_pool.idle_gpu_hours_per_week))}
-                {row("Cost a year", dollars(sep.cost_cents_per_year), dollars(shared_pool.cost_cents_per_year))}
-                {row("Cost per million tokens", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
-            </tbody>
-        </table>
-        <p data-test="gain">
-            {format!(
-                "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost; {:.0} extra busy-GPU equivalents on the {} cards of separate pools; or {:.0} of those cards to retire for the same work. Worth {} a year.",
-                gain.from_pct, gain.to_pct, gain.work_per_cost_factor, gain.extra_busy_gpus, gain.gpus, gain.retirable_gpus,
-                dollars(d.gain_value_cents_per_year),
-            )}
-        </p>
-        <table data-test="fleet">
-            <thead><tr><th>"Flavor"</th><th class="num">"Your fleet"</th><th class="num">"Separate pools need"</th><th class="num">"Shared pool needs"</th><th class="num">"Outside every quota"</th></tr></thead>
-            <tbody>
-                {evaluation.sizing.by_flavor.iter().map(|f| view! {
-                    <tr><td>{f.flavor.clone()}</td><td class="num">{f.fleet_gpus}</td>
-                    <td class="num">{format!("{} ({})", f.separate_gpus, f.separate_fit.label())}</td>
-                    <td class="num">{format!("{} ({})", f.shared_gpus, f.shared_fit.label())}</td>
-                    <td class="num">{f.outside_quota_gpus}</td></tr>
-                }).collect_view()}
-            </tbody>
-        </table>
-        <ul class="warnings" data-test="fleet-verdicts">
-            {evaluation.sizing.by_flavor.iter().filter_map(|f| f.verdict()).map(|v| view! { <li>{v}</li> }).collect_view()}
-        </ul>
-        <h2>"The week under Kueue"</h2>
-        <p data-test="simulation">
-            {format!(
-                "Batch: {:.0} GPU-hours wanted; {:.0} admitted (of which {:.0} rework), {:.0} left at the week's end; plus {:.0} for work running at the start and {:.0} of backlog. Inference: {:.0} GPU-hours of traffic, held by replicas for {:.0}. Allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {} preemptions; {} of inference traffic unserved; {} flapping cycles.",
-                sim.wanted_batch_gpu_minutes / 60.0, sim.batch_gpu_minutes / 60.0, sim.rework_gpu_hours,
-                sim.unfinished_gpu_minutes / 60.0, sim.warm_start_gpu_minutes / 60.0, sim.backlog_gpu_minutes / 60.0,
-                sim.wanted_traffic_gpu_minutes / 60.0, sim.replica_gpu_minutes / 60.0,
-                sim.allocated_pct.unwrap_or(0.0), sim.busy_pct.unwrap_or(0.0),
-                sim.queue_wait_p95_min.map_or("–".to_owned(), |w| format!("{w:.0}")),
-                sim.preemptions,
-                sim.unserved_inference_pct.map_or("none".to_owned(), |u| format!("{u:.2}%")),
-                sim.flapping_cycles,
-            )}
-        </p>
-        <h2>"Isolation"</h2>
-        <table data-test="isolation">
-            <thead><tr><th>"Team"</th><th>"Workload"</th><th>"Mechanism"</th><th>"Why"</th></tr></thead>
-            <tbody>
-                {evaluation.isolation.classes.iter().map(|c| view! {
-                    <tr><td>{c.team.clone()}</td><td>{c.workload.clone()}</td><td title=c.mechanism.description()>{c.mechanism.label()}</td><td>{c.reasons.join(" ")}</td></tr>
-                }).collect_view()}
-            </tbody>
-        </table>
-        {(!evaluation.isolation.warnings.is_empty()).then(|| view! {
-            <h2>"Warnings"</h2>
-            <ul class="warnings">
-                {evaluation.isolation.warnings.iter().map(|w| view! { <li><strong>{w.code.label()}</strong>" ("<code>{w.path.clone()}</code>"): "{w.message.clone()}</li> }).collect_view()}
-            </ul>
-        })}
-    }
-}
-
-fn sensitivity_plot(evaluation: &Evaluation) -> Plot {
-    let points = &evaluation.decision.sensitivity;
-    let gpus: Vec<u64> = points.iter().map(|p| p.gpus).collect();
-    let picks: Vec<String> = points
-        .iter()
-        .map(|p| p.recommendation.label().to_owned())
-        .collect();
-    let mut plot = Plot::new();
-    plot.add_trace(
-        Scatter::new(gpus, picks)
-            .mode(Mode::LinesMarkers)
-            .name("recommendation"),
-    );
-    plot.set_layout(
-        Layout::new()
-            .title("Recommendation as the fleet grows")
-            .height(260)
-            .x_axis(
-                plotly::layout::Axis::new()
-                    .type_(plotly::layout::AxisType::Log)
-                    .title("GPUs"),
-            )
-            .y_axis(
-                plotly::layout::Axis::new()
-                    .category_order(plotly::layout::CategoryOrder::CategoryAscending),
-            ),
-    );
-    plot
 }

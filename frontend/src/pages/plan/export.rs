@@ -1,0 +1,93 @@
+//! Export: the draft's Kueue and KEDA manifests (`shared::manifests`, the renderer whose
+//! objects are tested against the real CRD schemas), each file shown, downloadable and copied
+//! to the clipboard.
+
+use leptos::{prelude::*, task::spawn_local};
+use shared::manifests::{self, KueueVersion};
+use wasm_bindgen::{JsCast, JsValue};
+
+use super::fields::use_draft;
+
+#[component]
+pub fn ExportStep() -> impl IntoView {
+    let draft = use_draft();
+    let version = RwSignal::new(KueueVersion::V1beta2);
+    let files = Memo::new(move |_| {
+        let valid = draft.problems.with(Vec::is_empty);
+        valid.then(|| draft.scenario.with(|s| manifests::export(s, version.get())))
+    });
+    let status = RwSignal::new(None::<String>);
+    view! {
+        <h2>"Export"</h2>
+        <p class="muted">
+            "The quota set-up as Kueue objects (ResourceFlavors, the Cohort, one ClusterQueue and LocalQueue per team, "
+            "WorkloadPriorityClasses) and a KEDA ScaledObject per inference class. Apply with "<code>"kubectl apply -f"</code>"."
+        </p>
+        <label class="field">
+            <span>"Kueue API version"</span>
+            <select data-test="kueue-version" on:change=move |ev| {
+                if let Some(v) = KueueVersion::parse(&event_target_value(&ev)) { version.set(v) }
+            }>
+                <option value="v1beta2" selected=true>"v1beta2 (Kueue 0.15 and later)"</option>
+                <option value="v1beta1">"v1beta1 (older clusters; deprecated, no longer served from Kueue 0.20)"</option>
+            </select>
+        </label>
+        {move || status.get().map(|s| view! { <p class="ok" role="status" data-test="export-status">{s}</p> })}
+        {move || match files.get() {
+            None => view! { <p class="problem" role="alert">"Fix the scenario's problems first: the manifests are made from a valid scenario only."</p> }.into_any(),
+            Some(files) => files.into_iter().map(|file| {
+                let (name, yaml) = (file.name.clone(), file.yaml.clone());
+                let (for_download, for_copy) = ((name.clone(), yaml.clone()), yaml.clone());
+                view! {
+                    <section class="manifest" data-test="manifest" data-name=name.clone()>
+                        <h3>{name.clone()}" "<span class="muted">{format!("({} objects)", file.objects.len())}</span></h3>
+                        <button type="button" on:click=move |_| {
+                            let (name, yaml) = &for_download;
+                            match download(name, yaml) {
+                                Ok(()) => status.set(Some(format!("{name} downloaded"))),
+                                Err(err) => status.set(Some(format!("the download did not start: {err:?}"))),
+                            }
+                        }>"Download"</button>
+                        <button type="button" on:click=move |_| {
+                            let yaml = for_copy.clone();
+                            spawn_local(async move {
+                                status.set(Some(match copy(&yaml).await {
+                                    Ok(()) => "copied to the clipboard".to_owned(),
+                                    Err(_) => "this browser refused the clipboard: select the text and copy it".to_owned(),
+                                }))
+                            });
+                        }>"Copy"</button>
+                        <pre class="yaml">{yaml}</pre>
+                    </section>
+                }
+            }).collect_view().into_any(),
+        }}
+    }
+}
+
+/// Saves `text` as the file `name` (a link to a Blob, clicked).
+fn download(name: &str, text: &str) -> Result<(), JsValue> {
+    let parts = js_sys::Array::of1(&JsValue::from_str(text));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type("application/yaml");
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)?;
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .ok_or("no document")?;
+    let link: web_sys::HtmlAnchorElement = document.create_element("a")?.dyn_into()?;
+    link.set_href(&url);
+    link.set_download(name);
+    link.click();
+    web_sys::Url::revoke_object_url(&url)
+}
+
+async fn copy(text: &str) -> Result<(), JsValue> {
+    let clipboard = web_sys::window()
+        .ok_or("no window")?
+        .navigator()
+        .clipboard();
+    wasm_bindgen_futures::JsFuture::from(clipboard.write_text(text))
+        .await
+        .map(|_| ())
+}

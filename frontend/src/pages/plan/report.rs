@@ -1,0 +1,388 @@
+//! The results: the recommendation and its reasons, the decision matrix with editable weights,
+//! sizing side by side, the simulated week per team, the isolation plan grouped, the warnings
+//! grouped, and the plots (plotly.js).
+
+use leptos::{html::Div, prelude::*, task::spawn_local};
+use plotly::{
+    Bar, Layout, Plot, Scatter,
+    common::{AxisSide, DashType, Line, Mode},
+    layout::{Axis, AxisType, BarMode, CategoryOrder},
+};
+use shared::{
+    decision::Verdict,
+    isolation::WarningCode,
+    label::Labelled,
+    money::dollars,
+    plan::Evaluation,
+    scenario::{HOURS_PER_WEEK, Scenario, Weights},
+    sizing::Sizing,
+};
+
+use super::{
+    Results,
+    fields::{Field, bind_decimal, use_draft},
+};
+
+/// A plotly chart that redraws whenever `plot` reads a signal that changed.
+#[component]
+pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<Plot>>) -> impl IntoView {
+    let node = NodeRef::<Div>::new();
+    Effect::new(move |_| {
+        if node.get().is_none() {
+            return;
+        }
+        if let Some(plot) = plot() {
+            spawn_local(async move { crate::ui::draw_chart(id, &plot).await });
+        }
+    });
+    view! { <div id=id class="chart" data-test=id node_ref=node></div> }
+}
+
+/// The week's demand per team, stacked, against the fleet and, once evaluated, against what
+/// each option needs. Redrawn when the draft settles, not on every key.
+#[component]
+pub fn DemandChart() -> impl IntoView {
+    let draft = use_draft();
+    let results = expect_context::<Results>();
+    view! {
+        <Chart id="demand-chart" plot=Box::new(move || {
+            results.settled.track();
+            let sizing = results.evaluation.with_untracked(|e| e.as_ref().map(|e| e.sizing.clone()));
+            Some(draft.scenario.with_untracked(|s| demand_plot(s, sizing.as_ref())))
+        })/>
+    }
+}
+
+fn demand_plot(s: &Scenario, sizing: Option<&Sizing>) -> Plot {
+    let hours: Vec<usize> = (0..HOURS_PER_WEEK).collect();
+    let mut plot = Plot::new();
+    for team in &s.teams {
+        let mut total = vec![0.0; HOURS_PER_WEEK];
+        for w in &team.workloads {
+            for (h, v) in w
+                .demand
+                .hourly()
+                .into_iter()
+                .enumerate()
+                .take(HOURS_PER_WEEK)
+            {
+                total[h] += v;
+            }
+        }
+        plot.add_trace(
+            Scatter::new(hours.clone(), total)
+                .name(&team.name)
+                .stack_group("demand")
+                .mode(Mode::Lines),
+        );
+    }
+    let mut line = |name: &str, gpus: u64, dash: DashType| {
+        plot.add_trace(
+            Scatter::new(vec![0, HOURS_PER_WEEK - 1], vec![gpus, gpus])
+                .name(name)
+                .mode(Mode::Lines)
+                .line(Line::new().dash(dash).color("#1d2330")),
+        );
+    };
+    line("your fleet", s.total_gpus(), DashType::Solid);
+    if let Some(sizing) = sizing {
+        line(
+            "separate pools need",
+            sizing.separate_pools.gpus,
+            DashType::Dash,
+        );
+        line(
+            "a shared pool needs",
+            sizing.shared_pool.gpus,
+            DashType::Dot,
+        );
+    }
+    plot.set_layout(
+        Layout::new()
+            .title("The week's demand per team (GPUs, from Monday 00:00 UTC)")
+            .height(320)
+            .x_axis(Axis::new().title("hour of the week").dtick(24.0))
+            .y_axis(Axis::new().title("GPUs")),
+    );
+    plot
+}
+
+#[component]
+pub fn Report(evaluation: Evaluation) -> impl IntoView {
+    let d = &evaluation.decision;
+    let (sep, shared_pool, gain) = (
+        &evaluation.sizing.separate_pools,
+        &evaluation.sizing.shared_pool,
+        &evaluation.sizing.gain,
+    );
+    let sim = &evaluation.simulation.total;
+    let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
+    let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
+    let (scores, utilisation, teams, sensitivity) = (
+        score_plot(&evaluation),
+        utilisation_plot(&evaluation),
+        team_plot(&evaluation),
+        sensitivity_plot(&evaluation),
+    );
+    view! {
+        <h2>"Recommendation: " <span data-test="recommendation" title=d.recommendation.description()>{d.recommendation.label()}</span></h2>
+        <ul class="reasons" data-test="reasons">
+            {d.reasons.iter().map(|r| {
+                let outweighed = r.verdict == Verdict::Outweighed;
+                view! {
+                    <li class:outweighed=outweighed>
+                        {outweighed.then(|| view! { <em>"Outweighed: "</em> })}
+                        {r.text.clone()}
+                    </li>
+                }
+            }).collect_view()}
+        </ul>
+        <div class="two">
+            <div>
+                <table data-test="scores">
+                    <thead><tr><th>"Architecture"</th><th class="num">"Score"</th></tr></thead>
+                    <tbody>
+                        {d.options.iter().map(|o| view! {
+                            <tr class:chosen=o.architecture == d.recommendation><td title=o.architecture.description()>{o.architecture.label()}</td>
+                            <td class="num">{o.score.map_or("excluded".to_owned(), |s| format!("{s:.1}"))}</td></tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                <WeightsForm/>
+            </div>
+            <Chart id="scores-chart" plot=Box::new(move || Some(scores.clone()))/>
+        </div>
+        <h2>"Sizing"</h2>
+        <div class="two">
+            <table data-test="sizing">
+                <thead><tr><th></th><th class="num">"Separate pools"</th><th class="num">"Shared pool"</th></tr></thead>
+                <tbody>
+                    {row("GPUs needed", sep.gpus.to_string(), shared_pool.gpus.to_string())}
+                    {row("Mean allocated", format!("{:.1}%", sep.mean_allocated_pct), format!("{:.1}%", shared_pool.mean_allocated_pct))}
+                    {row("Mean busy (DCGM)", format!("{:.1}%", sep.mean_busy_pct), format!("{:.1}%", shared_pool.mean_busy_pct))}
+                    {row("Idle GPU-hours a week", format!("{:.0}", sep.idle_gpu_hours_per_week), format!("{:.0}", shared_pool.idle_gpu_hours_per_week))}
+                    {row("Cost a year", dollars(sep.cost_cents_per_year), dollars(shared_pool.cost_cents_per_year))}
+                    {row("Cost per million tokens", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
+                </tbody>
+            </table>
+            <Chart id="utilisation-chart" plot=Box::new(move || Some(utilisation.clone()))/>
+        </div>
+        <p data-test="gain">
+            {format!(
+                "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost; {:.0} extra busy-GPU equivalents on the {} cards of separate pools; or {:.0} of those cards to retire for the same work. Worth {} a year.",
+                gain.from_pct, gain.to_pct, gain.work_per_cost_factor, gain.extra_busy_gpus, gain.gpus, gain.retirable_gpus,
+                dollars(d.gain_value_cents_per_year),
+            )}
+        </p>
+        <DemandChart/>
+        <table data-test="fleet">
+            <thead><tr><th>"Flavor"</th><th class="num">"Your fleet"</th><th class="num">"Separate pools need"</th><th class="num">"Shared pool needs"</th><th class="num">"Outside every quota"</th></tr></thead>
+            <tbody>
+                {evaluation.sizing.by_flavor.iter().map(|f| view! {
+                    <tr><td>{f.flavor.clone()}</td><td class="num">{f.fleet_gpus}</td>
+                    <td class="num">{format!("{} ({})", f.separate_gpus, f.separate_fit.label())}</td>
+                    <td class="num">{format!("{} ({})", f.shared_gpus, f.shared_fit.label())}</td>
+                    <td class="num">{f.outside_quota_gpus}</td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <ul class="warnings" data-test="fleet-verdicts">
+            {evaluation.sizing.by_flavor.iter().filter_map(|f| f.verdict()).map(|v| view! { <li>{v}</li> }).collect_view()}
+        </ul>
+        <h2>"The week under Kueue"</h2>
+        <p data-test="simulation">
+            {format!(
+                "Batch: {:.0} GPU-hours wanted; {:.0} admitted (of which {:.0} rework), {:.0} left at the week's end; plus {:.0} for work running at the start and {:.0} of backlog. Inference: {:.0} GPU-hours of traffic, held by replicas for {:.0}. Allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {} preemptions; {} of inference traffic unserved; {} flapping cycles.",
+                sim.wanted_batch_gpu_minutes / 60.0, sim.batch_gpu_minutes / 60.0, sim.rework_gpu_hours,
+                sim.unfinished_gpu_minutes / 60.0, sim.warm_start_gpu_minutes / 60.0, sim.backlog_gpu_minutes / 60.0,
+                sim.wanted_traffic_gpu_minutes / 60.0, sim.replica_gpu_minutes / 60.0,
+                sim.allocated_pct.unwrap_or(0.0), sim.busy_pct.unwrap_or(0.0),
+                sim.queue_wait_p95_min.map_or("–".to_owned(), |w| format!("{w:.0}")),
+                sim.preemptions,
+                sim.unserved_inference_pct.map_or("none".to_owned(), |u| format!("{u:.2}%")),
+                sim.flapping_cycles,
+            )}
+        </p>
+        <Chart id="teams-chart" plot=Box::new(move || Some(teams.clone()))/>
+        <h2>"Isolation"</h2>
+        <table data-test="isolation">
+            <thead><tr><th>"Mechanism"</th><th class="num">"Classes"</th><th>"Which"</th><th>"Why"</th></tr></thead>
+            <tbody>
+                {evaluation.isolation.groups().into_iter().map(|g| view! {
+                    <tr>
+                        <td title=g.mechanism.description()>{g.mechanism.label()}" ("{g.allocation_base.label()}")"</td>
+                        <td class="num">{g.classes.len()}</td>
+                        <td class="names">{g.classes.join(", ")}</td>
+                        <td>{g.reasons.join(" ")}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <Warnings evaluation=evaluation.clone()/>
+        <Chart id="sensitivity-chart" plot=Box::new(move || Some(sensitivity.clone()))/>
+    }
+}
+
+/// The warnings, one group per anti-pattern with how often it occurs and whom it concerns.
+#[component]
+fn Warnings(evaluation: Evaluation) -> impl IntoView {
+    let mut groups: Vec<(WarningCode, Vec<(String, String)>)> = Vec::new();
+    for w in &evaluation.isolation.warnings {
+        let item = (w.subject.clone(), w.message.clone());
+        match groups.iter_mut().find(|(code, _)| *code == w.code) {
+            Some((_, items)) => items.push(item),
+            None => groups.push((w.code, vec![item])),
+        }
+    }
+    (!groups.is_empty()).then(|| view! {
+        <h2>"Warnings"</h2>
+        <div class="warnings" data-test="warnings">
+            {groups.into_iter().map(|(code, items)| view! {
+                <details>
+                    <summary><strong>{code.label()}</strong>{format!(" — {} ({})", items.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>().join(", "), items.len())}</summary>
+                    <ul>{items.into_iter().map(|(subject, message)| view! { <li><strong>{subject}</strong>": "{message}</li> }).collect_view()}</ul>
+                </details>
+            }).collect_view()}
+        </div>
+    })
+}
+
+/// The decision criteria's weights (0-10): a change re-ranks the options at once.
+#[component]
+fn WeightsForm() -> impl IntoView {
+    type Pick = fn(&mut Weights) -> &mut f64;
+    let weight = |label: &'static str, name: &'static str, pick: Pick| {
+        let bind = bind_decimal(
+            move |s: &Scenario| {
+                let mut w = s.weights.clone();
+                Some(*pick(&mut w))
+            },
+            move |s, v| *pick(&mut s.weights) = v,
+        );
+        view! { <Field label path=format!("weights.{name}") mode="decimal" bind/> }
+    };
+    view! {
+        <fieldset class="row" data-test="weights">
+            <legend>"Weights (0-10)"</legend>
+            {weight("Arbitration", "arbitration", |w| &mut w.arbitration)}
+            {weight("Granularity", "granularity", |w| &mut w.granularity)}
+            {weight("Isolation", "isolation", |w| &mut w.isolation)}
+            {weight("Cost to maintain", "cost_to_maintain", |w| &mut w.cost_to_maintain)}
+            {weight("Utilisation", "utilisation", |w| &mut w.utilisation)}
+        </fieldset>
+    }
+}
+
+fn score_plot(evaluation: &Evaluation) -> Plot {
+    let options = &evaluation.decision.options;
+    let names: Vec<String> = options
+        .iter()
+        .map(|o| o.architecture.label().to_owned())
+        .collect();
+    let scores: Vec<f64> = options.iter().map(|o| o.score.unwrap_or(0.0)).collect();
+    let text: Vec<String> = options
+        .iter()
+        .map(|o| o.score.map_or("excluded".to_owned(), |s| format!("{s:.1}")))
+        .collect();
+    let mut plot = Plot::new();
+    plot.add_trace(Bar::new(names, scores).text_array(text).name("score"));
+    plot.set_layout(
+        Layout::new()
+            .title("Decision scores (weighted)")
+            .height(300)
+            .show_legend(false),
+    );
+    plot
+}
+
+fn utilisation_plot(evaluation: &Evaluation) -> Plot {
+    let (sep, shared_pool, sim) = (
+        &evaluation.sizing.separate_pools,
+        &evaluation.sizing.shared_pool,
+        &evaluation.simulation.total,
+    );
+    let names = vec![
+        "Separate pools".to_owned(),
+        "Shared pool".to_owned(),
+        "The week simulated".to_owned(),
+    ];
+    let allocated = vec![
+        sep.mean_allocated_pct,
+        shared_pool.mean_allocated_pct,
+        sim.allocated_pct.unwrap_or(0.0),
+    ];
+    let busy = vec![
+        sep.mean_busy_pct,
+        shared_pool.mean_busy_pct,
+        sim.busy_pct.unwrap_or(0.0),
+    ];
+    let mut plot = Plot::new();
+    plot.add_trace(Bar::new(names.clone(), allocated).name("allocated"));
+    plot.add_trace(Bar::new(names, busy).name("busy (DCGM)"));
+    plot.set_layout(
+        Layout::new()
+            .title("Utilisation per option (%)")
+            .height(300)
+            .bar_mode(BarMode::Group)
+            .y_axis(Axis::new().range(vec![0.0, 100.0])),
+    );
+    plot
+}
+
+fn team_plot(evaluation: &Evaluation) -> Plot {
+    let teams = &evaluation.simulation.teams;
+    let names: Vec<String> = teams.iter().map(|t| t.team.clone()).collect();
+    let waits: Vec<f64> = teams
+        .iter()
+        .map(|t| t.queue_wait_p95_min.unwrap_or(0.0))
+        .collect();
+    let evictions: Vec<u64> = teams.iter().map(|t| t.preemptions).collect();
+    let mut plot = Plot::new();
+    plot.add_trace(
+        Bar::new(names.clone(), waits)
+            .name("queue wait p95 (min)")
+            .offset_group("wait"),
+    );
+    plot.add_trace(
+        Bar::new(names, evictions)
+            .name("preemptions")
+            .y_axis("y2")
+            .offset_group("evictions"),
+    );
+    plot.set_layout(
+        Layout::new()
+            .title("The simulated week per team")
+            .height(320)
+            .y_axis(Axis::new().title("minutes"))
+            .y_axis2(
+                Axis::new()
+                    .title("preemptions")
+                    .overlaying("y")
+                    .side(AxisSide::Right),
+            ),
+    );
+    plot
+}
+
+fn sensitivity_plot(evaluation: &Evaluation) -> Plot {
+    let points = &evaluation.decision.sensitivity;
+    let gpus: Vec<u64> = points.iter().map(|p| p.gpus).collect();
+    let picks: Vec<String> = points
+        .iter()
+        .map(|p| p.recommendation.label().to_owned())
+        .collect();
+    let mut plot = Plot::new();
+    plot.add_trace(
+        Scatter::new(gpus, picks)
+            .mode(Mode::LinesMarkers)
+            .name("recommendation"),
+    );
+    plot.set_layout(
+        Layout::new()
+            .title("Recommendation as the fleet grows")
+            .height(260)
+            .x_axis(Axis::new().type_(AxisType::Log).title("GPUs"))
+            .y_axis(Axis::new().category_order(CategoryOrder::CategoryAscending)),
+    );
+    plot
+}
