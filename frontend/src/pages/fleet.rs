@@ -104,7 +104,8 @@ fn FleetTables(fleet: Fleet) -> impl IntoView {
 fn gpus_by_model_plot(fleet: &Fleet) -> Plot {
     let totals = fleet.totals_by_model();
     let names: Vec<String> = totals.iter().map(|t| t.gpu_model.clone()).collect();
-    let gpus: Vec<i64> = totals.iter().map(|t| t.gpus).collect();
+    // f64, as every bar chart of the console: one copy of plotly's serialising code.
+    let gpus: Vec<f64> = totals.iter().map(|t| t.gpus as f64).collect();
     let mut plot = Plot::new();
     plot.add_trace(Bar::new(names, gpus).name("GPUs"));
     plot.set_layout(Layout::new().title("GPUs by model").height(280));

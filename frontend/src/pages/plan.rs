@@ -3,6 +3,7 @@
 //! recomputed in the browser (the same `shared::plan` the API and the CLI run) shortly after
 //! every change; export the manifests; save and share by URL.
 
+mod evaluator;
 mod export;
 mod fields;
 mod inputs;
@@ -83,7 +84,7 @@ fn step_of(path: &str) -> Step {
 }
 
 /// The state of the evaluation that follows the draft.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum Run {
     /// Waiting for the draft to settle, or evaluating.
     Computing,
@@ -91,6 +92,8 @@ pub enum Run {
     Done { ms: f64 },
     /// The draft has problems; the results shown (if any) are of an earlier draft.
     Invalid { problems: usize },
+    /// The planner itself failed (a bug, or the worker could not start).
+    Failed(String),
 }
 
 /// The evaluation of the draft, shared by the steps.
@@ -117,31 +120,47 @@ pub fn Plan() -> impl IntoView {
     };
     provide_context(draft);
     provide_context(results);
+    // Each settled draft gets a number; only the answer for the latest is shown.
     let generation = StoredValue::new(0u64);
+    let evaluator = std::rc::Rc::new(evaluator::Evaluator::new(move |id, answer| {
+        if id != generation.get_value() {
+            return; // the draft changed since: its own answer follows
+        }
+        match answer {
+            Ok((Ok(evaluation), ms)) => {
+                results.evaluation.set(Some(evaluation));
+                results.run.set(Run::Done { ms });
+            }
+            Ok((Err(problems), _)) => results.run.set(Run::Invalid {
+                problems: problems.len(),
+            }),
+            Err(failure) => results.run.set(Run::Failed(failure)),
+        }
+        results.settled.update(|n| *n += 1);
+    }));
     Effect::new(move |_| {
         draft.scenario.track();
         let mine = generation.get_value() + 1;
         generation.set_value(mine);
         results.run.set(Run::Computing);
+        let evaluator = evaluator.clone();
         set_timeout(
             move || {
                 if generation.get_value() != mine {
                     return; // edited again since: that edit's timer evaluates
                 }
-                let started = js_sys::Date::now();
-                let outcome = draft.scenario.with_untracked(plan::evaluate);
-                let ms = js_sys::Date::now() - started;
-                match outcome {
-                    Ok(evaluation) => {
-                        results.evaluation.set(Some(evaluation));
-                        results.run.set(Run::Done { ms });
+                let json = draft
+                    .scenario
+                    .with_untracked(serde_json::to_string)
+                    .unwrap_or_default();
+                keep_draft(&json);
+                match draft.problems.with_untracked(Vec::len) {
+                    0 => evaluator.submit(mine, json),
+                    problems => {
+                        results.run.set(Run::Invalid { problems });
+                        results.settled.update(|n| *n += 1);
                     }
-                    Err(problems) => results.run.set(Run::Invalid {
-                        problems: problems.len(),
-                    }),
                 }
-                results.settled.update(|n| *n += 1);
-                draft.scenario.with_untracked(keep_draft);
             },
             Duration::from_millis(SETTLE_MS),
         );
@@ -240,6 +259,7 @@ fn Summary(on_problem: Callback<String>) -> impl IntoView {
                         </ul>
                     </details>
                 }.into_any(),
+                Run::Failed(failure) => view! { <span class="problem" role="alert">{failure}</span> }.into_any(),
                 Run::Done { ms } => results.evaluation.with(|e| e.as_ref().map(|e| {
                     let (sep, shared_pool) = (&e.sizing.separate_pools, &e.sizing.shared_pool);
                     view! {
@@ -373,9 +393,9 @@ fn stored_draft() -> Option<Scenario> {
     plan::parse_scenario(&text).ok()
 }
 
-fn keep_draft(scenario: &Scenario) {
-    if let (Some(storage), Ok(text)) = (storage(), serde_json::to_string(scenario)) {
+fn keep_draft(json: &str) {
+    if let Some(storage) = storage() {
         // A full or disabled storage only loses the draft, never the page.
-        let _ = storage.set_item(DRAFT_KEY, &text);
+        let _ = storage.set_item(DRAFT_KEY, json);
     }
 }

@@ -54,7 +54,9 @@ pub fn DemandChart() -> impl IntoView {
 }
 
 fn demand_plot(s: &Scenario, sizing: Option<&Sizing>) -> Plot {
-    let hours: Vec<usize> = (0..HOURS_PER_WEEK).collect();
+    // One type of trace per chart kind (f64 everywhere): each pairing of types plotly is given
+    // is its own copy of the serialising code in the wasm.
+    let hours: Vec<f64> = (0..HOURS_PER_WEEK).map(|h| h as f64).collect();
     let mut plot = Plot::new();
     for team in &s.teams {
         let mut total = vec![0.0; HOURS_PER_WEEK];
@@ -78,7 +80,7 @@ fn demand_plot(s: &Scenario, sizing: Option<&Sizing>) -> Plot {
     }
     let mut line = |name: &str, gpus: u64, dash: DashType| {
         plot.add_trace(
-            Scatter::new(vec![0, HOURS_PER_WEEK - 1], vec![gpus, gpus])
+            Scatter::new(vec![0.0, (HOURS_PER_WEEK - 1) as f64], vec![gpus as f64; 2])
                 .name(name)
                 .mode(Mode::Lines)
                 .line(Line::new().dash(dash).color("#1d2330")),
@@ -336,7 +338,7 @@ fn team_plot(evaluation: &Evaluation) -> Plot {
         .iter()
         .map(|t| t.queue_wait_p95_min.unwrap_or(0.0))
         .collect();
-    let evictions: Vec<u64> = teams.iter().map(|t| t.preemptions).collect();
+    let evictions: Vec<f64> = teams.iter().map(|t| t.preemptions as f64).collect();
     let mut plot = Plot::new();
     plot.add_trace(
         Bar::new(names.clone(), waits)

@@ -1,0 +1,112 @@
+//! Where the draft is evaluated: in a Web Worker (`public/plan-worker.js` with the planner's
+//! own wasm, `frontend/planner`), so the page stays responsive however long the week takes to
+//! simulate, and the console's first load carries no simulation. One evaluation runs at a time;
+//! a draft that settles meanwhile waits, replacing any that waited before it, so the worker
+//! never works through stale drafts.
+
+use std::{
+    cell::{Cell, RefCell},
+    rc::Rc,
+};
+
+use shared::{FieldError, plan::Evaluation};
+use wasm_bindgen::{JsCast, JsValue, closure::Closure};
+use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
+
+/// What the planner answers (`gpufleet_planner::Outcome`, read back as the same type).
+pub type Outcome = Result<Evaluation, Vec<FieldError>>;
+
+/// An evaluation's answer: the outcome and how long it took, in milliseconds.
+pub type Answer = Result<(Outcome, f64), String>;
+
+pub struct Evaluator {
+    worker: Option<Worker>,
+    in_flight: Rc<Cell<bool>>,
+    waiting: Rc<RefCell<Option<(u64, String)>>>,
+    on_answer: Rc<dyn Fn(u64, Answer)>,
+    _on_message: Option<Closure<dyn FnMut(MessageEvent)>>,
+}
+
+impl Evaluator {
+    pub fn new(on_answer: impl Fn(u64, Answer) + 'static) -> Evaluator {
+        let on_answer: Rc<dyn Fn(u64, Answer)> = Rc::new(on_answer);
+        let options = WorkerOptions::new();
+        options.set_type(WorkerType::Module);
+        let worker = Worker::new_with_options("/plan-worker.js", &options).ok();
+        let in_flight = Rc::new(Cell::new(false));
+        let waiting: Rc<RefCell<Option<(u64, String)>>> = Rc::new(RefCell::new(None));
+        let on_message = worker.as_ref().map(|target| {
+            let (worker, in_flight, waiting, on_answer) = (
+                target.clone(),
+                in_flight.clone(),
+                waiting.clone(),
+                on_answer.clone(),
+            );
+            let handler = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+                let (id, answer) = read_answer(&event.data());
+                // The next draft goes before this answer is shown, so the worker is never idle
+                // while one waits.
+                match waiting.borrow_mut().take() {
+                    Some((next, json)) => post(&worker, next, &json),
+                    None => in_flight.set(false),
+                }
+                on_answer(id, answer);
+            });
+            target.set_onmessage(Some(handler.as_ref().unchecked_ref()));
+            handler
+        });
+        Evaluator {
+            worker,
+            in_flight,
+            waiting,
+            on_answer,
+            _on_message: on_message,
+        }
+    }
+
+    /// Evaluates the scenario `json` as draft number `id`.
+    pub fn submit(&self, id: u64, json: String) {
+        let Some(worker) = &self.worker else {
+            (self.on_answer)(id, Err("this browser did not start the planner's Web Worker (module workers are needed)".to_owned()));
+            return;
+        };
+        if self.in_flight.replace(true) {
+            *self.waiting.borrow_mut() = Some((id, json));
+        } else {
+            post(worker, id, &json);
+        }
+    }
+}
+
+impl Drop for Evaluator {
+    fn drop(&mut self) {
+        if let Some(worker) = &self.worker {
+            worker.terminate();
+        }
+    }
+}
+
+fn post(worker: &Worker, id: u64, json: &str) {
+    let message = js_sys::Object::new();
+    let _ = js_sys::Reflect::set(&message, &"id".into(), &JsValue::from_f64(id as f64));
+    let _ = js_sys::Reflect::set(&message, &"scenario".into(), &JsValue::from_str(json));
+    let _ = worker.post_message(&message);
+}
+
+fn read_answer(data: &JsValue) -> (u64, Answer) {
+    let field = |name: &str| js_sys::Reflect::get(data, &name.into()).unwrap_or(JsValue::UNDEFINED);
+    let id = field("id").as_f64().unwrap_or(0.0) as u64;
+    if let Some(failed) = field("failed").as_string() {
+        return (id, Err(format!("the planner stopped: {failed}")));
+    }
+    let ms = field("ms").as_f64().unwrap_or(0.0);
+    let answer = field("outcome")
+        .as_string()
+        .ok_or_else(|| "the planner answered nothing".to_owned())
+        .and_then(|json| {
+            serde_json::from_str::<Outcome>(&json)
+                .map_err(|err| format!("the planner's answer did not read: {err}"))
+        })
+        .map(|outcome| (outcome, ms));
+    (id, answer)
+}
