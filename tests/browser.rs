@@ -348,6 +348,17 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
             file.name
         );
     }
+    // All of them as one zip: the file saved is the native export's archive, byte for byte.
+    browser.click_css("[data-test=download-zip]").await;
+    let files = manifests::export(&aws, KueueVersion::V1beta2);
+    let entries: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|f| (f.name.as_str(), f.yaml.as_bytes()))
+        .collect();
+    assert_eq!(
+        browser.downloaded("gpufleet-manifests.zip").await,
+        shared::zip::store(&entries)
+    );
     browser.screenshot("plan-6-export").await;
 
     // 6. Save, reopen by URL: the same scenario comes back.
@@ -549,6 +560,28 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
                 sim.wanted_batch_gpu_minutes / 60.0,
                 sim.batch_gpu_minutes / 60.0
             ),
+        )
+        .await;
+    // Where the utilisation comes from, lever by lever, as the native run has it.
+    let w = &e.waterfall;
+    browser
+        .wait_for_text(
+            "[data-test=waterfall]",
+            &format!("Separate pools {:.1}%", w.from_pct),
+        )
+        .await;
+    for bar in &w.bars {
+        browser
+            .wait_for_text(
+                "[data-test=waterfall]",
+                &format!("{} {:+.1} points", bar.lever.label(), bar.points),
+            )
+            .await;
+    }
+    browser
+        .wait_for_text(
+            "[data-test=waterfall]",
+            &format!("Shared pool {:.1}%", w.to_pct),
         )
         .await;
     // The isolation plan reads once per mechanism and reason, with its count of classes.

@@ -122,6 +122,11 @@ impl Browser {
                     "--window-size=1280,900",
                     format!("--user-data-dir={}", profile.display()),
                 ],
+                // Downloads land where `downloads()` finds them.
+                "prefs": {
+                    "download.default_directory": profile.join("downloads"),
+                    "download.prompt_for_download": false,
+                },
             }
         });
         let serde_json::Value::Object(capabilities) = capabilities else {
@@ -211,6 +216,24 @@ impl Browser {
             .click()
             .await
             .expect("click");
+    }
+
+    /// Waits for the file `name` to be downloaded completely, and returns its bytes.
+    pub async fn downloaded(&self, name: &str) -> Vec<u8> {
+        let path = self.profile.join("downloads").join(name);
+        let started = Instant::now();
+        loop {
+            // Chromium writes `name.crdownload` and renames it when done.
+            if let Ok(bytes) = std::fs::read(&path) {
+                return bytes;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{name} was not downloaded into {}",
+                path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Saves a PNG of the viewport under `target/e2e/` for people to look at.

@@ -22,5 +22,6 @@ pub mod scenario;
 pub mod simulate;
 pub mod sizing;
 pub mod validate;
+pub mod zip;
 
 pub use error::{ApiError, ErrorCode, FieldError};

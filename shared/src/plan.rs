@@ -11,7 +11,7 @@ use crate::{
     isolation::{self, IsolationPlan},
     scenario::Scenario,
     simulate::{self, Simulation},
-    sizing::{self, Sizing},
+    sizing::{self, Sizing, Waterfall},
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +19,8 @@ pub struct Evaluation {
     pub scenario: String,
     pub seed: u64,
     pub sizing: Sizing,
+    /// Where the shared pool's utilisation comes from, one mechanism at a time.
+    pub waterfall: Waterfall,
     pub simulation: Simulation,
     pub decision: Decision,
     pub isolation: IsolationPlan,
@@ -53,6 +55,7 @@ pub fn evaluate_until(
         seed: scenario.seed,
         isolation: isolation::plan(scenario, decision.recommendation),
         decision,
+        waterfall: sizing::waterfall(scenario),
         sizing,
         simulation,
     })

@@ -376,6 +376,105 @@ pub fn size(scenario: &Scenario) -> Sizing {
     }
 }
 
+/// Where the shared pool's busy utilisation comes from: from separate pools, one mechanism at a
+/// time, each bar in points. The bars add up to the shared pool's figure exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Waterfall {
+    /// Separate pools' mean busy utilisation, in %.
+    pub from_pct: f64,
+    pub bars: Vec<Bar>,
+    /// The shared pool's, in %.
+    pub to_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bar {
+    pub lever: Lever,
+    /// What it adds (or, below zero, takes away), in points of busy utilisation.
+    pub points: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lever {
+    /// The demand profiles in one pool: it needs the peak of the sum, not the sum of the peaks.
+    PoolingPeaks,
+    /// Backlogs run in anyone's troughs (borrowing idle quota), not only their own class's.
+    BacklogBorrowing,
+    /// Work smaller than a GPU shares cards (MIG, HAMi, MPS), so the pool needs fewer.
+    Fractions,
+}
+
+impl Labelled for Lever {
+    fn label(self) -> &'static str {
+        match self {
+            Lever::PoolingPeaks => "Pooling peaks",
+            Lever::BacklogBorrowing => "Backlog borrowing idle quota",
+            Lever::Fractions => "Fractions packing small work",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Lever::PoolingPeaks => {
+                "One pool sized to the peak of the summed demand instead of one per class sized to its own peak (backlogs left out)."
+            }
+            Lever::BacklogBorrowing => {
+                "What the backlogs add in one pool beyond what they added in their own pools' troughs; below zero when the shared pool has fewer troughs to fill."
+            }
+            Lever::Fractions => {
+                "Jobs smaller than a GPU packed several to a card in the shared pool."
+            }
+        }
+    }
+}
+
+/// The [`Waterfall`] of `scenario`: sizing run with one lever switched on at a time, so each bar
+/// is the difference between two sizings and the bars telescope from the separate pools' busy
+/// utilisation to the shared pool's.
+pub fn waterfall(scenario: &Scenario) -> Waterfall {
+    let variant = |backlog: bool, fractions: bool| {
+        let mut s = scenario.clone();
+        for w in s.teams.iter_mut().flat_map(|t| &mut t.workloads) {
+            if !backlog {
+                w.backlog_gpus = 0.0;
+            }
+            if !fractions {
+                w.mem_mib_per_job = None;
+            }
+        }
+        size(&s)
+    };
+    let actual = size(scenario);
+    let dry = variant(false, false);
+    let whole_cards = variant(true, false);
+    let (from, to) = (
+        actual.separate_pools.mean_busy_pct,
+        actual.shared_pool.mean_busy_pct,
+    );
+    // Separate pools hand out whole cards, so the fractions change nothing there.
+    let pooling = dry.shared_pool.mean_busy_pct - dry.separate_pools.mean_busy_pct;
+    let pooled_with_backlog = whole_cards.shared_pool.mean_busy_pct - from;
+    Waterfall {
+        from_pct: from,
+        bars: vec![
+            Bar {
+                lever: Lever::PoolingPeaks,
+                points: pooling,
+            },
+            Bar {
+                lever: Lever::BacklogBorrowing,
+                points: pooled_with_backlog - pooling,
+            },
+            Bar {
+                lever: Lever::Fractions,
+                points: to - whole_cards.shared_pool.mean_busy_pct,
+            },
+        ],
+        to_pct: to,
+    }
+}
+
 /// The GPUs that cover a series' peak (a hair over a whole number is float noise, not a card).
 fn peak(hourly: &[f64]) -> u64 {
     (hourly.iter().copied().fold(0.0, f64::max) - 1e-9)
@@ -524,5 +623,47 @@ mod tests {
                 "f0: 8 cards are short for either option: separate pools need 10, a shared pool 10 (2 more)."
             )
         );
+    }
+    /// Two classes whose demand never overlaps (10 GPUs the first half of the week, 10 the
+    /// second), fully busy: separate pools 20 cards at 50%, one pool 10 cards at 100%. A backlog
+    /// of 5 GPUs on the first fills its own pool's idle half: that pool goes to (840 + 420) ÷
+    /// 1,680 = 75%, separate pools to (1,260 + 840) ÷ 3,360 = 62.5%; the shared pool has no
+    /// trough left, so the backlog is worth 100 − 62.5 − 50 = −12.5 points there.
+    #[test]
+    fn the_waterfall_telescopes_by_hand() {
+        let half = |first: bool| -> Vec<f64> {
+            (0..HOURS_PER_WEEK)
+                .map(|h| {
+                    if (h < HOURS_PER_WEEK / 2) == first {
+                        10.0
+                    } else {
+                        0.0
+                    }
+                })
+                .collect()
+        };
+        let mut a = batch("a", half(true), 100);
+        let b = batch("b", half(false), 100);
+        let w = waterfall(&one_team(vec![a.clone(), b.clone()]));
+        assert_eq!((w.from_pct, w.to_pct), (50.0, 100.0));
+        let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
+        assert_eq!(points, vec![50.0, 0.0, 0.0]);
+        a.backlog_gpus = 5.0;
+        let w = waterfall(&one_team(vec![a, b]));
+        assert_eq!((w.from_pct, w.to_pct), (62.5, 100.0));
+        let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
+        assert_eq!(points, vec![50.0, -12.5, 0.0]);
+    }
+
+    /// Eight jobs of 10 GiB on 80 GB cards, busy 25% each: four to a card by time (1 ÷ 0.25),
+    /// seven by memory (81,559 MiB ÷ 10,240), so four. Separate pools: 8 cards at 25%; shared: 2 cards at 100%.
+    #[test]
+    fn fractions_are_their_own_bar() {
+        let mut small = batch("small", vec![8.0; HOURS_PER_WEEK], 25);
+        small.mem_mib_per_job = Some(10_240);
+        let w = waterfall(&one_team(vec![small]));
+        assert_eq!((w.from_pct, w.to_pct), (25.0, 100.0));
+        let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
+        assert_eq!(points, vec![0.0, 0.0, 75.0]);
     }
 }

@@ -12,6 +12,7 @@ use shared::{
     manifests::{self, KueueVersion},
     plan::{self, Evaluation},
     scenario::{Accelerator, Scenario, Team, Workload, WorkloadKind},
+    sizing::Lever,
 };
 
 fn scenario(name: &str) -> Scenario {
@@ -175,6 +176,30 @@ fn the_bank_preset_tells_the_case_studys_story() {
         shared.mean_busy_pct >= 60.0,
         "shared at 60%+: {}",
         shared.mean_busy_pct
+    );
+    // Where it comes from: the bars run from the separate pools' figure to the shared one's,
+    // and the case's lever (training backlog borrowing the idle quota of others) is the largest.
+    let w = &e.waterfall;
+    assert_eq!(
+        (w.from_pct, w.to_pct),
+        (sep.mean_busy_pct, shared.mean_busy_pct)
+    );
+    let total: f64 = w.bars.iter().map(|b| b.points).sum();
+    assert!((w.from_pct + total - w.to_pct).abs() < 1e-9, "{w:?}");
+    let points = |lever: Lever| {
+        w.bars
+            .iter()
+            .find(|b| b.lever == lever)
+            .map_or(0.0, |b| b.points)
+    };
+    assert!(points(Lever::PoolingPeaks) > 0.0, "{w:?}");
+    assert!(
+        points(Lever::Fractions) > 0.0,
+        "the bank packs LoRA, backtests and OCR: {w:?}"
+    );
+    assert!(
+        points(Lever::BacklogBorrowing) > points(Lever::PoolingPeaks).max(points(Lever::Fractions)),
+        "{w:?}"
     );
     // The separate pools are the fleet the bank had: within 1% of its 10,000 cards.
     let fleet = scenario("bank-10000").total_gpus();

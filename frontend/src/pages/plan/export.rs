@@ -1,6 +1,6 @@
 //! Export: the draft's Kueue and KEDA manifests (`shared::manifests`, the renderer whose
 //! objects are tested against the real CRD schemas), each file shown, downloadable and copied
-//! to the clipboard.
+//! to the clipboard, or all of them as one zip.
 
 use leptos::{prelude::*, task::spawn_local};
 use shared::manifests::{self, KueueVersion};
@@ -32,6 +32,15 @@ pub fn ExportStep() -> impl IntoView {
                 <option value="v1beta1">"v1beta1 (older clusters; deprecated, no longer served from Kueue 0.20)"</option>
             </select>
         </label>
+        <button type="button" data-test="download-zip" on:click=move |_| {
+            let Some(files) = files.get_untracked() else { return };
+            let entries: Vec<(&str, &[u8])> = files.iter().map(|f| (f.name.as_str(), f.yaml.as_bytes())).collect();
+            let zip = js_sys::Uint8Array::from(shared::zip::store(&entries).as_slice());
+            status.set(Some(match download("gpufleet-manifests.zip", &zip, "application/zip") {
+                Ok(()) => "gpufleet-manifests.zip downloaded".to_owned(),
+                Err(err) => format!("the download did not start: {err:?}"),
+            }));
+        }>"Download all (zip)"</button>
         {move || status.get().map(|s| view! { <p class="ok" role="status" data-test="export-status">{s}</p> })}
         {move || match files.get() {
             None => view! { <p class="problem" role="alert">"Fix the scenario's problems first: the manifests are made from a valid scenario only."</p> }.into_any(),
@@ -43,7 +52,7 @@ pub fn ExportStep() -> impl IntoView {
                         <h3>{name.clone()}" "<span class="muted">{format!("({} objects)", file.objects.len())}</span></h3>
                         <button type="button" on:click=move |_| {
                             let (name, yaml) = &for_download;
-                            match download(name, yaml) {
+                            match download(name, &JsValue::from_str(yaml), "application/yaml") {
                                 Ok(()) => status.set(Some(format!("{name} downloaded"))),
                                 Err(err) => status.set(Some(format!("the download did not start: {err:?}"))),
                             }
@@ -65,12 +74,12 @@ pub fn ExportStep() -> impl IntoView {
     }
 }
 
-/// Saves `text` as the file `name` (a link to a Blob, clicked).
-fn download(name: &str, text: &str) -> Result<(), JsValue> {
-    let parts = js_sys::Array::of1(&JsValue::from_str(text));
+/// Saves `contents` (a string or bytes) as the file `name`: a link to a Blob, clicked.
+fn download(name: &str, contents: &JsValue, mime: &str) -> Result<(), JsValue> {
+    let parts = js_sys::Array::of1(contents);
     let options = web_sys::BlobPropertyBag::new();
-    options.set_type("application/yaml");
-    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)?;
+    options.set_type(mime);
+    let blob = web_sys::Blob::new_with_u8_array_sequence_and_options(&parts, &options)?;
     let url = web_sys::Url::create_object_url_with_blob(&blob)?;
     let document = web_sys::window()
         .and_then(|w| w.document())

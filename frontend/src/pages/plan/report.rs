@@ -120,7 +120,8 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
     let sim = &evaluation.simulation.total;
     let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
     let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
-    let (scores, utilisation, teams, sensitivity) = (
+    let (waterfall, scores, utilisation, teams, sensitivity) = (
+        waterfall_plot(&evaluation),
         score_plot(&evaluation),
         utilisation_plot(&evaluation),
         team_plot(&evaluation),
@@ -174,6 +175,27 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
                 "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost; {:.0} extra busy-GPU equivalents on the {} cards of separate pools; or {:.0} of those cards to retire for the same work. Worth {} a year.",
                 gain.from_pct, gain.to_pct, gain.work_per_cost_factor, gain.extra_busy_gpus, gain.gpus, gain.retirable_gpus,
                 dollars(d.gain_value_cents_per_year),
+            )}
+        </p>
+        <h2>"Where the utilisation comes from"</h2>
+        <div class="two">
+            <table data-test="waterfall">
+                <thead><tr><th></th><th class="num">"Busy utilisation"</th><th>"How"</th></tr></thead>
+                <tbody>
+                    <tr><td>"Separate pools"</td><td class="num">{format!("{:.1}%", evaluation.waterfall.from_pct)}</td><td></td></tr>
+                    {evaluation.waterfall.bars.iter().map(|b| view! {
+                        <tr><td>{b.lever.label()}</td><td class="num">{format!("{:+.1} points", b.points)}</td><td class="muted">{b.lever.description()}</td></tr>
+                    }).collect_view()}
+                    <tr><td>"Shared pool"</td><td class="num">{format!("{:.1}%", evaluation.waterfall.to_pct)}</td><td></td></tr>
+                </tbody>
+            </table>
+            <Chart id="waterfall-chart" plot=Box::new(move || Some(waterfall.clone()))/>
+        </div>
+        <p class="muted" data-test="rework">
+            {format!(
+                "Not in these bars: warm caches and cold starts, and preemption rework, which only the simulated week sees ({:.0} GPU-hours of rework on your fleet, {:.2}% of its GPU-hours).",
+                sim.rework_gpu_hours,
+                if evaluation.simulation.capacity_gpus > 0 { sim.rework_gpu_hours / (evaluation.simulation.capacity_gpus as f64 * HOURS_PER_WEEK as f64) * 100.0 } else { 0.0 },
             )}
         </p>
         <DemandChart/>
@@ -273,6 +295,52 @@ fn WeightsForm() -> impl IntoView {
             {weight("Utilisation", "utilisation", |w| &mut w.utilisation)}
         </fieldset>
     }
+}
+
+/// Separate pools, one bar per lever, the shared pool: each lever's bar floats on an invisible
+/// one that lifts it to where the previous bar ended (plotly's cartesian bundle has no
+/// waterfall trace).
+fn waterfall_plot(evaluation: &Evaluation) -> Plot {
+    let w = &evaluation.waterfall;
+    let mut names = vec!["Separate pools".to_owned()];
+    let (mut lifts, mut heights, mut texts) = (
+        vec![0.0],
+        vec![w.from_pct],
+        vec![format!("{:.1}%", w.from_pct)],
+    );
+    let mut level = w.from_pct;
+    for bar in &w.bars {
+        names.push(bar.lever.label().to_owned());
+        lifts.push(level.min(level + bar.points));
+        heights.push(bar.points.abs());
+        texts.push(format!("{:+.1}", bar.points));
+        level += bar.points;
+    }
+    names.push("Shared pool".to_owned());
+    lifts.push(0.0);
+    heights.push(w.to_pct);
+    texts.push(format!("{:.1}%", w.to_pct));
+    let mut plot = Plot::new();
+    plot.add_trace(
+        Bar::new(names.clone(), lifts)
+            .marker(plotly::common::Marker::new().color("rgba(0,0,0,0)"))
+            .hover_info(plotly::common::HoverInfo::Skip)
+            .show_legend(false),
+    );
+    plot.add_trace(
+        Bar::new(names, heights)
+            .text_array(texts)
+            .name("busy utilisation")
+            .show_legend(false),
+    );
+    plot.set_layout(
+        Layout::new()
+            .title("Separate pools to a shared pool (busy %)")
+            .height(300)
+            .bar_mode(BarMode::Stack)
+            .y_axis(Axis::new().range(vec![0.0, 100.0])),
+    );
+    plot
 }
 
 fn score_plot(evaluation: &Evaluation) -> Plot {
