@@ -350,10 +350,21 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     }
     // All of them as one zip: the file saved is the native export's archive, byte for byte.
     browser.click_css("[data-test=download-zip]").await;
-    let files = manifests::export(&aws, KueueVersion::V1beta2);
+    // Kueue and KEDA first, then the MIG partitions of the evaluation.
+    let mut files: Vec<(String, String)> = manifests::export(&aws, KueueVersion::V1beta2)
+        .into_iter()
+        .map(|f| (f.name, f.yaml))
+        .collect();
+    for m in evaluate(&aws).mig {
+        let plan = m.layout.expect("aws-300's MIG classes lay out");
+        files.push((
+            format!("mig-parted-{}.yaml", m.flavor),
+            plan.mig_parted_yaml,
+        ));
+    }
     let entries: Vec<(&str, &[u8])> = files
         .iter()
-        .map(|f| (f.name.as_str(), f.yaml.as_bytes()))
+        .map(|(name, yaml)| (name.as_str(), yaml.as_bytes()))
         .collect();
     assert_eq!(
         browser.downloaded("gpufleet-manifests.zip").await,
@@ -584,6 +595,20 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
             &format!("Shared pool {:.1}%", w.to_pct),
         )
         .await;
+    // Each MIG flavor's GPUs, drawn.
+    for m in &e.mig {
+        let plan = m.layout.as_ref().expect("laid out");
+        browser
+            .wait_for_text(
+                &format!("[data-test=mig-layout][data-flavor='{}']", m.flavor),
+                &format!(
+                    "{} GPUs ({} at least",
+                    plan.gpus.len(),
+                    plan.lower_bound_gpus
+                ),
+            )
+            .await;
+    }
     // The isolation plan reads once per mechanism and reason, with its count of classes.
     let groups = e.isolation.groups();
     let first = &groups[0];

@@ -10,6 +10,7 @@ use crate::{
     catalogue::Vendor,
     decision::Architecture,
     label::Labelled,
+    packing::mig::{MigPlan, MigRequest, ReplicaGroup},
     scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
 };
 
@@ -180,6 +181,69 @@ impl IsolationPlan {
         }
         groups
     }
+}
+
+/// One flavor's MIG classes laid out on its GPUs at their peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlavorMig {
+    pub flavor: String,
+    /// The layout, or why there is none (a profile too small, too many replicas to lay out).
+    pub layout: Result<MigPlan, String>,
+}
+
+/// The MIG layout of each flavor whose classes the plan puts on MIG: one replica group per
+/// class (`team/workload`), each replica the memory one job needs, as many as the class holds
+/// at its peak (inference: KEDA's replicas at the peak traffic; batch: one job per GPU of peak
+/// demand), laid out by `packing::mig`.
+pub fn mig_layouts(scenario: &Scenario, plan: &IsolationPlan) -> Vec<FlavorMig> {
+    let mut by_flavor: Vec<(String, Vec<ReplicaGroup>)> = Vec::new();
+    for (team, w) in scenario
+        .teams
+        .iter()
+        .flat_map(|t| t.workloads.iter().map(move |w| (t, w)))
+    {
+        let on_mig = plan
+            .classes
+            .iter()
+            .any(|c| c.team == team.name && c.workload == w.name && c.mechanism == Mechanism::Mig);
+        let Some(mem_mib) = w.mem_mib_per_job.filter(|_| on_mig) else {
+            continue;
+        };
+        let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
+        let replicas = match &w.inference {
+            Some(inf) => inf
+                .replicas_for(peak, w.gpus_per_job)
+                .clamp(inf.min_replicas, inf.max_replicas.max(inf.min_replicas)),
+            None => (peak - 1e-9).ceil().max(0.0) as u32,
+        };
+        let group = ReplicaGroup {
+            name: format!("{}/{}", team.name, w.name),
+            mem_mib,
+            replicas,
+        };
+        match by_flavor.iter_mut().find(|(f, _)| *f == w.flavor) {
+            Some((_, groups)) => groups.push(group),
+            None => by_flavor.push((w.flavor.clone(), vec![group])),
+        }
+    }
+    by_flavor
+        .into_iter()
+        .filter_map(|(flavor, groups)| {
+            let model = scenario.accelerator(&flavor)?.gpu_model.clone();
+            let request = MigRequest {
+                gpu_model: model,
+                groups,
+            };
+            let layout = request.plan().map_err(|errors| {
+                errors
+                    .into_iter()
+                    .map(|e| e.message)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
+            Some(FlavorMig { flavor, layout })
+        })
+        .collect()
 }
 
 /// The plan for each class under `architecture`: managed governance (C) offers fractions

@@ -8,7 +8,7 @@ use crate::{
     decision::{self, Decision},
     error::FieldError,
     interrupt::{Interrupt, Interrupted, Never},
-    isolation::{self, IsolationPlan},
+    isolation::{self, FlavorMig, IsolationPlan},
     scenario::Scenario,
     simulate::{self, Simulation},
     sizing::{self, Sizing, Waterfall},
@@ -24,6 +24,8 @@ pub struct Evaluation {
     pub simulation: Simulation,
     pub decision: Decision,
     pub isolation: IsolationPlan,
+    /// The MIG layout of each flavor the isolation plan puts classes on MIG.
+    pub mig: Vec<FlavorMig>,
 }
 
 /// Validates, then evaluates. Errors name every bad field by its path.
@@ -50,10 +52,12 @@ pub fn evaluate_until(
     let simulation = simulate::simulate_until(scenario, stop)
         .map_err(|Interrupted| EvaluateError::Interrupted)?;
     let decision = decision::evaluate(scenario, &sizing);
+    let isolation = isolation::plan(scenario, decision.recommendation);
     Ok(Evaluation {
         scenario: scenario.name.clone(),
         seed: scenario.seed,
-        isolation: isolation::plan(scenario, decision.recommendation),
+        mig: isolation::mig_layouts(scenario, &isolation),
+        isolation,
         decision,
         waterfall: sizing::waterfall(scenario),
         sizing,

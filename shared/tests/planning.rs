@@ -161,6 +161,45 @@ fn the_isolation_plan_reads_once_per_mechanism_and_reason() {
     );
 }
 
+/// The bank's customer LLM (MIG for its five tenants) at its peak: 110 GPUs of traffic at a
+/// 70% threshold is ⌈110 ÷ 0.7⌉ = 158 replicas per business unit, 1,580 in all, each 40 GiB.
+/// NVIDIA's H100 table gives two 3g.40gb per GPU (start slices 0 and 4): 790 GPUs, the bound.
+#[test]
+fn mig_classes_are_laid_out_per_gpu_at_their_peak() {
+    let e = evaluate(&scenario("bank-10000"));
+    assert_eq!(
+        e.mig.len(),
+        1,
+        "only the H100 flavor holds MIG classes: {:?}",
+        e.mig.iter().map(|m| &m.flavor).collect::<Vec<_>>()
+    );
+    let h800 = &e.mig[0];
+    assert_eq!(h800.flavor, "h800");
+    let plan = h800.layout.as_ref().expect("laid out");
+    for unit in 0..10 {
+        let name = format!("bu-{unit:02}/customer-llm");
+        let placed = plan
+            .gpus
+            .iter()
+            .flat_map(|g| &g.instances)
+            .filter(|i| i.replica == name)
+            .count();
+        assert_eq!(placed, 158, "{name}");
+    }
+    assert_eq!((plan.gpus.len(), plan.lower_bound_gpus), (790, 790));
+    assert!(
+        plan.gpus
+            .iter()
+            .flat_map(|g| &g.instances)
+            .all(|i| i.profile == "3g.40gb")
+    );
+    assert!(
+        plan.mig_parted_yaml.contains("\"3g.40gb\": 2"),
+        "{}",
+        plan.mig_parted_yaml
+    );
+}
+
 /// The case study: ~10,000 accelerators, separate pools at ~35% real utilisation, the same
 /// fleet shared at 60%+, cost per million tokens down sharply.
 #[test]

@@ -6,22 +6,51 @@ use leptos::{prelude::*, task::spawn_local};
 use shared::manifests::{self, KueueVersion};
 use wasm_bindgen::{JsCast, JsValue};
 
-use super::fields::use_draft;
+use super::{Results, Run, fields::use_draft};
 
 #[component]
 pub fn ExportStep() -> impl IntoView {
     let draft = use_draft();
     let version = RwSignal::new(KueueVersion::V1beta2);
+    let results = expect_context::<Results>();
+    // The Kueue and KEDA objects, then the MIG partitions the last evaluation laid out (while
+    // a newer draft is being evaluated, they follow once it is).
     let files = Memo::new(move |_| {
         let valid = draft.problems.with(Vec::is_empty);
-        valid.then(|| draft.scenario.with(|s| manifests::export(s, version.get())))
+        valid.then(|| {
+            let mut files: Vec<(String, String, String)> = draft
+                .scenario
+                .with(|s| manifests::export(s, version.get()))
+                .into_iter()
+                .map(|f| {
+                    let what = format!("({} objects)", f.objects.len());
+                    (f.name, f.yaml, what)
+                })
+                .collect();
+            if matches!(results.run.get(), Run::Done { .. }) {
+                results.evaluation.with(|e| {
+                    for m in e.iter().flat_map(|e| &e.mig) {
+                        if let Ok(plan) = &m.layout {
+                            files.push((
+                                format!("mig-parted-{}.yaml", m.flavor),
+                                plan.mig_parted_yaml.clone(),
+                                "(NVIDIA mig-parted: label each node nvidia.com/mig.config=<name>)"
+                                    .to_owned(),
+                            ));
+                        }
+                    }
+                });
+            }
+            files
+        })
     });
     let status = RwSignal::new(None::<String>);
     view! {
         <h2>"Export"</h2>
         <p class="muted">
             "The quota set-up as Kueue objects (ResourceFlavors, the Cohort, one ClusterQueue and LocalQueue per team, "
-            "WorkloadPriorityClasses) and a KEDA ScaledObject per inference class. Apply with "<code>"kubectl apply -f"</code>"."
+            "WorkloadPriorityClasses) and a KEDA ScaledObject per inference class; apply with "<code>"kubectl apply -f"</code>". "
+            "Where classes run on MIG, the partitions as NVIDIA mig-parted configurations."
         </p>
         <label class="field">
             <span>"Kueue API version"</span>
@@ -34,7 +63,7 @@ pub fn ExportStep() -> impl IntoView {
         </label>
         <button type="button" data-test="download-zip" on:click=move |_| {
             let Some(files) = files.get_untracked() else { return };
-            let entries: Vec<(&str, &[u8])> = files.iter().map(|f| (f.name.as_str(), f.yaml.as_bytes())).collect();
+            let entries: Vec<(&str, &[u8])> = files.iter().map(|(name, yaml, _)| (name.as_str(), yaml.as_bytes())).collect();
             let zip = js_sys::Uint8Array::from(shared::zip::store(&entries).as_slice());
             status.set(Some(match download("gpufleet-manifests.zip", &zip, "application/zip") {
                 Ok(()) => "gpufleet-manifests.zip downloaded".to_owned(),
@@ -44,12 +73,11 @@ pub fn ExportStep() -> impl IntoView {
         {move || status.get().map(|s| view! { <p class="ok" role="status" data-test="export-status">{s}</p> })}
         {move || match files.get() {
             None => view! { <p class="problem" role="alert">"Fix the scenario's problems first: the manifests are made from a valid scenario only."</p> }.into_any(),
-            Some(files) => files.into_iter().map(|file| {
-                let (name, yaml) = (file.name.clone(), file.yaml.clone());
+            Some(files) => files.into_iter().map(|(name, yaml, what)| {
                 let (for_download, for_copy) = ((name.clone(), yaml.clone()), yaml.clone());
                 view! {
                     <section class="manifest" data-test="manifest" data-name=name.clone()>
-                        <h3>{name.clone()}" "<span class="muted">{format!("({} objects)", file.objects.len())}</span></h3>
+                        <h3>{name.clone()}" "<span class="muted">{what}</span></h3>
                         <button type="button" on:click=move |_| {
                             let (name, yaml) = &for_download;
                             match download(name, &JsValue::from_str(yaml), "application/yaml") {

@@ -10,9 +10,10 @@ use plotly::{
 };
 use shared::{
     decision::Verdict,
-    isolation::WarningCode,
+    isolation::{FlavorMig, WarningCode},
     label::Labelled,
     money::dollars,
+    packing::mig::Instance,
     plan::Evaluation,
     scenario::{HOURS_PER_WEEK, Scenario, Weights},
     sizing::Sizing,
@@ -242,9 +243,58 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
                 }).collect_view()}
             </tbody>
         </table>
+        <MigLayouts mig=evaluation.mig.clone()/>
         <Warnings evaluation=evaluation.clone()/>
         <Chart id="sensitivity-chart" plot=Box::new(move || Some(sensitivity.clone()))/>
     }
+}
+
+/// Each MIG flavor's GPUs at the peak, drawn by memory slice: one row per distinct layout,
+/// with how many GPUs have it.
+#[component]
+fn MigLayouts(mig: Vec<FlavorMig>) -> impl IntoView {
+    const SHOWN: usize = 12;
+    mig.into_iter().map(|m| {
+        let body = match m.layout {
+            Err(why) => view! { <p class="problem">{why}</p> }.into_any(),
+            Ok(plan) => {
+                let mut layouts: Vec<(Vec<Instance>, usize)> = Vec::new();
+                for gpu in plan.gpus {
+                    match layouts.iter_mut().find(|(i, _)| *i == gpu.instances) {
+                        Some((_, n)) => *n += 1,
+                        None => layouts.push((gpu.instances, 1)),
+                    }
+                }
+                let more = layouts.len().saturating_sub(SHOWN);
+                let slices = plan.total_memory_slices;
+                view! {
+                    <p class="muted">{format!("{} GPUs ({} at least, by memory and compute slices); memory {}.",
+                        layouts.iter().map(|(_, n)| n).sum::<usize>(), plan.lower_bound_gpus,
+                        if plan.usable_memory_measured { "as the driver reports it" } else { "nominal" })}</p>
+                    {layouts.into_iter().take(SHOWN).map(|(instances, gpus)| view! {
+                        <div class="mig-row">
+                            <div class="mig-gpu" style=format!("grid-template-columns: repeat({slices}, 1fr)")>
+                                {instances.into_iter().map(|i| view! {
+                                    <div class="mig-slice" title=format!("{} MiB", i.mem_mib)
+                                        style=format!("grid-column: {} / span {}", i.start_slice + 1, i.size_slices)>
+                                        <strong>{i.profile}</strong><br/>{i.replica}
+                                    </div>
+                                }).collect_view()}
+                            </div>
+                            <span class="muted">{format!("× {gpus} GPU{}", if gpus == 1 { "" } else { "s" })}</span>
+                        </div>
+                    }).collect_view()}
+                    {(more > 0).then(|| view! { <p class="muted">{format!("and {more} more layouts")}</p> })}
+                }.into_any()
+            }
+        };
+        view! {
+            <section data-test="mig-layout" data-flavor=m.flavor.clone()>
+                <h3>{format!("MIG on {} at the peak", m.flavor)}</h3>
+                {body}
+            </section>
+        }
+    }).collect_view()
 }
 
 /// The warnings, one group per anti-pattern with how often it occurs and whom it concerns.
