@@ -573,6 +573,17 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
             ),
         )
         .await;
+    // What would change the answer, option by option, as the native run has it.
+    for c in &e.decision.changes {
+        if let Some(first) = c.would_win.first() {
+            browser
+                .wait_for_text(
+                    "[data-test=changes]",
+                    &format!("{} would win {first}", c.architecture.label()),
+                )
+                .await;
+        }
+    }
     // Where the utilisation comes from, lever by lever, as the native run has it.
     let w = &e.waterfall;
     browser

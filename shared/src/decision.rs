@@ -95,6 +95,8 @@ pub struct Decision {
     pub baseline_gpus: u64,
     /// The recommendation as the fleet size varies (other inputs fixed).
     pub sensitivity: Vec<SensitivityPoint>,
+    /// What would have to change for each other option to win.
+    pub changes: Vec<Change>,
 }
 
 /// One rule that fired, in words, with the option it speaks for or against.
@@ -522,6 +524,106 @@ pub const SENSITIVITY_GPUS: [u64; 12] = [
     8, 16, 32, 40, 64, 128, 256, 500, 1_000, 2_000, 5_000, 10_000,
 ];
 
+/// What would make an option that lost win: one fact changed, the rest as they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub architecture: Architecture,
+    /// The changes, in words ("from 2,001 GPUs", "with a platform team of 4"); empty when no
+    /// single change makes it win.
+    pub would_win: Vec<String>,
+}
+
+/// A constraint flipped: how, its words when it was on and when it was off, and whether it is.
+type Toggle = (fn(&mut Facts), &'static str, &'static str, bool);
+
+/// For each option but `winner`: decide again with one fact changed at a time (the fleet size,
+/// the platform team, each constraint) and keep the changes under which it wins. Fleet sizes
+/// are searched to the exact card where the recommendation turns.
+pub fn what_would_change(facts: &Facts, weights: &Weights, winner: Architecture) -> Vec<Change> {
+    let wins = |f: &Facts, arch: Architecture| decide(f, weights).1 == arch;
+    Architecture::ALL
+        .into_iter()
+        .filter(|&arch| arch != winner)
+        .map(|arch| {
+            let mut would_win = Vec::new();
+            // The fleet size nearest today's at which it wins, then the turning card.
+            let nearest = SENSITIVITY_GPUS
+                .into_iter()
+                .filter(|&n| wins(&facts.at_size(n), arch))
+                .min_by_key(|&n| n.abs_diff(facts.gpus));
+            if let Some(far) = nearest {
+                let (mut lose, mut win) = (facts.gpus, far);
+                while lose.abs_diff(win) > 1 {
+                    let mid = lose.midpoint(win);
+                    if wins(&facts.at_size(mid), arch) {
+                        win = mid;
+                    } else {
+                        lose = mid;
+                    }
+                }
+                let n = thousands(win as i64);
+                would_win.push(if win > facts.gpus {
+                    format!("from {n} GPUs")
+                } else {
+                    format!("up to {n} GPUs")
+                });
+            }
+            let team = (0..=2 * OWN_PLATFORM_TEAM.max(facts.platform_team))
+                .filter(|&k| k != facts.platform_team)
+                .filter(|&k| {
+                    wins(
+                        &Facts {
+                            platform_team: k,
+                            ..facts.clone()
+                        },
+                        arch,
+                    )
+                })
+                .min_by_key(|&k| k.abs_diff(facts.platform_team));
+            if let Some(k) = team {
+                would_win.push(format!("with a platform team of {k}"));
+            }
+            let toggles: [Toggle; 4] = [
+                (
+                    |f| f.runs_own_models ^= true,
+                    "if you ran no model of your own",
+                    "if you ran models of your own",
+                    facts.runs_own_models,
+                ),
+                (
+                    |f| f.aws_only ^= true,
+                    "if the fleet were not on AWS only",
+                    "on AWS only",
+                    facts.aws_only,
+                ),
+                (
+                    |f| f.heterogeneous ^= true,
+                    "with a homogeneous NVIDIA fleet",
+                    "with a heterogeneous or on-prem fleet",
+                    facts.heterogeneous,
+                ),
+                (
+                    |f| f.software_fractions ^= true,
+                    "without software GPU fractions",
+                    "if software GPU fractions were required",
+                    facts.software_fractions,
+                ),
+            ];
+            for (flip, when_on, when_off, on) in toggles {
+                let mut changed = facts.clone();
+                flip(&mut changed);
+                if wins(&changed, arch) {
+                    would_win.push((if on { when_on } else { when_off }).to_owned());
+                }
+            }
+            Change {
+                architecture: arch,
+                would_win,
+            }
+        })
+        .collect()
+}
+
 pub fn evaluate(scenario: &Scenario, sizing: &Sizing) -> Decision {
     let facts = Facts::of(scenario, sizing);
     let (options, recommendation, reasons) = decide(&facts, &scenario.weights);
@@ -533,6 +635,7 @@ pub fn evaluate(scenario: &Scenario, sizing: &Sizing) -> Decision {
         })
         .collect();
     Decision {
+        changes: what_would_change(&facts, &scenario.weights, recommendation),
         options,
         recommendation,
         reasons,

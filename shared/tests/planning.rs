@@ -200,6 +200,51 @@ fn mig_classes_are_laid_out_per_gpu_at_their_peak() {
     );
 }
 
+/// What would make another option win, by DOMAIN.md's decision rules: the AWS-only company
+/// of 300 cards gets managed governance (C, 41-2,000 cards on AWS only); above 2,000 cards it
+/// would run Kueue itself (B), as it would off AWS (B's "heterogeneous or non-AWS fleet") or
+/// needing software fractions;
+/// at 40 cards or fewer, separate pools (A); without a model of its own, a managed API (D).
+#[test]
+fn the_decision_says_what_would_change_it() {
+    let e = evaluate(&scenario("aws-300"));
+    assert_eq!(e.decision.recommendation, Architecture::C);
+    let change = |arch: Architecture| {
+        e.decision
+            .changes
+            .iter()
+            .find(|c| c.architecture == arch)
+            .map(|c| c.would_win.clone())
+            .unwrap_or_else(|| panic!("no change listed for {arch:?}"))
+    };
+    assert!(
+        e.decision
+            .changes
+            .iter()
+            .all(|c| c.architecture != Architecture::C)
+    );
+    let b = change(Architecture::B);
+    for want in [
+        "from 2,001 GPUs",
+        "if the fleet were not on AWS only",
+        "if software GPU fractions were required",
+    ] {
+        assert!(b.iter().any(|t| t == want), "B: {b:?}");
+    }
+    assert!(
+        change(Architecture::A).iter().any(|t| t == "up to 40 GPUs"),
+        "{:?}",
+        change(Architecture::A)
+    );
+    assert!(
+        change(Architecture::D)
+            .iter()
+            .any(|t| t == "if you ran no model of your own"),
+        "{:?}",
+        change(Architecture::D)
+    );
+}
+
 /// The case study: ~10,000 accelerators, separate pools at ~35% real utilisation, the same
 /// fleet shared at 60%+, cost per million tokens down sharply.
 #[test]

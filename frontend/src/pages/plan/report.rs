@@ -141,6 +141,19 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
                 }
             }).collect_view()}
         </ul>
+        <h3>"What would change the answer"</h3>
+        <ul class="reasons" data-test="changes">
+            {d.changes.iter().map(|c| view! {
+                <li>
+                    <strong>{c.architecture.label()}</strong>
+                    {if c.would_win.is_empty() {
+                        " would not win through any one change of fleet size, platform team or constraint.".to_owned()
+                    } else {
+                        format!(" would win {}.", c.would_win.join("; or "))
+                    }}
+                </li>
+            }).collect_view()}
+        </ul>
         <div class="two">
             <div>
                 <table data-test="scores">
