@@ -584,6 +584,12 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
                 .await;
         }
     }
+    // The adoption plan, step by step.
+    for step in &e.adoption {
+        browser
+            .wait_for_text("[data-test=adoption]", &step.title)
+            .await;
+    }
     // Where the utilisation comes from, lever by lever, as the native run has it.
     let w = &e.waterfall;
     browser

@@ -3,6 +3,7 @@
 //! Invariants: no I/O, no clocks, no randomness, no environment. Callers pass `now`, seeds and
 //! ids. Units are in names (`mem_mib`, `price_cents_per_gpu_hour`); money is integer cents.
 
+pub mod adoption;
 pub mod auth;
 pub mod catalogue;
 pub mod decision;

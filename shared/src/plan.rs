@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    adoption,
     decision::{self, Decision},
     error::FieldError,
     interrupt::{Interrupt, Interrupted, Never},
@@ -26,6 +27,8 @@ pub struct Evaluation {
     pub isolation: IsolationPlan,
     /// The MIG layout of each flavor the isolation plan puts classes on MIG.
     pub mig: Vec<FlavorMig>,
+    /// How to get there, step by step.
+    pub adoption: Vec<adoption::Step>,
 }
 
 /// Validates, then evaluates. Errors name every bad field by its path.
@@ -53,10 +56,12 @@ pub fn evaluate_until(
         .map_err(|Interrupted| EvaluateError::Interrupted)?;
     let decision = decision::evaluate(scenario, &sizing);
     let isolation = isolation::plan(scenario, decision.recommendation);
+    let mig = isolation::mig_layouts(scenario, &isolation);
     Ok(Evaluation {
         scenario: scenario.name.clone(),
         seed: scenario.seed,
-        mig: isolation::mig_layouts(scenario, &isolation),
+        adoption: adoption::plan(scenario, decision.recommendation, &isolation, &mig),
+        mig,
         isolation,
         decision,
         waterfall: sizing::waterfall(scenario),

@@ -245,6 +245,57 @@ fn the_decision_says_what_would_change_it() {
     );
 }
 
+/// The adoption plan follows the practitioners' order, and names the export's files.
+#[test]
+fn the_adoption_plan_measures_first_and_names_what_each_step_needs() {
+    let titles = |e: &Evaluation| {
+        e.adoption
+            .iter()
+            .map(|s| s.title.clone())
+            .collect::<Vec<_>>()
+    };
+    let bank = evaluate(&scenario("bank-10000"));
+    assert_eq!(
+        titles(&bank),
+        [
+            "Measure real utilisation (DCGM, not requests)",
+            "Split the workloads by isolation need",
+            "Choose the sharing mechanism per class",
+            "Quotas and queues per team",
+            "Pack fractional work",
+        ]
+    );
+    // Ten business units of nine classes each.
+    assert!(
+        bank.adoption[1].why.contains("of 90 workload classes"),
+        "{}",
+        bank.adoption[1].why
+    );
+    let needs = bank.adoption[2].needs.join(" | ");
+    assert!(
+        needs.contains("mig-parted-h800.yaml") && needs.contains("nvidia.com/gpumem"),
+        "{needs}"
+    );
+    let needs = bank.adoption[3].needs.join(" | ");
+    assert!(
+        needs.contains("kueue.yaml") && needs.contains("keda.yaml"),
+        "{needs}"
+    );
+    // Forty cards keep separate pools; no own model moves to an API; both measure first.
+    let startup = evaluate(&scenario("startup-40"));
+    assert_eq!(
+        titles(&startup)[1],
+        "Keep separate pools, sized from the measurements"
+    );
+    assert_eq!(startup.adoption.len(), 2);
+    let api = evaluate(&scenario("no-own-model"));
+    assert_eq!(titles(&api)[1], "Move the work to a managed API");
+    // Utilisation read off pod requests is called unproven.
+    let mut guessed = scenario("aws-300");
+    guessed.constraints.utilisation_measured_by = shared::scenario::UtilisationSource::Requests;
+    assert!(evaluate(&guessed).adoption[0].why.contains("pod requests"));
+}
+
 /// The case study: ~10,000 accelerators, separate pools at ~35% real utilisation, the same
 /// fleet shared at 60%+, cost per million tokens down sharply.
 #[test]

@@ -259,6 +259,18 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
         <MigLayouts mig=evaluation.mig.clone()/>
         <Warnings evaluation=evaluation.clone()/>
         <Chart id="sensitivity-chart" plot=Box::new(move || Some(sensitivity.clone()))/>
+        <h2>"Adoption plan"</h2>
+        <ol class="adoption" data-test="adoption">
+            {evaluation.adoption.iter().map(|step| view! {
+                <li>
+                    <strong>{step.title.clone()}</strong>
+                    <p>{step.why.clone()}</p>
+                    {(!step.needs.is_empty()).then(|| view! {
+                        <ul class="muted">{step.needs.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
+                    })}
+                </li>
+            }).collect_view()}
+        </ol>
     }
 }
 
