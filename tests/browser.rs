@@ -238,6 +238,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     let mut aws = preset("aws-300");
     browser.click_css("[data-test=start-aws-300]").await;
     expect_summary(&browser, &evaluate(&aws)).await;
+    every_input_is_labelled(&browser).await;
     browser.screenshot("plan-2-fleet").await;
 
     // 2. Fleet: a word where a number belongs is refused at its field; the scenario keeps
@@ -270,8 +271,14 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     expect_summary(&browser, &edited).await;
     let input_to_results = typed.elapsed();
 
-    // 3. Results: the figures, the week and the grouped isolation plan equal the native run's.
-    browser.click_css("[data-test=step-results]").await;
+    // 3. Results, reached by keyboard (focus the step's button, press Enter): the figures, the
+    // week and the grouped isolation plan equal the native run's.
+    let results_step = browser
+        .client
+        .find(Locator::Css("[data-test=step-results]"))
+        .await
+        .expect("the Results step");
+    results_step.send_keys("\u{E007}").await.expect("Enter");
     expect_results(&browser, &edited).await;
     browser
         .wait_for_text("#demand-chart", "demand per team")
@@ -324,10 +331,12 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("[data-test=workload]", "Per job")
         .await;
+    every_input_is_labelled(&browser).await;
     browser.screenshot("plan-3-teams").await;
     browser.click_css("[data-test=step-constraints]").await;
     type_into(&browser, "[data-path='name'] input", "AWS, 80 more H100s").await;
     aws.name = "AWS, 80 more H100s".to_owned();
+    every_input_is_labelled(&browser).await;
     browser.screenshot("plan-4-constraints").await;
 
     // 5. Export: the page shows exactly the native export, whose objects validate against
@@ -370,6 +379,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         browser.downloaded("gpufleet-manifests.zip").await,
         shared::zip::store(&entries)
     );
+    every_input_is_labelled(&browser).await;
     browser.screenshot("plan-6-export").await;
 
     // 6. Save, reopen by URL: the same scenario comes back.
@@ -463,6 +473,18 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         "the planner runs in plan-worker.js"
     );
     browser.screenshot("plan-5-results-bank").await;
+    // The same on a 1920-pixel monitor, for people to look at.
+    browser
+        .client
+        .set_window_size(1920, 1080)
+        .await
+        .expect("window size");
+    browser.screenshot("plan-5-results-bank-1920").await;
+    browser
+        .client
+        .set_window_size(1280, 900)
+        .await
+        .expect("window size");
     let timings = format!(
         "time to interactive (navigation start to first results): {interactive_ms} ms\naws-300, input change to updated results: {} ms\nbank-10000, start click to results: {} ms ({took})\n",
         input_to_results.as_millis(),
@@ -500,6 +522,21 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .expect("reload");
     expect_summary(&browser, &bank).await;
     browser.close().await;
+}
+
+/// Every input, select and text area on the page has a label a screen reader reads.
+async fn every_input_is_labelled(browser: &Browser) {
+    let unlabelled = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('input, select, textarea')]
+                .filter(e => !(e.labels && [...e.labels].some(l => l.textContent.trim())) && !e.getAttribute('aria-label'))
+                .map(e => e.outerHTML.slice(0, 120))",
+            vec![],
+        )
+        .await
+        .expect("inputs");
+    assert_eq!(unlabelled, serde_json::json!([]), "inputs without a label");
 }
 
 fn preset(name: &str) -> Scenario {
