@@ -364,12 +364,16 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .into_iter()
         .map(|f| (f.name, f.yaml))
         .collect();
-    for m in evaluate(&aws).mig {
+    let exported = evaluate(&aws);
+    for m in exported.mig {
         let plan = m.layout.expect("aws-300's MIG classes lay out");
         files.push((
             format!("mig-parted-{}.yaml", m.flavor),
             plan.mig_parted_yaml,
         ));
+    }
+    if let Some(hami) = exported.hami_limits {
+        files.push(("hami-limits.yaml".to_owned(), hami));
     }
     let entries: Vec<(&str, &[u8])> = files
         .iter()

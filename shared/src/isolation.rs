@@ -246,6 +246,53 @@ pub fn mig_layouts(scenario: &Scenario, plan: &IsolationPlan) -> Vec<FlavorMig> 
         .collect()
 }
 
+/// What the plan's HAMi classes set in each container's `resources.limits` (HAMi v2.10's
+/// NVIDIA names: `nvidia.com/gpu`, `nvidia.com/gpumem` in MiB, `nvidia.com/gpucores` in % of
+/// the card): the memory one job needs, and the card's compute shared as the sizing packs it
+/// (100 ÷ jobs per card). YAML, one entry per class; `None` when no class is on HAMi. Other
+/// vendors' HAMi names are not in the reference this build knows: those classes get a comment
+/// with the figures to set by hand.
+pub fn hami_limits(scenario: &Scenario, plan: &IsolationPlan) -> Option<String> {
+    let mut yaml = String::from(
+        "# HAMi fractions: the resources.limits of each container of these classes.\n",
+    );
+    let mut any = false;
+    for team in &scenario.teams {
+        for w in &team.workloads {
+            let on_hami = plan.classes.iter().any(|c| {
+                c.team == team.name
+                    && c.workload == w.name
+                    && c.mechanism == Mechanism::HamiFractions
+            });
+            let (Some(job_mib), Some(acc)) = (w.mem_mib_per_job, scenario.accelerator(&w.flavor))
+            else {
+                continue;
+            };
+            let Some(card) = acc.model().filter(|_| on_hami) else {
+                continue;
+            };
+            any = true;
+            let per_card =
+                crate::sizing::jobs_per_card(card.mem_mib, job_mib, f64::from(w.busy_pct) / 100.0);
+            let cores = 100 / per_card.max(1);
+            let name = format!("{}/{}", team.name, w.name);
+            if acc.vendor() == Vendor::Nvidia {
+                yaml.push_str(&format!(
+                    "\"{name}\":\n  flavor: \"{}\"\n  limits:\n    nvidia.com/gpu: 1\n    nvidia.com/gpumem: {job_mib}\n    nvidia.com/gpucores: {cores}\n",
+                    acc.flavor
+                ));
+            } else {
+                yaml.push_str(&format!(
+                    "# {name} on {} ({}): set HAMi's memory limit to {job_mib} MiB and compute to {cores}% with that vendor's resource names.\n",
+                    acc.flavor,
+                    acc.vendor().label()
+                ));
+            }
+        }
+    }
+    any.then_some(yaml)
+}
+
 /// The plan for each class under `architecture`: managed governance (C) offers fractions
 /// through MIG only, so there classes that would share a card in software get a MIG slice or
 /// whole cards, and the reason says so.
@@ -738,6 +785,27 @@ mod tests {
                 .any(|r| r.contains("fits MIG profile 1g.20gb")),
             "{reasons:?}"
         );
+    }
+
+    /// Three 20 GiB fine-tuning jobs share an H100 (81,559 MiB holds three; at 30% busy each,
+    /// three fit in its time): 20,480 MiB and 100 ÷ 3 = 33% of the cores each.
+    #[test]
+    fn hami_classes_get_their_limits() {
+        let mut s = bench_scenario();
+        s.teams.truncate(1);
+        s.teams[0].workloads = vec![Workload {
+            busy_pct: 30,
+            ..class(WorkloadKind::FineTuning, 1, false)
+        }];
+        let p = plan(&s, Architecture::B);
+        assert_eq!(p.classes[0].mechanism, Mechanism::HamiFractions);
+        let yaml = hami_limits(&s, &p).expect("one HAMi class");
+        assert!(
+            yaml.contains("\"team-00/w\":\n  flavor: \"f0\"\n  limits:\n    nvidia.com/gpu: 1\n    nvidia.com/gpumem: 20480\n    nvidia.com/gpucores: 33\n"),
+            "{yaml}"
+        );
+        s.teams[0].workloads[0].mem_mib_per_job = None;
+        assert_eq!(hami_limits(&s, &plan(&s, Architecture::B)), None);
     }
 
     #[test]

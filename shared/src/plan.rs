@@ -27,6 +27,8 @@ pub struct Evaluation {
     pub isolation: IsolationPlan,
     /// The MIG layout of each flavor the isolation plan puts classes on MIG.
     pub mig: Vec<FlavorMig>,
+    /// The HAMi classes' container limits, as YAML; `None` without HAMi classes.
+    pub hami_limits: Option<String>,
     /// How to get there, step by step.
     pub adoption: Vec<adoption::Step>,
 }
@@ -61,6 +63,7 @@ pub fn evaluate_until(
         scenario: scenario.name.clone(),
         seed: scenario.seed,
         adoption: adoption::plan(scenario, decision.recommendation, &isolation, &mig),
+        hami_limits: isolation::hami_limits(scenario, &isolation),
         mig,
         isolation,
         decision,

@@ -273,7 +273,7 @@ fn the_adoption_plan_measures_first_and_names_what_each_step_needs() {
     );
     let needs = bank.adoption[2].needs.join(" | ");
     assert!(
-        needs.contains("mig-parted-h800.yaml") && needs.contains("nvidia.com/gpumem"),
+        needs.contains("mig-parted-h800.yaml") && needs.contains("hami-limits.yaml"),
         "{needs}"
     );
     let needs = bank.adoption[3].needs.join(" | ");

@@ -39,6 +39,13 @@ pub fn ExportStep() -> impl IntoView {
                             ));
                         }
                     }
+                    if let Some(hami) = e.as_ref().and_then(|e| e.hami_limits.clone()) {
+                        files.push((
+                            "hami-limits.yaml".to_owned(),
+                            hami,
+                            "(HAMi: each class's container limits)".to_owned(),
+                        ));
+                    }
                 });
             }
             files
