@@ -1016,24 +1016,9 @@ pub fn bench_scenario() -> Scenario {
             }
         })
         .collect();
-    Scenario {
-        version: SCENARIO_VERSION,
-        name: "benchmark: 10,000 GPUs, 50 teams, 4 flavors".to_owned(),
-        seed: crate::rng::DEFAULT_SEED,
-        fleet,
-        teams,
-        quota: QuotaPolicy::default(),
-        constraints: Constraints {
-            hardware_isolation_between_tenants: false,
-            aws_only: false,
-            heterogeneous: false,
-            kubernetes_version: "1.34".to_owned(),
-            platform_team_size: 10,
-            platform_engineer_cost_cents_per_year: 25_000_000,
-            runs_own_models: true,
-            needs_software_fractions: false,
-            utilisation_measured_by: UtilisationSource::Dcgm,
-        },
-        weights: Weights::default(),
-    }
+    let mut s = Scenario::starting_from("benchmark: 10,000 GPUs, 50 teams, 4 flavors", fleet);
+    s.teams = teams;
+    s.constraints.platform_team_size = 10;
+    s.constraints.platform_engineer_cost_cents_per_year = 25_000_000;
+    s
 }
