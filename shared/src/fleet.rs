@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     catalogue::{self, UnknownModel, Vendor},
     scenario::Accelerator,
-    validate::dns_label_from,
+    validate::{dns_label_from, free_name},
 };
 
 /// An accelerator model of the fleet, e.g. `H200-SXM-141GB`, with its price.
@@ -120,17 +120,7 @@ impl Fleet {
         let mut fleet: Vec<Accelerator> = Vec::new();
         for pool in self.pools.iter().filter(|p| p.gpus() > 0) {
             let stem = dns_label_from(&pool.name).unwrap_or_else(|| "pool".to_owned());
-            let taken = |name: &str| fleet.iter().any(|a| a.flavor == name);
-            let flavor = (1..)
-                .map(|i| {
-                    if i == 1 {
-                        stem.clone()
-                    } else {
-                        format!("{stem}-{i}")
-                    }
-                })
-                .find(|name| !taken(name))
-                .unwrap_or_default();
+            let flavor = free_name(&stem, |name| fleet.iter().any(|a| a.flavor == name));
             let price = self
                 .models
                 .iter()

@@ -211,9 +211,7 @@ pub fn mig_layouts(scenario: &Scenario, plan: &IsolationPlan) -> Vec<FlavorMig> 
         };
         let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
         let replicas = match &w.inference {
-            Some(inf) => inf
-                .replicas_for(peak, w.gpus_per_job)
-                .clamp(inf.min_replicas, inf.max_replicas.max(inf.min_replicas)),
+            Some(inf) => inf.replicas_held(peak, w.gpus_per_job),
             None => (peak - 1e-9).ceil().max(0.0) as u32,
         };
         let group = ReplicaGroup {
@@ -589,9 +587,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
             }
             if let Some(inf) = &w.inference {
                 let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
-                let replicas = inf
-                    .replicas_for(peak, w.gpus_per_job)
-                    .clamp(inf.min_replicas, inf.max_replicas.max(inf.min_replicas));
+                let replicas = inf.replicas_held(peak, w.gpus_per_job);
                 let held = u64::from(replicas) * u64::from(w.gpus_per_job);
                 let nominal = u64::from(team.nominal_gpus.get(&w.flavor).copied().unwrap_or(0));
                 if scenario.quota.cohort && scenario.quota.reclaim_within_cohort && held > nominal {

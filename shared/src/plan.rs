@@ -67,7 +67,7 @@ pub fn evaluate_until(
         mig,
         isolation,
         decision,
-        waterfall: sizing::waterfall(scenario),
+        waterfall: sizing::waterfall(scenario, &sizing),
         sizing,
         simulation,
     })

@@ -10,7 +10,7 @@ use crate::{
     catalogue::{self, AcceleratorModel, Vendor},
     error::FieldError,
     label::Labelled,
-    validate::{DNS_LABEL_RULE, is_dns_label},
+    validate::{DNS_LABEL_RULE, free_name, is_dns_label},
 };
 
 /// The scenario format this build reads. Version 2 names accelerators by the catalogue and
@@ -266,6 +266,13 @@ impl Inference {
     pub fn replicas_for(&self, traffic_gpus: f64, gpus_per_replica: u32) -> u32 {
         let per_replica = f64::from(gpus_per_replica) * f64::from(self.threshold_pct) / 100.0;
         (traffic_gpus / per_replica - 1e-9).ceil().max(0.0) as u32
+    }
+
+    /// The replicas KEDA keeps for `traffic_gpus`: [`Inference::replicas_for`] within
+    /// min/max replicas.
+    pub fn replicas_held(&self, traffic_gpus: f64, gpus_per_replica: u32) -> u32 {
+        self.replicas_for(traffic_gpus, gpus_per_replica)
+            .clamp(self.min_replicas, self.max_replicas.max(self.min_replicas))
     }
 
     /// Cold start in minutes: from a warm node-local cache when there is one and it holds the
@@ -833,17 +840,6 @@ impl Scenario {
     pub fn free_team(&self, stem: &str) -> String {
         free_name(stem, |n| self.teams.iter().any(|t| t.name == n))
     }
-}
-
-/// `stem`, or `stem-2`, `stem-3`, … whichever is free first.
-fn free_name(stem: &str, taken: impl Fn(&str) -> bool) -> String {
-    if !taken(stem) {
-        return stem.to_owned();
-    }
-    (2..)
-        .map(|i| format!("{stem}-{i}"))
-        .find(|n| !taken(n))
-        .unwrap_or_default()
 }
 
 impl Accelerator {

@@ -192,9 +192,7 @@ impl Series {
                 let held: Vec<f64> = demand
                     .iter()
                     .map(|&traffic| {
-                        let replicas = inf
-                            .replicas_for(traffic, w.gpus_per_job)
-                            .clamp(inf.min_replicas, inf.max_replicas.max(inf.min_replicas));
+                        let replicas = inf.replicas_held(traffic, w.gpus_per_job);
                         f64::from(replicas) * f64::from(w.gpus_per_job)
                     })
                     .collect();
@@ -432,7 +430,7 @@ impl Labelled for Lever {
 /// The [`Waterfall`] of `scenario`: sizing run with one lever switched on at a time, so each bar
 /// is the difference between two sizings and the bars telescope from the separate pools' busy
 /// utilisation to the shared pool's.
-pub fn waterfall(scenario: &Scenario) -> Waterfall {
+pub fn waterfall(scenario: &Scenario, actual: &Sizing) -> Waterfall {
     let variant = |backlog: bool, fractions: bool| {
         let mut s = scenario.clone();
         for w in s.teams.iter_mut().flat_map(|t| &mut t.workloads) {
@@ -445,7 +443,6 @@ pub fn waterfall(scenario: &Scenario) -> Waterfall {
         }
         size(&s)
     };
-    let actual = size(scenario);
     let dry = variant(false, false);
     let whole_cards = variant(true, false);
     let (from, to) = (
@@ -629,6 +626,10 @@ mod tests {
     /// of 5 GPUs on the first fills its own pool's idle half: that pool goes to (840 + 420) ÷
     /// 1,680 = 75%, separate pools to (1,260 + 840) ÷ 3,360 = 62.5%; the shared pool has no
     /// trough left, so the backlog is worth 100 − 62.5 − 50 = −12.5 points there.
+    fn waterfall_of(s: &Scenario) -> Waterfall {
+        waterfall(s, &size(s))
+    }
+
     #[test]
     fn the_waterfall_telescopes_by_hand() {
         let half = |first: bool| -> Vec<f64> {
@@ -644,12 +645,12 @@ mod tests {
         };
         let mut a = batch("a", half(true), 100);
         let b = batch("b", half(false), 100);
-        let w = waterfall(&one_team(vec![a.clone(), b.clone()]));
+        let w = waterfall_of(&one_team(vec![a.clone(), b.clone()]));
         assert_eq!((w.from_pct, w.to_pct), (50.0, 100.0));
         let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
         assert_eq!(points, vec![50.0, 0.0, 0.0]);
         a.backlog_gpus = 5.0;
-        let w = waterfall(&one_team(vec![a, b]));
+        let w = waterfall_of(&one_team(vec![a, b]));
         assert_eq!((w.from_pct, w.to_pct), (62.5, 100.0));
         let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
         assert_eq!(points, vec![50.0, -12.5, 0.0]);
@@ -661,7 +662,7 @@ mod tests {
     fn fractions_are_their_own_bar() {
         let mut small = batch("small", vec![8.0; HOURS_PER_WEEK], 25);
         small.mem_mib_per_job = Some(10_240);
-        let w = waterfall(&one_team(vec![small]));
+        let w = waterfall_of(&one_team(vec![small]));
         assert_eq!((w.from_pct, w.to_pct), (25.0, 100.0));
         let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
         assert_eq!(points, vec![0.0, 0.0, 75.0]);

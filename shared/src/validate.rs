@@ -31,6 +31,17 @@ pub fn dns_label_from(text: &str) -> Option<String> {
     (!label.is_empty()).then(|| label.to_owned())
 }
 
+/// `stem`, or `stem-2`, `stem-3`, … whichever `taken` says is free first.
+pub fn free_name(stem: &str, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(stem) {
+        return stem.to_owned();
+    }
+    (2..)
+        .map(|i| format!("{stem}-{i}"))
+        .find(|n| !taken(n))
+        .unwrap_or_default()
+}
+
 pub const DNS_LABEL_RULE: &str =
     "must be a DNS label: 1-63 lower-case letters, digits or '-', not starting or ending with '-'";
 

@@ -113,7 +113,8 @@ fn AcceleratorRow(i: usize) -> impl IntoView {
             })
             .collect()
     });
-    let flavor = bind_text(move |s| s.fleet.get(i).map(|a| a.flavor.clone()), |_, _| {});
+    let flavor: super::fields::Getter =
+        Arc::new(move |s: &Scenario| s.fleet.get(i).map(|a| a.flavor.clone()));
     // Renaming follows the flavor into every quota and class (`Scenario::rename_flavor`).
     let rename: super::fields::Setter = Arc::new(move |s: &mut Scenario, new: &str| {
         let old = s.fleet.get(i).map(|a| a.flavor.clone()).unwrap_or_default();
@@ -128,7 +129,7 @@ fn AcceleratorRow(i: usize) -> impl IntoView {
     });
     view! {
         <fieldset class="row" data-test="accelerator">
-            <Field label="Flavor" path=p("flavor") bind=(flavor.0, rename)/>
+            <Field label="Flavor" path=p("flavor") bind=(flavor, rename)/>
             <Choice label="Model" path=p("gpu_model") options=models
                 get=Arc::new(move |s| s.fleet.get(i).map(|a| a.gpu_model.clone()).unwrap_or_default())
                 set=Arc::new(move |s, v| if let Some(a) = acc_mut(s, i) { v.clone_into(&mut a.gpu_model) })/>
