@@ -1,39 +1,19 @@
-//! Manifest export: the scenario's quota set-up as Kueue objects (ResourceFlavors, Cohort,
-//! ClusterQueues, LocalQueues, WorkloadPriorityClasses; v1beta2 by default, v1beta1 on request)
-//! and KEDA ScaledObjects for inference, rendered as YAML. Pure: objects in, text out.
+//! Manifest export: the scenario's quota set-up as Kueue objects (rendered by `kueue`, the one
+//! renderer; v1beta2 by default, v1beta1 on request) and KEDA ScaledObjects for inference, as
+//! YAML. Pure: objects in, text out.
 //!
-//! Invariants: every object validates against the real CRD schemas (tested); borrowing and
-//! lending limits appear only with a cohort, as Kueue's CEL rule demands.
+//! Invariants: every object validates against the real CRD schemas (tested).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::scenario::{Queueing, Scenario, WorkloadKind};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum KueueVersion {
-    V1beta1,
-    #[default]
-    V1beta2,
-}
-
-impl KueueVersion {
-    pub fn api_version(self) -> &'static str {
-        match self {
-            KueueVersion::V1beta1 => "kueue.x-k8s.io/v1beta1",
-            KueueVersion::V1beta2 => "kueue.x-k8s.io/v1beta2",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "v1beta1" => Some(Self::V1beta1),
-            "v1beta2" => Some(Self::V1beta2),
-            _ => None,
-        }
-    }
-}
+pub use crate::kueue::{KueueVersion, priority_class};
+use crate::{
+    kueue::{FlavorObject, Queue, Quota, Reclaim, Setup, WithinQueue},
+    scenario::{Scenario, WorkloadKind},
+};
 
 /// The cohort every team's ClusterQueue joins.
 pub const COHORT: &str = "gpufleet";
@@ -48,101 +28,87 @@ pub struct ManifestFile {
     pub yaml: String,
 }
 
-/// Objects per file: `kueue.yaml` (flavors, cohort, queues, priorities) and `keda.yaml`.
-pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
-    let mut kueue = Vec::new();
-    let api = version.api_version();
-    for acc in &scenario.fleet {
-        let label = acc.vendor().product_label();
-        kueue.push(json!({
-            "apiVersion": api, "kind": "ResourceFlavor",
-            "metadata": {"name": acc.flavor},
-            "spec": {"nodeLabels": {label: acc.gpu_model}},
-        }));
-    }
-    if scenario.quota.cohort {
-        kueue.push(
-            json!({"apiVersion": api, "kind": "Cohort", "metadata": {"name": COHORT}, "spec": {}}),
-        );
-    }
-    for team in &scenario.teams {
-        // One resource group per accelerator resource (flavors of one group cover the same one).
-        let mut groups: Vec<(String, Vec<Value>)> = Vec::new();
-        for acc in &scenario.fleet {
-            let resource = acc.vendor().resource_name();
-            let mut quota = Map::new();
-            quota.insert("name".into(), json!(resource));
-            quota.insert(
-                "nominalQuota".into(),
-                json!(team.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)),
-            );
-            if scenario.quota.cohort {
-                if let Some(b) = team.borrowing_limit_gpus.get(&acc.flavor) {
-                    quota.insert("borrowingLimit".into(), json!(b));
-                }
-                if let Some(l) = team.lending_limit_gpus.get(&acc.flavor) {
-                    quota.insert("lendingLimit".into(), json!(l));
-                }
-            }
-            let flavor = json!({"name": acc.flavor, "resources": [Value::Object(quota)]});
-            match groups.iter_mut().find(|(r, _)| *r == resource) {
-                Some((_, flavors)) => flavors.push(flavor),
-                None => groups.push((resource.to_owned(), vec![flavor])),
-            }
-        }
-        let resource_groups: Vec<Value> = groups
-            .into_iter()
-            .map(|(r, flavors)| json!({"coveredResources": [r], "flavors": flavors}))
-            .collect();
-        let mut spec = Map::new();
-        if scenario.quota.cohort {
-            let key = if version == KueueVersion::V1beta1 {
-                "cohort"
+/// The scenario's quota set-up: one flavor per accelerator, pinned to its model's nodes; one
+/// queue per team (the team's name as ClusterQueue, LocalQueue and namespace).
+pub fn kueue_setup(scenario: &Scenario) -> Setup {
+    let cohort = scenario.quota.cohort.then(|| COHORT.to_owned());
+    let flavors = scenario
+        .fleet
+        .iter()
+        .map(|acc| FlavorObject {
+            name: acc.flavor.clone(),
+            node_labels: BTreeMap::from([(
+                acc.vendor().product_label().to_owned(),
+                acc.gpu_model.clone(),
+            )]),
+            ..FlavorObject::default()
+        })
+        .collect();
+    let resources = scenario
+        .fleet
+        .iter()
+        .map(|acc| {
+            (
+                acc.flavor.clone(),
+                vec![acc.vendor().resource_name().to_owned()],
+            )
+        })
+        .collect();
+    let queues = scenario
+        .teams
+        .iter()
+        .map(|team| Queue {
+            cluster_queue: team.name.clone(),
+            namespace: team.name.clone(),
+            local_queue: team.name.clone(),
+            cohort: cohort.clone(),
+            queueing: scenario.quota.queueing,
+            reclaim: if scenario.quota.reclaim_within_cohort {
+                Reclaim::Any
             } else {
-                "cohortName"
-            };
-            spec.insert(key.into(), json!(COHORT));
-        }
-        spec.insert(
-            "namespaceSelector".into(),
-            json!({"matchLabels": {"kubernetes.io/metadata.name": team.name}}),
-        );
-        let strategy = match scenario.quota.queueing {
-            Queueing::StrictFifo => "StrictFIFO",
-            Queueing::BestEffortFifo => "BestEffortFIFO",
-        };
-        spec.insert("queueingStrategy".into(), json!(strategy));
-        spec.insert(
-            "preemption".into(),
-            json!({
-                "reclaimWithinCohort": if scenario.quota.cohort && scenario.quota.reclaim_within_cohort { "Any" } else { "Never" },
-                "withinClusterQueue": if scenario.quota.preempt_lower_priority { "LowerPriority" } else { "Never" },
-            }),
-        );
-        spec.insert("resourceGroups".into(), Value::Array(resource_groups));
-        kueue.push(json!({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": team.name}, "spec": spec}));
-        kueue.push(json!({
-            "apiVersion": api, "kind": "LocalQueue",
-            "metadata": {"name": team.name, "namespace": team.name},
-            "spec": {"clusterQueue": team.name},
-        }));
-    }
-    let mut priorities: Vec<i32> = scenario
+                Reclaim::Never
+            },
+            within: if scenario.quota.preempt_lower_priority {
+                WithinQueue::LowerPriority
+            } else {
+                WithinQueue::Never
+            },
+            quotas: scenario
+                .fleet
+                .iter()
+                .map(|acc| Quota {
+                    flavor: acc.flavor.clone(),
+                    resource: acc.vendor().resource_name().to_owned(),
+                    nominal: i64::from(team.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)),
+                    borrowing_limit: team
+                        .borrowing_limit_gpus
+                        .get(&acc.flavor)
+                        .map(|&b| i64::from(b)),
+                    lending_limit: team
+                        .lending_limit_gpus
+                        .get(&acc.flavor)
+                        .map(|&l| i64::from(l)),
+                })
+                .collect(),
+        })
+        .collect();
+    let priorities = scenario
         .teams
         .iter()
         .flat_map(|t| &t.workloads)
         .map(|w| w.priority)
         .collect();
-    priorities.sort_unstable();
-    priorities.dedup();
-    for p in priorities {
-        kueue.push(json!({
-            "apiVersion": api, "kind": "WorkloadPriorityClass",
-            "metadata": {"name": priority_class(p)},
-            "value": p,
-            "description": format!("gpufleet workload priority {p}"),
-        }));
+    Setup {
+        flavors,
+        resources,
+        queues,
+        priorities,
     }
+}
+
+/// Objects per file: `kueue.yaml` (flavors, cohort, queues, priorities) and `keda.yaml`.
+pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
+    let kueue = kueue_setup(scenario).objects(version);
     let mut keda = Vec::new();
     for team in &scenario.teams {
         for w in team
@@ -198,14 +164,6 @@ fn file(name: &str, objects: Vec<Value>) -> ManifestFile {
         name: name.to_owned(),
         objects,
         yaml,
-    }
-}
-
-pub fn priority_class(value: i32) -> String {
-    if value < 0 {
-        format!("priority-minus-{}", value.unsigned_abs())
-    } else {
-        format!("priority-{value}")
     }
 }
 
@@ -303,6 +261,5 @@ mod tests {
             to_yaml(&v),
             "a: 1\nb:\n  c: \"x y\"\n  d: []\ne:\n  - f: true\n    g:\n      - 1\n      - 2\n  - \"h\"\ni: {}\n"
         );
-        assert_eq!(priority_class(-5), "priority-minus-5");
     }
 }

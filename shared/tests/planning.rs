@@ -1370,3 +1370,116 @@ fn scale_to_zero_follows_cooldown_not_the_stabilisation_window() {
     // minute 65, when KEDA scales to 0. 5 replicas × 64 min + 1 × 65 min = 385 GPU-minutes.
     assert_eq!(sim.teams[0].replica_gpu_minutes, 385.0);
 }
+
+#[test]
+fn approved_quota_renders_to_objects_the_real_crds_accept() {
+    use std::collections::BTreeMap;
+
+    use shared::{
+        day::Day,
+        kueue::{Taint, TaintEffect, Toleration, TolerationOperator},
+        quota::{Approved, Flavor, FlavorSettings, QuotaLine, QuotaSpec, QuotaWorld, TeamQueue},
+    };
+    let today = Day::parse("2026-12-01").expect("day");
+    let flavor = |name: &str, mig: &[(&str, u32)]| Flavor {
+        name: name.into(),
+        gpu_model: "H100-SXM5-80GB".into(),
+        pools: vec![name.into()],
+        gpus: 16,
+        settings: FlavorSettings {
+            node_labels: BTreeMap::from([("gpufleet.io/pool".into(), name.into())]),
+            node_taints: vec![Taint {
+                key: "nvidia.com/gpu".into(),
+                value: String::new(),
+                effect: TaintEffect::NoSchedule,
+            }],
+            tolerations: vec![Toleration {
+                key: "nvidia.com/gpu".into(),
+                operator: TolerationOperator::Exists,
+                value: String::new(),
+                effect: Some(TaintEffect::NoSchedule),
+            }],
+            mig_layout: mig.iter().map(|(p, n)| ((*p).to_owned(), *n)).collect(),
+        },
+    };
+    let team = |name: &str, cohort: Option<&str>| TeamQueue {
+        team: name.into(),
+        namespace: format!("team-{name}"),
+        cluster_queue: format!("{name}-cq"),
+        local_queue: format!("{name}-lq"),
+        cohort: cohort.map(str::to_owned),
+    };
+    let mut spec = QuotaSpec::blank(
+        &[
+            flavor("whole", &[]),
+            flavor("sliced", &[("1g.10gb", 3), ("2g.20gb", 2)]),
+        ],
+        today,
+    );
+    spec.justification = "training".into();
+    for line in &mut spec.lines {
+        line.nominal = 4;
+        line.borrowing_limit = Some(2);
+        line.lending_limit = Some(1);
+    }
+    let world = QuotaWorld {
+        flavors: vec![
+            flavor("whole", &[]),
+            flavor("sliced", &[("1g.10gb", 3), ("2g.20gb", 2)]),
+        ],
+        teams: vec![
+            team("research", Some("gpufleet")),
+            team("solo", None),
+            team("idle", Some("gpufleet")),
+        ],
+        approved: vec![
+            Approved {
+                id: 1,
+                team: "research".into(),
+                order: 1,
+                spec: spec.clone(),
+            },
+            Approved {
+                id: 2,
+                team: "solo".into(),
+                order: 2,
+                spec: QuotaSpec {
+                    lines: vec![QuotaLine {
+                        flavor: "whole".into(),
+                        resource: "nvidia.com/gpu".into(),
+                        nominal: 2,
+                        borrowing_limit: None,
+                        lending_limit: None,
+                    }],
+                    ..spec.clone()
+                },
+            },
+        ],
+    };
+    for version in [KueueVersion::V1beta2, KueueVersion::V1beta1] {
+        let objects = world.kueue_setup(today).objects(version);
+        // 2 flavors, 1 cohort, 3 × (ClusterQueue + LocalQueue).
+        assert_eq!(objects.len(), 9);
+        for object in &objects {
+            let kind = object["kind"].as_str().expect("kind");
+            let schema = crd(crd_for(kind));
+            let v = version.api_version().rsplit('/').next().expect("version");
+            let mut errors = Vec::new();
+            validate(&schema["versions"][v], object, kind, &mut errors);
+            assert!(errors.is_empty(), "{kind}: {errors:#?}\n{object:#}");
+        }
+        // The sliced flavor's group covers both MIG resources, in every queue.
+        let research = &objects[3];
+        assert_eq!(research["metadata"]["name"], "research-cq");
+        assert_eq!(
+            research["spec"]["resourceGroups"][1]["coveredResources"],
+            serde_json::json!(["nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb"])
+        );
+        let solo = &objects[5];
+        assert!(!solo.to_string().contains("borrowingLimit"), "{solo}");
+        assert_eq!(
+            objects[4]["metadata"],
+            serde_json::json!({"name": "research-lq", "namespace": "team-research"})
+        );
+    }
+}

@@ -280,6 +280,55 @@ pub fn plan_until(
     })
 }
 
+/// Whether one GPU of `gpu_model` holds `layout` (profile, instances) under the placement
+/// rules, largest profiles placed first; the reason when it does not.
+pub fn fits_one_gpu(gpu_model: &str, layout: &[(String, u32)]) -> Result<(), String> {
+    let model = catalogue::find(gpu_model).map_err(|e| e.to_string())?;
+    let Some(geometry) = &model.mig else {
+        return Err(format!("{gpu_model} has no MIG"));
+    };
+    let mut wanted: Vec<&MigProfile> = Vec::new();
+    for (name, count) in layout {
+        let profile = geometry
+            .profiles
+            .iter()
+            .find(|p| p.name == *name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = geometry.profiles.iter().map(|p| p.name.as_str()).collect();
+                format!(
+                    "{gpu_model} has no MIG profile {name}; it has {}",
+                    known.join(", ")
+                )
+            })?;
+        if profile.start_slots.is_empty() || profile.placement_slices == 0 {
+            return Err(MigError::NoPlacement(gpu_model.to_owned()).to_string());
+        }
+        wanted.extend(std::iter::repeat_n(profile, *count as usize));
+    }
+    if wanted.is_empty() {
+        return Err("a MIG layout needs at least one instance".to_owned());
+    }
+    wanted.sort_by(|a, b| {
+        b.placement_slices
+            .cmp(&a.placement_slices)
+            .then(a.name.cmp(&b.name))
+    });
+    let mut gpu = GpuLayout {
+        index: 0,
+        instances: Vec::new(),
+        free_memory_slices: geometry.total_memory_slices,
+    };
+    for profile in wanted {
+        if !try_place(&mut gpu, geometry, profile, "") {
+            return Err(format!(
+                "one {gpu_model} cannot hold this layout: no room left for a {} instance",
+                profile.name
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Places one instance on `gpu` at the first valid start slot; `false` if none is valid.
 fn try_place(
     gpu: &mut GpuLayout,

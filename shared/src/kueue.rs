@@ -1,0 +1,426 @@
+//! The one Kueue renderer: a quota set-up (flavors, cohorts, one queue per team, priorities) to
+//! Kueue objects — ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass.
+//! The planner's export (`manifests`) and the approved quota (`quota`) both come here.
+//!
+//! Invariants: every object validates against the real CRD schemas (tested in
+//! `shared/tests`); borrowing and lending limits appear only with a cohort, as Kueue's CEL
+//! rule demands; each resource group's flavors list the same covered resources, in the same
+//! order, and a resource is covered by one group only (Kueue's validation).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::scenario::Queueing;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum KueueVersion {
+    V1beta1,
+    #[default]
+    V1beta2,
+}
+
+impl KueueVersion {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            KueueVersion::V1beta1 => "kueue.x-k8s.io/v1beta1",
+            KueueVersion::V1beta2 => "kueue.x-k8s.io/v1beta2",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "v1beta1" => Some(Self::V1beta1),
+            "v1beta2" => Some(Self::V1beta2),
+            _ => None,
+        }
+    }
+}
+
+/// A node taint a flavor's nodes carry (Kubernetes' `Taint`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+/// A toleration Kueue adds to the pods it admits on a flavor (Kubernetes' `Toleration`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Toleration {
+    pub key: String,
+    pub operator: TolerationOperator,
+    /// Empty with `Exists`.
+    #[serde(default)]
+    pub value: String,
+    /// `None` tolerates every effect.
+    #[serde(default)]
+    pub effect: Option<TaintEffect>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TolerationOperator {
+    Equal,
+    Exists,
+}
+
+/// `preemption.reclaimWithinCohort`: whom a queue may evict to take back its lent quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Reclaim {
+    Never,
+    LowerPriority,
+    #[default]
+    Any,
+}
+
+/// `preemption.withinClusterQueue`: whom a workload may evict inside its own queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum WithinQueue {
+    Never,
+    #[default]
+    LowerPriority,
+    LowerOrNewerEqualPriority,
+}
+
+/// A ResourceFlavor: which nodes a flavor's quota lands on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FlavorObject {
+    pub name: String,
+    pub node_labels: BTreeMap<String, String>,
+    pub node_taints: Vec<Taint>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// One resource of one flavor in a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quota {
+    pub flavor: String,
+    pub resource: String,
+    pub nominal: i64,
+    pub borrowing_limit: Option<i64>,
+    pub lending_limit: Option<i64>,
+}
+
+/// A team's ClusterQueue and LocalQueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queue {
+    pub cluster_queue: String,
+    pub namespace: String,
+    pub local_queue: String,
+    pub cohort: Option<String>,
+    pub queueing: Queueing,
+    pub reclaim: Reclaim,
+    pub within: WithinQueue,
+    /// Flavors and resources the queue does not list here are covered with nominal quota 0.
+    pub quotas: Vec<Quota>,
+}
+
+/// Everything rendered into one `kueue.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Setup {
+    pub flavors: Vec<FlavorObject>,
+    /// The resources each flavor offers, in order (`nvidia.com/gpu`, MIG resources, …).
+    pub resources: BTreeMap<String, Vec<String>>,
+    pub queues: Vec<Queue>,
+    pub priorities: Vec<i32>,
+}
+
+impl Setup {
+    /// The cohorts the queues name, each once, in order of first use.
+    pub fn cohorts(&self) -> Vec<&str> {
+        let mut cohorts: Vec<&str> = Vec::new();
+        for name in self.queues.iter().filter_map(|q| q.cohort.as_deref()) {
+            if !cohorts.contains(&name) {
+                cohorts.push(name);
+            }
+        }
+        cohorts
+    }
+
+    /// Flavors grouped as Kueue's resource groups: flavors whose resources overlap share a
+    /// group, which covers the union of their resources.
+    fn resource_groups(&self) -> Vec<(Vec<String>, Vec<String>)> {
+        let mut groups: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+        for flavor in &self.flavors {
+            let offers = self
+                .resources
+                .get(&flavor.name)
+                .cloned()
+                .unwrap_or_default();
+            let mut merged = (offers, vec![flavor.name.clone()]);
+            groups.retain(|(covered, flavors)| {
+                if covered.iter().any(|r| merged.0.contains(r)) {
+                    for r in covered {
+                        if !merged.0.contains(r) {
+                            merged.0.push(r.clone());
+                        }
+                    }
+                    merged.1.splice(0..0, flavors.iter().cloned());
+                    false
+                } else {
+                    true
+                }
+            });
+            groups.push(merged);
+        }
+        groups.retain(|(covered, _)| !covered.is_empty());
+        groups
+    }
+
+    /// The objects in the order Kueue needs them created: flavors, cohorts, queues, priorities.
+    pub fn objects(&self, version: KueueVersion) -> Vec<Value> {
+        let api = version.api_version();
+        let mut objects = Vec::new();
+        for flavor in &self.flavors {
+            let mut spec = Map::new();
+            spec.insert("nodeLabels".into(), json!(flavor.node_labels));
+            if !flavor.node_taints.is_empty() {
+                spec.insert("nodeTaints".into(), json!(flavor.node_taints));
+            }
+            if !flavor.tolerations.is_empty() {
+                spec.insert("tolerations".into(), tolerations(&flavor.tolerations));
+            }
+            objects.push(json!({
+                "apiVersion": api, "kind": "ResourceFlavor",
+                "metadata": {"name": flavor.name}, "spec": spec,
+            }));
+        }
+        for cohort in self.cohorts() {
+            objects.push(
+                json!({"apiVersion": api, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}}),
+            );
+        }
+        let groups = self.resource_groups();
+        for queue in &self.queues {
+            objects.push(self.cluster_queue(queue, &groups, version));
+            objects.push(json!({
+                "apiVersion": api, "kind": "LocalQueue",
+                "metadata": {"name": queue.local_queue, "namespace": queue.namespace},
+                "spec": {"clusterQueue": queue.cluster_queue},
+            }));
+        }
+        let mut priorities = self.priorities.clone();
+        priorities.sort_unstable();
+        priorities.dedup();
+        for p in priorities {
+            objects.push(json!({
+                "apiVersion": api, "kind": "WorkloadPriorityClass",
+                "metadata": {"name": priority_class(p)},
+                "value": p,
+                "description": format!("gpufleet workload priority {p}"),
+            }));
+        }
+        objects
+    }
+
+    /// One team's ClusterQueue.
+    pub fn cluster_queue_of(&self, cluster_queue: &str, version: KueueVersion) -> Option<Value> {
+        let queue = self
+            .queues
+            .iter()
+            .find(|q| q.cluster_queue == cluster_queue)?;
+        Some(self.cluster_queue(queue, &self.resource_groups(), version))
+    }
+
+    fn cluster_queue(
+        &self,
+        queue: &Queue,
+        groups: &[(Vec<String>, Vec<String>)],
+        version: KueueVersion,
+    ) -> Value {
+        let resource_groups: Vec<Value> = groups
+            .iter()
+            .map(|(covered, flavors)| {
+                let flavors: Vec<Value> = flavors
+                    .iter()
+                    .map(|flavor| {
+                        let resources: Vec<Value> = covered
+                            .iter()
+                            .map(|resource| {
+                                let quota = queue
+                                    .quotas
+                                    .iter()
+                                    .find(|q| q.flavor == *flavor && q.resource == *resource);
+                                let mut entry = Map::new();
+                                entry.insert("name".into(), json!(resource));
+                                entry.insert(
+                                    "nominalQuota".into(),
+                                    json!(quota.map_or(0, |q| q.nominal)),
+                                );
+                                if queue.cohort.is_some() {
+                                    if let Some(b) = quota.and_then(|q| q.borrowing_limit) {
+                                        entry.insert("borrowingLimit".into(), json!(b));
+                                    }
+                                    if let Some(l) = quota.and_then(|q| q.lending_limit) {
+                                        entry.insert("lendingLimit".into(), json!(l));
+                                    }
+                                }
+                                Value::Object(entry)
+                            })
+                            .collect();
+                        json!({"name": flavor, "resources": resources})
+                    })
+                    .collect();
+                json!({"coveredResources": covered, "flavors": flavors})
+            })
+            .collect();
+        let mut spec = Map::new();
+        if let Some(cohort) = &queue.cohort {
+            let key = if version == KueueVersion::V1beta1 {
+                "cohort"
+            } else {
+                "cohortName"
+            };
+            spec.insert(key.into(), json!(cohort));
+        }
+        spec.insert(
+            "namespaceSelector".into(),
+            json!({"matchLabels": {"kubernetes.io/metadata.name": queue.namespace}}),
+        );
+        let strategy = match queue.queueing {
+            Queueing::StrictFifo => "StrictFIFO",
+            Queueing::BestEffortFifo => "BestEffortFIFO",
+        };
+        spec.insert("queueingStrategy".into(), json!(strategy));
+        let reclaim = if queue.cohort.is_some() {
+            queue.reclaim
+        } else {
+            Reclaim::Never
+        };
+        spec.insert(
+            "preemption".into(),
+            json!({"reclaimWithinCohort": reclaim, "withinClusterQueue": queue.within}),
+        );
+        spec.insert("resourceGroups".into(), Value::Array(resource_groups));
+        json!({
+            "apiVersion": version.api_version(), "kind": "ClusterQueue",
+            "metadata": {"name": queue.cluster_queue}, "spec": spec,
+        })
+    }
+}
+
+/// Kubernetes leaves out empty optional fields: `value` with `Exists`, a missing `effect`.
+fn tolerations(tolerations: &[Toleration]) -> Value {
+    tolerations
+        .iter()
+        .map(|t| {
+            let mut entry = Map::new();
+            entry.insert("key".into(), json!(t.key));
+            entry.insert("operator".into(), json!(t.operator));
+            if !t.value.is_empty() {
+                entry.insert("value".into(), json!(t.value));
+            }
+            if let Some(effect) = t.effect {
+                entry.insert("effect".into(), json!(effect));
+            }
+            Value::Object(entry)
+        })
+        .collect()
+}
+
+pub fn priority_class(value: i32) -> String {
+    if value < 0 {
+        format!("priority-minus-{}", value.unsigned_abs())
+    } else {
+        format!("priority-{value}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flavor(name: &str) -> FlavorObject {
+        FlavorObject {
+            name: name.into(),
+            ..FlavorObject::default()
+        }
+    }
+
+    #[test]
+    fn flavors_sharing_a_resource_share_a_group_and_list_every_covered_resource() {
+        // A whole-GPU flavor and two MIG flavors, one of which also offers a second profile.
+        let setup = Setup {
+            flavors: vec![flavor("h100"), flavor("mig-a"), flavor("mig-b")],
+            resources: BTreeMap::from([
+                ("h100".into(), vec!["nvidia.com/gpu".into()]),
+                ("mig-a".into(), vec!["nvidia.com/mig-1g.18gb".into()]),
+                (
+                    "mig-b".into(),
+                    vec![
+                        "nvidia.com/mig-3g.71gb".into(),
+                        "nvidia.com/mig-1g.18gb".into(),
+                    ],
+                ),
+            ]),
+            ..Setup::default()
+        };
+        let groups = setup.resource_groups();
+        assert_eq!(
+            groups,
+            vec![
+                (vec!["nvidia.com/gpu".to_owned()], vec!["h100".to_owned()]),
+                (
+                    vec![
+                        "nvidia.com/mig-3g.71gb".to_owned(),
+                        "nvidia.com/mig-1g.18gb".to_owned()
+                    ],
+                    vec!["mig-a".to_owned(), "mig-b".to_owned()]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_queue_without_a_cohort_carries_no_limits_and_reclaims_nothing() {
+        let setup = Setup {
+            flavors: vec![flavor("h100")],
+            resources: BTreeMap::from([("h100".into(), vec!["nvidia.com/gpu".into()])]),
+            queues: vec![Queue {
+                cluster_queue: "cq".into(),
+                namespace: "ns".into(),
+                local_queue: "lq".into(),
+                cohort: None,
+                queueing: Queueing::StrictFifo,
+                reclaim: Reclaim::Any,
+                within: WithinQueue::Never,
+                quotas: vec![Quota {
+                    flavor: "h100".into(),
+                    resource: "nvidia.com/gpu".into(),
+                    nominal: 8,
+                    borrowing_limit: Some(4),
+                    lending_limit: Some(2),
+                }],
+            }],
+            priorities: vec![],
+        };
+        let cq = setup
+            .cluster_queue_of("cq", KueueVersion::V1beta2)
+            .expect("cq");
+        assert_eq!(
+            cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0],
+            json!({"name": "nvidia.com/gpu", "nominalQuota": 8})
+        );
+        assert_eq!(cq["spec"]["preemption"]["reclaimWithinCohort"], "Never");
+        assert!(cq["spec"].get("cohortName").is_none());
+        assert_eq!(setup.cohorts(), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn priority_classes_are_named_for_their_value() {
+        assert_eq!(priority_class(-5), "priority-minus-5");
+        assert_eq!(priority_class(100), "priority-100");
+    }
+}
