@@ -28,7 +28,7 @@ use crate::{
     accounts,
     auth::{self, settings::AuthSettings},
     config::HttpSettings,
-    error, fleet, health, packing, plan,
+    error, fleet, health, packing, plan, quota,
     work::Work,
 };
 
@@ -126,6 +126,7 @@ pub fn api() -> Api {
         .merge(fleet::api())
         .merge(packing::api())
         .merge(plan::api())
+        .merge(quota::api())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

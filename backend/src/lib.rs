@@ -3,6 +3,7 @@
 pub mod access;
 pub mod accounts;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod json;
 pub mod packing;
 pub mod password;
 pub mod plan;
+pub mod quota;
 pub mod work;
 
 use std::time::Duration;

@@ -80,6 +80,52 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("PUT", "/scenarios/{id}", "approver admin"),
     ("DELETE", "/scenarios/{id}", "approver admin"),
     ("POST", "/scenarios/{id}/duplicate", "approver admin"),
+    ("GET", "/quota/world", "requester approver finance admin"),
+    ("PUT", "/quota/flavors/{flavor}", "admin"),
+    ("PUT", "/quota/teams/{team}/queue", "admin"),
+    ("GET", "/quota/requests", "approver finance admin"),
+    (
+        "GET",
+        "/quota/teams/{team}/requests",
+        "requester@own approver finance admin",
+    ),
+    (
+        "POST",
+        "/quota/teams/{team}/requests",
+        "requester@own admin",
+    ),
+    (
+        "GET",
+        "/quota/teams/{team}/requests/{id}",
+        "requester@own approver finance admin",
+    ),
+    (
+        "PUT",
+        "/quota/teams/{team}/requests/{id}",
+        "requester@own admin",
+    ),
+    (
+        "POST",
+        "/quota/teams/{team}/requests/{id}/submit",
+        "requester@own admin",
+    ),
+    (
+        "POST",
+        "/quota/teams/{team}/requests/{id}/approve",
+        "approver admin",
+    ),
+    (
+        "POST",
+        "/quota/teams/{team}/requests/{id}/reject",
+        "approver admin",
+    ),
+    (
+        "POST",
+        "/quota/teams/{team}/requests/{id}/revoke",
+        "approver admin",
+    ),
+    ("GET", "/quota/audit", "approver finance admin"),
+    ("GET", "/quota/audit.csv", "approver finance admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

@@ -4,6 +4,7 @@
 //! ids. Units are in names (`mem_mib`, `price_cents_per_gpu_hour`); money is integer cents.
 
 pub mod adoption;
+pub mod audit;
 pub mod auth;
 pub mod catalogue;
 pub mod day;

@@ -20,9 +20,10 @@ use crate::{
     day::Day,
     error::FieldError,
     kueue::{
-        FlavorObject, Queue, Quota, Reclaim, Setup, Taint, Toleration, TolerationOperator,
-        WithinQueue,
+        FlavorObject, KueueVersion, Queue, Quota, Reclaim, Setup, Taint, Toleration,
+        TolerationOperator, WithinQueue,
     },
+    manifests::to_yaml,
     scenario::Queueing,
     validate::{is_dns_label, validate_dns_label},
 };
@@ -42,8 +43,10 @@ pub struct Flavor {
     pub pools: Vec<String>,
     /// Whole GPUs in those pools.
     pub gpus: i64,
-    #[serde(flatten)]
     pub settings: FlavorSettings,
+    /// Bumped by every change to the settings; an edit naming an older one is refused (409).
+    #[serde(default)]
+    pub version: i32,
 }
 
 /// What admins set on a flavor.
@@ -448,6 +451,68 @@ pub struct QuotaRequest {
     pub in_force: bool,
 }
 
+/// `POST /api/quota/teams/{team}/requests`: a new draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewRequest {
+    pub spec: QuotaSpec,
+}
+
+/// `PUT …/requests/{id}`: a draft's new spec, from the version it was read at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditRequest {
+    pub version: i32,
+    pub spec: QuotaSpec,
+}
+
+/// `POST …/submit`: the version the requester saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Submit {
+    pub version: i32,
+}
+
+/// `POST …/approve | reject | revoke`: the version decided on, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decision {
+    pub version: i32,
+    pub comment: String,
+}
+
+impl Decision {
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let chars = self.comment.trim().chars().count();
+        if chars == 0 || chars > MAX_JUSTIFICATION_CHARS {
+            return Err(vec![field(
+                "comment",
+                format!("say why, in 1-{MAX_JUSTIFICATION_CHARS} characters"),
+            )]);
+        }
+        Ok(())
+    }
+}
+
+/// `PUT /api/quota/flavors/{flavor}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlavorEdit {
+    pub version: i32,
+    pub settings: FlavorSettings,
+}
+
+/// A request with what the approver weighs: the rules' verdict today, the cohort impact, and
+/// the team's ClusterQueue as it is and as the approval would make it (YAML).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestView {
+    pub request: QuotaRequest,
+    pub checked: Checked,
+    pub impact: Vec<Impact>,
+    pub queue_now_yaml: String,
+    pub queue_after_yaml: String,
+}
+
 /// An approved request as the rules see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approved {
@@ -584,6 +649,31 @@ impl QuotaWorld {
         days.sort_unstable();
         days.dedup();
         days
+    }
+
+    /// Flavor resources whose approved nominal quotas add up to more than their capacity on
+    /// some day from `from` on (after a flavor shrinks or changes its MIG layout), in words.
+    pub fn overcommitted(&self, from: Day) -> Vec<String> {
+        let mut problems = Vec::new();
+        for day in self.change_days(from, None) {
+            for ((flavor, resource), total) in self.nominal_totals(day) {
+                let capacity = self
+                    .flavor(&flavor)
+                    .and_then(|f| f.capacity(&resource))
+                    .unwrap_or(0);
+                let problem = format!(
+                    "flavor {flavor} {resource}: approved nominal quotas add up to {total} on {day}, over its capacity of {capacity}"
+                );
+                if total > capacity
+                    && !problems
+                        .iter()
+                        .any(|p: &String| p.starts_with(&format!("flavor {flavor} {resource}:")))
+                {
+                    problems.push(problem);
+                }
+            }
+        }
+        problems
     }
 
     /// Every rule for `team` asking for `spec` on `today`; see the module's invariants.
@@ -820,6 +910,38 @@ impl QuotaWorld {
             .collect()
     }
 
+    /// `request` as the approver weighs it on `today`: the rules and the impact against every
+    /// other approval, and the team's ClusterQueue now and after, on the first day it counts.
+    pub fn review(&self, request: QuotaRequest, today: Day, version: KueueVersion) -> RequestView {
+        let others = QuotaWorld {
+            approved: self
+                .approved
+                .iter()
+                .filter(|a| a.id != request.id)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        };
+        let on = request.spec.starts_on.max(today);
+        let queue_yaml = |world: &QuotaWorld| {
+            self.team(&request.team)
+                .and_then(|t| {
+                    world
+                        .kueue_setup(on)
+                        .cluster_queue_of(&t.cluster_queue, version)
+                })
+                .map(|cq| to_yaml(&cq))
+                .unwrap_or_default()
+        };
+        RequestView {
+            checked: others.check(&request.team, &request.spec, today),
+            impact: others.impact(&request.team, &request.spec, today),
+            queue_now_yaml: queue_yaml(self),
+            queue_after_yaml: queue_yaml(&others.with(&request.team, &request.spec)),
+            request,
+        }
+    }
+
     /// The Kueue objects of the quota in force on `day`.
     pub fn kueue_setup(&self, day: Day) -> Setup {
         let effective = self.effective_on(day);
@@ -956,6 +1078,7 @@ mod tests {
             pools: vec![name.into()],
             gpus,
             settings: FlavorSettings::default(),
+            version: 1,
         }
     }
 

@@ -1401,6 +1401,7 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
             }],
             mig_layout: mig.iter().map(|(p, n)| ((*p).to_owned(), *n)).collect(),
         },
+        version: 1,
     };
     let team = |name: &str, cohort: Option<&str>| TeamQueue {
         team: name.into(),

@@ -1,0 +1,720 @@
+//! GPU quota as a system of record (`/api/quota/…`): flavors and each team's Kueue identity
+//! (admins edit them), quota requests from draft to approval (team members request, approvers
+//! decide), and the audit log. The rules are `shared::quota`, the same code the request form
+//! runs in the browser; the SQL is in `db.rs`.
+//!
+//! Invariants:
+//! - every change that the capacity rules read (approve, revoke, flavor and queue edits) runs
+//!   under one advisory lock, so two approvals can never together exceed a flavor's capacity;
+//! - a request changes only from the version its caller read (else 409) and only along
+//!   `shared::quota::State::after` (else 409); whoever wrote or submitted it cannot approve it;
+//! - every change writes its audit entry in the same transaction: no change without a record.
+
+pub mod db;
+
+use std::{
+    collections::BTreeSet,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use axum::{
+    Extension, Json,
+    extract::{Path, Query, State},
+    http::{Method, StatusCode},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use shared::{
+    FieldError,
+    audit::Kind,
+    auth::Role,
+    day::Day,
+    kueue::KueueVersion,
+    quota::{
+        Action, Approved, Decision, EditRequest, Flavor, FlavorEdit, NewRequest, QueueNames,
+        QuotaRequest, QuotaSpec, QuotaWorld, RequestView, State as RequestState, Submit, TeamQueue,
+    },
+};
+use sqlx::PgConnection;
+
+use crate::{
+    access::{Access, Caller},
+    app::{Api, AppState},
+    audit::{self, Actor},
+    error::{Error, Result},
+    json::ApiJson,
+};
+
+const ADMIN: &[Role] = &[Role::Admin];
+/// Who decides on requests.
+const DECIDERS: &[Role] = &[Role::Approver, Role::Admin];
+/// Who reads every team's requests and the audit log.
+const READERS: &[Role] = &[Role::Approver, Role::Finance, Role::Admin];
+
+pub fn api() -> Api {
+    let team_or_readers = Access::TeamOr(READERS);
+    let team_or_admin = Access::TeamOr(ADMIN);
+    let deciders = Access::Roles(DECIDERS);
+    Api::default()
+        .route(Method::GET, "/quota/world", Access::SignedIn, get_world)
+        .route(
+            Method::PUT,
+            "/quota/flavors/{flavor}",
+            Access::Roles(ADMIN),
+            update_flavor,
+        )
+        .route(
+            Method::PUT,
+            "/quota/teams/{team}/queue",
+            Access::Roles(ADMIN),
+            update_queue,
+        )
+        .route(
+            Method::GET,
+            "/quota/requests",
+            Access::Roles(READERS),
+            list_requests,
+        )
+        .route(
+            Method::GET,
+            "/quota/teams/{team}/requests",
+            team_or_readers,
+            list_team_requests,
+        )
+        .route(
+            Method::POST,
+            "/quota/teams/{team}/requests",
+            team_or_admin,
+            create_request,
+        )
+        .route(
+            Method::GET,
+            "/quota/teams/{team}/requests/{id}",
+            team_or_readers,
+            show_request,
+        )
+        .route(
+            Method::PUT,
+            "/quota/teams/{team}/requests/{id}",
+            team_or_admin,
+            edit_request,
+        )
+        .route(
+            Method::POST,
+            "/quota/teams/{team}/requests/{id}/submit",
+            team_or_admin,
+            submit_request,
+        )
+        .route(
+            Method::POST,
+            "/quota/teams/{team}/requests/{id}/approve",
+            deciders,
+            approve_request,
+        )
+        .route(
+            Method::POST,
+            "/quota/teams/{team}/requests/{id}/reject",
+            deciders,
+            reject_request,
+        )
+        .route(
+            Method::POST,
+            "/quota/teams/{team}/requests/{id}/revoke",
+            deciders,
+            revoke_request,
+        )
+        .route(
+            Method::GET,
+            "/quota/audit",
+            Access::Roles(READERS),
+            audit::page,
+        )
+        .route(
+            Method::GET,
+            "/quota/audit.csv",
+            Access::Roles(READERS),
+            audit::csv,
+        )
+}
+
+/// Today in UTC: when requests start, end and count.
+pub fn today() -> Day {
+    let seconds = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    Day::of_unix_seconds(seconds)
+}
+
+fn stored<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T> {
+    serde_json::from_str(text)
+        .map_err(|err| Error::Internal(format!("{what} does not read: {err}")))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Value> {
+    serde_json::to_value(value).map_err(|err| Error::Internal(err.to_string()))
+}
+
+/// The flavors, the teams' queues and the approved requests, as the rules read them.
+pub async fn world(db: &mut PgConnection) -> Result<QuotaWorld> {
+    let flavors = db::flavors(&mut *db)
+        .await?
+        .into_iter()
+        .map(|row| {
+            Ok(Flavor {
+                settings: stored(&format!("flavor {}'s settings", row.name), &row.settings)?,
+                name: row.name,
+                gpu_model: row.gpu_model,
+                pools: row.pools,
+                gpus: row.gpus,
+                version: row.version,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let teams = db::team_queues(&mut *db, None)
+        .await?
+        .into_iter()
+        .map(team_queue)
+        .collect();
+    let approved = db::approved(&mut *db)
+        .await?
+        .into_iter()
+        .map(|row| {
+            Ok(Approved {
+                spec: stored(&format!("quota request {}", row.id), &row.spec)?,
+                id: row.id,
+                team: row.team,
+                order: row.approval_order,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(QuotaWorld {
+        flavors,
+        teams,
+        approved,
+    })
+}
+
+fn team_queue(row: db::TeamQueueRow) -> TeamQueue {
+    TeamQueue {
+        team: row.team,
+        namespace: row.namespace,
+        cluster_queue: row.cluster_queue,
+        local_queue: row.local_queue,
+        cohort: row.cohort,
+    }
+}
+
+fn to_request(row: db::RequestRow, in_force: &BTreeSet<i64>) -> Result<QuotaRequest> {
+    Ok(QuotaRequest {
+        state: RequestState::parse(&row.state).ok_or_else(|| {
+            Error::Internal(format!(
+                "quota request {} is in state {:?}",
+                row.id, row.state
+            ))
+        })?,
+        spec: stored(&format!("quota request {}", row.id), &row.spec)?,
+        in_force: in_force.contains(&row.id),
+        id: row.id,
+        team: row.team,
+        version: row.version,
+        created_by: row.created_by,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        submitted_at: row.submitted_at,
+        decided_by: row.decided_by,
+        decided_at: row.decided_at,
+        comment: row.comment,
+    })
+}
+
+fn in_force(world: &QuotaWorld, today: Day) -> BTreeSet<i64> {
+    world.effective_on(today).values().map(|a| a.id).collect()
+}
+
+async fn get_world(State(state): State<AppState>) -> Result<Json<QuotaWorld>> {
+    let mut tx = state.pool.begin().await?;
+    let world = world(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Json(world))
+}
+
+async fn update_flavor(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    ApiJson(edit): ApiJson<FlavorEdit>,
+) -> Result<Json<Flavor>> {
+    let mut tx = state.pool.begin().await?;
+    db::lock_quota(&mut *tx).await?;
+    let (settings, version, gpu_model) = db::lock_flavor(&mut *tx, &name)
+        .await?
+        .ok_or(Error::NotFound)?;
+    if version != edit.version {
+        return Err(stale("flavor", edit.version, version));
+    }
+    edit.settings.validate(&gpu_model).map_err(|errors| {
+        Error::Invalid(
+            errors
+                .into_iter()
+                .map(|e| FieldError {
+                    path: format!("settings.{}", e.path),
+                    message: e.message,
+                })
+                .collect(),
+        )
+    })?;
+    let mut would_be = world(&mut tx).await?;
+    if let Some(f) = would_be.flavors.iter_mut().find(|f| f.name == name) {
+        f.settings = edit.settings.clone();
+    }
+    let problems = would_be.overcommitted(today());
+    if !problems.is_empty() {
+        return Err(Error::Conflict(format!(
+            "{}; revoke or supersede quota first",
+            problems.join("; ")
+        )));
+    }
+    let before: Value = stored("flavor settings", &settings)?;
+    let after = to_json(&edit.settings)?;
+    db::update_flavor(&mut *tx, &name, &after.to_string()).await?;
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::Flavor,
+        "update",
+        &format!("flavor {name}"),
+        None,
+        Some(&before),
+        Some(&after),
+    )
+    .await?;
+    let flavor = world(&mut tx)
+        .await?
+        .flavors
+        .into_iter()
+        .find(|f| f.name == name)
+        .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    tracing::info!(flavor = name, by = caller.username, "flavor updated");
+    Ok(Json(flavor))
+}
+
+async fn update_queue(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(team): Path<String>,
+    ApiJson(names): ApiJson<QueueNames>,
+) -> Result<Json<TeamQueue>> {
+    names.validate().map_err(Error::Invalid)?;
+    let mut tx = state.pool.begin().await?;
+    db::lock_quota(&mut *tx).await?;
+    let before = db::team_queues(&mut *tx, Some(&team))
+        .await?
+        .pop()
+        .map(team_queue)
+        .ok_or(Error::NotFound)?;
+    if names.cohort.is_none() {
+        let world = world(&mut tx).await?;
+        let limits = world.approved.iter().any(|a| {
+            a.team == team
+                && a.spec
+                    .lines
+                    .iter()
+                    .any(|l| l.borrowing_limit.is_some() || l.lending_limit.is_some())
+        });
+        if limits {
+            return Err(Error::Conflict(format!(
+                "{team}'s approved quota has borrowing or lending limits, which need a cohort; revoke or supersede it first"
+            )));
+        }
+    }
+    db::update_team_queue(
+        &mut *tx,
+        &team,
+        &names.cluster_queue,
+        &names.local_queue,
+        names.cohort.as_deref(),
+    )
+    .await
+    .map_err(|err| match &err {
+        sqlx::Error::Database(e) if e.is_unique_violation() => Error::Conflict(format!(
+            "another team's ClusterQueue is named {:?}",
+            names.cluster_queue
+        )),
+        _ => Error::Database(err),
+    })?;
+    let after = TeamQueue {
+        cluster_queue: names.cluster_queue,
+        local_queue: names.local_queue,
+        cohort: names.cohort,
+        ..before.clone()
+    };
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::TeamQueue,
+        "update",
+        &format!("team {team}"),
+        Some(&team),
+        Some(&to_json(&before)?),
+        Some(&to_json(&after)?),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(after))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+}
+
+async fn list(
+    state: &AppState,
+    team: Option<&str>,
+    query: &ListQuery,
+) -> Result<Json<Vec<QuotaRequest>>> {
+    let wanted = match query.state.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(RequestState::parse(s).ok_or_else(|| {
+            let known: Vec<&str> = RequestState::ALL.iter().map(|s| s.as_str()).collect();
+            Error::Invalid(vec![FieldError {
+                path: "state".into(),
+                message: format!("one of {}", known.join(", ")),
+            }])
+        })?),
+        None => None,
+    };
+    let mut tx = state.pool.begin().await?;
+    let world = world(&mut tx).await?;
+    let rows = db::requests(&mut *tx, team, wanted.map(RequestState::as_str), None).await?;
+    tx.commit().await?;
+    let live = in_force(&world, today());
+    Ok(Json(
+        rows.into_iter()
+            .map(|row| to_request(row, &live))
+            .collect::<Result<_>>()?,
+    ))
+}
+
+async fn list_requests(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Vec<QuotaRequest>>> {
+    list(&state, None, &query).await
+}
+
+async fn list_team_requests(
+    State(state): State<AppState>,
+    Path(team): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Vec<QuotaRequest>>> {
+    let mut tx = state.pool.begin().await?;
+    if db::team_queues(&mut *tx, Some(&team)).await?.is_empty() {
+        return Err(Error::NotFound);
+    }
+    tx.commit().await?;
+    list(&state, Some(&team), &query).await
+}
+
+/// A path's id; anything else names no request.
+fn request_id(id: &str) -> Result<i64> {
+    id.parse().map_err(|_| Error::NotFound)
+}
+
+/// The request with what the approver weighs, read inside `db`'s transaction.
+async fn view(db: &mut PgConnection, team: &str, id: i64) -> Result<RequestView> {
+    let world = world(&mut *db).await?;
+    let row = db::requests(&mut *db, Some(team), None, Some(id))
+        .await?
+        .pop()
+        .ok_or(Error::NotFound)?;
+    let today = today();
+    let request = to_request(row, &in_force(&world, today))?;
+    Ok(world.review(request, today, KueueVersion::default()))
+}
+
+async fn show_request(
+    State(state): State<AppState>,
+    Path((team, id)): Path<(String, String)>,
+) -> Result<Json<RequestView>> {
+    let id = request_id(&id)?;
+    let mut tx = state.pool.begin().await?;
+    let view = view(&mut tx, &team, id).await?;
+    tx.commit().await?;
+    Ok(Json(view))
+}
+
+/// The rules' errors for `spec`, as a 422 with field paths under `spec`.
+fn check(world: &QuotaWorld, team: &str, spec: &QuotaSpec) -> Result<()> {
+    let checked = world.check(team, spec, today());
+    if checked.errors.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Invalid(
+        checked
+            .errors
+            .into_iter()
+            .map(|e| FieldError {
+                path: format!("spec.{}", e.path),
+                message: e.message,
+            })
+            .collect(),
+    ))
+}
+
+fn stale(what: &str, sent: i32, now: i32) -> Error {
+    Error::Conflict(format!(
+        "the {what} changed since you read it (you sent version {sent}, it is at {now}); reload it"
+    ))
+}
+
+/// What the audit keeps of a request at one moment.
+fn snapshot(
+    state: RequestState,
+    version: i32,
+    spec: Option<&QuotaSpec>,
+    comment: Option<&str>,
+) -> Result<Value> {
+    let mut value = json!({"state": state, "version": version});
+    if let Some(spec) = spec {
+        value["spec"] = to_json(spec)?;
+    }
+    if let Some(comment) = comment {
+        value["comment"] = json!(comment);
+    }
+    Ok(value)
+}
+
+async fn create_request(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(team): Path<String>,
+    ApiJson(new): ApiJson<NewRequest>,
+) -> Result<(StatusCode, Json<RequestView>)> {
+    let mut tx = state.pool.begin().await?;
+    let world = world(&mut tx).await?;
+    if world.team(&team).is_none() {
+        return Err(Error::NotFound);
+    }
+    check(&world, &team, &new.spec)?;
+    let spec = to_json(&new.spec)?;
+    let id = db::insert_request(&mut *tx, &team, &spec.to_string(), caller.user_id)
+        .await?
+        .ok_or(Error::NotFound)?;
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::QuotaRequest,
+        "create",
+        &format!("quota request {id}"),
+        Some(&team),
+        None,
+        Some(&snapshot(RequestState::Draft, 1, Some(&new.spec), None)?),
+    )
+    .await?;
+    let view = view(&mut tx, &team, id).await?;
+    tx.commit().await?;
+    tracing::info!(team, id, by = caller.username, "quota request drafted");
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Locks request `id` of `team` and checks that `action` is allowed from its state and that
+/// the caller read its current version; its state and version before the change.
+async fn lock_for(
+    db: &mut PgConnection,
+    team: &str,
+    id: i64,
+    version: i32,
+    action: Action,
+) -> Result<(RequestState, i32, RequestState)> {
+    let (owner, state, now) = db::lock_request(&mut *db, id)
+        .await?
+        .ok_or(Error::NotFound)?;
+    if owner != team {
+        return Err(Error::NotFound);
+    }
+    let state = RequestState::parse(&state)
+        .ok_or_else(|| Error::Internal(format!("quota request {id} is in state {state:?}")))?;
+    let next = state.after(action).ok_or_else(|| {
+        Error::Conflict(format!(
+            "a {} request cannot be {}",
+            state.as_str(),
+            match action {
+                Action::Edit => "edited",
+                Action::Submit => "submitted",
+                Action::Approve => "approved",
+                Action::Reject => "rejected",
+                Action::Revoke => "revoked",
+                Action::Supersede => "superseded",
+            }
+        ))
+    })?;
+    if version != now {
+        return Err(stale("request", version, now));
+    }
+    Ok((state, now, next))
+}
+
+async fn edit_request(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((team, id)): Path<(String, String)>,
+    ApiJson(edit): ApiJson<EditRequest>,
+) -> Result<Json<RequestView>> {
+    let id = request_id(&id)?;
+    let mut tx = state.pool.begin().await?;
+    let (before_state, version, next) =
+        lock_for(&mut tx, &team, id, edit.version, Action::Edit).await?;
+    let world = world(&mut tx).await?;
+    check(&world, &team, &edit.spec)?;
+    let before = view(&mut tx, &team, id).await?.request.spec;
+    db::update_spec(&mut *tx, id, &to_json(&edit.spec)?.to_string()).await?;
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::QuotaRequest,
+        Action::Edit.as_str(),
+        &format!("quota request {id}"),
+        Some(&team),
+        Some(&snapshot(before_state, version, Some(&before), None)?),
+        Some(&snapshot(next, version + 1, Some(&edit.spec), None)?),
+    )
+    .await?;
+    let view = view(&mut tx, &team, id).await?;
+    tx.commit().await?;
+    Ok(Json(view))
+}
+
+async fn submit_request(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((team, id)): Path<(String, String)>,
+    ApiJson(submit): ApiJson<Submit>,
+) -> Result<Json<RequestView>> {
+    let id = request_id(&id)?;
+    let mut tx = state.pool.begin().await?;
+    let (before_state, version, next) =
+        lock_for(&mut tx, &team, id, submit.version, Action::Submit).await?;
+    let current = view(&mut tx, &team, id).await?;
+    let world = world(&mut tx).await?;
+    check(&world, &team, &current.request.spec)?;
+    db::set_submitted(&mut *tx, id, caller.user_id).await?;
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::QuotaRequest,
+        Action::Submit.as_str(),
+        &format!("quota request {id}"),
+        Some(&team),
+        Some(&snapshot(before_state, version, None, None)?),
+        Some(&snapshot(next, version + 1, None, None)?),
+    )
+    .await?;
+    let view = view(&mut tx, &team, id).await?;
+    tx.commit().await?;
+    tracing::info!(team, id, by = caller.username, "quota request submitted");
+    Ok(Json(view))
+}
+
+async fn approve_request(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((team, id)): Path<(String, String)>,
+    ApiJson(decision): ApiJson<Decision>,
+) -> Result<Json<RequestView>> {
+    decide(&state, &caller, &team, &id, &decision, Action::Approve).await
+}
+
+async fn reject_request(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((team, id)): Path<(String, String)>,
+    ApiJson(decision): ApiJson<Decision>,
+) -> Result<Json<RequestView>> {
+    decide(&state, &caller, &team, &id, &decision, Action::Reject).await
+}
+
+async fn revoke_request(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((team, id)): Path<(String, String)>,
+    ApiJson(decision): ApiJson<Decision>,
+) -> Result<Json<RequestView>> {
+    decide(&state, &caller, &team, &id, &decision, Action::Revoke).await
+}
+
+/// Approve, reject or revoke, under the quota lock (see the module's invariants).
+async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    team: &str,
+    id: &str,
+    decision: &Decision,
+    action: Action,
+) -> Result<Json<RequestView>> {
+    let id = request_id(id)?;
+    decision.validate().map_err(Error::Invalid)?;
+    let comment = decision.comment.trim();
+    let mut tx = state.pool.begin().await?;
+    db::lock_quota(&mut *tx).await?;
+    let (before_state, version, next) =
+        lock_for(&mut tx, team, id, decision.version, action).await?;
+    let row = db::requests(&mut *tx, Some(team), None, Some(id))
+        .await?
+        .pop()
+        .ok_or(Error::NotFound)?;
+    let subject = format!("quota request {id}");
+    match action {
+        Action::Approve => {
+            if row.created_by_id == caller.user_id || row.submitted_by_id == Some(caller.user_id) {
+                return Err(Error::Forbidden(
+                    "you wrote or submitted this request; another approver must decide (four eyes)",
+                ));
+            }
+            let spec: QuotaSpec = stored(&subject, &row.spec)?;
+            let world = world(&mut tx).await?;
+            check(&world, team, &spec)?;
+            for old in world.superseded_by(team, &spec, today()) {
+                db::set_ended(&mut *tx, old, RequestState::Superseded.as_str()).await?;
+                audit::record(
+                    &mut *tx,
+                    Actor::Console,
+                    Kind::QuotaRequest,
+                    Action::Supersede.as_str(),
+                    &format!("quota request {old}"),
+                    Some(team),
+                    Some(&json!({"state": RequestState::Approved})),
+                    Some(&json!({"state": RequestState::Superseded, "by": id})),
+                )
+                .await?;
+            }
+            db::set_decided(&mut *tx, id, next.as_str(), caller.user_id, comment).await?;
+        }
+        Action::Reject => {
+            db::set_decided(&mut *tx, id, next.as_str(), caller.user_id, comment).await?;
+        }
+        _ => db::set_ended(&mut *tx, id, next.as_str()).await?,
+    }
+    audit::record(
+        &mut *tx,
+        Actor::User(caller),
+        Kind::QuotaRequest,
+        action.as_str(),
+        &subject,
+        Some(team),
+        Some(&snapshot(before_state, version, None, None)?),
+        Some(&snapshot(next, version + 1, None, Some(comment))?),
+    )
+    .await?;
+    let view = view(&mut tx, team, id).await?;
+    tx.commit().await?;
+    tracing::info!(
+        team,
+        id,
+        action = action.as_str(),
+        by = caller.username,
+        "quota request decided"
+    );
+    Ok(Json(view))
+}

@@ -1,0 +1,691 @@
+//! Quota requests against a real PostgreSQL through the real router: the life cycle and its
+//! illegal moves, four eyes, concurrent approvals, capacity rules at approval, bad input that
+//! writes nothing, the append-only audit log, flavor and queue edits.
+//!
+//! The fleet is the demo's (backend::fleet::demo_fleet): flavors h200-train (12 nodes × 8 =
+//! 96 GPUs), h100-shared (64) and rtx-inference (32), one per pool.
+
+mod common;
+
+use axum::{Router, http::Method, http::StatusCode};
+use common::{PASSWORD, Reply, Session, login, request, router, send, team, user};
+use serde_json::{Value, json};
+use shared::{
+    ApiError, ErrorCode,
+    audit::Page,
+    auth::Role,
+    quota::{QuotaRequest, QuotaWorld, RequestView, State},
+};
+use sqlx::PgPool;
+
+struct World {
+    router: Router,
+    rita: Session,
+    alex: Session,
+    anna: Session,
+    ada: Session,
+    fiona: Session,
+}
+
+async fn world(pool: &PgPool) -> World {
+    backend::fleet::load_demo(pool).await.expect("demo fleet");
+    team(pool, "research").await;
+    team(pool, "search").await;
+    user(pool, "rita", &[Role::Requester], &["research"]).await;
+    user(pool, "sam", &[Role::Requester], &["search"]).await;
+    user(pool, "alex", &[Role::Approver], &[]).await;
+    user(pool, "anna", &[Role::Approver], &[]).await;
+    user(pool, "ada", &[Role::Admin], &[]).await;
+    user(pool, "fiona", &[Role::Finance], &[]).await;
+    let router = router(pool.clone());
+    World {
+        rita: login(&router, "rita", PASSWORD).await,
+        alex: login(&router, "alex", PASSWORD).await,
+        anna: login(&router, "anna", PASSWORD).await,
+        ada: login(&router, "ada", PASSWORD).await,
+        fiona: login(&router, "fiona", PASSWORD).await,
+        router,
+    }
+}
+
+fn spec(lines: Value) -> Value {
+    json!({
+        "lines": lines,
+        "checkpoint_interval_min": 20,
+        "justification": "pre-training of the 8B model",
+        "starts_on": "2026-01-01",
+    })
+}
+
+fn h100(nominal: i64) -> Value {
+    json!([{"flavor": "h100-shared", "resource": "nvidia.com/gpu", "nominal": nominal}])
+}
+
+async fn call(w: &World, method: Method, uri: &str, who: &Session, body: Option<Value>) -> Reply {
+    send(&w.router, request(method, uri, Some(who), body)).await
+}
+
+/// Creates a draft for `team` as `who`; its id.
+async fn draft(w: &World, who: &Session, team: &str, lines: Value) -> i64 {
+    let reply = call(
+        w,
+        Method::POST,
+        &format!("/api/quota/teams/{team}/requests"),
+        who,
+        Some(json!({"spec": spec(lines)})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+    reply.json::<RequestView>().request.id
+}
+
+async fn act(w: &World, who: &Session, team: &str, id: i64, verb: &str, version: i32) -> Reply {
+    let body = if verb == "submit" {
+        json!({"version": version})
+    } else {
+        json!({"version": version, "comment": format!("{verb}: fits the plan")})
+    };
+    call(
+        w,
+        Method::POST,
+        &format!("/api/quota/teams/{team}/requests/{id}/{verb}"),
+        who,
+        Some(body),
+    )
+    .await
+}
+
+async fn show(w: &World, team: &str, id: i64) -> RequestView {
+    let reply = call(
+        w,
+        Method::GET,
+        &format!("/api/quota/teams/{team}/requests/{id}"),
+        &w.ada,
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    reply.json()
+}
+
+async fn count(pool: &PgPool, table: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(&format!("select count(*) from {table}"))
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
+
+fn error(reply: &Reply) -> ApiError {
+    reply.json()
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_request_goes_from_draft_to_approved_and_counts(pool: PgPool) {
+    let w = world(&pool).await;
+    let reply = call(&w, Method::GET, "/api/quota/world", &w.rita, None).await;
+    let before: QuotaWorld = reply.json();
+    let gpus: Vec<(&str, i64)> = before
+        .flavors
+        .iter()
+        .map(|f| (f.name.as_str(), f.gpus))
+        .collect();
+    assert_eq!(
+        gpus,
+        [
+            ("h100-shared", 64),
+            ("h200-train", 96),
+            ("rtx-inference", 32)
+        ]
+    );
+    let research = before.team("research").expect("team");
+    assert_eq!(
+        (
+            research.cluster_queue.as_str(),
+            research.local_queue.as_str(),
+            research.namespace.as_str(),
+            research.cohort.as_deref()
+        ),
+        ("research", "research", "ns-research", Some("gpufleet"))
+    );
+
+    let id = draft(&w, &w.rita, "research", h100(16)).await;
+    // The draft is edited from the version it was read at: 1, then 2.
+    let edit =
+        |version: i32, nominal: i64| json!({"version": version, "spec": spec(h100(nominal))});
+    let uri = format!("/api/quota/teams/research/requests/{id}");
+    let reply = call(&w, Method::PUT, &uri, &w.rita, Some(edit(1, 24))).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let reply = call(&w, Method::PUT, &uri, &w.rita, Some(edit(1, 32))).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "a stale version");
+    assert!(error(&reply).message.contains("version 1, it is at 2"));
+    assert_eq!(
+        act(&w, &w.rita, "research", id, "submit", 2).await.status,
+        StatusCode::OK
+    );
+
+    // The approver sees the impact and the ClusterQueue before and after.
+    let view = show(&w, "research", id).await;
+    assert_eq!(view.request.state, State::Submitted);
+    assert_eq!(view.checked.errors, vec![]);
+    let h100_impact = view
+        .impact
+        .iter()
+        .find(|i| i.flavor == "h100-shared")
+        .expect("h100");
+    assert_eq!(
+        (
+            h100_impact.capacity,
+            h100_impact.before.nominal_total,
+            h100_impact.after.nominal_total
+        ),
+        (64, 0, 24)
+    );
+    assert!(
+        view.queue_now_yaml.contains("nominalQuota: 0"),
+        "{}",
+        view.queue_now_yaml
+    );
+    assert!(
+        view.queue_after_yaml.contains("nominalQuota: 24"),
+        "{}",
+        view.queue_after_yaml
+    );
+
+    let reply = act(&w, &w.alex, "research", id, "approve", 3).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let approved: RequestView = reply.json();
+    assert_eq!(approved.request.state, State::Approved);
+    assert!(approved.request.in_force);
+    assert_eq!(approved.request.decided_by.as_deref(), Some("alex"));
+    assert_eq!(
+        approved.request.comment.as_deref(),
+        Some("approve: fits the plan")
+    );
+
+    let after: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.rita, None)
+        .await
+        .json();
+    assert_eq!(after.approved.len(), 1);
+    assert_eq!(after.approved[0].spec.lines[0].nominal, 24);
+
+    // The team's history, and the audit trail of every step with who took it.
+    let history: Vec<QuotaRequest> = call(
+        &w,
+        Method::GET,
+        "/api/quota/teams/research/requests",
+        &w.rita,
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(history.len(), 1);
+    let page: Page = call(
+        &w,
+        Method::GET,
+        "/api/quota/audit?team=research",
+        &w.fiona,
+        None,
+    )
+    .await
+    .json();
+    let steps: Vec<(&str, &str)> = page
+        .entries
+        .iter()
+        .rev()
+        .map(|e| (e.actor.as_str(), e.action.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("rita", "create"),
+            ("rita", "edit"),
+            ("rita", "submit"),
+            ("alex", "approve")
+        ]
+    );
+    let approve = &page.entries[0];
+    assert_eq!(
+        approve.before.as_ref().expect("before")["state"],
+        "submitted"
+    );
+    assert_eq!(approve.after.as_ref().expect("after")["state"], "approved");
+    assert_eq!(
+        approve.after.as_ref().expect("after")["comment"],
+        "approve: fits the plan"
+    );
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn illegal_moves_are_refused_and_change_nothing(pool: PgPool) {
+    let w = world(&pool).await;
+    let id = draft(&w, &w.rita, "research", h100(8)).await;
+    // A draft cannot be decided on.
+    for verb in ["approve", "reject", "revoke"] {
+        let reply = act(&w, &w.alex, "research", id, verb, 1).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::CONFLICT,
+            "{verb}: {}",
+            reply.text()
+        );
+    }
+    assert_eq!(
+        act(&w, &w.rita, "research", id, "submit", 1).await.status,
+        StatusCode::OK
+    );
+    // Submitted: no more edits, no second submit, no revoke.
+    let reply = call(
+        &w,
+        Method::PUT,
+        &format!("/api/quota/teams/research/requests/{id}"),
+        &w.rita,
+        Some(json!({"version": 2, "spec": spec(h100(9))})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    assert_eq!(
+        error(&reply).message,
+        "a submitted request cannot be edited"
+    );
+    assert_eq!(
+        act(&w, &w.rita, "research", id, "submit", 2).await.status,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        act(&w, &w.alex, "research", id, "revoke", 2).await.status,
+        StatusCode::CONFLICT
+    );
+    // A decision needs a comment.
+    let reply = call(
+        &w,
+        Method::POST,
+        &format!("/api/quota/teams/research/requests/{id}/reject"),
+        &w.alex,
+        Some(json!({"version": 2, "comment": "  "})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error(&reply).fields[0].path, "comment");
+    assert_eq!(
+        act(&w, &w.alex, "research", id, "reject", 2).await.status,
+        StatusCode::OK
+    );
+    // Rejected is final.
+    for verb in ["approve", "revoke", "reject"] {
+        assert_eq!(
+            act(&w, &w.anna, "research", id, verb, 3).await.status,
+            StatusCode::CONFLICT,
+            "{verb}"
+        );
+    }
+    // Another team's path does not reach the request.
+    assert_eq!(
+        act(&w, &w.alex, "search", id, "approve", 3).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        show(&w, "research", id).await.request.state,
+        State::Rejected
+    );
+    // create, submit, reject: the refused moves left no trace.
+    assert_eq!(count(&pool, "audit_log").await, 3);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn whoever_wrote_or_submitted_a_request_cannot_approve_it(pool: PgPool) {
+    let w = world(&pool).await;
+    // An admin may request for any team, but not approve their own request.
+    let id = draft(&w, &w.ada, "search", h100(8)).await;
+    assert_eq!(
+        act(&w, &w.ada, "search", id, "submit", 1).await.status,
+        StatusCode::OK
+    );
+    let reply = act(&w, &w.ada, "search", id, "approve", 2).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert!(error(&reply).message.contains("four eyes"));
+    assert_eq!(
+        act(&w, &w.alex, "search", id, "approve", 2).await.status,
+        StatusCode::OK
+    );
+    // The database holds the same rule: no approval by the request's author.
+    let refused = sqlx::query("update quota_requests set decided_by = created_by where id = $1")
+        .bind(id)
+        .execute(&pool)
+        .await;
+    assert!(refused.is_err(), "the four-eyes check constraint");
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn two_approvals_at_once_one_wins_the_other_gets_409(pool: PgPool) {
+    let w = world(&pool).await;
+    let id = draft(&w, &w.rita, "research", h100(8)).await;
+    assert_eq!(
+        act(&w, &w.rita, "research", id, "submit", 1).await.status,
+        StatusCode::OK
+    );
+    let (a, b) = tokio::join!(
+        act(&w, &w.alex, "research", id, "approve", 2),
+        act(&w, &w.anna, "research", id, "approve", 2)
+    );
+    let mut statuses = [a.status, b.status];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::CONFLICT],
+        "{} / {}",
+        a.text(),
+        b.text()
+    );
+    let approvals =
+        sqlx::query_scalar::<_, i64>("select count(*) from audit_log where action = 'approve'")
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    assert_eq!(approvals, 1);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn capacity_is_checked_again_at_approval(pool: PgPool) {
+    let w = world(&pool).await;
+    // Each fits the 64 H100s alone (40, 30); together they would hold 70.
+    let first = draft(&w, &w.rita, "research", h100(40)).await;
+    let second = draft(&w, &w.ada, "search", h100(30)).await;
+    assert_eq!(
+        act(&w, &w.rita, "research", first, "submit", 1)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        act(&w, &w.ada, "search", second, "submit", 1).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        act(&w, &w.alex, "research", first, "approve", 2)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // The inbox shows the second with the problem before anyone decides.
+    let view = show(&w, "search", second).await;
+    assert_eq!(view.checked.errors.len(), 1, "{:?}", view.checked);
+    let reply = act(&w, &w.alex, "search", second, "approve", 2).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err = error(&reply);
+    assert_eq!(err.fields[0].path, "spec.lines[0].nominal");
+    assert!(
+        err.fields[0].message.contains("would add up to 70")
+            && err.fields[0].message.contains("capacity of 64"),
+        "{}",
+        err.fields[0].message
+    );
+    assert_eq!(
+        show(&w, "search", second).await.request.state,
+        State::Submitted
+    );
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_later_approval_supersedes_and_a_revocation_ends_the_quota(pool: PgPool) {
+    let w = world(&pool).await;
+    let first = draft(&w, &w.rita, "research", h100(16)).await;
+    act(&w, &w.rita, "research", first, "submit", 1).await;
+    assert_eq!(
+        act(&w, &w.alex, "research", first, "approve", 2)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // 16 + 48 would be 64: the new one replaces the old, it does not add to it.
+    let second = draft(&w, &w.rita, "research", h100(60)).await;
+    act(&w, &w.rita, "research", second, "submit", 1).await;
+    let reply = act(&w, &w.alex, "research", second, "approve", 2).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(
+        show(&w, "research", first).await.request.state,
+        State::Superseded
+    );
+    let world: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.rita, None)
+        .await
+        .json();
+    assert_eq!(world.approved.len(), 1);
+    let superseded =
+        sqlx::query_scalar::<_, String>("select actor from audit_log where action = 'supersede'")
+            .fetch_one(&pool)
+            .await
+            .expect("supersede entry");
+    assert_eq!(superseded, "gpufleet");
+
+    assert_eq!(
+        act(&w, &w.anna, "research", second, "revoke", 3)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let view = show(&w, "research", second).await;
+    assert_eq!(view.request.state, State::Revoked);
+    assert!(!view.request.in_force);
+    // No quota in force: the queue stays, with nothing of its own and nothing to borrow.
+    assert!(
+        view.queue_now_yaml.contains("nominalQuota: 0")
+            && view.queue_now_yaml.contains("borrowingLimit: 0")
+    );
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn bad_requests_are_422_with_paths_and_write_nothing(pool: PgPool) {
+    let w = world(&pool).await;
+    // Ask the search team to leave its cohort, so limits are refused for it.
+    let reply = call(
+        &w,
+        Method::PUT,
+        "/api/quota/teams/search/queue",
+        &w.ada,
+        Some(json!({"cluster_queue": "search", "local_queue": "search", "cohort": null})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let (requests, audit) = (
+        count(&pool, "quota_requests").await,
+        count(&pool, "audit_log").await,
+    );
+    let cases: [(&str, Value, &str); 5] = [
+        (
+            "research",
+            json!([{"flavor": "h100-shared", "resource": "nvidia.com/gpu", "nominal": -1}]),
+            "spec.lines[0].nominal",
+        ),
+        (
+            "research",
+            json!([{"flavor": "a100", "resource": "nvidia.com/gpu", "nominal": 1}]),
+            "spec.lines[0].flavor",
+        ),
+        ("research", h100(65), "spec.lines[0].nominal"),
+        (
+            "search",
+            json!([{"flavor": "h100-shared", "resource": "nvidia.com/gpu", "nominal": 4, "borrowing_limit": 2}]),
+            "spec.lines[0].borrowing_limit",
+        ),
+        (
+            "research",
+            json!([{"flavor": "h100-shared", "resource": "nvidia.com/gpu", "nominal": "many"}]),
+            "spec.lines[0].nominal",
+        ),
+    ];
+    for (team, lines, path) in cases {
+        let reply = call(
+            &w,
+            Method::POST,
+            &format!("/api/quota/teams/{team}/requests"),
+            &w.ada,
+            Some(json!({"spec": spec(lines.clone())})),
+        )
+        .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{lines}: {}",
+            reply.text()
+        );
+        let err = error(&reply);
+        assert_eq!(err.code, ErrorCode::Invalid);
+        assert_eq!(err.fields[0].path, path, "{lines}: {:?}", err.fields);
+    }
+    assert_eq!(count(&pool, "quota_requests").await, requests);
+    assert_eq!(count(&pool, "audit_log").await, audit);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_audit_log_cannot_be_rewritten(pool: PgPool) {
+    let w = world(&pool).await;
+    draft(&w, &w.rita, "research", h100(8)).await;
+    for statement in [
+        "update audit_log set actor = 'mallory'",
+        "delete from audit_log",
+        "truncate audit_log",
+    ] {
+        let err = sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .expect_err(statement);
+        assert!(
+            err.to_string().contains("audit_log is append-only"),
+            "{statement}: {err}"
+        );
+    }
+    assert_eq!(count(&pool, "audit_log").await, 1);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_audit_filters_pages_and_exports_csv(pool: PgPool) {
+    let w = world(&pool).await;
+    for _ in 0..3 {
+        draft(&w, &w.rita, "research", h100(1)).await;
+    }
+    draft(&w, &w.ada, "search", h100(1)).await;
+    let w = &w;
+    let get = move |uri: String| async move { call(w, Method::GET, &uri, &w.alex, None).await };
+    let page: Page = get("/api/quota/audit?team=research&per_page=2&page=2".to_owned())
+        .await
+        .json();
+    assert_eq!((page.total, page.entries.len(), page.page), (3, 1, 2));
+    let page: Page = get("/api/quota/audit?actor=ada".to_owned()).await.json();
+    assert_eq!(page.total, 1);
+    assert_eq!(page.entries[0].team.as_deref(), Some("search"));
+    let page: Page = get("/api/quota/audit?kind=flavor".to_owned()).await.json();
+    assert_eq!(page.total, 0);
+    let page: Page = get("/api/quota/audit?page=9".to_owned()).await.json();
+    assert_eq!((page.total, page.entries.len()), (4, 0));
+    // Today's entries are inside today, not before it.
+    let today = backend::quota::today().to_string();
+    let page: Page = get(format!("/api/quota/audit?from={today}&to={today}"))
+        .await
+        .json();
+    assert_eq!(page.total, 4);
+    let page: Page = get("/api/quota/audit?to=2026-01-01".to_owned()).await.json();
+    assert_eq!(page.total, 0);
+    let reply = get("/api/quota/audit?from=yesterday&kind=x".to_owned()).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let paths: Vec<String> = error(&reply).fields.into_iter().map(|f| f.path).collect();
+    assert_eq!(paths, ["kind", "from"]);
+
+    let reply = get("/api/quota/audit.csv?team=research".to_owned()).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["content-type"], "text/csv; charset=utf-8");
+    let text = reply.text();
+    let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(
+        lines[0],
+        "id,at_utc,actor,kind,action,subject,team,before_json,after_json"
+    );
+    assert_eq!(lines.len(), 4);
+    assert!(
+        lines[1].contains(",rita,quota_request,create,quota request 3,research,,\"{"),
+        "{}",
+        lines[1]
+    );
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn admins_edit_flavors_and_queues_and_the_rules_hold(pool: PgPool) {
+    let w = world(&pool).await;
+    let uri = "/api/quota/flavors/h100-shared";
+    let settings = |mig: Value| {
+        json!({"version": 1, "settings": {
+            "node_labels": {"nvidia.com/gpu.product": "H100-SXM5-80GB", "gpufleet.io/pool": "h100-shared"},
+            "node_taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "mig_layout": mig,
+        }})
+    };
+    // 8 × 1g.10gb does not fit one H100 (7 at most).
+    let reply = call(
+        &w,
+        Method::PUT,
+        uri,
+        &w.ada,
+        Some(settings(json!({"1g.10gb": 8}))),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.text()
+    );
+    assert_eq!(error(&reply).fields[0].path, "settings.mig_layout");
+    // Whole GPUs with labels, a taint and a toleration: saved, version 2, audited.
+    let reply = call(&w, Method::PUT, uri, &w.ada, Some(settings(json!({})))).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.json::<shared::quota::Flavor>().version, 2);
+    let reply = call(&w, Method::PUT, uri, &w.ada, Some(settings(json!({})))).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "version 1 is stale now");
+
+    // Approved whole-GPU quota on the flavor: switching it to MIG would strand it.
+    let id = draft(&w, &w.rita, "research", h100(8)).await;
+    act(&w, &w.rita, "research", id, "submit", 1).await;
+    act(&w, &w.alex, "research", id, "approve", 2).await;
+    let mut mig = settings(json!({"1g.10gb": 7}));
+    mig["version"] = json!(2);
+    let reply = call(&w, Method::PUT, uri, &w.ada, Some(mig)).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    assert!(
+        error(&reply).message.contains("over its capacity of 0"),
+        "{}",
+        reply.text()
+    );
+
+    // Queue names: an existing cluster's names are adopted; a taken one is a conflict.
+    let reply = call(
+        &w,
+        Method::PUT,
+        "/api/quota/teams/research/queue",
+        &w.ada,
+        Some(json!({"cluster_queue": "cq-research", "local_queue": "default", "cohort": "ml"})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let reply = call(
+        &w,
+        Method::PUT,
+        "/api/quota/teams/search/queue",
+        &w.ada,
+        Some(json!({"cluster_queue": "cq-research", "local_queue": "default", "cohort": "ml"})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    let view = show(&w, "research", id).await;
+    assert!(
+        view.queue_now_yaml.contains("name: \"cq-research\""),
+        "{}",
+        view.queue_now_yaml
+    );
+    assert!(view.queue_now_yaml.contains("cohortName: \"ml\""));
+    let kinds = sqlx::query_scalar::<_, String>(
+        "select kind from audit_log where actor = 'ada' order by id",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("kinds");
+    assert_eq!(kinds, ["flavor", "team_queue"]);
+}
