@@ -187,11 +187,11 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     assert_eq!(plotly_loaded().await, Some(true));
 
     // A page that is not built yet says so, and so does a deep link into it, reloaded.
-    browser.click("Quotas").await;
+    browser.click("Chargeback").await;
     browser.wait_for_text(".notyet", "Not built yet").await;
     browser
         .client
-        .goto(&server.url("/quotas/new"))
+        .goto(&server.url("/chargeback/2026-11"))
         .await
         .expect("deep link");
     browser.wait_for_text(".notyet", "Not built yet").await;
@@ -358,7 +358,6 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         );
     }
     // All of them as one zip: the file saved is the native export's archive, byte for byte.
-    browser.click_css("[data-test=download-zip]").await;
     // Kueue and KEDA first, then the MIG partitions of the evaluation.
     let mut files: Vec<(String, String)> = manifests::export(&aws, KueueVersion::V1beta2)
         .into_iter()
@@ -375,6 +374,16 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     if let Some(hami) = exported.hami_limits {
         files.push(("hami-limits.yaml".to_owned(), hami));
     }
+    // The renamed draft is being evaluated again: its MIG files follow once it is.
+    for (name, _) in &files {
+        browser
+            .wait_for_text(
+                &format!("[data-test=manifest][data-name='{name}'] pre"),
+                ":",
+            )
+            .await;
+    }
+    browser.click_css("[data-test=download-zip]").await;
     let entries: Vec<(&str, &[u8])> = files
         .iter()
         .map(|(name, yaml)| (name.as_str(), yaml.as_bytes()))
@@ -713,7 +722,11 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
             Role::Approver,
             vec!["Plan", "Quotas", "Chargeback", "Fleet"],
         ),
-        ("fiona", Role::Finance, vec!["Chargeback", "Fleet"]),
+        (
+            "fiona",
+            Role::Finance,
+            vec!["Quotas", "Chargeback", "Fleet"],
+        ),
         (
             "ada",
             Role::Admin,
@@ -808,5 +821,188 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
     browser
         .wait_for_text("[data-test=user-roles]", Role::Requester.label())
         .await;
+    browser.close().await;
+}
+
+/// A requester sees a live validation error, fixes it and submits; an approver reviews the
+/// cohort impact and the ClusterQueue before and after, and approves; the Fleet page and the
+/// audit log show the change. Capacity: the demo fleet's h100-shared flavor, 8 nodes × 8 = 64
+/// GPUs, of which the search team already holds 40.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_the_audit(
+    pool: PgPool,
+) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    for name in ["research", "search"] {
+        backend::accounts::insert_team(
+            &pool,
+            &NewTeam {
+                name: name.into(),
+                namespace: format!("team-{name}"),
+                cost_centre: "CC-1".into(),
+            },
+        )
+        .await
+        .expect("team");
+    }
+    let rita = NewUser {
+        username: "rita".into(),
+        display_name: "Rita Requester".into(),
+        password: PASSWORD.into(),
+        roles: vec![Role::Requester],
+        teams: vec!["research".into()],
+    };
+    backend::accounts::insert_user(
+        &pool,
+        &backend::work::Work::for_this_machine().hashing,
+        &rita,
+    )
+    .await
+    .expect("rita");
+    user(&pool, "sam", Role::Requester).await;
+    user(&pool, "alex", Role::Approver).await;
+    sqlx::query(
+        "insert into quota_requests (team_id, state, spec, created_by, submitted_by, submitted_at,
+                                     decided_by, decided_at, comment, approval_order)
+         select t.id, 'approved', $1::jsonb, s.id, s.id, now(), a.id, now(), 'baseline',
+                nextval('quota_approval_order')
+         from teams t, users s, users a
+         where t.name = 'search' and s.username = 'sam' and a.username = 'alex'",
+    )
+    .bind(serde_json::json!({
+        "lines": [{"flavor": "h100-shared", "resource": "nvidia.com/gpu", "nominal": 40}],
+        "checkpoint_interval_min": 20,
+        "justification": "search serving",
+        "starts_on": "2026-01-01",
+    }))
+    .execute(&pool)
+    .await
+    .expect("search's approved quota");
+    let (server, browser) = open_console(pool).await;
+
+    log_in(&browser, "rita", PASSWORD).await;
+    browser.wait_for_text("main h1", "Quotas").await;
+    browser
+        .wait_for_text("[data-test=current-quota]", "No approved quota in force")
+        .await;
+    every_input_is_labelled(&browser).await;
+    // Flavors by name: h100-shared is the first line. 30 + search's 40 = 70 > 64.
+    type_into(&browser, "#line-0-nominal", "30").await;
+    browser
+        .wait_for_text(
+            "td:has(#line-0-nominal) .field-error",
+            "the nominal quotas would add up to 70",
+        )
+        .await;
+    let submit = browser
+        .client
+        .find(Locator::Css("[data-test=submit-request]"))
+        .await
+        .expect("submit button");
+    assert_eq!(
+        submit.attr("disabled").await.expect("attr").as_deref(),
+        Some("true"),
+        "an invalid request cannot be sent"
+    );
+    type_into(&browser, "#line-0-nominal", "many").await;
+    browser
+        .wait_for_text("td:has(#line-0-nominal) .field-error", "a whole number")
+        .await;
+    browser.screenshot("quota-form-error").await;
+    // 24 + 40 = 64: allowed, with the warning that nothing is left unassigned.
+    type_into(&browser, "#line-0-nominal", "24").await;
+    type_into(&browser, "#justification", "fine-tuning the 8B model").await;
+    browser
+        .wait_for_text("[data-test=warnings]", "whole capacity of 64")
+        .await;
+    browser
+        .wait_for_text("[data-test=request-problems]", "Ready to send.")
+        .await;
+    browser.click_css("[data-test=submit-request]").await;
+    browser
+        .wait_for_text(
+            "[data-test=quota-notice]",
+            "Request 2 submitted for approval.",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=history]", "submitted")
+        .await;
+    browser.click_css("[data-test=logout]").await;
+
+    log_in(&browser, "alex", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=user-roles]", Role::Approver.label())
+        .await;
+    browser
+        .client
+        .goto(&server.url("/quotas"))
+        .await
+        .expect("quotas");
+    browser
+        .wait_for_text("[data-test=tab-inbox]", "Requests to decide")
+        .await;
+    browser.click_css("[data-test=tab-inbox]").await;
+    browser.wait_for_text("[data-test=inbox]", "research").await;
+    browser.click_css("[data-test=inbox] button").await;
+    // h100-shared: 40 → 64 held, 24 → 0 unassigned; search lends its 40 → 64 with research in.
+    browser
+        .wait_for_text(
+            "[data-test=impact]",
+            "h100-shared GPUs 64 40 → 64 24 → 0 40 → 64",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=queue-now]", "nominalQuota: 0")
+        .await;
+    browser
+        .wait_for_text("[data-test=queue-after]", "nominalQuota: 24")
+        .await;
+    browser
+        .wait_for_text("[data-test=review] [data-test=warnings]", "whole capacity")
+        .await;
+    browser.screenshot("quota-review").await;
+    type_into(&browser, "[data-test=decision-comment]", "fits the plan").await;
+    browser.click_css("[data-test=approve]").await;
+    browser
+        .wait_for_text("[data-test=inbox]", "Nothing waits for a decision.")
+        .await;
+    browser
+        .wait_for_text("[data-test=quota-notice]", "Request 2 approved.")
+        .await;
+
+    browser
+        .client
+        .goto(&server.url("/fleet"))
+        .await
+        .expect("fleet");
+    browser
+        .wait_for_text(
+            "[data-test=quota-by-flavor]",
+            "h100-shared GPUs 64 research 24, search 40 64 0 64",
+        )
+        .await;
+    browser.wait_for_text("#quota-chart", "unassigned").await;
+    browser.screenshot("quota-fleet").await;
+
+    browser
+        .client
+        .goto(&server.url("/quotas"))
+        .await
+        .expect("quotas");
+    browser
+        .wait_for_text("[data-test=tab-audit]", "Audit log")
+        .await;
+    browser.click_css("[data-test=tab-audit]").await;
+    browser
+        .wait_for_text("[data-test=audit]", "alex approve quota request 2")
+        .await;
+    browser
+        .wait_for_text("[data-test=audit]", "rita submit quota request 2")
+        .await;
+    browser
+        .wait_for_text("[data-test=audit-count]", "3 entries")
+        .await;
+    browser.screenshot("quota-audit").await;
     browser.close().await;
 }

@@ -582,7 +582,9 @@ async fn the_audit_filters_pages_and_exports_csv(pool: PgPool) {
         .await
         .json();
     assert_eq!(page.total, 4);
-    let page: Page = get("/api/quota/audit?to=2026-01-01".to_owned()).await.json();
+    let page: Page = get("/api/quota/audit?to=2026-01-01".to_owned())
+        .await
+        .json();
     assert_eq!(page.total, 0);
     let reply = get("/api/quota/audit?from=yesterday&kind=x".to_owned()).await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);

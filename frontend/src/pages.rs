@@ -3,12 +3,14 @@
 mod admin;
 mod fleet;
 mod plan;
+mod quotas;
 
 pub use admin::Admin;
 pub use fleet::FleetPage;
 use leptos::prelude::*;
 use leptos_router::components::A;
 pub use plan::Plan;
+pub use quotas::Quotas;
 use shared::auth::Page;
 
 use crate::{auth::use_me, ui::NotYet};
@@ -37,16 +39,6 @@ pub fn Home() -> impl IntoView {
             </p>
             <ul class="cards" data-test="cards">{cards}</ul>
         </section>
-    }
-}
-
-#[component]
-pub fn Quotas() -> impl IntoView {
-    view! {
-        <NotYet
-            title="Quotas"
-            what="Teams will request GPU quota here; approved quota is applied to the cluster as Kueue objects."
-        />
     }
 }
 

@@ -1,6 +1,7 @@
 //! Small generic widgets, and charts (plotly.js, loaded only by the pages that draw one).
 
-use leptos::prelude::*;
+use leptos::{html::Div, prelude::*, task::spawn_local};
+use plotly::Plot;
 use shared::{
     ApiError,
     health::{DatabaseStatus, Status},
@@ -78,6 +79,21 @@ pub fn Guard(page: shared::auth::Page, children: ChildrenFn) -> impl IntoView {
             .into_any()
         }
     }
+}
+
+/// A plotly chart that redraws whenever `plot` reads a signal that changed.
+#[component]
+pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<Plot>>) -> impl IntoView {
+    let node = NodeRef::<Div>::new();
+    Effect::new(move |_| {
+        if node.get().is_none() {
+            return;
+        }
+        if let Some(plot) = plot() {
+            spawn_local(async move { draw_chart(id, &plot).await });
+        }
+    });
+    view! { <div id=id class="chart" data-test=id node_ref=node></div> }
 }
 
 /// Where ./dev puts the partial plotly.js bundle (from npm; no CDN).

@@ -379,7 +379,7 @@ impl Page {
     pub fn roles(self) -> &'static [Role] {
         match self {
             Page::Plan => PLANNERS,
-            Page::Quotas => &[Role::Requester, Role::Approver, Role::Admin],
+            Page::Quotas => &[Role::Requester, Role::Approver, Role::Finance, Role::Admin],
             Page::Chargeback => &[Role::Finance, Role::Approver, Role::Admin],
             Page::Fleet => &[],
             Page::Admin => &[Role::Admin],
@@ -410,7 +410,7 @@ mod tests {
             visible(&[Role::Approver]),
             ["Plan", "Quotas", "Chargeback", "Fleet"]
         );
-        assert_eq!(visible(&[Role::Finance]), ["Chargeback", "Fleet"]);
+        assert_eq!(visible(&[Role::Finance]), ["Quotas", "Chargeback", "Fleet"]);
         assert_eq!(
             visible(&[Role::Admin]),
             ["Plan", "Quotas", "Chargeback", "Fleet", "Admin"]

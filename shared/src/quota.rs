@@ -538,6 +538,22 @@ pub struct Checked {
     pub warnings: Vec<FieldError>,
 }
 
+/// One flavor resource of the fleet on a day: capacity, each team's approved nominal quota,
+/// and what is left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub flavor: String,
+    pub resource: String,
+    pub capacity: i64,
+    /// Teams with nominal quota here, in name order.
+    pub teams: Vec<(String, i64)>,
+    pub nominal_total: i64,
+    /// Capacity no queue holds.
+    pub unassigned: i64,
+    /// What queues in a cohort lend (lending limit, or all their nominal quota when idle).
+    pub lendable: i64,
+}
+
 /// One flavor resource before and after a request, as the approver sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Impact {
@@ -686,8 +702,11 @@ impl QuotaWorld {
             return checked;
         };
         self.check_lines(queue, spec, &mut checked);
+        // Capacity needs well-formed lines and dates, not a justification: the form shows it
+        // while the rest is still being written.
+        let well_formed = checked.errors.is_empty();
         check_terms(spec, queue.cohort.is_some(), today, &mut checked);
-        if checked.errors.is_empty() {
+        if well_formed && !checked.errors.iter().any(|e| e.path == "ends_on") {
             self.check_capacity(team, spec, today, &mut checked);
             self.check_borrowing(team, spec, today, &mut checked);
         }
@@ -888,6 +907,49 @@ impl QuotaWorld {
             cohort_lendable,
             teams,
         }
+    }
+
+    /// Per flavor resource, the approved quota in force on `day` (the Fleet page's bars).
+    pub fn allocation(&self, day: Day) -> Vec<Allocation> {
+        let effective = self.effective_on(day);
+        self.flavors
+            .iter()
+            .flat_map(|flavor| {
+                let effective = &effective;
+                flavor.resources().into_iter().map(move |c| {
+                    let lines: Vec<(&TeamQueue, &QuotaLine)> = self
+                        .teams
+                        .iter()
+                        .filter_map(|t| {
+                            let line = effective
+                                .get(t.team.as_str())?
+                                .spec
+                                .line(&flavor.name, &c.resource)?;
+                            Some((t, line))
+                        })
+                        .collect();
+                    let teams: Vec<(String, i64)> = lines
+                        .iter()
+                        .filter(|(_, l)| l.nominal > 0)
+                        .map(|(t, l)| (t.team.clone(), l.nominal))
+                        .collect();
+                    let nominal_total = teams.iter().map(|(_, n)| n).sum();
+                    Allocation {
+                        flavor: flavor.name.clone(),
+                        resource: c.resource.clone(),
+                        capacity: c.amount,
+                        lendable: lines
+                            .iter()
+                            .filter(|(t, _)| t.cohort.is_some())
+                            .map(|(_, l)| l.lending_limit.unwrap_or(l.nominal).min(l.nominal))
+                            .sum(),
+                        unassigned: c.amount - nominal_total,
+                        nominal_total,
+                        teams,
+                    }
+                })
+            })
+            .collect()
     }
 
     /// Per flavor resource, the fleet before and after approving `spec` for `team`, on the
@@ -1195,6 +1257,17 @@ mod tests {
     }
 
     #[test]
+    fn capacity_shows_while_the_justification_is_still_empty() {
+        let mut s = spec(&[("h100", 41, None, None)], TODAY);
+        s.justification.clear();
+        let checked = world().check("research", &s, day(TODAY));
+        assert_eq!(
+            paths(&checked.errors),
+            ["justification", "lines[0].nominal"]
+        );
+    }
+
+    #[test]
     fn capacity_is_checked_on_every_day_the_sum_can_change() {
         // search holds 24 from November and, approved later, only 8 during December: research
         // may ask 50 for December (8 + 50 = 58) but not from January on, when search's 24
@@ -1363,6 +1436,26 @@ mod tests {
         assert_eq!(side(&i.after, "research"), (16, 6));
         assert_eq!(side(&i.after, "search"), (24, 4));
         assert_eq!(side(&i.after, "solo"), (0, 0));
+    }
+
+    #[test]
+    fn the_allocation_shows_each_team_and_what_is_left() {
+        // search holds 24 of 64 and lends 8; solo (no cohort) holds 10, which it cannot lend.
+        let mut w = world();
+        w.approved.push(approved(
+            2,
+            "solo",
+            spec(&[("h100", 10, None, None)], TODAY),
+        ));
+        let a = &w.allocation(day(TODAY))[0];
+        assert_eq!(
+            a.teams,
+            vec![("search".to_owned(), 24), ("solo".to_owned(), 10)]
+        );
+        assert_eq!(
+            (a.capacity, a.nominal_total, a.unassigned, a.lendable),
+            (64, 34, 30, 8)
+        );
     }
 
     #[test]

@@ -1,10 +1,18 @@
-//! The fleet inventory: pools, models, and GPUs by model as a chart.
+//! The fleet inventory: pools, models, and GPUs by model as a chart; per flavor, capacity
+//! against the approved quota of each team and what is left.
 
 use leptos::{html::Div, prelude::*, task::spawn_local};
-use plotly::{Bar, Layout, Plot};
-use shared::{fleet::Fleet, money::dollars};
+use plotly::{Bar, Layout, Plot, layout::BarMode};
+use shared::{
+    fleet::Fleet,
+    money::dollars,
+    quota::{Allocation, QuotaWorld},
+};
 
-use crate::{api, ui::ErrorBox};
+use crate::{
+    api,
+    ui::{Chart, ErrorBox},
+};
 
 #[component]
 pub fn FleetPage() -> impl IntoView {
@@ -20,8 +28,95 @@ pub fn FleetPage() -> impl IntoView {
                 }
                 Some(Ok(fleet)) => view! { <FleetTables fleet/> }.into_any(),
             }}
+            <QuotaByFlavor/>
         </section>
     }
+}
+
+/// Per flavor resource: each team's approved nominal quota in force today, stacked against
+/// capacity, and what is left unassigned and lendable.
+#[component]
+fn QuotaByFlavor() -> impl IntoView {
+    let world = LocalResource::new(|| api::get::<QuotaWorld>("/api/quota/world"));
+    move || match world.get() {
+        None => ().into_any(),
+        Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
+        Some(Ok(world)) => {
+            let allocation = world.allocation(super::quotas::today());
+            let plot = allocation_plot(&allocation);
+            view! {
+                <h2>"Quota by flavor"</h2>
+                <Chart id="quota-chart" plot=Box::new(move || Some(plot.clone()))/>
+                <table data-test="quota-by-flavor">
+                    <thead>
+                        <tr>
+                            <th>"Flavor"</th><th>"Resource"</th><th class="num">"Capacity"</th>
+                            <th>"Approved, by team"</th><th class="num">"Approved"</th>
+                            <th class="num">"Unassigned"</th><th class="num">"Lendable in cohorts"</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {allocation
+                            .into_iter()
+                            .map(|a| {
+                                let teams = a.teams.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", ");
+                                view! {
+                                    <tr>
+                                        <td>{a.flavor.clone()}</td>
+                                        <td>{super::quotas::unit(&a.resource)}</td>
+                                        <td class="num">{a.capacity}</td>
+                                        <td>{teams}</td>
+                                        <td class="num">{a.nominal_total}</td>
+                                        <td class="num">{a.unassigned}</td>
+                                        <td class="num">{a.lendable}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            }
+            .into_any()
+        }
+    }
+}
+
+fn allocation_plot(allocation: &[Allocation]) -> Plot {
+    let names: Vec<String> = allocation
+        .iter()
+        .map(|a| format!("{} {}", a.flavor, super::quotas::unit(&a.resource)))
+        .collect();
+    let mut teams: Vec<&str> = allocation
+        .iter()
+        .flat_map(|a| a.teams.iter().map(|(t, _)| t.as_str()))
+        .collect();
+    teams.sort_unstable();
+    teams.dedup();
+    let mut plot = Plot::new();
+    for team in teams {
+        let quota: Vec<f64> = allocation
+            .iter()
+            .map(|a| {
+                a.teams
+                    .iter()
+                    .find(|(t, _)| t == team)
+                    .map_or(0.0, |(_, n)| *n as f64)
+            })
+            .collect();
+        plot.add_trace(Bar::new(names.clone(), quota).name(team));
+    }
+    let unassigned: Vec<f64> = allocation
+        .iter()
+        .map(|a| a.unassigned.max(0) as f64)
+        .collect();
+    plot.add_trace(Bar::new(names, unassigned).name("unassigned"));
+    plot.set_layout(
+        Layout::new()
+            .bar_mode(BarMode::Stack)
+            .title("Approved quota against capacity")
+            .height(300),
+    );
+    plot
 }
 
 #[component]

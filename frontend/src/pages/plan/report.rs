@@ -2,7 +2,7 @@
 //! sizing side by side, the simulated week per team, the isolation plan grouped, the warnings
 //! grouped, and the plots (plotly.js).
 
-use leptos::{html::Div, prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use plotly::{
     Bar, Layout, Plot, Scatter,
     common::{AxisSide, DashType, Line, Mode},
@@ -23,21 +23,7 @@ use super::{
     Results,
     fields::{Field, bind_decimal, use_draft},
 };
-
-/// A plotly chart that redraws whenever `plot` reads a signal that changed.
-#[component]
-pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<Plot>>) -> impl IntoView {
-    let node = NodeRef::<Div>::new();
-    Effect::new(move |_| {
-        if node.get().is_none() {
-            return;
-        }
-        if let Some(plot) = plot() {
-            spawn_local(async move { crate::ui::draw_chart(id, &plot).await });
-        }
-    });
-    view! { <div id=id class="chart" data-test=id node_ref=node></div> }
-}
+use crate::ui::Chart;
 
 /// The week's demand per team, stacked, against the fleet and, once evaluated, against what
 /// each option needs. Redrawn when the draft settles, not on every key.

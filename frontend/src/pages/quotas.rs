@@ -1,0 +1,308 @@
+//! Quotas: a team's quota, its request form (checked as you type by `shared::quota`, the code
+//! the server runs) and its history; the approvers' inbox with the cohort impact and the
+//! ClusterQueue before and after; and the audit log.
+
+mod audit;
+mod form;
+mod review;
+
+use leptos::prelude::*;
+use shared::{
+    auth::{Me, Role},
+    day::Day,
+    quota::{QuotaRequest, QuotaWorld, State},
+};
+
+use crate::{api, auth::use_me, ui::ErrorBox};
+
+/// Today in UTC, by the browser's clock.
+pub fn today() -> Day {
+    Day::of_unix_seconds((js_sys::Date::now() / 1000.0) as i64)
+}
+
+/// `nvidia.com/gpu` → "GPUs", `nvidia.com/mig-1g.10gb` → "1g.10gb instances".
+pub fn unit(resource: &str) -> String {
+    match resource.split_once("/mig-") {
+        Some((_, profile)) => format!("{profile} instances"),
+        None => "GPUs".to_owned(),
+    }
+}
+
+/// Where a change says it was saved (a request drafted, submitted, decided).
+#[derive(Clone, Copy)]
+pub struct Notice(pub RwSignal<Option<String>>);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tab {
+    Teams,
+    Inbox,
+    Audit,
+}
+
+fn is_reader(me: &Me) -> bool {
+    [Role::Approver, Role::Finance, Role::Admin]
+        .iter()
+        .any(|r| me.roles.contains(r))
+}
+
+#[component]
+pub fn Quotas() -> impl IntoView {
+    let me = use_me();
+    let me = Signal::derive(move || me.get());
+    let version = RwSignal::new(0u32);
+    let world = LocalResource::new(move || {
+        version.track();
+        api::get::<QuotaWorld>("/api/quota/world")
+    });
+    let changed = Callback::new(move |()| version.update(|v| *v += 1));
+    let reader = move || me.with(|m| m.as_ref().is_some_and(is_reader));
+    let tab = RwSignal::new(Tab::Teams);
+    // Kept here, above what a refresh redraws: the team shown and the last change's outcome.
+    let chosen = RwSignal::new(None::<String>);
+    let notice = RwSignal::new(None::<String>);
+    provide_context(Notice(notice));
+    let tab_button = move |which: Tab, label: &'static str, test: &'static str| {
+        view! {
+            <button
+                type="button"
+                data-test=test
+                aria-current=move || (tab.get() == which).then_some("step")
+                on:click=move |_| tab.set(which)
+            >
+                {label}
+            </button>
+        }
+    };
+    view! {
+        <section>
+            <h1>"Quotas"</h1>
+            <nav class="steps" aria-label="Quota views">
+                {tab_button(Tab::Teams, "Teams", "tab-teams")}
+                <Show when=reader>
+                    {tab_button(Tab::Inbox, "Requests to decide", "tab-inbox")}
+                    {tab_button(Tab::Audit, "Audit log", "tab-audit")}
+                </Show>
+            </nav>
+            {move || notice.get().map(|m| view! { <p class="ok" role="status" data-test="quota-notice">{m}</p> })}
+            {move || match world.get() {
+                None => view! { <p class="muted">"loading…"</p> }.into_any(),
+                Some(Err(err)) => view! { <ErrorBox error=err/> }.into_any(),
+                Some(Ok(world)) => {
+                    let Some(me) = me.get() else { return ().into_any() };
+                    match tab.get() {
+                        Tab::Teams => view! { <TeamsView world me chosen changed/> }.into_any(),
+                        Tab::Inbox => view! { <review::Inbox me changed/> }.into_any(),
+                        Tab::Audit => {
+                            let teams = world.teams.iter().map(|t| t.team.clone()).collect();
+                            view! { <audit::AuditLog teams/> }.into_any()
+                        }
+                    }
+                }
+            }}
+        </section>
+    }
+}
+
+/// One team at a time: the teams the user belongs to, or every team for readers and admins.
+#[component]
+fn TeamsView(
+    world: QuotaWorld,
+    me: Me,
+    chosen: RwSignal<Option<String>>,
+    changed: Callback<()>,
+) -> impl IntoView {
+    let visible: Vec<String> = world
+        .teams
+        .iter()
+        .map(|t| t.team.clone())
+        .filter(|t| is_reader(&me) || me.teams.contains(t))
+        .collect();
+    if visible.is_empty() {
+        return view! { <p>"You are in no team yet: an admin adds you to one."</p> }.into_any();
+    }
+    let first = visible[0].clone();
+    let current = move || chosen.get().unwrap_or_else(|| first.clone());
+    let world = StoredValue::new(world);
+    let may_request =
+        move |team: &str| me.teams.iter().any(|t| t == team) || me.roles.contains(&Role::Admin);
+    view! {
+        <p>
+            <label for="quota-team">"Team "</label>
+            <select id="quota-team" data-test="quota-team" on:change=move |ev| chosen.set(Some(event_target_value(&ev)))>
+                {visible
+                    .iter()
+                    .map(|t| {
+                        let selected = chosen.get_untracked().as_ref() == Some(t);
+                        view! { <option value=t.clone() selected=selected>{t.clone()}</option> }
+                    })
+                    .collect_view()}
+            </select>
+        </p>
+        {move || {
+            let team = current();
+            let world = world.get_value();
+            let may = may_request(&team);
+            view! {
+                <CurrentQuota world=world.clone() team=team.clone()/>
+                {may.then(|| view! { <form::RequestForm world=world.clone() team=team.clone() changed/> })}
+                <History team changed/>
+            }
+        }}
+    }
+    .into_any()
+}
+
+/// What the team holds today: its approved request in force, per flavor.
+#[component]
+fn CurrentQuota(world: QuotaWorld, team: String) -> impl IntoView {
+    let today = today();
+    let effective = world.effective_on(today);
+    let queue = world.team(&team).cloned();
+    let Some(current) = effective.get(team.as_str()) else {
+        return view! {
+            <h2>"Current quota"</h2>
+            <p data-test="current-quota">
+                "No approved quota in force: the team's queue admits nothing new until a request is approved."
+            </p>
+        }
+        .into_any();
+    };
+    let cohort = queue
+        .and_then(|q| q.cohort)
+        .map_or("in no cohort (hard quota)".to_owned(), |c| {
+            format!("in cohort {c}")
+        });
+    let until = current
+        .spec
+        .ends_on
+        .map_or("open-ended".to_owned(), |d| format!("until {d}"));
+    view! {
+        <h2>"Current quota"</h2>
+        <p>{format!("Request {}, {until}; the queue is {cohort}.", current.id)}</p>
+        <table data-test="current-quota">
+            <thead>
+                <tr>
+                    <th>"Flavor"</th><th>"Resource"</th><th class="num">"Nominal"</th>
+                    <th class="num">"Borrowing limit"</th><th class="num">"Lending limit"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {current
+                    .spec
+                    .lines
+                    .iter()
+                    .map(|l| {
+                        let limit = |v: Option<i64>, none: &str| v.map_or(none.to_owned(), |v| v.to_string());
+                        view! {
+                            <tr>
+                                <td>{l.flavor.clone()}</td>
+                                <td>{unit(&l.resource)}</td>
+                                <td class="num">{l.nominal}</td>
+                                <td class="num">{limit(l.borrowing_limit, "none")}</td>
+                                <td class="num">{limit(l.lending_limit, "all unused")}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// "h100-shared: 24 GPUs; rtx-inference: 4 GPUs" (lines with quota only).
+pub fn lines_summary(request: &QuotaRequest) -> String {
+    let parts: Vec<String> = request
+        .spec
+        .lines
+        .iter()
+        .filter(|l| l.nominal > 0 || l.borrowing_limit.is_some_and(|b| b > 0))
+        .map(|l| format!("{}: {} {}", l.flavor, l.nominal, unit(&l.resource)))
+        .collect();
+    if parts.is_empty() {
+        "no quota".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// The team's requests, newest first; drafts can be submitted from here.
+#[component]
+fn History(team: String, changed: Callback<()>) -> impl IntoView {
+    let path = format!("/api/quota/teams/{team}/requests");
+    let requests = LocalResource::new(move || {
+        let path = path.clone();
+        async move { api::get::<Vec<QuotaRequest>>(&path).await }
+    });
+    let error = RwSignal::new(None);
+    let submit = move |request: QuotaRequest| {
+        leptos::task::spawn_local(async move {
+            let path = format!(
+                "/api/quota/teams/{}/requests/{}/submit",
+                request.team, request.id
+            );
+            let body = shared::quota::Submit {
+                version: request.version,
+            };
+            match api::send::<_, shared::quota::RequestView>(
+                gloo_net::http::Method::POST,
+                &path,
+                Some(&body),
+            )
+            .await
+            {
+                Ok(_) => {
+                    error.set(None);
+                    requests.refetch();
+                    changed.run(());
+                }
+                Err(err) => error.set(Some(err)),
+            }
+        });
+    };
+    view! {
+        <h2>"History"</h2>
+        {move || error.get().map(|error| view! { <ErrorBox error/> })}
+        {move || match requests.get() {
+            None => view! { <p class="muted">"loading…"</p> }.into_any(),
+            Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
+            Some(Ok(list)) if list.is_empty() => view! { <p data-test="history">"No requests yet."</p> }.into_any(),
+            Some(Ok(list)) => view! {
+                <table data-test="history">
+                    <thead>
+                        <tr>
+                            <th>"Request"</th><th>"State"</th><th>"Quota"</th><th>"From"</th>
+                            <th>"Until"</th><th>"By"</th><th>"Decided by"</th><th>"Comment"</th><th></th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {list
+                            .into_iter()
+                            .map(|r| {
+                                let state = if r.in_force { "approved, in force".to_owned() } else { r.state.as_str().to_owned() };
+                                let draft = (r.state == State::Draft).then(|| {
+                                    let r = r.clone();
+                                    view! { <button type="button" data-test="submit-draft" on:click=move |_| submit(r.clone())>"Submit"</button> }
+                                });
+                                view! {
+                                    <tr data-test=format!("request-{}", r.id)>
+                                        <td class="num">{r.id}</td>
+                                        <td>{state}</td>
+                                        <td>{lines_summary(&r)}</td>
+                                        <td>{r.spec.starts_on.to_string()}</td>
+                                        <td>{r.spec.ends_on.map_or("—".to_owned(), |d| d.to_string())}</td>
+                                        <td>{r.created_by.clone()}</td>
+                                        <td>{r.decided_by.clone().unwrap_or_default()}</td>
+                                        <td>{r.comment.clone().unwrap_or_default()}</td>
+                                        <td>{draft}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            }
+            .into_any(),
+        }}
+    }
+}

@@ -1,0 +1,372 @@
+//! The request form: one row per flavor resource, the preemption and queueing terms, the
+//! checkpoint interval, dates and a justification. Every keystroke runs the server's own rules
+//! (`QuotaWorld::check`, in WASM): errors show at their field and block sending, warnings show
+//! for the approver-to-be. A word where a number belongs is refused at the field and the
+//! request keeps its last good value.
+
+use gloo_net::http::Method;
+use leptos::{prelude::*, task::spawn_local};
+use shared::{
+    ApiError, FieldError,
+    day::Day,
+    kueue::{Reclaim, WithinQueue},
+    quota::{Checked, NewRequest, QuotaSpec, QuotaWorld, RequestView, Submit},
+    scenario::Queueing,
+};
+
+use super::{Notice, today, unit};
+use crate::{api, ui::ErrorBox};
+
+/// The team's terms in force as the starting point (from today, open-ended, no justification),
+/// with a line for every flavor resource; a blank request when none is in force.
+fn starting_spec(world: &QuotaWorld, team: &str, today: Day) -> QuotaSpec {
+    let blank = QuotaSpec::blank(&world.flavors, today);
+    let Some(current) = world.effective_on(today).get(team).map(|a| a.spec.clone()) else {
+        return blank;
+    };
+    let lines = blank
+        .lines
+        .into_iter()
+        .map(|line| {
+            current
+                .lines
+                .iter()
+                .find(|l| l.flavor == line.flavor && l.resource == line.resource)
+                .cloned()
+                .unwrap_or(line)
+        })
+        .collect();
+    QuotaSpec {
+        lines,
+        justification: String::new(),
+        starts_on: today,
+        ends_on: None,
+        ..current
+    }
+}
+
+/// The message for `path` from the rules or the server's last answer (whose paths start with
+/// `spec.`).
+fn message_at(checked: &Checked, server: &Option<ApiError>, path: &str) -> Option<String> {
+    checked
+        .errors
+        .iter()
+        .find(|e| e.path == path)
+        .map(|e| e.message.clone())
+        .or_else(|| {
+            server.as_ref().and_then(|s| {
+                s.fields
+                    .iter()
+                    .find(|f| f.path.strip_prefix("spec.") == Some(path))
+                    .map(|f| f.message.clone())
+            })
+        })
+}
+
+#[component]
+pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> impl IntoView {
+    let today = today();
+    let spec = RwSignal::new(starting_spec(&world, &team, today));
+    let world = StoredValue::new(world);
+    let team = StoredValue::new(team);
+    let checked = Memo::new(move |_| {
+        spec.with(|s| world.with_value(|w| team.with_value(|t| w.check(t, s, today))))
+    });
+    let server = RwSignal::new(None::<ApiError>);
+    let Notice(saved) = expect_context::<Notice>();
+    let busy = RwSignal::new(false);
+    let blocked = move || busy.get() || !checked.with(|c| c.errors.is_empty());
+    let send = move |and_submit: bool| {
+        busy.set(true);
+        saved.set(None);
+        let body = NewRequest {
+            spec: spec.get_untracked(),
+        };
+        let team = team.get_value();
+        spawn_local(async move {
+            let path = format!("/api/quota/teams/{team}/requests");
+            let result = async {
+                let view: RequestView = api::send(Method::POST, &path, Some(&body)).await?;
+                if !and_submit {
+                    return Ok(format!("Draft {} saved.", view.request.id));
+                }
+                let id = view.request.id;
+                let submit = Submit {
+                    version: view.request.version,
+                };
+                let _: RequestView =
+                    api::send(Method::POST, &format!("{path}/{id}/submit"), Some(&submit)).await?;
+                Ok::<_, ApiError>(format!("Request {id} submitted for approval."))
+            }
+            .await;
+            busy.set(false);
+            match result {
+                Ok(message) => {
+                    server.set(None);
+                    saved.set(Some(message));
+                    changed.run(());
+                }
+                Err(err) => server.set(Some(err)),
+            }
+        });
+    };
+    let error_at = move |path: String| {
+        move || {
+            let message = checked.with(|c| server.with(|s| message_at(c, s, &path)));
+            message.map(|m| view! { <span class="field-error" role="alert">{m}</span> })
+        }
+    };
+    let lines = spec.with_untracked(|s| s.lines.len());
+    view! {
+        <h2>"Request quota"</h2>
+        <form data-test="request-form" on:submit=|ev| ev.prevent_default()>
+            <table>
+                <thead>
+                    <tr>
+                        <th>"Flavor"</th><th>"Resource"</th><th>"Capacity"</th><th>"Nominal"</th>
+                        <th>"Borrowing limit"</th><th>"Lending limit"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {(0..lines)
+                        .map(|i| {
+                            let line = spec.with_untracked(|s| s.lines[i].clone());
+                            let capacity = world.with_value(|w| {
+                                w.flavors
+                                    .iter()
+                                    .find(|f| f.name == line.flavor)
+                                    .and_then(|f| f.capacity(&line.resource))
+                                    .unwrap_or(0)
+                            });
+                            let id = |what: &str| format!("line-{i}-{what}");
+                            view! {
+                                <tr>
+                                    <td>{line.flavor.clone()}</td>
+                                    <td>{unit(&line.resource)}</td>
+                                    <td class="num">{capacity}</td>
+                                    <td>
+                                        <label class="sr-only" for=id("nominal")>{format!("Nominal {} of {}", unit(&line.resource), line.flavor)}</label>
+                                        <Amount
+                                            id=id("nominal")
+                                            value=Some(line.nominal)
+                                            optional=false
+                                            set=Callback::new(move |v: Option<i64>| spec.update(|s| s.lines[i].nominal = v.unwrap_or(0)))
+                                        />
+                                        {error_at(format!("lines[{i}].nominal"))}
+                                    </td>
+                                    <td>
+                                        <label class="sr-only" for=id("borrowing")>{format!("Borrowing limit of {}, blank for none", line.flavor)}</label>
+                                        <Amount
+                                            id=id("borrowing")
+                                            value=line.borrowing_limit
+                                            optional=true
+                                            set=Callback::new(move |v| spec.update(|s| s.lines[i].borrowing_limit = v))
+                                        />
+                                        {error_at(format!("lines[{i}].borrowing_limit"))}
+                                    </td>
+                                    <td>
+                                        <label class="sr-only" for=id("lending")>{format!("Lending limit of {}, blank for all unused", line.flavor)}</label>
+                                        <Amount
+                                            id=id("lending")
+                                            value=line.lending_limit
+                                            optional=true
+                                            set=Callback::new(move |v| spec.update(|s| s.lines[i].lending_limit = v))
+                                        />
+                                        {error_at(format!("lines[{i}].lending_limit"))}
+                                    </td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+            <div class="fields">
+                <Choice
+                    id="reclaim"
+                    label="Reclaim lent quota (reclaimWithinCohort)"
+                    options=&[("Never", "Never"), ("LowerPriority", "LowerPriority"), ("Any", "Any")]
+                    selected=format!("{:?}", spec.with_untracked(|s| s.reclaim_within_cohort))
+                    set=Callback::new(move |v: String| spec.update(|s| s.reclaim_within_cohort = match v.as_str() {
+                        "Never" => Reclaim::Never,
+                        "LowerPriority" => Reclaim::LowerPriority,
+                        _ => Reclaim::Any,
+                    }))
+                />
+                <Choice
+                    id="within"
+                    label="Preempt inside the queue (withinClusterQueue)"
+                    options=&[("Never", "Never"), ("LowerPriority", "LowerPriority"), ("LowerOrNewerEqualPriority", "LowerOrNewerEqualPriority")]
+                    selected=format!("{:?}", spec.with_untracked(|s| s.within_cluster_queue))
+                    set=Callback::new(move |v: String| spec.update(|s| s.within_cluster_queue = match v.as_str() {
+                        "Never" => WithinQueue::Never,
+                        "LowerOrNewerEqualPriority" => WithinQueue::LowerOrNewerEqualPriority,
+                        _ => WithinQueue::LowerPriority,
+                    }))
+                />
+                <Choice
+                    id="queueing"
+                    label="Queueing strategy"
+                    options=&[("BestEffortFIFO", "BestEffortFIFO"), ("StrictFIFO", "StrictFIFO")]
+                    selected=match spec.with_untracked(|s| s.queueing) {
+                        Queueing::StrictFifo => "StrictFIFO".to_owned(),
+                        Queueing::BestEffortFifo => "BestEffortFIFO".to_owned(),
+                    }
+                    set=Callback::new(move |v: String| spec.update(|s| s.queueing = if v == "StrictFIFO" { Queueing::StrictFifo } else { Queueing::BestEffortFifo }))
+                />
+                <p>
+                    <label for="checkpoint">"Checkpoint interval of preemptible training (minutes)"</label>
+                    <Amount
+                        id="checkpoint".to_owned()
+                        value=spec.with_untracked(|s| s.checkpoint_interval_min.map(i64::from))
+                        optional=true
+                        set=Callback::new(move |v: Option<i64>| spec.update(|s| s.checkpoint_interval_min = v.and_then(|v| u32::try_from(v).ok())))
+                    />
+                    {error_at("checkpoint_interval_min".to_owned())}
+                </p>
+                <p>
+                    <label for="starts-on">"Starts on (UTC, YYYY-MM-DD)"</label>
+                    <DayInput id="starts-on" value=Some(today) optional=false set=Callback::new(move |d: Option<Day>| if let Some(d) = d { spec.update(|s| s.starts_on = d) })/>
+                    {error_at("starts_on".to_owned())}
+                </p>
+                <p>
+                    <label for="ends-on">"Ends on (inclusive; blank for open-ended)"</label>
+                    <DayInput id="ends-on" value=None optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
+                    {error_at("ends_on".to_owned())}
+                </p>
+                <p>
+                    <label for="justification">"Justification"</label>
+                    <textarea
+                        id="justification"
+                        data-test="justification"
+                        rows="3"
+                        on:input=move |ev| {
+                            let text = event_target_value(&ev);
+                            spec.update(|s| s.justification = text);
+                        }
+                    ></textarea>
+                    {error_at("justification".to_owned())}
+                </p>
+            </div>
+            <Warnings fields=Signal::derive(move || checked.with(|c| c.warnings.clone()))/>
+            <p data-test="request-problems" class=move || if checked.with(|c| c.errors.is_empty()) { "ok" } else { "bad" }>
+                {move || match checked.with(|c| c.errors.len()) {
+                    0 => "Ready to send.".to_owned(),
+                    1 => "1 problem to fix before sending.".to_owned(),
+                    n => format!("{n} problems to fix before sending."),
+                }}
+            </p>
+            {move || server.get().filter(|e| e.fields.is_empty()).map(|error| view! { <ErrorBox error/> })}
+            <button type="button" data-test="save-draft" disabled=blocked on:click=move |_| send(false)>"Save as draft"</button>
+            " "
+            <button type="button" data-test="submit-request" disabled=blocked on:click=move |_| send(true)>"Submit for approval"</button>
+        </form>
+    }
+}
+
+/// Warnings, each with the field it is about.
+#[component]
+pub fn Warnings(fields: Signal<Vec<FieldError>>) -> impl IntoView {
+    move || {
+        let list = fields.get();
+        (!list.is_empty()).then(|| {
+            view! {
+                <ul class="warnings" data-test="warnings">
+                    {list
+                        .into_iter()
+                        .map(|w| view! { <li><strong>{w.path}</strong>": "{w.message}</li> })
+                        .collect_view()}
+                </ul>
+            }
+        })
+    }
+}
+
+/// A whole number; blank is `None` when `optional`. Bad text is refused here, in words.
+#[component]
+fn Amount(
+    id: String,
+    value: Option<i64>,
+    optional: bool,
+    set: Callback<Option<i64>>,
+) -> impl IntoView {
+    let wrong = RwSignal::new(None::<&'static str>);
+    let placeholder = if optional { "none" } else { "" };
+    view! {
+        <input
+            id=id
+            inputmode="numeric"
+            size="6"
+            placeholder=placeholder
+            value=value.map(|v| v.to_string()).unwrap_or_default()
+            on:input=move |ev| {
+                let text = event_target_value(&ev);
+                let text = text.trim();
+                if text.is_empty() && optional {
+                    wrong.set(None);
+                    set.run(None);
+                } else if let Ok(v) = text.parse::<i64>() {
+                    wrong.set(None);
+                    set.run(Some(v));
+                } else {
+                    wrong.set(Some("a whole number"));
+                }
+            }
+        />
+        {move || wrong.get().map(|m| view! { <span class="field-error" role="alert">{m}</span> })}
+    }
+}
+
+#[component]
+fn DayInput(
+    id: &'static str,
+    value: Option<Day>,
+    optional: bool,
+    set: Callback<Option<Day>>,
+) -> impl IntoView {
+    let wrong = RwSignal::new(false);
+    view! {
+        <input
+            id=id
+            size="10"
+            placeholder="YYYY-MM-DD"
+            value=value.map(|d| d.to_string()).unwrap_or_default()
+            on:input=move |ev| {
+                let text = event_target_value(&ev);
+                let text = text.trim();
+                match Day::parse(text) {
+                    Some(d) => {
+                        wrong.set(false);
+                        set.run(Some(d));
+                    }
+                    None if text.is_empty() && optional => {
+                        wrong.set(false);
+                        set.run(None);
+                    }
+                    None => wrong.set(true),
+                }
+            }
+        />
+        {move || wrong.get().then(|| view! { <span class="field-error" role="alert">"a date written YYYY-MM-DD"</span> })}
+    }
+}
+
+#[component]
+fn Choice(
+    id: &'static str,
+    label: &'static str,
+    options: &'static [(&'static str, &'static str)],
+    selected: String,
+    set: Callback<String>,
+) -> impl IntoView {
+    view! {
+        <p>
+            <label for=id>{label}</label>
+            <select id=id on:change=move |ev| set.run(event_target_value(&ev))>
+                {options
+                    .iter()
+                    .map(|(value, text)| view! { <option value=*value selected=*value == selected>{*text}</option> })
+                    .collect_view()}
+            </select>
+        </p>
+    }
+}
