@@ -68,7 +68,9 @@ $$;
 
 alter table node_pools
     alter column flavor_id set not null,
-    add foreign key (flavor_id, gpu_model_id) references flavors (id, gpu_model_id) on delete restrict;
+    -- a flavor moved to another model takes its pools along (inventory import)
+    add foreign key (flavor_id, gpu_model_id) references flavors (id, gpu_model_id)
+        on update cascade on delete restrict;
 
 create index node_pools_flavor_id on node_pools (flavor_id);
 

@@ -832,19 +832,8 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
 async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_the_audit(
     pool: PgPool,
 ) {
+    // The demo inventory: its fleet and the teams research and search.
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    for name in ["research", "search"] {
-        backend::accounts::insert_team(
-            &pool,
-            &NewTeam {
-                name: name.into(),
-                namespace: format!("team-{name}"),
-                cost_centre: "CC-1".into(),
-            },
-        )
-        .await
-        .expect("team");
-    }
     let rita = NewUser {
         username: "rita".into(),
         display_name: "Rita Requester".into(),

@@ -32,12 +32,36 @@ pub enum Command {
     /// Manage users: create the first admin, reset a password, list users.
     #[command(subcommand)]
     User(UserCommand),
+    /// Inventory as code: print the whole inventory, or apply a file of it.
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Planning, offline: evaluate a scenario, export its manifests, time the simulation.
     #[command(subcommand)]
     Plan(PlanCommand),
     /// Packing, offline: replay openb lists, lay out MIG, run the FGD paper's protocol.
     #[command(subcommand)]
     Packing(PackingCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Print the inventory (GPU models and prices, flavors, pools, teams with their queues).
+    Export {
+        #[command(flatten)]
+        db: DbArgs,
+        /// yaml (default) or json.
+        #[arg(long, default_value = "yaml")]
+        format: String,
+    },
+    /// Apply an inventory file (YAML or JSON) as the whole inventory, in one transaction.
+    Import {
+        #[command(flatten)]
+        db: DbArgs,
+        file: PathBuf,
+        /// Print what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,23 +1,84 @@
 //! The fleet inventory, the one place that quota flavors and chargeback rates read from:
-//! `GET /api/fleet`, and the demo fleet that `gpufleet demo` loads into an empty database.
+//! `GET /api/fleet`; inventory as code (`GET`/`POST /api/inventory`, `gpufleet fleet export |
+//! import`, in `inventory.rs` and `cli.rs`); and the demo inventory that `gpufleet demo` applies
+//! to an empty database.
 //! Tables (see `db.rs`): `gpu_models` — which catalogue models the fleet holds and the on-demand
 //! price of one GPU-hour of each; `node_pools` — groups of identical nodes of one model. The
 //! models' facts (vendor, memory, MIG) come from `shared::catalogue`.
 
+pub mod cli;
 mod db;
+pub mod inventory;
 
-use axum::{Json, extract::State, http::Method};
-use shared::fleet::{Fleet, GpuModel, NodePool};
+use axum::{
+    Extension, Json,
+    extract::{Query, State},
+    http::Method,
+};
+use shared::{
+    auth::Role,
+    fleet::{Fleet, GpuModel, NodePool},
+    inventory::Inventory,
+};
 use sqlx::PgPool;
 
 use crate::{
-    access::Access,
+    access::{Access, Caller},
     app::{Api, AppState},
+    audit::Actor,
     error::{Error, Result},
+    json::ApiJson,
 };
 
 pub fn api() -> Api {
-    Api::default().route(Method::GET, "/fleet", Access::SignedIn, get_fleet)
+    Api::default()
+        .route(Method::GET, "/fleet", Access::SignedIn, get_fleet)
+        .route(
+            Method::GET,
+            "/inventory",
+            Access::Roles(&[Role::Admin]),
+            get_inventory,
+        )
+        .route(
+            Method::POST,
+            "/inventory",
+            Access::Roles(&[Role::Admin]),
+            put_inventory,
+        )
+}
+
+async fn get_inventory(State(state): State<AppState>) -> Result<Json<Inventory>> {
+    let mut tx = state.pool.begin().await?;
+    let inventory = inventory::read(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Json(inventory))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportQuery {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// The whole inventory from a JSON body (`?dry_run=true`: what it would change, nothing
+/// written).
+async fn put_inventory(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<ImportQuery>,
+    ApiJson(wanted): ApiJson<Inventory>,
+) -> Result<Json<inventory::Applied>> {
+    let applied =
+        inventory::apply(&state.pool, &wanted, Actor::User(&caller), query.dry_run).await?;
+    if applied.applied {
+        tracing::info!(
+            by = caller.username,
+            changes = applied.changes.len(),
+            "inventory imported"
+        );
+    }
+    Ok(Json(applied))
 }
 
 async fn get_fleet(State(state): State<AppState>) -> Result<Json<Fleet>> {
@@ -35,32 +96,34 @@ async fn get_fleet(State(state): State<AppState>) -> Result<Json<Fleet>> {
     Ok(Json(Fleet { models, pools }))
 }
 
-/// The demo fleet: three AWS-style pools. Prices are on-demand USD per GPU-hour from
-/// `../shared/reference/gpu/accelerators.csv` (instance price / GPUs), rounded to the cent.
+/// The demo inventory (`backend/demo/inventory.yaml`): three AWS-style pools and two teams,
+/// kept as platform teams keep theirs.
+pub fn demo_inventory() -> std::result::Result<Inventory, String> {
+    inventory::parse(
+        "backend/demo/inventory.yaml",
+        include_str!("../demo/inventory.yaml"),
+    )
+}
+
+/// The demo inventory's fleet, as `GET /api/fleet` shows it.
 pub fn demo_fleet() -> Fleet {
-    let model = |name: &str, price: i64| GpuModel::priced(name, price);
-    let pool = |name: &str, gpu_model: &str, nodes: i32| NodePool {
-        name: name.to_owned(),
-        gpu_model: gpu_model.to_owned(),
-        nodes,
-        gpus_per_node: 8,
-    };
-    let models = [
-        // p5en.48xlarge $63.296/h / 8
-        model("H200-SXM-141GB", 791),
-        // p5.48xlarge $68.80/h / 8 (us-west-1)
-        model("H100-SXM5-80GB", 860),
-        // g7e: top of the published $/GPU range
-        model("RTX-PRO-6000-96GB", 414),
-    ];
+    let inventory = demo_inventory().unwrap_or_default();
     Fleet {
-        // The names are the catalogue's; a test checks that every one is found.
-        models: models.into_iter().filter_map(Result::ok).collect(),
-        pools: vec![
-            pool("h200-train", "H200-SXM-141GB", 12),
-            pool("h100-shared", "H100-SXM5-80GB", 8),
-            pool("rtx-inference", "RTX-PRO-6000-96GB", 4),
-        ],
+        models: inventory
+            .models
+            .iter()
+            .filter_map(|m| GpuModel::priced(&m.name, m.price_cents_per_gpu_hour).ok())
+            .collect(),
+        pools: inventory
+            .pools
+            .iter()
+            .map(|p| NodePool {
+                name: p.name.clone(),
+                gpu_model: p.gpu_model.clone(),
+                nodes: p.nodes,
+                gpus_per_node: p.gpus_per_node,
+            })
+            .collect(),
     }
 }
 
@@ -71,7 +134,7 @@ pub enum DemoLoad {
     AlreadyHasFleet,
 }
 
-/// Loads [`demo_fleet`] when no GPU model exists yet; never touches a fleet that exists.
+/// Applies [`demo_inventory`] when no GPU model exists yet; never touches a fleet that exists.
 pub async fn load_demo(pool: &PgPool) -> Result<DemoLoad> {
     let mut tx = pool.begin().await?;
     // Two `gpufleet demo` at once must not both see an empty table.
@@ -79,16 +142,25 @@ pub async fn load_demo(pool: &PgPool) -> Result<DemoLoad> {
     if db::count_models(&mut *tx).await? > 0 {
         return Ok(DemoLoad::AlreadyHasFleet);
     }
-    let fleet = demo_fleet();
-    for model in &fleet.models {
-        db::insert_model(&mut *tx, model).await?;
-    }
-    for pool in &fleet.pools {
-        db::insert_pool(&mut *tx, pool).await?;
-    }
+    let demo = demo_inventory().map_err(Error::Internal)?;
+    // The teams already there stay; the file adds its own beside them.
+    let mut wanted = inventory::read(&mut tx).await?;
     tx.commit().await?;
+    wanted.models = demo.models;
+    wanted.flavors = demo.flavors;
+    wanted.pools = demo.pools;
+    for team in demo.teams {
+        if !wanted
+            .teams
+            .iter()
+            .any(|t| t.name == team.name || t.namespace == team.namespace)
+        {
+            wanted.teams.push(team);
+        }
+    }
+    inventory::apply(pool, &wanted, Actor::Console, false).await?;
     Ok(DemoLoad::Loaded {
-        gpus: fleet.total_gpus(),
+        gpus: demo_fleet().total_gpus(),
     })
 }
 
@@ -109,5 +181,8 @@ mod tests {
         );
         // 12 + 8 + 4 nodes of 8 GPUs (the README's 192).
         assert_eq!(fleet.total_gpus(), 192);
+        let inventory = demo_inventory().expect("the demo file reads");
+        assert_eq!(inventory.validate(), vec![]);
+        assert_eq!(inventory.teams.len(), 2);
     }
 }

@@ -1,12 +1,12 @@
 //! `gpufleet`: wires config → logging → pool → migrations → serve, and hands every other
-//! command to its domain (`plan::cli`, `packing::cli`, `accounts::cli`).
+//! command to its domain (`plan::cli`, `packing::cli`, `accounts::cli`, `fleet::cli`).
 
 use anyhow::Context;
 use backend::{
     accounts, app,
     config::{Cli, Command, HttpSettings},
     error::CliError,
-    migrated_pool, packing, plan,
+    fleet, migrated_pool, packing, plan,
 };
 use clap::Parser;
 
@@ -34,6 +34,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Migrate(args) => migrated_pool(&args).await.map(|_| ()),
         Command::Demo(args) => accounts::cli::demo(args).await,
         Command::User(command) => accounts::cli::run(command).await,
+        Command::Fleet(command) => fleet::cli::run(command).await,
         Command::Plan(command) => plan::cli::run(command),
         Command::Packing(command) => packing::cli::run(command),
     };

@@ -66,6 +66,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("PUT", "/teams/{team}/members/{username}", "admin"),
     ("DELETE", "/teams/{team}/members/{username}", "admin"),
     ("GET", "/fleet", "requester approver finance admin"),
+    ("GET", "/inventory", "admin"),
+    ("POST", "/inventory", "admin"),
     (
         "GET",
         "/auth/session",

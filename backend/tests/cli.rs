@@ -168,3 +168,155 @@ async fn demo_users_are_made_once_with_printed_random_passwords(pool: PgPool) {
     assert_eq!(stdout(&second), "");
     let _ = std::fs::remove_file(file);
 }
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+async fn inventory_rows(pool: &PgPool) -> (i64, i64, i64, i64) {
+    let count = |table: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(&format!("select count(*) from {table}"))
+            .fetch_one(pool)
+            .await
+            .expect("count")
+    };
+    (
+        count("gpu_models").await,
+        count("flavors").await,
+        count("node_pools").await,
+        count("teams").await,
+    )
+}
+
+/// Inventory as code: the demo file applied, exported, applied again (no change), edited and
+/// dry-run (nothing written), applied (audited), and a bad file refused with its path.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_inventory_round_trips_through_a_file(pool: PgPool) {
+    let dir = std::env::temp_dir().join(format!("gpufleet-inventory-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/inventory.yaml");
+    let first = gpufleet(&pool, &["fleet", "import", demo], None);
+    assert!(first.status.success(), "{}", stderr(&first));
+    // 3 models, 3 flavors, 3 pools, 2 teams: 11 additions.
+    assert!(
+        stdout(&first).ends_with("applied 11 changes\n"),
+        "{}",
+        stdout(&first)
+    );
+    assert_eq!(inventory_rows(&pool).await, (3, 3, 3, 2));
+
+    let exported = gpufleet(&pool, &["fleet", "export"], None);
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let yaml = stdout(&exported);
+    assert!(yaml.contains("cluster_queue: research"), "{yaml}");
+    let file = dir.join("inventory.yaml");
+    std::fs::write(&file, &yaml).expect("write");
+    let again = gpufleet(
+        &pool,
+        &["fleet", "import", file.to_str().expect("path")],
+        None,
+    );
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        stdout(&again),
+        "the inventory already matches the file: nothing changed\n"
+    );
+    // The same as JSON reads the same.
+    let json = gpufleet(&pool, &["fleet", "export", "--format", "json"], None);
+    let json_file = dir.join("inventory.json");
+    std::fs::write(&json_file, stdout(&json)).expect("write");
+    let same = gpufleet(
+        &pool,
+        &["fleet", "import", json_file.to_str().expect("path")],
+        None,
+    );
+    assert!(
+        stdout(&same).contains("nothing changed"),
+        "{}",
+        stdout(&same)
+    );
+
+    // Two more H100 nodes, a cheaper H200, the research team's ClusterQueue as the cluster
+    // names it: a dry run says so and writes nothing.
+    let edited = yaml
+        .replacen("nodes: 8", "nodes: 10", 1)
+        .replace(
+            "price_cents_per_gpu_hour: 791",
+            "price_cents_per_gpu_hour: 750",
+        )
+        .replacen("cluster_queue: research", "cluster_queue: cq-research", 1);
+    std::fs::write(&file, &edited).expect("write");
+    let dry = gpufleet(
+        &pool,
+        &["fleet", "import", file.to_str().expect("path"), "--dry-run"],
+        None,
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert_eq!(
+        stdout(&dry),
+        "change model H200-SXM-141GB: price_cents_per_gpu_hour 791 → 750\n\
+         change pool h100-shared: nodes 8 → 10\n\
+         change team research: cluster_queue research → cq-research\n\
+         dry run: 3 changes, none applied\n"
+    );
+    let nodes = || async {
+        sqlx::query_scalar::<_, i32>("select nodes from node_pools where name = 'h100-shared'")
+            .fetch_one(&pool)
+            .await
+            .expect("nodes")
+    };
+    assert_eq!(nodes().await, 8);
+    let applied = gpufleet(
+        &pool,
+        &["fleet", "import", file.to_str().expect("path")],
+        None,
+    );
+    assert!(
+        stdout(&applied).ends_with("applied 3 changes\n"),
+        "{}",
+        stdout(&applied)
+    );
+    assert_eq!(nodes().await, 10);
+    let audited = sqlx::query_scalar::<_, i64>(
+        "select count(*) from audit_log where kind = 'inventory' and action = 'import'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("audit");
+    assert_eq!(
+        audited, 2,
+        "the first import and this one; the unchanged ones left no entry"
+    );
+
+    // A bad file names the file, the path and the problem, exits 2 and changes nothing.
+    let before = inventory_rows(&pool).await;
+    for (text, want) in [
+        (
+            edited.replacen("nodes: 10", "nodes: -3", 1),
+            "pools[0].nodes: must not be negative",
+        ),
+        (
+            edited.replacen("gpus_per_node: 8", "gpus_per_node: eight", 1),
+            "pools[0].gpus_per_node: invalid type",
+        ),
+        (
+            edited.replacen("name: H100-SXM5-80GB", "name: H100", 1),
+            "models[0].name",
+        ),
+    ] {
+        std::fs::write(&file, &text).expect("write");
+        let bad = gpufleet(
+            &pool,
+            &["fleet", "import", file.to_str().expect("path")],
+            None,
+        );
+        assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+        let message = stderr(&bad);
+        assert!(
+            message.contains(file.to_str().expect("path")) && message.contains(want),
+            "{want}: {message}"
+        );
+    }
+    assert_eq!(inventory_rows(&pool).await, before);
+    assert_eq!(nodes().await, 10);
+}

@@ -2,13 +2,14 @@
 //! illegal moves, four eyes, concurrent approvals, capacity rules at approval, bad input that
 //! writes nothing, the append-only audit log, flavor and queue edits.
 //!
-//! The fleet is the demo's (backend::fleet::demo_fleet): flavors h200-train (12 nodes × 8 =
-//! 96 GPUs), h100-shared (64) and rtx-inference (32), one per pool.
+//! The fleet is the demo inventory's (backend/demo/inventory.yaml): flavors h200-train (12
+//! nodes × 8 = 96 GPUs), h100-shared (8 × 8 = 64) and rtx-inference (4 × 8 = 32), one per pool,
+//! and the teams research and search.
 
 mod common;
 
 use axum::{Router, http::Method, http::StatusCode};
-use common::{PASSWORD, Reply, Session, login, request, router, send, team, user};
+use common::{PASSWORD, Reply, Session, login, request, router, send, user};
 use serde_json::{Value, json};
 use shared::{
     ApiError, ErrorCode,
@@ -28,9 +29,8 @@ struct World {
 }
 
 async fn world(pool: &PgPool) -> World {
+    // The demo inventory: its fleet and the teams research and search.
     backend::fleet::load_demo(pool).await.expect("demo fleet");
-    team(pool, "research").await;
-    team(pool, "search").await;
     user(pool, "rita", &[Role::Requester], &["research"]).await;
     user(pool, "sam", &[Role::Requester], &["search"]).await;
     user(pool, "alex", &[Role::Approver], &[]).await;
@@ -145,7 +145,7 @@ async fn a_request_goes_from_draft_to_approved_and_counts(pool: PgPool) {
             research.namespace.as_str(),
             research.cohort.as_deref()
         ),
-        ("research", "research", "ns-research", Some("gpufleet"))
+        ("research", "research", "team-research", Some("gpufleet"))
     );
 
     let id = draft(&w, &w.rita, "research", h100(16)).await;
@@ -327,8 +327,8 @@ async fn illegal_moves_are_refused_and_change_nothing(pool: PgPool) {
         show(&w, "research", id).await.request.state,
         State::Rejected
     );
-    // create, submit, reject: the refused moves left no trace.
-    assert_eq!(count(&pool, "audit_log").await, 3);
+    // The demo's import, then create, submit, reject: the refused moves left no trace.
+    assert_eq!(count(&pool, "audit_log").await, 4);
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
@@ -553,7 +553,8 @@ async fn the_audit_log_cannot_be_rewritten(pool: PgPool) {
             "{statement}: {err}"
         );
     }
-    assert_eq!(count(&pool, "audit_log").await, 1);
+    // The demo's import and the draft.
+    assert_eq!(count(&pool, "audit_log").await, 2);
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
@@ -574,14 +575,22 @@ async fn the_audit_filters_pages_and_exports_csv(pool: PgPool) {
     assert_eq!(page.entries[0].team.as_deref(), Some("search"));
     let page: Page = get("/api/quota/audit?kind=flavor".to_owned()).await.json();
     assert_eq!(page.total, 0);
+    // Four drafts and the demo inventory's import.
     let page: Page = get("/api/quota/audit?page=9".to_owned()).await.json();
-    assert_eq!((page.total, page.entries.len()), (4, 0));
+    assert_eq!((page.total, page.entries.len()), (5, 0));
+    let page: Page = get("/api/quota/audit?kind=inventory".to_owned())
+        .await
+        .json();
+    assert_eq!(
+        (page.total, page.entries[0].actor.as_str()),
+        (1, "gpufleet")
+    );
     // Today's entries are inside today, not before it.
     let today = backend::quota::today().to_string();
     let page: Page = get(format!("/api/quota/audit?from={today}&to={today}"))
         .await
         .json();
-    assert_eq!(page.total, 4);
+    assert_eq!(page.total, 5);
     let page: Page = get("/api/quota/audit?to=2026-01-01".to_owned())
         .await
         .json();
@@ -690,4 +699,69 @@ async fn admins_edit_flavors_and_queues_and_the_rules_hold(pool: PgPool) {
     .await
     .expect("kinds");
     assert_eq!(kinds, ["flavor", "team_queue"]);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn admins_apply_the_inventory_over_the_api_and_approved_quota_holds(pool: PgPool) {
+    let w = world(&pool).await;
+    let reply = call(&w, Method::GET, "/api/inventory", &w.ada, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let mut inventory: Value = reply.json();
+    // research holds 40 of the 64 H100s.
+    let id = draft(&w, &w.rita, "research", h100(40)).await;
+    act(&w, &w.rita, "research", id, "submit", 1).await;
+    act(&w, &w.alex, "research", id, "approve", 2).await;
+    // Four H100 nodes (32 GPUs) would strand 8 of research's GPUs: refused, nothing written.
+    inventory["pools"][0]["nodes"] = json!(4);
+    let reply = call(
+        &w,
+        Method::POST,
+        "/api/inventory?dry_run=true",
+        &w.ada,
+        Some(inventory.clone()),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text());
+    assert!(
+        error(&reply).message.contains("add up to 40")
+            && error(&reply).message.contains("capacity of 32")
+    );
+    // Five nodes (40 GPUs) hold it: the dry run says what would change and changes nothing.
+    inventory["pools"][0]["nodes"] = json!(5);
+    let reply = call(
+        &w,
+        Method::POST,
+        "/api/inventory?dry_run=true",
+        &w.ada,
+        Some(inventory.clone()),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let applied: Value = reply.json();
+    assert_eq!(
+        applied,
+        json!({"changes": ["change pool h100-shared: nodes 8 → 5"], "applied": false})
+    );
+    let world: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.ada, None)
+        .await
+        .json();
+    assert_eq!(world.flavors[0].gpus, 64);
+    let reply = call(
+        &w,
+        Method::POST,
+        "/api/inventory",
+        &w.ada,
+        Some(inventory.clone()),
+    )
+    .await;
+    assert_eq!(reply.json::<Value>()["applied"], true);
+    let world: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.ada, None)
+        .await
+        .json();
+    assert_eq!(world.flavors[0].gpus, 40);
+    // Bad input: 422 with the path, nothing written.
+    inventory["teams"][0]["namespace"] = json!("Not A Label");
+    let reply = call(&w, Method::POST, "/api/inventory", &w.ada, Some(inventory)).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error(&reply).fields[0].path, "teams[0].namespace");
 }

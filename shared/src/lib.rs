@@ -13,6 +13,7 @@ pub mod error;
 pub mod fleet;
 pub mod health;
 pub mod interrupt;
+pub mod inventory;
 pub mod isolation;
 pub mod kueue;
 pub mod label;

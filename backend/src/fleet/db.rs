@@ -1,7 +1,7 @@
 //! The inventory's SQL. `gpu_models`: the catalogue models the fleet holds and their price;
 //! `node_pools`: groups of identical nodes of one model.
 
-use shared::fleet::{GpuModel, NodePool};
+use shared::fleet::NodePool;
 use sqlx::PgExecutor;
 
 /// A `gpu_models` row: the model's facts come from the catalogue, not the database.
@@ -40,30 +40,5 @@ pub async fn lock_fleet(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
     sqlx::query!("lock table gpu_models in share row exclusive mode")
         .execute(db)
         .await?;
-    Ok(())
-}
-
-pub async fn insert_model(db: impl PgExecutor<'_>, model: &GpuModel) -> sqlx::Result<()> {
-    sqlx::query!(
-        "insert into gpu_models (name, price_cents_per_gpu_hour) values ($1, $2)",
-        model.name,
-        model.price_cents_per_gpu_hour,
-    )
-    .execute(db)
-    .await?;
-    Ok(())
-}
-
-pub async fn insert_pool(db: impl PgExecutor<'_>, pool: &NodePool) -> sqlx::Result<()> {
-    sqlx::query!(
-        "insert into node_pools (name, gpu_model_id, nodes, gpus_per_node)
-         select $1, id, $3, $4 from gpu_models where name = $2",
-        pool.name,
-        pool.gpu_model,
-        pool.nodes,
-        pool.gpus_per_node,
-    )
-    .execute(db)
-    .await?;
     Ok(())
 }

@@ -1,0 +1,538 @@
+//! Inventory as code: the whole fleet — GPU models and prices, flavors, node pools, teams with
+//! their namespace, cost centre and queue names — as one file (YAML or JSON) that platform
+//! teams keep in git. `gpufleet fleet export` writes it, `gpufleet fleet import` (and
+//! `POST /api/inventory`) applies it; this module says what a file may hold and what applying
+//! it would change.
+//!
+//! Invariants: a valid file names only catalogue models, DNS-label flavors, teams, namespaces
+//! and queues, each once; every pool's flavor is declared (or is the pool's own, by default)
+//! and holds one model; applying a file twice changes nothing the second time (the changes
+//! are computed between the stored inventory and the file, in a stable order). Teams are never
+//! removed by a file (their requests and history stay); models, flavors and pools absent from
+//! the file are.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    auth::validate_cost_centre,
+    catalogue,
+    error::FieldError,
+    quota::{DEFAULT_COHORT, FlavorSettings},
+    validate::{dns_label_from, validate_dns_label},
+};
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    #[serde(default)]
+    pub models: Vec<ModelEntry>,
+    #[serde(default)]
+    pub flavors: Vec<FlavorEntry>,
+    #[serde(default)]
+    pub pools: Vec<PoolEntry>,
+    #[serde(default)]
+    pub teams: Vec<TeamEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// A catalogue name, e.g. `H100-SXM5-80GB`.
+    pub name: String,
+    pub price_cents_per_gpu_hour: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlavorEntry {
+    pub name: String,
+    #[serde(default)]
+    pub settings: FlavorSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolEntry {
+    pub name: String,
+    pub gpu_model: String,
+    pub nodes: i32,
+    pub gpus_per_node: i32,
+    /// Default: a flavor of its own, named after the pool.
+    #[serde(default)]
+    pub flavor: Option<String>,
+}
+
+impl PoolEntry {
+    pub fn flavor_name(&self) -> String {
+        self.flavor
+            .clone()
+            .unwrap_or_else(|| dns_label_from(&self.name).unwrap_or_else(|| "pool".to_owned()))
+    }
+}
+
+fn default_cohort() -> Option<String> {
+    Some(DEFAULT_COHORT.to_owned())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamEntry {
+    pub name: String,
+    pub namespace: String,
+    pub cost_centre: String,
+    /// Default: the team's name.
+    #[serde(default)]
+    pub cluster_queue: Option<String>,
+    /// Default: the team's name.
+    #[serde(default)]
+    pub local_queue: Option<String>,
+    /// Default `gpufleet`; `null`: in no cohort (hard quota).
+    #[serde(default = "default_cohort")]
+    pub cohort: Option<String>,
+}
+
+impl TeamEntry {
+    pub fn cluster_queue(&self) -> &str {
+        self.cluster_queue.as_deref().unwrap_or(&self.name)
+    }
+
+    pub fn local_queue(&self) -> &str {
+        self.local_queue.as_deref().unwrap_or(&self.name)
+    }
+}
+
+fn error(path: String, message: String) -> FieldError {
+    FieldError { path, message }
+}
+
+/// Pushes an error for every name after its first.
+fn unique<'a>(
+    what: &str,
+    names: impl Iterator<Item = &'a str>,
+    path: impl Fn(usize) -> String,
+    errors: &mut Vec<FieldError>,
+) {
+    let mut seen = BTreeSet::new();
+    for (i, name) in names.enumerate() {
+        if !seen.insert(name) {
+            errors.push(error(path(i), format!("{what} {name:?} is listed twice")));
+        }
+    }
+}
+
+impl Inventory {
+    /// Every problem, by path (`pools[2].gpus_per_node`); empty when the file can be applied.
+    pub fn validate(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        for (i, m) in self.models.iter().enumerate() {
+            if let Err(unknown) = catalogue::find(&m.name) {
+                errors.push(error(format!("models[{i}].name"), unknown.to_string()));
+            }
+            if m.price_cents_per_gpu_hour < 0 {
+                errors.push(error(
+                    format!("models[{i}].price_cents_per_gpu_hour"),
+                    "must not be negative".into(),
+                ));
+            }
+        }
+        unique(
+            "model",
+            self.models.iter().map(|m| m.name.as_str()),
+            |i| format!("models[{i}].name"),
+            &mut errors,
+        );
+        unique(
+            "pool",
+            self.pools.iter().map(|p| p.name.as_str()),
+            |i| format!("pools[{i}].name"),
+            &mut errors,
+        );
+        unique(
+            "flavor",
+            self.flavors.iter().map(|f| f.name.as_str()),
+            |i| format!("flavors[{i}].name"),
+            &mut errors,
+        );
+        unique(
+            "team",
+            self.teams.iter().map(|t| t.name.as_str()),
+            |i| format!("teams[{i}].name"),
+            &mut errors,
+        );
+        unique(
+            "namespace",
+            self.teams.iter().map(|t| t.namespace.as_str()),
+            |i| format!("teams[{i}].namespace"),
+            &mut errors,
+        );
+        unique(
+            "ClusterQueue",
+            self.teams.iter().map(TeamEntry::cluster_queue),
+            |i| format!("teams[{i}].cluster_queue"),
+            &mut errors,
+        );
+
+        // Each flavor's model: the model of its pools, which must agree. A pool may name a
+        // declared flavor or another pool's default one.
+        let known: BTreeSet<String> = self
+            .flavors
+            .iter()
+            .map(|f| f.name.clone())
+            .chain(
+                self.pools
+                    .iter()
+                    .filter(|p| p.flavor.is_none())
+                    .map(PoolEntry::flavor_name),
+            )
+            .collect();
+        let mut model_of: BTreeMap<String, &str> = BTreeMap::new();
+        for (i, p) in self.pools.iter().enumerate() {
+            let at = |what: &str| format!("pools[{i}].{what}");
+            if p.name.trim().is_empty() || p.name.len() > 100 {
+                errors.push(error(at("name"), "must be 1-100 characters".into()));
+            }
+            if !self.models.iter().any(|m| m.name == p.gpu_model) {
+                errors.push(error(
+                    at("gpu_model"),
+                    format!("{:?} is not among the file's models", p.gpu_model),
+                ));
+            }
+            if p.nodes < 0 {
+                errors.push(error(at("nodes"), "must not be negative".into()));
+            }
+            if !(1..=64).contains(&p.gpus_per_node) {
+                errors.push(error(at("gpus_per_node"), "must be 1-64".into()));
+            }
+            let flavor = p.flavor_name();
+            match &p.flavor {
+                Some(named) if !known.contains(named) => errors.push(error(
+                    at("flavor"),
+                    format!("no flavor {named:?} is declared under flavors"),
+                )),
+                _ => {}
+            }
+            match model_of.get(&flavor) {
+                Some(other) if *other != p.gpu_model => errors.push(error(
+                    at("flavor"),
+                    format!(
+                        "flavor {flavor} already holds {other} pools; one flavor holds one model"
+                    ),
+                )),
+                _ => {
+                    model_of.insert(flavor, &p.gpu_model);
+                }
+            }
+        }
+        for (i, f) in self.flavors.iter().enumerate() {
+            validate_dns_label(&format!("flavors[{i}].name"), &f.name, &mut errors);
+            match model_of.get(&f.name) {
+                None => errors.push(error(
+                    format!("flavors[{i}].name"),
+                    format!(
+                        "no pool is in flavor {}: give a pool `flavor: {}` or remove it",
+                        f.name, f.name
+                    ),
+                )),
+                Some(model) => {
+                    if let Err(problems) = f.settings.validate(model) {
+                        errors.extend(problems.into_iter().map(|e| {
+                            error(format!("flavors[{i}].settings.{}", e.path), e.message)
+                        }));
+                    }
+                }
+            }
+        }
+        for (i, t) in self.teams.iter().enumerate() {
+            let at = |what: &str| format!("teams[{i}].{what}");
+            validate_dns_label(&at("name"), &t.name, &mut errors);
+            validate_dns_label(&at("namespace"), &t.namespace, &mut errors);
+            validate_cost_centre(&at("cost_centre"), &t.cost_centre, &mut errors);
+            validate_dns_label(&at("cluster_queue"), t.cluster_queue(), &mut errors);
+            validate_dns_label(&at("local_queue"), t.local_queue(), &mut errors);
+            if let Some(cohort) = &t.cohort {
+                validate_dns_label(&at("cohort"), cohort, &mut errors);
+            }
+        }
+        errors
+    }
+
+    /// The file with every default written out and every list in name order: what export
+    /// prints, and what two inventories are compared as.
+    pub fn normalised(&self) -> Inventory {
+        let mut inv = self.clone();
+        let declared: BTreeSet<String> = inv.flavors.iter().map(|f| f.name.clone()).collect();
+        for p in &mut inv.pools {
+            let name = p.flavor_name();
+            if !declared.contains(&name) {
+                inv.flavors.push(FlavorEntry {
+                    name: name.clone(),
+                    settings: FlavorSettings::default(),
+                });
+            }
+            p.flavor = Some(name);
+        }
+        for t in &mut inv.teams {
+            t.cluster_queue = Some(t.cluster_queue().to_owned());
+            t.local_queue = Some(t.local_queue().to_owned());
+        }
+        inv.models.sort_by(|a, b| a.name.cmp(&b.name));
+        inv.flavors.sort_by(|a, b| a.name.cmp(&b.name));
+        inv.flavors.dedup_by(|a, b| a.name == b.name);
+        inv.pools.sort_by(|a, b| a.name.cmp(&b.name));
+        inv.teams.sort_by(|a, b| a.name.cmp(&b.name));
+        inv
+    }
+
+    /// What applying `self` to `current` changes, one line each, in a stable order; empty when
+    /// nothing would.
+    pub fn changes_from(&self, current: &Inventory) -> Vec<String> {
+        let (want, have) = (self.normalised(), current.normalised());
+        let mut changes = Vec::new();
+        diff(
+            "model",
+            &have.models,
+            &want.models,
+            |m| &m.name,
+            |a, b| {
+                field_change(
+                    "price_cents_per_gpu_hour",
+                    a.price_cents_per_gpu_hour,
+                    b.price_cents_per_gpu_hour,
+                )
+            },
+            true,
+            &mut changes,
+        );
+        diff(
+            "flavor",
+            &have.flavors,
+            &want.flavors,
+            |f| &f.name,
+            |a, b| {
+                (a.settings != b.settings)
+                    .then(|| {
+                        format!(
+                            "settings {} → {}",
+                            serde_json::to_string(&a.settings).unwrap_or_default(),
+                            serde_json::to_string(&b.settings).unwrap_or_default()
+                        )
+                    })
+                    .into_iter()
+                    .collect()
+            },
+            true,
+            &mut changes,
+        );
+        diff(
+            "pool",
+            &have.pools,
+            &want.pools,
+            |p| &p.name,
+            |a, b| {
+                let mut c = Vec::new();
+                if a.gpu_model != b.gpu_model {
+                    c.push(format!("gpu_model {} → {}", a.gpu_model, b.gpu_model));
+                }
+                c.extend(field_change("nodes", a.nodes, b.nodes));
+                c.extend(field_change(
+                    "gpus_per_node",
+                    a.gpus_per_node,
+                    b.gpus_per_node,
+                ));
+                if a.flavor != b.flavor {
+                    c.push(format!("flavor {} → {}", a.flavor_name(), b.flavor_name()));
+                }
+                c
+            },
+            true,
+            &mut changes,
+        );
+        diff(
+            "team",
+            &have.teams,
+            &want.teams,
+            |t| &t.name,
+            |a, b| {
+                let mut c = Vec::new();
+                for (what, x, y) in [
+                    ("namespace", &a.namespace, &b.namespace),
+                    ("cost_centre", &a.cost_centre, &b.cost_centre),
+                ] {
+                    if x != y {
+                        c.push(format!("{what} {x} → {y}"));
+                    }
+                }
+                for (what, x, y) in [
+                    ("cluster_queue", a.cluster_queue(), b.cluster_queue()),
+                    ("local_queue", a.local_queue(), b.local_queue()),
+                ] {
+                    if x != y {
+                        c.push(format!("{what} {x} → {y}"));
+                    }
+                }
+                if a.cohort != b.cohort {
+                    let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
+                    c.push(format!("cohort {} → {}", show(&a.cohort), show(&b.cohort)));
+                }
+                c
+            },
+            false,
+            &mut changes,
+        );
+        changes
+    }
+}
+
+fn field_change<T: PartialEq + std::fmt::Display>(what: &str, a: T, b: T) -> Vec<String> {
+    if a == b {
+        Vec::new()
+    } else {
+        vec![format!("{what} {a} → {b}")]
+    }
+}
+
+/// Adds, changes and (when `removes`) removals between two name-ordered lists.
+fn diff<T>(
+    what: &str,
+    have: &[T],
+    want: &[T],
+    name: impl Fn(&T) -> &String,
+    fields: impl Fn(&T, &T) -> Vec<String>,
+    removes: bool,
+    out: &mut Vec<String>,
+) {
+    for w in want {
+        match have.iter().find(|h| name(h) == name(w)) {
+            None => out.push(format!("add {what} {}", name(w))),
+            Some(h) => {
+                let changed = fields(h, w);
+                if !changed.is_empty() {
+                    out.push(format!("change {what} {}: {}", name(w), changed.join(", ")));
+                }
+            }
+        }
+    }
+    for h in have {
+        if !want.iter().any(|w| name(w) == name(h)) {
+            if removes {
+                out.push(format!("remove {what} {}", name(h)));
+            } else {
+                out.push(format!(
+                    "keep {what} {} (not in the file; teams are never removed by a file)",
+                    name(h)
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo() -> Inventory {
+        Inventory {
+            models: vec![ModelEntry {
+                name: "H100-SXM5-80GB".into(),
+                price_cents_per_gpu_hour: 860,
+            }],
+            flavors: vec![],
+            pools: vec![PoolEntry {
+                name: "H100 Shared".into(),
+                gpu_model: "H100-SXM5-80GB".into(),
+                nodes: 8,
+                gpus_per_node: 8,
+                flavor: None,
+            }],
+            teams: vec![TeamEntry {
+                name: "research".into(),
+                namespace: "team-research".into(),
+                cost_centre: "CC-1".into(),
+                cluster_queue: None,
+                local_queue: None,
+                cohort: default_cohort(),
+            }],
+        }
+    }
+
+    #[test]
+    fn defaults_are_written_out_and_a_file_applied_twice_changes_nothing() {
+        let inv = demo();
+        assert_eq!(inv.validate(), vec![]);
+        let n = inv.normalised();
+        assert_eq!(n.flavors[0].name, "h100-shared");
+        assert_eq!(n.pools[0].flavor.as_deref(), Some("h100-shared"));
+        assert_eq!(n.teams[0].cluster_queue.as_deref(), Some("research"));
+        assert_eq!(inv.changes_from(&n), Vec::<String>::new());
+        assert_eq!(
+            inv.changes_from(&Inventory::default()),
+            [
+                "add model H100-SXM5-80GB",
+                "add flavor h100-shared",
+                "add pool H100 Shared",
+                "add team research"
+            ]
+        );
+    }
+
+    #[test]
+    fn changes_say_what_and_from_what() {
+        let mut wanted = demo();
+        wanted.pools[0].nodes = 10;
+        wanted.models[0].price_cents_per_gpu_hour = 800;
+        wanted.teams[0].cohort = None;
+        let mut current = demo();
+        current.teams.push(TeamEntry {
+            name: "old".into(),
+            ..current.teams[0].clone()
+        });
+        assert_eq!(
+            wanted.changes_from(&current),
+            [
+                "change model H100-SXM5-80GB: price_cents_per_gpu_hour 860 → 800",
+                "change pool H100 Shared: nodes 8 → 10",
+                "change team research: cohort gpufleet → none",
+                "keep team old (not in the file; teams are never removed by a file)",
+            ]
+        );
+    }
+
+    #[test]
+    fn problems_are_named_by_path() {
+        let mut inv = demo();
+        inv.models.push(ModelEntry {
+            name: "H9000".into(),
+            price_cents_per_gpu_hour: -1,
+        });
+        inv.pools.push(PoolEntry {
+            name: "l4".into(),
+            gpu_model: "L4-24GB".into(),
+            nodes: -1,
+            gpus_per_node: 0,
+            flavor: Some("h100-shared".into()),
+        });
+        inv.flavors.push(FlavorEntry {
+            name: "spare".into(),
+            settings: FlavorSettings::default(),
+        });
+        inv.teams.push(demo().teams[0].clone());
+        let paths: Vec<String> = inv.validate().into_iter().map(|e| e.path).collect();
+        assert_eq!(
+            paths,
+            [
+                "models[1].name",
+                "models[1].price_cents_per_gpu_hour",
+                "teams[1].name",
+                "teams[1].namespace",
+                "teams[1].cluster_queue",
+                "pools[1].gpu_model",
+                "pools[1].nodes",
+                "pools[1].gpus_per_node",
+                "pools[1].flavor",
+                "flavors[0].name",
+            ]
+        );
+    }
+}
