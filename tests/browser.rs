@@ -850,6 +850,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     .expect("rita");
     user(&pool, "sam", Role::Requester).await;
     user(&pool, "alex", Role::Approver).await;
+    user(&pool, "ada", Role::Admin).await;
     sqlx::query(
         "insert into quota_requests (team_id, state, spec, created_by, submitted_by, submitted_at,
                                      decided_by, decided_at, comment, approval_order)
@@ -904,6 +905,25 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=warnings]", "whole capacity of 64")
         .await;
+    browser
+        .wait_for_text("[data-test=request-problems]", "Ready to send.")
+        .await;
+    // Saved as a draft first, then opened again from the history, edited and submitted.
+    browser.click_css("[data-test=save-draft]").await;
+    browser
+        .wait_for_text("[data-test=quota-notice]", "Draft 2 saved.")
+        .await;
+    browser.wait_for_text("[data-test=history]", "draft").await;
+    browser.click_css("[data-test=edit-draft]").await;
+    browser
+        .wait_for_text("[data-test=request-heading]", "Edit draft 2")
+        .await;
+    type_into(
+        &browser,
+        "#justification",
+        "fine-tuning the 8B model, 4 weeks",
+    )
+    .await;
     browser
         .wait_for_text("[data-test=request-problems]", "Ready to send.")
         .await;
@@ -989,9 +1009,106 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=audit]", "rita submit quota request 2")
         .await;
+    // The demo inventory's import, then create, edit, submit, approve.
     browser
-        .wait_for_text("[data-test=audit-count]", "3 entries")
+        .wait_for_text("[data-test=audit-count]", "5 entries")
+        .await;
+    browser
+        .wait_for_text("[data-test=audit]", "rita edit quota request 2")
+        .await;
+    browser
+        .wait_for_text("[data-test=audit]", "gpufleet import inventory")
         .await;
     browser.screenshot("quota-audit").await;
+    browser.click_css("[data-test=logout]").await;
+
+    // An admin sets the H100 flavor's taint and toleration and adopts the cluster's name for
+    // research's ClusterQueue, on the Fleet page; a line that does not read is named.
+    log_in(&browser, "ada", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=user-roles]", Role::Admin.label())
+        .await;
+    browser
+        .client
+        .goto(&server.url("/fleet"))
+        .await
+        .expect("fleet");
+    browser
+        .wait_for_text("[data-test=flavor-h100-shared] summary", "h100-shared — 64")
+        .await;
+    every_input_is_labelled(&browser).await;
+    browser
+        .click_css("[data-test=flavor-h100-shared] summary")
+        .await;
+    type_into(
+        &browser,
+        "#flavor-h100-shared-taints",
+        "nvidia.com/gpu:Sometimes",
+    )
+    .await;
+    browser
+        .click_css("[data-test=flavor-h100-shared] [data-test=save-flavor]")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=settings-errors]",
+            "node_taints: line 1: write key=value:Effect",
+        )
+        .await;
+    type_into(
+        &browser,
+        "#flavor-h100-shared-taints",
+        "nvidia.com/gpu:NoSchedule",
+    )
+    .await;
+    type_into(
+        &browser,
+        "#flavor-h100-shared-tolerations",
+        "nvidia.com/gpu:NoSchedule",
+    )
+    .await;
+    browser
+        .click_css("[data-test=flavor-h100-shared] [data-test=save-flavor]")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=settings-saved]",
+            "flavor h100-shared saved (version 2)",
+        )
+        .await;
+    type_into(&browser, "#queue-research-cq", "cq-research").await;
+    browser
+        .click_css("[data-test=queue-research] [data-test=save-queue]")
+        .await;
+    browser
+        .wait_for_text("[data-test=settings-saved]", "team research's queues saved")
+        .await;
+    browser.screenshot("quota-fleet-settings").await;
+    let world: shared::quota::QuotaWorld = reqwest_world(&server, &browser).await;
+    let h100 = world
+        .flavors
+        .iter()
+        .find(|f| f.name == "h100-shared")
+        .expect("flavor");
+    assert_eq!(h100.settings.node_taints.len(), 1);
+    assert_eq!(h100.settings.tolerations.len(), 1);
+    assert_eq!(
+        world.team("research").expect("team").cluster_queue,
+        "cq-research"
+    );
     browser.close().await;
+}
+
+/// `GET /api/quota/world` from inside the page, with its session.
+async fn reqwest_world(_server: &Server, browser: &Browser) -> shared::quota::QuotaWorld {
+    let value = browser
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch('/api/quota/world').then(r => r.json()).then(done, e => done(String(e)));",
+            vec![],
+        )
+        .await
+        .expect("fetch the quota world");
+    serde_json::from_value(value).expect("a quota world")
 }

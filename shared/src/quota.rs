@@ -20,7 +20,7 @@ use crate::{
     day::Day,
     error::FieldError,
     kueue::{
-        FlavorObject, KueueVersion, Queue, Quota, Reclaim, Setup, Taint, Toleration,
+        FlavorObject, KueueVersion, Queue, Quota, Reclaim, Setup, Taint, TaintEffect, Toleration,
         TolerationOperator, WithinQueue,
     },
     manifests::to_yaml,
@@ -187,6 +187,173 @@ impl FlavorSettings {
         }
         if errors.is_empty() {
             Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// A flavor's settings as lines a person types, one entry per line: node labels `key=value`;
+/// taints `key=value:Effect` or `key:Effect`; tolerations `key=value:Effect` (Equal),
+/// `key:Effect` or `key` (Exists), `*` (every taint); the MIG layout `profile=instances`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SettingsText {
+    pub node_labels: String,
+    pub node_taints: String,
+    pub tolerations: String,
+    pub mig_layout: String,
+}
+
+fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty())
+}
+
+fn effect(text: &str) -> Option<TaintEffect> {
+    match text {
+        "NoSchedule" => Some(TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+        "NoExecute" => Some(TaintEffect::NoExecute),
+        _ => None,
+    }
+}
+
+const EFFECTS: &str = "NoSchedule, PreferNoSchedule or NoExecute";
+
+impl SettingsText {
+    pub fn of(settings: &FlavorSettings) -> SettingsText {
+        let join = |items: Vec<String>| items.join("\n");
+        let kv = |k: &str, v: &str| {
+            if v.is_empty() {
+                k.to_owned()
+            } else {
+                format!("{k}={v}")
+            }
+        };
+        SettingsText {
+            node_labels: join(
+                settings
+                    .node_labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+            ),
+            node_taints: join(
+                settings
+                    .node_taints
+                    .iter()
+                    .map(|t| format!("{}:{:?}", kv(&t.key, &t.value), t.effect))
+                    .collect(),
+            ),
+            tolerations: join(
+                settings
+                    .tolerations
+                    .iter()
+                    .map(|t| {
+                        let head = if t.key.is_empty() {
+                            "*".to_owned()
+                        } else {
+                            kv(&t.key, &t.value)
+                        };
+                        match t.effect {
+                            Some(e) => format!("{head}:{e:?}"),
+                            None => head,
+                        }
+                    })
+                    .collect(),
+            ),
+            mig_layout: join(
+                settings
+                    .mig_layout
+                    .iter()
+                    .map(|(p, n)| format!("{p}={n}"))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The settings the lines say; each unreadable line named by field and line number. The
+    /// settings' own rules (`FlavorSettings::validate`) apply afterwards.
+    pub fn parse(&self) -> Result<FlavorSettings, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let mut settings = FlavorSettings::default();
+        for (n, line) in lines(&self.node_labels) {
+            match line.split_once('=') {
+                Some((k, v)) => {
+                    settings
+                        .node_labels
+                        .insert(k.trim().to_owned(), v.trim().to_owned());
+                }
+                None => errors.push(field(
+                    "node_labels",
+                    format!("line {n}: write key=value, not {line:?}"),
+                )),
+            }
+        }
+        for (n, line) in lines(&self.node_taints) {
+            let parsed = line.rsplit_once(':').and_then(|(head, e)| {
+                let effect = effect(e.trim())?;
+                let (key, value) = head.split_once('=').unwrap_or((head, ""));
+                Some(Taint {
+                    key: key.trim().to_owned(),
+                    value: value.trim().to_owned(),
+                    effect,
+                })
+            });
+            match parsed {
+                Some(t) => settings.node_taints.push(t),
+                None => errors.push(field(
+                    "node_taints",
+                    format!("line {n}: write key=value:Effect or key:Effect (Effect: {EFFECTS}), not {line:?}"),
+                )),
+            }
+        }
+        for (n, line) in lines(&self.tolerations) {
+            let (head, effect_text) = match line.rsplit_once(':') {
+                Some((h, e)) => (h.trim(), Some(e.trim())),
+                None => (line, None),
+            };
+            let effect_of = effect_text.map(effect);
+            if effect_of == Some(None) {
+                errors.push(field(
+                    "tolerations",
+                    format!(
+                        "line {n}: the effect must be {EFFECTS}, not {:?}",
+                        effect_text.unwrap_or_default()
+                    ),
+                ));
+                continue;
+            }
+            let (key, value, operator) = match head.split_once('=') {
+                Some((k, v)) => (k.trim(), v.trim(), TolerationOperator::Equal),
+                None if head == "*" => ("", "", TolerationOperator::Exists),
+                None => (head, "", TolerationOperator::Exists),
+            };
+            settings.tolerations.push(Toleration {
+                key: key.to_owned(),
+                operator,
+                value: value.to_owned(),
+                effect: effect_of.flatten(),
+            });
+        }
+        for (n, line) in lines(&self.mig_layout) {
+            match line
+                .split_once('=')
+                .map(|(p, c)| (p.trim(), c.trim().parse::<u32>()))
+            {
+                Some((profile, Ok(count))) if count > 0 => {
+                    settings.mig_layout.insert(profile.to_owned(), count);
+                }
+                _ => errors.push(field(
+                    "mig_layout",
+                    format!("line {n}: write profile=instances per GPU (1g.10gb=7), not {line:?}"),
+                )),
+            }
+        }
+        if errors.is_empty() {
+            Ok(settings)
         } else {
             Err(errors)
         }
@@ -1473,6 +1640,43 @@ mod tests {
         f.settings.mig_layout = BTreeMap::from([("1g.10gb".into(), 8)]);
         let errors = f.settings.validate("H100-SXM5-80GB").expect_err("8 × 1g");
         assert_eq!(paths(&errors), ["mig_layout"]);
+    }
+
+    #[test]
+    fn settings_read_from_lines_and_back() {
+        let text = SettingsText {
+            node_labels: "nvidia.com/gpu.product=H100-SXM5-80GB\n\n gpufleet.io/pool = a ".into(),
+            node_taints: "nvidia.com/gpu:NoSchedule\ndedicated=ml:NoExecute".into(),
+            tolerations: "nvidia.com/gpu:NoSchedule\ndedicated=ml\n*".into(),
+            mig_layout: "1g.10gb=7".into(),
+        };
+        let settings = text.parse().expect("reads");
+        assert_eq!(settings.node_labels["gpufleet.io/pool"], "a");
+        assert_eq!(settings.node_taints[1].value, "ml");
+        assert_eq!(settings.tolerations[0].operator, TolerationOperator::Exists);
+        assert_eq!(settings.tolerations[1].operator, TolerationOperator::Equal);
+        assert_eq!(settings.tolerations[1].effect, None);
+        assert_eq!(settings.tolerations[2].key, "");
+        assert_eq!(settings.mig_layout["1g.10gb"], 7);
+        assert_eq!(settings.validate("H100-SXM5-80GB"), Ok(()));
+        // Printed and read again, the same settings.
+        assert_eq!(SettingsText::of(&settings).parse(), Ok(settings));
+        let bad = SettingsText {
+            node_labels: "just-a-key".into(),
+            node_taints: "k:Sometimes".into(),
+            tolerations: "k:Never".into(),
+            mig_layout: "1g.10gb=0".into(),
+        };
+        let paths: Vec<String> = bad
+            .parse()
+            .expect_err("bad")
+            .into_iter()
+            .map(|e| e.path)
+            .collect();
+        assert_eq!(
+            paths,
+            ["node_labels", "node_taints", "tolerations", "mig_layout"]
+        );
     }
 
     #[test]

@@ -1,16 +1,20 @@
 //! The fleet inventory: pools, models, and GPUs by model as a chart; per flavor, capacity
 //! against the approved quota of each team and what is left.
 
+use gloo_net::http::Method;
 use leptos::{html::Div, prelude::*, task::spawn_local};
 use plotly::{Bar, Layout, Plot, layout::BarMode};
 use shared::{
+    ApiError,
+    auth::Role,
     fleet::Fleet,
     money::dollars,
-    quota::{Allocation, QuotaWorld},
+    quota::{Allocation, Flavor, FlavorEdit, QueueNames, QuotaWorld, SettingsText, TeamQueue},
 };
 
 use crate::{
     api,
+    auth::use_me,
     ui::{Chart, ErrorBox},
 };
 
@@ -37,7 +41,16 @@ pub fn FleetPage() -> impl IntoView {
 /// capacity, and what is left unassigned and lendable.
 #[component]
 fn QuotaByFlavor() -> impl IntoView {
-    let world = LocalResource::new(|| api::get::<QuotaWorld>("/api/quota/world"));
+    let version = RwSignal::new(0u32);
+    let world = LocalResource::new(move || {
+        version.track();
+        api::get::<QuotaWorld>("/api/quota/world")
+    });
+    let me = use_me();
+    let admin = move || me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&Role::Admin)));
+    let saved = Callback::new(move |()| version.update(|v| *v += 1));
+    let last = RwSignal::new(None::<Result<String, ApiError>>);
+    provide_context(last);
     move || match world.get() {
         None => ().into_any(),
         Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
@@ -75,9 +88,161 @@ fn QuotaByFlavor() -> impl IntoView {
                             .collect_view()}
                     </tbody>
                 </table>
+                {admin().then(|| view! { <FleetSettings world=world.clone() saved/> })}
             }
             .into_any()
         }
+    }
+}
+
+/// Admins: each flavor's node labels, taints, tolerations and MIG layout, and each team's
+/// queue names, saved one at a time; the last save's outcome above the tables.
+#[component]
+fn FleetSettings(world: QuotaWorld, saved: Callback<()>) -> impl IntoView {
+    let last = expect_context::<RwSignal<Option<Result<String, ApiError>>>>();
+    view! {
+        <h2>"Flavor and queue settings"</h2>
+        {move || last.get().map(|outcome| match outcome {
+            Ok(message) => view! { <p class="ok" role="status" data-test="settings-saved">{message}</p> }.into_any(),
+            Err(error) => {
+                let fields = error.fields.clone();
+                view! {
+                    <ErrorBox error/>
+                    <ul class="errors" data-test="settings-errors">
+                        {fields.into_iter().map(|f| view! { <li class="problem">{format!("{}: {}", f.path, f.message)}</li> }).collect_view()}
+                    </ul>
+                }
+                .into_any()
+            }
+        })}
+        <p class="muted">
+            "One entry per line. Labels "<code>"key=value"</code>"; taints "<code>"key=value:Effect"</code>" or "
+            <code>"key:Effect"</code>"; tolerations "<code>"key=value:Effect"</code>", "<code>"key:Effect"</code>", "
+            <code>"key"</code>" or "<code>"*"</code>"; MIG layout "<code>"profile=instances per GPU"</code>" (blank: whole GPUs)."
+        </p>
+        {world.flavors.into_iter().map(|flavor| view! { <FlavorForm flavor saved/> }).collect_view()}
+        <table data-test="team-queues">
+            <thead>
+                <tr><th>"Team"</th><th>"Namespace"</th><th>"ClusterQueue"</th><th>"LocalQueue"</th><th>"Cohort (blank: none)"</th><th></th></tr>
+            </thead>
+            <tbody>
+                {world.teams.into_iter().map(|team| view! { <QueueRow team saved/> }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+#[component]
+fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
+    let last = expect_context::<RwSignal<Option<Result<String, ApiError>>>>();
+    let text = RwSignal::new(SettingsText::of(&flavor.settings));
+    let name = flavor.name.clone();
+    let version = flavor.version;
+    let save = move |_| {
+        let name = name.clone();
+        let settings = match text.get_untracked().parse() {
+            Ok(settings) => settings,
+            Err(fields) => {
+                last.set(Some(Err(ApiError {
+                    fields,
+                    ..ApiError::new(
+                        shared::ErrorCode::Invalid,
+                        format!("flavor {name}: some lines do not read"),
+                    )
+                })));
+                return;
+            }
+        };
+        leptos::task::spawn_local(async move {
+            let body = FlavorEdit { version, settings };
+            let result: Result<Flavor, ApiError> = api::send(
+                Method::PUT,
+                &format!("/api/quota/flavors/{name}"),
+                Some(&body),
+            )
+            .await;
+            last.set(Some(result.map(|f| {
+                format!("flavor {} saved (version {})", f.name, f.version)
+            })));
+            saved.run(());
+        });
+    };
+    let id = |what: &str| format!("flavor-{}-{what}", flavor.name);
+    let area = move |what: &'static str,
+                     label: &'static str,
+                     get: fn(&SettingsText) -> String,
+                     set: fn(&mut SettingsText, String)| {
+        let id = id(what);
+        view! {
+            <p class="field">
+                <label for=id.clone()>{label}</label>
+                <textarea id=id rows="3" cols="40"
+                    prop:value=move || text.with(get)
+                    on:input=move |ev| { let v = event_target_value(&ev); text.update(|t| set(t, v)); }
+                ></textarea>
+            </p>
+        }
+    };
+    view! {
+        <details class="team" data-test=format!("flavor-{}", flavor.name)>
+            <summary>{format!("{} — {} × {} ({} pools)", flavor.name, flavor.gpus, flavor.gpu_model, flavor.pools.len())}</summary>
+            <div class="row">
+                {area("labels", "Node labels", |t| t.node_labels.clone(), |t, v| t.node_labels = v)}
+                {area("taints", "Node taints", |t| t.node_taints.clone(), |t, v| t.node_taints = v)}
+                {area("tolerations", "Tolerations", |t| t.tolerations.clone(), |t, v| t.tolerations = v)}
+                {area("mig", "MIG layout", |t| t.mig_layout.clone(), |t, v| t.mig_layout = v)}
+            </div>
+            <button type="button" data-test="save-flavor" on:click=save>"Save flavor"</button>
+        </details>
+    }
+}
+
+#[component]
+fn QueueRow(team: TeamQueue, saved: Callback<()>) -> impl IntoView {
+    let last = expect_context::<RwSignal<Option<Result<String, ApiError>>>>();
+    let cluster_queue = RwSignal::new(team.cluster_queue.clone());
+    let local_queue = RwSignal::new(team.local_queue.clone());
+    let cohort = RwSignal::new(team.cohort.clone().unwrap_or_default());
+    let name = team.team.clone();
+    let save = move |_| {
+        let name = name.clone();
+        let body = QueueNames {
+            cluster_queue: cluster_queue.get_untracked().trim().to_owned(),
+            local_queue: local_queue.get_untracked().trim().to_owned(),
+            cohort: Some(cohort.get_untracked().trim().to_owned()).filter(|c| !c.is_empty()),
+        };
+        leptos::task::spawn_local(async move {
+            let result: Result<TeamQueue, ApiError> = api::send(
+                Method::PUT,
+                &format!("/api/quota/teams/{name}/queue"),
+                Some(&body),
+            )
+            .await;
+            last.set(Some(
+                result.map(|t| format!("team {}'s queues saved", t.team)),
+            ));
+            saved.run(());
+        });
+    };
+    let team_name = team.team.clone();
+    let input = move |what: &'static str, label: String, value: RwSignal<String>| {
+        let id = format!("queue-{team_name}-{what}");
+        view! {
+            <td>
+                <label class="sr-only" for=id.clone()>{label}</label>
+                <input id=id size="14" prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev))/>
+            </td>
+        }
+    };
+    view! {
+        <tr data-test=format!("queue-{}", team.team)>
+            <td>{team.team.clone()}</td>
+            <td>{team.namespace.clone()}</td>
+            {input("cq", format!("{}'s ClusterQueue", team.team), cluster_queue)}
+            {input("lq", format!("{}'s LocalQueue", team.team), local_queue)}
+            {input("cohort", format!("{}'s cohort, blank for none", team.team), cohort)}
+            <td><button type="button" data-test="save-queue" on:click=save>"Save"</button></td>
+        </tr>
     }
 }
 

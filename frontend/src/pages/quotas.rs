@@ -32,6 +32,10 @@ pub fn unit(resource: &str) -> String {
 #[derive(Clone, Copy)]
 pub struct Notice(pub RwSignal<Option<String>>);
 
+/// The draft open in the request form, if one is being edited.
+#[derive(Clone, Copy)]
+pub struct Editing(pub RwSignal<Option<QuotaRequest>>);
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Tab {
     Teams,
@@ -61,6 +65,7 @@ pub fn Quotas() -> impl IntoView {
     let chosen = RwSignal::new(None::<String>);
     let notice = RwSignal::new(None::<String>);
     provide_context(Notice(notice));
+    provide_context(Editing(RwSignal::new(None)));
     let tab_button = move |which: Tab, label: &'static str, test: &'static str| {
         view! {
             <button
@@ -142,9 +147,11 @@ fn TeamsView(
             let team = current();
             let world = world.get_value();
             let may = may_request(&team);
+            let Editing(editing) = expect_context::<Editing>();
+            let draft = editing.get().filter(|d| d.team == team);
             view! {
                 <CurrentQuota world=world.clone() team=team.clone()/>
-                {may.then(|| view! { <form::RequestForm world=world.clone() team=team.clone() changed/> })}
+                {may.then(|| view! { <form::RequestForm world=world.clone() team=team.clone() draft changed/> })}
                 <History team changed/>
             }
         }}
@@ -281,8 +288,13 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                             .map(|r| {
                                 let state = if r.in_force { "approved, in force".to_owned() } else { r.state.as_str().to_owned() };
                                 let draft = (r.state == State::Draft).then(|| {
-                                    let r = r.clone();
-                                    view! { <button type="button" data-test="submit-draft" on:click=move |_| submit(r.clone())>"Submit"</button> }
+                                    let (r, open) = (r.clone(), r.clone());
+                                    let Editing(editing) = expect_context::<Editing>();
+                                    view! {
+                                        <button type="button" data-test="edit-draft" on:click=move |_| editing.set(Some(open.clone()))>"Edit"</button>
+                                        " "
+                                        <button type="button" data-test="submit-draft" on:click=move |_| submit(r.clone())>"Submit"</button>
+                                    }
                                 });
                                 view! {
                                     <tr data-test=format!("request-{}", r.id)>

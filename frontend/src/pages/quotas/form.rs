@@ -10,11 +10,13 @@ use shared::{
     ApiError, FieldError,
     day::Day,
     kueue::{Reclaim, WithinQueue},
-    quota::{Checked, NewRequest, QuotaSpec, QuotaWorld, RequestView, Submit},
+    quota::{
+        Checked, EditRequest, NewRequest, QuotaRequest, QuotaSpec, QuotaWorld, RequestView, Submit,
+    },
     scenario::Queueing,
 };
 
-use super::{Notice, today, unit};
+use super::{Editing, Notice, today, unit};
 use crate::{api, ui::ErrorBox};
 
 /// The team's terms in force as the starting point (from today, open-ended, no justification),
@@ -64,9 +66,20 @@ fn message_at(checked: &Checked, server: &Option<ApiError>, path: &str) -> Optio
 }
 
 #[component]
-pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> impl IntoView {
+pub fn RequestForm(
+    world: QuotaWorld,
+    team: String,
+    /// A draft to edit; `None`: a new request.
+    draft: Option<QuotaRequest>,
+    changed: Callback<()>,
+) -> impl IntoView {
     let today = today();
-    let spec = RwSignal::new(starting_spec(&world, &team, today));
+    let Editing(editing) = expect_context::<Editing>();
+    let heading = draft.as_ref().map_or("Request quota".to_owned(), |d| {
+        format!("Edit draft {}", d.id)
+    });
+    let editing_id = draft.as_ref().map(|d| (d.id, d.version));
+    let spec = RwSignal::new(draft.map_or_else(|| starting_spec(&world, &team, today), |d| d.spec));
     let world = StoredValue::new(world);
     let team = StoredValue::new(team);
     let checked = Memo::new(move |_| {
@@ -79,14 +92,18 @@ pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> im
     let send = move |and_submit: bool| {
         busy.set(true);
         saved.set(None);
-        let body = NewRequest {
-            spec: spec.get_untracked(),
-        };
+        let spec = spec.get_untracked();
         let team = team.get_value();
         spawn_local(async move {
             let path = format!("/api/quota/teams/{team}/requests");
             let result = async {
-                let view: RequestView = api::send(Method::POST, &path, Some(&body)).await?;
+                let view: RequestView = match editing_id {
+                    Some((id, version)) => {
+                        let body = EditRequest { version, spec };
+                        api::send(Method::PUT, &format!("{path}/{id}"), Some(&body)).await?
+                    }
+                    None => api::send(Method::POST, &path, Some(&NewRequest { spec })).await?,
+                };
                 if !and_submit {
                     return Ok(format!("Draft {} saved.", view.request.id));
                 }
@@ -104,6 +121,7 @@ pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> im
                 Ok(message) => {
                     server.set(None);
                     saved.set(Some(message));
+                    editing.set(None);
                     changed.run(());
                 }
                 Err(err) => server.set(Some(err)),
@@ -118,7 +136,7 @@ pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> im
     };
     let lines = spec.with_untracked(|s| s.lines.len());
     view! {
-        <h2>"Request quota"</h2>
+        <h2 data-test="request-heading">{heading}</h2>
         <form data-test="request-form" on:submit=|ev| ev.prevent_default()>
             <table>
                 <thead>
@@ -225,12 +243,12 @@ pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> im
                 </p>
                 <p>
                     <label for="starts-on">"Starts on (UTC, YYYY-MM-DD)"</label>
-                    <DayInput id="starts-on" value=Some(today) optional=false set=Callback::new(move |d: Option<Day>| if let Some(d) = d { spec.update(|s| s.starts_on = d) })/>
+                    <DayInput id="starts-on" value=spec.with_untracked(|s| Some(s.starts_on)) optional=false set=Callback::new(move |d: Option<Day>| if let Some(d) = d { spec.update(|s| s.starts_on = d) })/>
                     {error_at("starts_on".to_owned())}
                 </p>
                 <p>
                     <label for="ends-on">"Ends on (inclusive; blank for open-ended)"</label>
-                    <DayInput id="ends-on" value=None optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
+                    <DayInput id="ends-on" value=spec.with_untracked(|s| s.ends_on) optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
                     {error_at("ends_on".to_owned())}
                 </p>
                 <p>
@@ -239,6 +257,7 @@ pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> im
                         id="justification"
                         data-test="justification"
                         rows="3"
+                        prop:value=spec.with_untracked(|s| s.justification.clone())
                         on:input=move |ev| {
                             let text = event_target_value(&ev);
                             spec.update(|s| s.justification = text);
@@ -259,6 +278,7 @@ pub fn RequestForm(world: QuotaWorld, team: String, changed: Callback<()>) -> im
             <button type="button" data-test="save-draft" disabled=blocked on:click=move |_| send(false)>"Save as draft"</button>
             " "
             <button type="button" data-test="submit-request" disabled=blocked on:click=move |_| send(true)>"Submit for approval"</button>
+            {editing_id.map(|_| view! { " " <button type="button" data-test="cancel-edit" on:click=move |_| editing.set(None)>"Cancel editing"</button> })}
         </form>
     }
 }
