@@ -231,10 +231,22 @@ fn in_force(world: &QuotaWorld, today: Day) -> BTreeSet<i64> {
     world.effective_on(today).values().map(|a| a.id).collect()
 }
 
-async fn get_world(State(state): State<AppState>) -> Result<Json<QuotaWorld>> {
+/// Everyone signed in sees every team's approved quota (the Fleet page shows it); why another
+/// team asked for it is for that team and the readers only.
+async fn get_world(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<QuotaWorld>> {
     let mut tx = state.pool.begin().await?;
-    let world = world(&mut tx).await?;
+    let mut world = world(&mut tx).await?;
     tx.commit().await?;
+    if !caller.has_any(READERS) {
+        for a in &mut world.approved {
+            if !caller.teams.contains(&a.team) {
+                a.spec.justification.clear();
+            }
+        }
+    }
     Ok(Json(world))
 }
 

@@ -207,6 +207,17 @@ async fn a_request_goes_from_draft_to_approved_and_counts(pool: PgPool) {
         .json();
     assert_eq!(after.approved.len(), 1);
     assert_eq!(after.approved[0].spec.lines[0].nominal, 24);
+    // Why research asked is for research and the readers; sam (search) sees the quota only.
+    assert_eq!(
+        after.approved[0].spec.justification,
+        "pre-training of the 8B model"
+    );
+    let sam = login(&w.router, "sam", PASSWORD).await;
+    let seen: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &sam, None)
+        .await
+        .json();
+    assert_eq!(seen.approved[0].spec.lines[0].nominal, 24);
+    assert_eq!(seen.approved[0].spec.justification, "");
 
     // The team's history, and the audit trail of every step with who took it.
     let history: Vec<QuotaRequest> = call(
