@@ -26,6 +26,19 @@ fn replay(c: &mut Criterion) {
         });
     }
     group.finish();
+    // Where pods are pinned to GPU models, the pinned-pressure term is at work.
+    let pods = csv::parse_pods(&fixture("openb_pod_list_gpuspec33.csv")).expect("pods");
+    let mut group = c.benchmark_group("openb_gpuspec33_replay");
+    group.sample_size(10);
+    for policy in [Policy::Fgd, Policy::FgdStranding] {
+        group.bench_function(policy.name(), |b| {
+            b.iter(|| {
+                protocol::replay(&nodes, &pods, policy, 42, protocol::PAPER_INFLATE)
+                    .expect("replay")
+            })
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, replay);

@@ -17,7 +17,7 @@ fn published_name(policy: Policy) -> Option<&'static str> {
         Policy::DotProduct => Some("DotProd"),
         Policy::GpuPacking => Some("GpuPacking"),
         Policy::Fgd => Some("FGD"),
-        Policy::FirstFit | Policy::FgdCpuStranding => None,
+        Policy::FirstFit | Policy::FgdStranding => None,
     }
 }
 
@@ -64,10 +64,13 @@ pub fn results_markdown(
          seed-dependent node order; ranking by the exact ΔF instead is markedly worse (about 7.0% on \
          `default`), and two refinements we tried inside the tied bucket (prefer used nodes; prefer \
          already-shared GPUs) moved the medians by ±0.1 points, so they are not offered. \
-         `fgd_cpu_stranding` is ours: FGD's score plus, per target class that may run on the node's GPU \
-         model, the growth of the free GPU milli that the node's remaining CPU could no longer serve at \
-         that class's CPU per milli-GPU (weighted by class frequency); same online protocol, same score \
-         shape and tie-break. It is compared with `fgd` seed by seed below. The random sequence differs \
+         `fgd_stranding` is ours: FGD's score plus what a placement strands that fragmentation does not \
+         count: per target class that may run on the node's GPU model, the growth of the free GPU milli \
+         that the node's remaining CPU could no longer serve at that class's CPU per milli-GPU (weighted \
+         by class frequency); and, for a pod that may run on any model, the GPU milli it takes from a \
+         model that pinned pods need, times that model's share of the pinned GPU demand over its share \
+         of the capacity. Same online protocol, same score shape and tie-break. It is compared with \
+         `fgd` seed by seed below. The random sequence differs \
          from the artifact's (Go's generator), so only the statistics compare.\n"
     );
     let _ = writeln!(
@@ -101,7 +104,7 @@ pub fn results_markdown(
     md
 }
 
-/// `fgd_cpu_stranding` against `fgd`, seed by seed, per list.
+/// `fgd_stranding` against `fgd`, seed by seed, per list.
 fn paired(md: &mut String, run: &ProtocolRun) {
     let of = |list: &str, policy: Policy| {
         run.summaries
@@ -117,7 +120,7 @@ fn paired(md: &mut String, run: &ProtocolRun) {
     let rows: Vec<String> = lists
         .iter()
         .filter_map(|list| {
-            let (ours, fgd) = (of(list, Policy::FgdCpuStranding)?, of(list, Policy::Fgd)?);
+            let (ours, fgd) = (of(list, Policy::FgdStranding)?, of(list, Policy::Fgd)?);
             let diffs = protocol::paired_differences(ours, fgd);
             let better = diffs.iter().filter(|d| **d < 0.0).count();
             let median = protocol::median_of(&diffs)?;
@@ -137,7 +140,7 @@ fn paired(md: &mut String, run: &ProtocolRun) {
     }
     let _ = writeln!(
         md,
-        "\n## `fgd_cpu_stranding` − `fgd`, paired by seed\n\nUnallocated GPU % at 100% arrival, the \
+        "\n## `fgd_stranding` − `fgd`, paired by seed\n\nUnallocated GPU % at 100% arrival, the \
          difference on the same seed (negative: fewer GPUs left unallocated).\n\n\
          | list | median difference | range | seeds better |\n|---|---|---|---|"
     );
