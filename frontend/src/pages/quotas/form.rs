@@ -283,7 +283,7 @@ pub fn RequestForm(
     }
 }
 
-/// Warnings, each with the field it is about.
+/// Warnings in words (each names its flavor or field; the path is its tooltip).
 #[component]
 pub fn Warnings(fields: Signal<Vec<FieldError>>) -> impl IntoView {
     move || {
@@ -293,7 +293,7 @@ pub fn Warnings(fields: Signal<Vec<FieldError>>) -> impl IntoView {
                 <ul class="warnings" data-test="warnings">
                     {list
                         .into_iter()
-                        .map(|w| view! { <li><strong>{w.path}</strong>": "{w.message}</li> })
+                        .map(|w| view! { <li title=w.path>{w.message}</li> })
                         .collect_view()}
                 </ul>
             }
