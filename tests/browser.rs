@@ -943,15 +943,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=user-roles]", Role::Approver.label())
         .await;
-    browser
-        .client
-        .goto(&server.url("/quotas"))
-        .await
-        .expect("quotas");
-    browser
-        .wait_for_text("[data-test=tab-inbox]", "Requests to decide")
-        .await;
-    browser.click_css("[data-test=tab-inbox]").await;
+    open_quota_view(&browser, &server, "inbox", "Requests to decide").await;
     browser.wait_for_text("[data-test=inbox]", "research").await;
     browser.click_css("[data-test=inbox] button").await;
     // h100-shared: 40 → 64 held, 24 → 0 unassigned; search lends its 40 → 64 with research in.
@@ -994,15 +986,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser.wait_for_text("#quota-chart", "unassigned").await;
     browser.screenshot("quota-fleet").await;
 
-    browser
-        .client
-        .goto(&server.url("/quotas"))
-        .await
-        .expect("quotas");
-    browser
-        .wait_for_text("[data-test=tab-audit]", "Audit log")
-        .await;
-    browser.click_css("[data-test=tab-audit]").await;
+    open_quota_view(&browser, &server, "audit", "Audit log").await;
     browser
         .wait_for_text("[data-test=audit]", "alex approve quota request 2")
         .await;
@@ -1084,7 +1068,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=settings-saved]", "team research's queues saved")
         .await;
     browser.screenshot("quota-fleet-settings").await;
-    let world: shared::quota::QuotaWorld = reqwest_world(&server, &browser).await;
+    let world: shared::quota::QuotaWorld = quota_world_from_page(&browser).await;
     let h100 = world
         .flavors
         .iter()
@@ -1099,8 +1083,20 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser.close().await;
 }
 
+/// Opens the Quotas page and one of its views (its tab's data-test name and its label).
+async fn open_quota_view(browser: &Browser, server: &Server, tab: &str, label: &str) {
+    browser
+        .client
+        .goto(&server.url("/quotas"))
+        .await
+        .expect("quotas");
+    let css = format!("[data-test=tab-{tab}]");
+    browser.wait_for_text(&css, label).await;
+    browser.click_css(&css).await;
+}
+
 /// `GET /api/quota/world` from inside the page, with its session.
-async fn reqwest_world(_server: &Server, browser: &Browser) -> shared::quota::QuotaWorld {
+async fn quota_world_from_page(browser: &Browser) -> shared::quota::QuotaWorld {
     let value = browser
         .client
         .execute_async(
