@@ -457,6 +457,15 @@ async fn show_request(
     Ok(Json(view))
 }
 
+/// The request's stored spec.
+async fn stored_spec(db: &mut PgConnection, team: &str, id: i64) -> Result<QuotaSpec> {
+    let row = db::requests(&mut *db, Some(team), None, Some(id))
+        .await?
+        .pop()
+        .ok_or(Error::NotFound)?;
+    stored(&format!("quota request {id}"), &row.spec)
+}
+
 /// The rules' errors for `spec`, as a 422 with field paths under `spec`.
 fn check(world: &QuotaWorld, team: &str, spec: &QuotaSpec) -> Result<()> {
     let checked = world.check(team, spec, today());
@@ -580,7 +589,7 @@ async fn edit_request(
         lock_for(&mut tx, &team, id, edit.version, Action::Edit).await?;
     let world = world(&mut tx).await?;
     check(&world, &team, &edit.spec)?;
-    let before = view(&mut tx, &team, id).await?.request.spec;
+    let before = stored_spec(&mut tx, &team, id).await?;
     db::update_spec(&mut *tx, id, &to_json(&edit.spec)?.to_string()).await?;
     audit::record(
         &mut *tx,
@@ -608,9 +617,9 @@ async fn submit_request(
     let mut tx = state.pool.begin().await?;
     let (before_state, version, next) =
         lock_for(&mut tx, &team, id, submit.version, Action::Submit).await?;
-    let current = view(&mut tx, &team, id).await?;
+    let spec = stored_spec(&mut tx, &team, id).await?;
     let world = world(&mut tx).await?;
-    check(&world, &team, &current.request.spec)?;
+    check(&world, &team, &spec)?;
     db::set_submitted(&mut *tx, id, caller.user_id).await?;
     audit::record(
         &mut *tx,
