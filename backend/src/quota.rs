@@ -35,7 +35,7 @@ use shared::{
         QuotaRequest, QuotaSpec, QuotaWorld, RequestView, State as RequestState, Submit, TeamQueue,
     },
 };
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 
 use crate::{
     access::{Access, Caller},
@@ -738,4 +738,84 @@ async fn decide(
         "quota request decided"
     );
     Ok(Json(view))
+}
+
+/// The demo's quota, so a fresh console shows it at work: research holds 48 of the 96 H200s
+/// (requested by rita, approved by alex) and search asks for 32 of the 64 H100s (submitted by
+/// sam, waiting in the inbox). Made only where no request exists yet and the demo inventory
+/// and users are there; `false` when nothing was made. Each step is audited as the console's.
+pub async fn load_demo(pool: &PgPool) -> Result<bool> {
+    let mut tx = pool.begin().await?;
+    db::lock_quota(&mut *tx).await?;
+    if !db::requests(&mut *tx, None, None, None).await?.is_empty() {
+        return Ok(false);
+    }
+    let mut ids = Vec::new();
+    for name in ["rita", "sam", "alex"] {
+        match crate::accounts::db::user_id(&mut *tx, name).await? {
+            Some(id) => ids.push(id),
+            None => return Ok(false),
+        }
+    }
+    let (rita, sam, alex) = (ids[0], ids[1], ids[2]);
+    let today = today();
+    let world = world(&mut tx).await?;
+    let spec = |flavor: &str, nominal: i64, why: &str| QuotaSpec {
+        lines: vec![shared::quota::QuotaLine {
+            flavor: flavor.to_owned(),
+            resource: "nvidia.com/gpu".to_owned(),
+            nominal,
+            borrowing_limit: None,
+            lending_limit: None,
+        }],
+        justification: why.to_owned(),
+        ..QuotaSpec::blank(&[], today)
+    };
+    let research = spec("h200-train", 48, "pre-training the 70B model");
+    let search = spec("h100-shared", 32, "serving the new ranking model");
+    let fits = |team: &str, s: &QuotaSpec| {
+        world.team(team).is_some() && world.check(team, s, today).errors.is_empty()
+    };
+    if !fits("research", &research) || !fits("search", &search) {
+        return Ok(false);
+    }
+    for (team, spec, by, approve) in [
+        ("research", &research, rita, true),
+        ("search", &search, sam, false),
+    ] {
+        let id = db::insert_request(&mut *tx, team, &to_json(spec)?.to_string(), by)
+            .await?
+            .ok_or(Error::NotFound)?;
+        db::set_submitted(&mut *tx, id, by).await?;
+        let mut steps = vec![
+            ("create", RequestState::Draft),
+            ("submit", RequestState::Submitted),
+        ];
+        if approve {
+            db::set_decided(
+                &mut *tx,
+                id,
+                RequestState::Approved.as_str(),
+                alex,
+                "demo: fits the plan",
+            )
+            .await?;
+            steps.push(("approve", RequestState::Approved));
+        }
+        for (action, state) in steps {
+            audit::record(
+                &mut *tx,
+                Actor::Console,
+                Kind::QuotaRequest,
+                action,
+                &format!("quota request {id}"),
+                Some(team),
+                None,
+                Some(&json!({"state": state, "demo": true})),
+            )
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(true)
 }

@@ -162,10 +162,33 @@ async fn demo_users_are_made_once_with_printed_random_passwords(pool: PgPool) {
             "{who}"
         );
     }
+    // The demo quota: research's 48 H200s approved (by alex, not its author), search's
+    // request waiting.
+    let states = || async {
+        sqlx::query_as::<_, (String, String, Option<String>)>(
+            "select t.name, r.state, d.username from quota_requests r join teams t on t.id = r.team_id
+             left join users d on d.id = r.decided_by order by t.name",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("requests")
+    };
+    assert_eq!(
+        states().await,
+        [
+            (
+                "research".to_owned(),
+                "approved".to_owned(),
+                Some("alex".to_owned())
+            ),
+            ("search".to_owned(), "submitted".to_owned(), None),
+        ]
+    );
     // A second run changes nothing and prints no password.
     let second = gpufleet(&pool, &["demo"], None);
     assert!(second.status.success());
     assert_eq!(stdout(&second), "");
+    assert_eq!(states().await.len(), 2);
     let _ = std::fs::remove_file(file);
 }
 

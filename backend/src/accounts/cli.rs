@@ -110,6 +110,9 @@ pub async fn demo(args: DemoArgs) -> Result<(), CliError> {
         }
         None => tracing::info!("users exist; demo users not created"),
     }
+    if crate::quota::load_demo(&pool).await? {
+        tracing::info!("loaded the demo quota requests (one approved, one waiting)");
+    }
     pool.close().await;
     Ok(())
 }
