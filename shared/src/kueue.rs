@@ -39,6 +39,56 @@ impl KueueVersion {
     }
 }
 
+/// Resource-name prefixes these objects leave out of Kueue's quota: they cover accelerators
+/// only, yet every pod also requests cpu and memory, and Kueue admits a workload only when its
+/// ClusterQueue covers every resource its pods request ("resource cpu unavailable in
+/// ClusterQueue"). The Kueue manager must exclude these (its configuration's
+/// `resources.excludeResourcePrefixes`); [`manager_config_note`] says so in the export.
+pub const EXCLUDED_PREFIXES: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
+
+/// The header of `kueue.yaml`: what the Kueue manager's configuration must hold for these
+/// objects to admit real pods.
+pub fn manager_config_note() -> String {
+    let list = EXCLUDED_PREFIXES
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "# These ClusterQueues govern accelerators only. Every pod also requests cpu and memory, and\n\
+         # Kueue admits a workload only when its ClusterQueue covers every resource it requests, so\n\
+         # the Kueue manager's configuration (ConfigMap kueue-manager-config) must exclude them:\n\
+         #   apiVersion: config.kueue.x-k8s.io/v1beta1\n\
+         #   kind: Configuration\n\
+         #   resources:\n\
+         #     excludeResourcePrefixes: [{list}]\n"
+    )
+}
+
+/// What Kueue sees of a workload's pod: where it runs from, what it asks for and where it may
+/// go (the pod template's namespace, `kueue.x-k8s.io/queue-name` label, resource requests,
+/// node selector and tolerations).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodRequest {
+    pub namespace: String,
+    pub queue_name: Option<String>,
+    /// Per resource, in its units (GPUs, CPU milli, bytes).
+    pub requests: BTreeMap<String, i64>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
+/// Whether a toleration tolerates a taint (Kubernetes' rule).
+fn tolerates(t: &Toleration, taint: &Taint) -> bool {
+    let key = t.key.is_empty() || t.key == taint.key;
+    let value = match t.operator {
+        TolerationOperator::Exists => true,
+        TolerationOperator::Equal => t.value == taint.value,
+    };
+    let effect = t.effect.is_none_or(|e| e == taint.effect);
+    key && value && effect
+}
+
 /// A node taint a flavor's nodes carry (Kubernetes' `Taint`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,6 +273,94 @@ impl Setup {
             }));
         }
         objects
+    }
+
+    /// The flavor Kueue would admit `pod` on, following its rules: the pod's LocalQueue (by the
+    /// queue-name label, in its namespace) leads to a ClusterQueue; every resource it requests
+    /// that the manager does not exclude (`excluded` prefixes) must be covered there; then the
+    /// first flavor of the covering group whose node labels agree with the pod's node
+    /// selector, whose taints the pod (with the flavor's own tolerations, which Kueue adds)
+    /// tolerates, and whose quota holds the request (nominal, or borrowing in a cohort). The
+    /// reason, in Kueue's words where it has them, when none does.
+    pub fn admits(&self, pod: &PodRequest, excluded: &[&str]) -> Result<String, String> {
+        let queue_name = pod
+            .queue_name
+            .as_deref()
+            .ok_or("no kueue.x-k8s.io/queue-name label: Kueue does not manage the pod")?;
+        let queue = self
+            .queues
+            .iter()
+            .find(|q| q.local_queue == queue_name && q.namespace == pod.namespace)
+            .ok_or_else(|| format!("LocalQueue {queue_name} doesn't exist in {}", pod.namespace))?;
+        let wanted: Vec<(&String, i64)> = pod
+            .requests
+            .iter()
+            .filter(|(r, _)| !excluded.iter().any(|p| r.starts_with(p)))
+            .map(|(r, n)| (r, *n))
+            .collect();
+        let groups = self.resource_groups();
+        let mut group: Option<&(Vec<String>, Vec<String>)> = None;
+        for (resource, _) in &wanted {
+            match groups
+                .iter()
+                .find(|(covered, _)| covered.contains(resource))
+            {
+                Some(g) => group = Some(g),
+                None => {
+                    return Err(format!(
+                        "resource {resource} unavailable in ClusterQueue {}",
+                        queue.cluster_queue
+                    ));
+                }
+            }
+        }
+        let Some((_, flavors)) = group else {
+            return Err("the pod requests nothing the ClusterQueue governs".to_owned());
+        };
+        let mut reasons = Vec::new();
+        for name in flavors {
+            let Some(flavor) = self.flavors.iter().find(|f| f.name == *name) else {
+                continue;
+            };
+            if let Some((key, value)) = flavor
+                .node_labels
+                .iter()
+                .find(|(k, v)| pod.node_selector.get(*k).is_some_and(|want| want != *v))
+            {
+                reasons.push(format!(
+                    "flavor {name}: its nodes carry {key}={value}, the pod selects another"
+                ));
+                continue;
+            }
+            let untolerated = flavor.node_taints.iter().find(|taint| {
+                !pod.tolerations
+                    .iter()
+                    .chain(&flavor.tolerations)
+                    .any(|t| tolerates(t, taint))
+            });
+            if let Some(taint) = untolerated {
+                reasons.push(format!("flavor {name}: untolerated taint {}", taint.key));
+                continue;
+            }
+            let short = wanted.iter().find(|(resource, amount)| {
+                let quota = queue
+                    .quotas
+                    .iter()
+                    .find(|q| q.flavor == *name && q.resource == **resource);
+                let nominal = quota.map_or(0, |q| q.nominal);
+                let may_borrow =
+                    queue.cohort.is_some() && quota.and_then(|q| q.borrowing_limit) != Some(0);
+                *amount > nominal && !may_borrow
+            });
+            if let Some((resource, amount)) = short {
+                reasons.push(format!(
+                    "flavor {name}: {amount} {resource} exceeds the ClusterQueue's quota and it cannot borrow"
+                ));
+                continue;
+            }
+            return Ok(name.clone());
+        }
+        Err(reasons.join("; "))
     }
 
     /// One team's ClusterQueue.

@@ -149,6 +149,7 @@ pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
         }
     }
     let mut files = vec![file("kueue.yaml", kueue)];
+    files[0].yaml = format!("{}{}", crate::kueue::manager_config_note(), files[0].yaml);
     if !keda.is_empty() {
         files.push(file("keda-scaledobjects.yaml", keda));
     }

@@ -1484,3 +1484,141 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
         );
     }
 }
+
+/// A typical training Job and inference Deployment of every team in every preset: each pod
+/// asks for its class's GPUs, 8 CPUs and 64 GiB, selects its model's nodes and carries its
+/// team's queue-name label. With the manager excluding cpu and memory (as the export's header
+/// says) Kueue's rules admit each on its class's flavor; without, Kueue's own refusal.
+#[test]
+fn the_exported_queues_admit_each_teams_typical_pods() {
+    use shared::kueue::{EXCLUDED_PREFIXES, PodRequest};
+    for name in ["startup-40", "aws-300", "bank-10000", "no-own-model"] {
+        let s = scenario(name);
+        let setup = manifests::kueue_setup(&s);
+        let kueue_yaml = &manifests::export(&s, KueueVersion::V1beta2)[0].yaml;
+        assert!(
+            kueue_yaml.contains("excludeResourcePrefixes: [\"cpu\", \"memory\""),
+            "{name}"
+        );
+        let mut checked = 0;
+        for team in &s.teams {
+            for w in team.workloads.iter().filter(|w| w.gpus_per_job >= 1) {
+                let acc = s.accelerator(&w.flavor).expect("the class's flavor");
+                let pod = PodRequest {
+                    namespace: team.name.clone(),
+                    queue_name: Some(team.name.clone()),
+                    requests: [
+                        (
+                            acc.vendor().resource_name().to_owned(),
+                            i64::from(w.gpus_per_job),
+                        ),
+                        ("cpu".to_owned(), 8_000),
+                        ("memory".to_owned(), 64 << 30),
+                    ]
+                    .into_iter()
+                    .collect(),
+                    node_selector: [(
+                        acc.vendor().product_label().to_owned(),
+                        acc.gpu_model.clone(),
+                    )]
+                    .into_iter()
+                    .collect(),
+                    tolerations: Vec::new(),
+                };
+                assert_eq!(
+                    setup.admits(&pod, &EXCLUDED_PREFIXES),
+                    Ok(w.flavor.clone()),
+                    "{name}: {}/{}",
+                    team.name,
+                    w.name
+                );
+                assert_eq!(
+                    setup.admits(&pod, &[]),
+                    Err(format!(
+                        "resource cpu unavailable in ClusterQueue {}",
+                        team.name
+                    )),
+                    "{name}: {}/{}",
+                    team.name,
+                    w.name
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= s.teams.len(), "{name}: {checked} classes");
+    }
+}
+
+#[test]
+fn kueue_refuses_what_its_rules_refuse() {
+    use std::collections::BTreeMap;
+
+    use shared::kueue::{
+        FlavorObject, PodRequest, Queue, Quota, Reclaim, Setup, Taint, TaintEffect, Toleration,
+        TolerationOperator, WithinQueue,
+    };
+    let setup = Setup {
+        flavors: vec![FlavorObject {
+            name: "h100".into(),
+            node_labels: BTreeMap::from([(
+                "nvidia.com/gpu.product".into(),
+                "H100-SXM5-80GB".into(),
+            )]),
+            node_taints: vec![Taint {
+                key: "dedicated".into(),
+                value: "ml".into(),
+                effect: TaintEffect::NoSchedule,
+            }],
+            tolerations: Vec::new(),
+        }],
+        resources: BTreeMap::from([("h100".into(), vec!["nvidia.com/gpu".into()])]),
+        queues: vec![Queue {
+            cluster_queue: "cq".into(),
+            namespace: "ns".into(),
+            local_queue: "lq".into(),
+            cohort: None,
+            queueing: shared::scenario::Queueing::BestEffortFifo,
+            reclaim: Reclaim::Never,
+            within: WithinQueue::Never,
+            quotas: vec![Quota {
+                flavor: "h100".into(),
+                resource: "nvidia.com/gpu".into(),
+                nominal: 4,
+                borrowing_limit: None,
+                lending_limit: None,
+            }],
+        }],
+        priorities: Vec::new(),
+    };
+    let pod = |gpus: i64, selector: &str, tolerate: bool| PodRequest {
+        namespace: "ns".into(),
+        queue_name: Some("lq".into()),
+        requests: BTreeMap::from([("nvidia.com/gpu".into(), gpus)]),
+        node_selector: BTreeMap::from([("nvidia.com/gpu.product".into(), selector.into())]),
+        tolerations: if tolerate {
+            vec![Toleration {
+                key: "dedicated".into(),
+                operator: TolerationOperator::Equal,
+                value: "ml".into(),
+                effect: None,
+            }]
+        } else {
+            Vec::new()
+        },
+    };
+    assert_eq!(
+        setup.admits(&pod(4, "H100-SXM5-80GB", true), &[]),
+        Ok("h100".to_owned())
+    );
+    let refused = |p: PodRequest| setup.admits(&p, &[]).expect_err("refused");
+    assert!(refused(pod(4, "H100-SXM5-80GB", false)).contains("untolerated taint dedicated"));
+    assert!(refused(pod(4, "A100-SXM4-80GB", true)).contains("the pod selects another"));
+    // No cohort: 5 GPUs on a nominal quota of 4 can never be admitted.
+    assert!(refused(pod(5, "H100-SXM5-80GB", true)).contains("cannot borrow"));
+    let mut elsewhere = pod(1, "H100-SXM5-80GB", true);
+    elsewhere.namespace = "other".into();
+    assert_eq!(refused(elsewhere), "LocalQueue lq doesn't exist in other");
+    let mut unlabelled = pod(1, "H100-SXM5-80GB", true);
+    unlabelled.queue_name = None;
+    assert!(refused(unlabelled).contains("queue-name"));
+}
