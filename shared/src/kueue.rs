@@ -348,13 +348,16 @@ impl Setup {
                     .iter()
                     .find(|q| q.flavor == *name && q.resource == **resource);
                 let nominal = quota.map_or(0, |q| q.nominal);
-                let may_borrow =
-                    queue.cohort.is_some() && quota.and_then(|q| q.borrowing_limit) != Some(0);
-                *amount > nominal && !may_borrow
+                // In a cohort it may borrow up to its borrowing limit (none: no limit).
+                let ceiling = match (&queue.cohort, quota.and_then(|q| q.borrowing_limit)) {
+                    (None, _) => Some(nominal),
+                    (Some(_), limit) => limit.map(|b| nominal + b),
+                };
+                ceiling.is_some_and(|c| *amount > c)
             });
             if let Some((resource, amount)) = short {
                 reasons.push(format!(
-                    "flavor {name}: {amount} {resource} exceeds the ClusterQueue's quota and it cannot borrow"
+                    "flavor {name}: {amount} {resource} is more than the ClusterQueue may hold, its nominal quota and what it may borrow"
                 ));
                 continue;
             }

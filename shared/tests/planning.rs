@@ -1483,6 +1483,39 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
             serde_json::json!({"name": "research-lq", "namespace": "team-research"})
         );
     }
+    // Kueue's rule on the approved quota: research holds 4 whole GPUs and may borrow 2 more
+    // (the flavor's own toleration covers its taint); its MIG pods land on the sliced flavor;
+    // idle, with no quota in force, admits nothing.
+    use shared::kueue::{EXCLUDED_PREFIXES, PodRequest};
+    let setup = world.kueue_setup(today);
+    let pod = |team: &str, resource: &str, n: i64| PodRequest {
+        namespace: format!("team-{team}"),
+        queue_name: Some(format!("{team}-lq")),
+        requests: BTreeMap::from([(resource.to_owned(), n), ("cpu".to_owned(), 4_000)]),
+        node_selector: BTreeMap::new(),
+        tolerations: Vec::new(),
+    };
+    let admits = |team: &str, resource: &str, n: i64| {
+        setup.admits(&pod(team, resource, n), &EXCLUDED_PREFIXES)
+    };
+    assert_eq!(
+        admits("research", "nvidia.com/gpu", 6),
+        Ok("whole".to_owned())
+    );
+    assert!(
+        admits("research", "nvidia.com/gpu", 7).is_err(),
+        "4 nominal + 2 borrowed"
+    );
+    assert_eq!(
+        admits("research", "nvidia.com/mig-1g.10gb", 1),
+        Ok("sliced".to_owned())
+    );
+    assert!(admits("idle", "nvidia.com/gpu", 1).is_err());
+    assert_eq!(admits("solo", "nvidia.com/gpu", 2), Ok("whole".to_owned()));
+    assert!(
+        admits("solo", "nvidia.com/gpu", 3).is_err(),
+        "no cohort: nominal only"
+    );
 }
 
 /// A typical training Job and inference Deployment of every team in every preset: each pod
@@ -1614,7 +1647,9 @@ fn kueue_refuses_what_its_rules_refuse() {
     assert!(refused(pod(4, "H100-SXM5-80GB", false)).contains("untolerated taint dedicated"));
     assert!(refused(pod(4, "A100-SXM4-80GB", true)).contains("the pod selects another"));
     // No cohort: 5 GPUs on a nominal quota of 4 can never be admitted.
-    assert!(refused(pod(5, "H100-SXM5-80GB", true)).contains("cannot borrow"));
+    assert!(
+        refused(pod(5, "H100-SXM5-80GB", true)).contains("more than the ClusterQueue may hold")
+    );
     let mut elsewhere = pod(1, "H100-SXM5-80GB", true);
     elsewhere.namespace = "other".into();
     assert_eq!(refused(elsewhere), "LocalQueue lq doesn't exist in other");
