@@ -2,15 +2,16 @@
 //! Kueue objects — ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass.
 //! The planner's export (`manifests`) and the approved quota (`quota`) both come here.
 //!
-//! Invariants: every object validates against the real CRD schemas (tested in
-//! `shared/tests`); borrowing and lending limits appear only with a cohort, as Kueue's CEL
-//! rule demands; each resource group's flavors list the same covered resources, in the same
-//! order, and a resource is covered by one group only (Kueue's validation).
+//! Invariants: every object is written from typed structs (Kueue's field names in one place)
+//! and validates against the real CRD schemas (tested in `shared/tests`); borrowing and
+//! lending limits appear only with a cohort, as Kueue's CEL rule demands; each resource group's
+//! flavors list the same covered resources, in the same order, and a resource is covered by one
+//! group only (Kueue's validation).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::scenario::Queueing;
 
@@ -231,45 +232,54 @@ impl Setup {
 
     /// The objects in the order Kueue needs them created: flavors, cohorts, queues, priorities.
     pub fn objects(&self, version: KueueVersion) -> Vec<Value> {
-        let api = version.api_version();
+        let api_version = version.api_version();
         let mut objects = Vec::new();
         for flavor in &self.flavors {
-            let mut spec = Map::new();
-            spec.insert("nodeLabels".into(), json!(flavor.node_labels));
-            if !flavor.node_taints.is_empty() {
-                spec.insert("nodeTaints".into(), json!(flavor.node_taints));
-            }
-            if !flavor.tolerations.is_empty() {
-                spec.insert("tolerations".into(), tolerations(&flavor.tolerations));
-            }
-            objects.push(json!({
-                "apiVersion": api, "kind": "ResourceFlavor",
-                "metadata": {"name": flavor.name}, "spec": spec,
+            objects.push(to_value(&Object {
+                api_version,
+                kind: "ResourceFlavor",
+                metadata: Metadata::named(&flavor.name),
+                spec: FlavorSpec {
+                    node_labels: &flavor.node_labels,
+                    node_taints: &flavor.node_taints,
+                    tolerations: flavor.tolerations.iter().map(TolerationSpec::of).collect(),
+                },
             }));
         }
         for cohort in self.cohorts() {
-            objects.push(
-                json!({"apiVersion": api, "kind": "Cohort", "metadata": {"name": cohort}, "spec": {}}),
-            );
+            objects.push(to_value(&Object {
+                api_version,
+                kind: "Cohort",
+                metadata: Metadata::named(cohort),
+                spec: Empty {},
+            }));
         }
         let groups = self.resource_groups();
         for queue in &self.queues {
             objects.push(self.cluster_queue(queue, &groups, version));
-            objects.push(json!({
-                "apiVersion": api, "kind": "LocalQueue",
-                "metadata": {"name": queue.local_queue, "namespace": queue.namespace},
-                "spec": {"clusterQueue": queue.cluster_queue},
+            objects.push(to_value(&Object {
+                api_version,
+                kind: "LocalQueue",
+                metadata: Metadata {
+                    name: &queue.local_queue,
+                    namespace: Some(&queue.namespace),
+                },
+                spec: LocalQueueSpec {
+                    cluster_queue: &queue.cluster_queue,
+                },
             }));
         }
         let mut priorities = self.priorities.clone();
         priorities.sort_unstable();
         priorities.dedup();
-        for p in priorities {
-            objects.push(json!({
-                "apiVersion": api, "kind": "WorkloadPriorityClass",
-                "metadata": {"name": priority_class(p)},
-                "value": p,
-                "description": format!("gpufleet workload priority {p}"),
+        for value in priorities {
+            let name = priority_class(value);
+            objects.push(to_value(&PriorityClass {
+                api_version,
+                kind: "WorkloadPriorityClass",
+                metadata: Metadata::named(&name),
+                value,
+                description: format!("gpufleet workload priority {value}"),
             }));
         }
         objects
@@ -381,94 +391,202 @@ impl Setup {
         groups: &[(Vec<String>, Vec<String>)],
         version: KueueVersion,
     ) -> Value {
-        let resource_groups: Vec<Value> = groups
+        let resource_groups = groups
             .iter()
-            .map(|(covered, flavors)| {
-                let flavors: Vec<Value> = flavors
+            .map(|(covered, flavors)| ResourceGroup {
+                covered_resources: covered,
+                flavors: flavors
                     .iter()
-                    .map(|flavor| {
-                        let resources: Vec<Value> = covered
+                    .map(|flavor| FlavorQuotas {
+                        name: flavor,
+                        resources: covered
                             .iter()
                             .map(|resource| {
                                 let quota = queue
                                     .quotas
                                     .iter()
                                     .find(|q| q.flavor == *flavor && q.resource == *resource);
-                                let mut entry = Map::new();
-                                entry.insert("name".into(), json!(resource));
-                                entry.insert(
-                                    "nominalQuota".into(),
-                                    json!(quota.map_or(0, |q| q.nominal)),
-                                );
-                                if queue.cohort.is_some() {
-                                    if let Some(b) = quota.and_then(|q| q.borrowing_limit) {
-                                        entry.insert("borrowingLimit".into(), json!(b));
-                                    }
-                                    if let Some(l) = quota.and_then(|q| q.lending_limit) {
-                                        entry.insert("lendingLimit".into(), json!(l));
-                                    }
+                                // Kueue's CEL rule: no limits without a cohort.
+                                let limit = |f: fn(&Quota) -> Option<i64>| {
+                                    queue.cohort.as_ref().and(quota.and_then(f))
+                                };
+                                ResourceQuota {
+                                    name: resource,
+                                    nominal_quota: quota.map_or(0, |q| q.nominal),
+                                    borrowing_limit: limit(|q| q.borrowing_limit),
+                                    lending_limit: limit(|q| q.lending_limit),
                                 }
-                                Value::Object(entry)
                             })
-                            .collect();
-                        json!({"name": flavor, "resources": resources})
+                            .collect(),
                     })
-                    .collect();
-                json!({"coveredResources": covered, "flavors": flavors})
+                    .collect(),
             })
             .collect();
-        let mut spec = Map::new();
-        if let Some(cohort) = &queue.cohort {
-            let key = if version == KueueVersion::V1beta1 {
-                "cohort"
-            } else {
-                "cohortName"
-            };
-            spec.insert(key.into(), json!(cohort));
-        }
-        spec.insert(
-            "namespaceSelector".into(),
-            json!({"matchLabels": {"kubernetes.io/metadata.name": queue.namespace}}),
-        );
-        let strategy = match queue.queueing {
-            Queueing::StrictFifo => "StrictFIFO",
-            Queueing::BestEffortFifo => "BestEffortFIFO",
-        };
-        spec.insert("queueingStrategy".into(), json!(strategy));
-        let reclaim = if queue.cohort.is_some() {
-            queue.reclaim
-        } else {
-            Reclaim::Never
-        };
-        spec.insert(
-            "preemption".into(),
-            json!({"reclaimWithinCohort": reclaim, "withinClusterQueue": queue.within}),
-        );
-        spec.insert("resourceGroups".into(), Value::Array(resource_groups));
-        json!({
-            "apiVersion": version.api_version(), "kind": "ClusterQueue",
-            "metadata": {"name": queue.cluster_queue}, "spec": spec,
+        let cohort = queue.cohort.as_deref();
+        let v1beta1 = version == KueueVersion::V1beta1;
+        to_value(&Object {
+            api_version: version.api_version(),
+            kind: "ClusterQueue",
+            metadata: Metadata::named(&queue.cluster_queue),
+            spec: ClusterQueueSpec {
+                cohort: cohort.filter(|_| v1beta1),
+                cohort_name: cohort.filter(|_| !v1beta1),
+                namespace_selector: NamespaceSelector {
+                    match_labels: BTreeMap::from([(
+                        "kubernetes.io/metadata.name",
+                        queue.namespace.as_str(),
+                    )]),
+                },
+                queueing_strategy: match queue.queueing {
+                    Queueing::StrictFifo => "StrictFIFO",
+                    Queueing::BestEffortFifo => "BestEffortFIFO",
+                },
+                preemption: Preemption {
+                    reclaim_within_cohort: if cohort.is_some() {
+                        queue.reclaim
+                    } else {
+                        Reclaim::Never
+                    },
+                    within_cluster_queue: queue.within,
+                },
+                resource_groups,
+            },
         })
     }
 }
 
+// The objects as Kueue's API spells them: typed, so a misspelt field cannot be written.
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Object<'a, S> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    spec: S,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PriorityClass<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata<'a>,
+    value: i32,
+    description: String,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+}
+
+impl<'a> Metadata<'a> {
+    fn named(name: &'a str) -> Self {
+        Self {
+            name,
+            namespace: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Empty {}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FlavorSpec<'a> {
+    node_labels: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "<[Taint]>::is_empty")]
+    node_taints: &'a [Taint],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tolerations: Vec<TolerationSpec<'a>>,
+}
+
 /// Kubernetes leaves out empty optional fields: `value` with `Exists`, a missing `effect`.
-fn tolerations(tolerations: &[Toleration]) -> Value {
-    tolerations
-        .iter()
-        .map(|t| {
-            let mut entry = Map::new();
-            entry.insert("key".into(), json!(t.key));
-            entry.insert("operator".into(), json!(t.operator));
-            if !t.value.is_empty() {
-                entry.insert("value".into(), json!(t.value));
-            }
-            if let Some(effect) = t.effect {
-                entry.insert("effect".into(), json!(effect));
-            }
-            Value::Object(entry)
-        })
-        .collect()
+#[derive(Serialize)]
+struct TolerationSpec<'a> {
+    key: &'a str,
+    operator: TolerationOperator,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effect: Option<TaintEffect>,
+}
+
+impl<'a> TolerationSpec<'a> {
+    fn of(t: &'a Toleration) -> Self {
+        Self {
+            key: &t.key,
+            operator: t.operator,
+            value: Some(t.value.as_str()).filter(|v| !v.is_empty()),
+            effect: t.effect,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LocalQueueSpec<'a> {
+    cluster_queue: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterQueueSpec<'a> {
+    /// v1beta1's name for the cohort field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cohort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cohort_name: Option<&'a str>,
+    namespace_selector: NamespaceSelector<'a>,
+    queueing_strategy: &'static str,
+    preemption: Preemption,
+    resource_groups: Vec<ResourceGroup<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NamespaceSelector<'a> {
+    match_labels: BTreeMap<&'static str, &'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Preemption {
+    reclaim_within_cohort: Reclaim,
+    within_cluster_queue: WithinQueue,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceGroup<'a> {
+    covered_resources: &'a [String],
+    flavors: Vec<FlavorQuotas<'a>>,
+}
+
+#[derive(Serialize)]
+struct FlavorQuotas<'a> {
+    name: &'a str,
+    resources: Vec<ResourceQuota<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceQuota<'a> {
+    name: &'a str,
+    nominal_quota: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    borrowing_limit: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lending_limit: Option<i64>,
+}
+
+/// Our own types always serialise; a failure would be a bug, shown as null, never a panic.
+fn to_value(object: &impl Serialize) -> Value {
+    serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
 pub fn priority_class(value: i32) -> String {
@@ -481,6 +599,8 @@ pub fn priority_class(value: i32) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn flavor(name: &str) -> FlavorObject {
