@@ -109,19 +109,19 @@ pub fn api() -> Api {
             Method::POST,
             "/quota/teams/{team}/requests/{id}/approve",
             deciders,
-            approve_request,
+            |s, c, p, b| decision(s, c, p, b, Action::Approve),
         )
         .route(
             Method::POST,
             "/quota/teams/{team}/requests/{id}/reject",
             deciders,
-            reject_request,
+            |s, c, p, b| decision(s, c, p, b, Action::Reject),
         )
         .route(
             Method::POST,
             "/quota/teams/{team}/requests/{id}/revoke",
             deciders,
-            revoke_request,
+            |s, c, p, b| decision(s, c, p, b, Action::Revoke),
         )
         .route(
             Method::GET,
@@ -638,31 +638,18 @@ async fn submit_request(
     Ok(Json(view))
 }
 
-async fn approve_request(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path((team, id)): Path<(String, String)>,
-    ApiJson(decision): ApiJson<Decision>,
+/// One decision's handler body: `POST …/approve`, `…/reject` and `…/revoke` differ only in
+/// their action.
+async fn decision(
+    state: State<AppState>,
+    caller: Extension<Caller>,
+    path: Path<(String, String)>,
+    body: ApiJson<Decision>,
+    action: Action,
 ) -> Result<Json<RequestView>> {
-    decide(&state, &caller, &team, &id, &decision, Action::Approve).await
-}
-
-async fn reject_request(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path((team, id)): Path<(String, String)>,
-    ApiJson(decision): ApiJson<Decision>,
-) -> Result<Json<RequestView>> {
-    decide(&state, &caller, &team, &id, &decision, Action::Reject).await
-}
-
-async fn revoke_request(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Path((team, id)): Path<(String, String)>,
-    ApiJson(decision): ApiJson<Decision>,
-) -> Result<Json<RequestView>> {
-    decide(&state, &caller, &team, &id, &decision, Action::Revoke).await
+    let (State(state), Extension(caller), Path((team, id)), ApiJson(decision)) =
+        (state, caller, path, body);
+    decide(&state, &caller, &team, &id, &decision, action).await
 }
 
 /// Approve, reject or revoke, under the quota lock (see the module's invariants).
