@@ -202,34 +202,27 @@ pub fn RequestForm(
                 <Choice
                     id="reclaim"
                     label="Reclaim lent quota (reclaimWithinCohort)"
-                    options=&[("Never", "Never"), ("LowerPriority", "LowerPriority"), ("Any", "Any")]
-                    selected=format!("{:?}", spec.with_untracked(|s| s.reclaim_within_cohort))
-                    set=Callback::new(move |v: String| spec.update(|s| s.reclaim_within_cohort = match v.as_str() {
-                        "Never" => Reclaim::Never,
-                        "LowerPriority" => Reclaim::LowerPriority,
-                        _ => Reclaim::Any,
-                    }))
+                    options=&[(Reclaim::Never, "Never"), (Reclaim::LowerPriority, "LowerPriority"), (Reclaim::Any, "Any")]
+                    selected=spec.with_untracked(|s| s.reclaim_within_cohort)
+                    set=Callback::new(move |v| spec.update(|s| s.reclaim_within_cohort = v))
                 />
                 <Choice
                     id="within"
                     label="Preempt inside the queue (withinClusterQueue)"
-                    options=&[("Never", "Never"), ("LowerPriority", "LowerPriority"), ("LowerOrNewerEqualPriority", "LowerOrNewerEqualPriority")]
-                    selected=format!("{:?}", spec.with_untracked(|s| s.within_cluster_queue))
-                    set=Callback::new(move |v: String| spec.update(|s| s.within_cluster_queue = match v.as_str() {
-                        "Never" => WithinQueue::Never,
-                        "LowerOrNewerEqualPriority" => WithinQueue::LowerOrNewerEqualPriority,
-                        _ => WithinQueue::LowerPriority,
-                    }))
+                    options=&[
+                        (WithinQueue::Never, "Never"),
+                        (WithinQueue::LowerPriority, "LowerPriority"),
+                        (WithinQueue::LowerOrNewerEqualPriority, "LowerOrNewerEqualPriority"),
+                    ]
+                    selected=spec.with_untracked(|s| s.within_cluster_queue)
+                    set=Callback::new(move |v| spec.update(|s| s.within_cluster_queue = v))
                 />
                 <Choice
                     id="queueing"
                     label="Queueing strategy"
-                    options=&[("BestEffortFIFO", "BestEffortFIFO"), ("StrictFIFO", "StrictFIFO")]
-                    selected=match spec.with_untracked(|s| s.queueing) {
-                        Queueing::StrictFifo => "StrictFIFO".to_owned(),
-                        Queueing::BestEffortFifo => "BestEffortFIFO".to_owned(),
-                    }
-                    set=Callback::new(move |v: String| spec.update(|s| s.queueing = if v == "StrictFIFO" { Queueing::StrictFifo } else { Queueing::BestEffortFifo }))
+                    options=&[(Queueing::BestEffortFifo, "BestEffortFIFO"), (Queueing::StrictFifo, "StrictFIFO")]
+                    selected=spec.with_untracked(|s| s.queueing)
+                    set=Callback::new(move |v| spec.update(|s| s.queueing = v))
                 />
                 <p>
                     <label for="checkpoint">"Checkpoint interval of preemptible training (minutes)"</label>
@@ -371,20 +364,26 @@ fn DayInput(
 }
 
 #[component]
-fn Choice(
+fn Choice<T: Copy + PartialEq + Send + Sync + 'static>(
     id: &'static str,
     label: &'static str,
-    options: &'static [(&'static str, &'static str)],
-    selected: String,
-    set: Callback<String>,
+    /// Each value with Kueue's word for it.
+    options: &'static [(T, &'static str)],
+    selected: T,
+    set: Callback<T>,
 ) -> impl IntoView {
     view! {
         <p>
             <label for=id>{label}</label>
-            <select id=id on:change=move |ev| set.run(event_target_value(&ev))>
+            <select id=id on:change=move |ev| {
+                if let Some((value, _)) = event_target_value(&ev).parse::<usize>().ok().and_then(|i| options.get(i)) {
+                    set.run(*value);
+                }
+            }>
                 {options
                     .iter()
-                    .map(|(value, text)| view! { <option value=*value selected=*value == selected>{*text}</option> })
+                    .enumerate()
+                    .map(|(i, (value, text))| view! { <option value=i.to_string() selected=*value == selected>{*text}</option> })
                     .collect_view()}
             </select>
         </p>
