@@ -793,121 +793,24 @@ fn crd(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&path).expect("crd")).expect("json")
 }
 
-/// A structural OpenAPI v3 check of the subset CRDs use: type, properties, required, items,
-/// enum, minimum, maximum, maxItems, minItems, maxLength, minLength, additionalProperties,
-/// x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields.
+/// The API server's checks, as the Kubernetes API double makes them: the CRD's structural
+/// schema and the CEL rules of the Kueue kinds.
 fn validate(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
-    let Some(schema) = schema.as_object() else {
-        return;
-    };
-    if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
-        if !(value.is_i64() || value.is_u64() || value.is_string()) {
-            errors.push(format!("{path}: expected int or string"));
-        }
-        return;
+    let mut causes = Vec::new();
+    kube_double::schema::validate(schema, value, "", &mut causes);
+    if let (Some(kind), Some(version)) = (
+        value["kind"].as_str(),
+        value["apiVersion"]
+            .as_str()
+            .and_then(|v| v.rsplit('/').next()),
+    ) {
+        causes.extend(kube_double::schema::cel(kind, version, value, None));
     }
-    let kind = schema.get("type").and_then(Value::as_str);
-    let type_ok = match kind {
-        Some("object") => value.is_object(),
-        Some("array") => value.is_array(),
-        Some("string") => value.is_string(),
-        Some("integer") => value.is_i64() || value.is_u64(),
-        Some("number") => value.is_number(),
-        Some("boolean") => value.is_boolean(),
-        _ => true,
-    };
-    if !type_ok {
-        errors.push(format!("{path}: expected {kind:?}, got {value}"));
-        return;
-    }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array)
-        && !options.contains(value)
-    {
-        errors.push(format!("{path}: {value} not in {options:?}"));
-    }
-    if let (Some(min), Some(n)) = (
-        schema.get("minimum").and_then(Value::as_f64),
-        value.as_f64(),
-    ) && n < min
-    {
-        errors.push(format!("{path}: {n} < minimum {min}"));
-    }
-    if let (Some(max), Some(n)) = (
-        schema.get("maximum").and_then(Value::as_f64),
-        value.as_f64(),
-    ) && n > max
-    {
-        errors.push(format!("{path}: {n} > maximum {max}"));
-    }
-    if let Some(s) = value.as_str() {
-        let len = s.chars().count() as u64;
-        if schema
-            .get("maxLength")
-            .and_then(Value::as_u64)
-            .is_some_and(|m| len > m)
-        {
-            errors.push(format!("{path}: longer than maxLength"));
-        }
-        if schema
-            .get("minLength")
-            .and_then(Value::as_u64)
-            .is_some_and(|m| len < m)
-        {
-            errors.push(format!("{path}: shorter than minLength"));
-        }
-    }
-    if let Some(items) = value.as_array() {
-        let len = items.len() as u64;
-        if schema
-            .get("maxItems")
-            .and_then(Value::as_u64)
-            .is_some_and(|m| len > m)
-        {
-            errors.push(format!("{path}: more than maxItems"));
-        }
-        if schema
-            .get("minItems")
-            .and_then(Value::as_u64)
-            .is_some_and(|m| len < m)
-        {
-            errors.push(format!("{path}: fewer than minItems"));
-        }
-        if let Some(item_schema) = schema.get("items") {
-            for (i, item) in items.iter().enumerate() {
-                validate(item_schema, item, &format!("{path}[{i}]"), errors);
-            }
-        }
-    }
-    if let Some(map) = value.as_object() {
-        for required in schema
-            .get("required")
-            .and_then(Value::as_array)
+    errors.extend(
+        causes
             .into_iter()
-            .flatten()
-        {
-            if let Some(key) = required.as_str()
-                && !map.contains_key(key)
-            {
-                errors.push(format!("{path}: missing required {key}"));
-            }
-        }
-        let properties = schema.get("properties").and_then(Value::as_object);
-        let preserve =
-            schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-        for (key, v) in map {
-            match (
-                properties.and_then(|p| p.get(key)),
-                schema.get("additionalProperties"),
-            ) {
-                (Some(sub), _) => validate(sub, v, &format!("{path}.{key}"), errors),
-                (None, Some(extra)) if extra.is_object() => {
-                    validate(extra, v, &format!("{path}.{key}"), errors)
-                }
-                (None, _) if preserve || properties.is_none() => {}
-                (None, _) => errors.push(format!("{path}: unknown field {key}")),
-            }
-        }
-    }
+            .map(|c| format!("{path} {}: {}", c.field, c.message)),
+    );
 }
 
 fn crd_for(kind: &str) -> &'static str {
@@ -951,13 +854,6 @@ fn check_export(s: &Scenario, version: KueueVersion) -> usize {
                 "{kind} {} {v}: {errors:#?}",
                 object["metadata"]["name"]
             );
-            // Kueue's CEL rule: no borrowingLimit without a cohort.
-            if kind == "ClusterQueue"
-                && object["spec"].get("cohortName").is_none()
-                && object["spec"].get("cohort").is_none()
-            {
-                assert!(!object.to_string().contains("borrowingLimit"), "{object}");
-            }
             checked += 1;
         }
     }
@@ -990,26 +886,6 @@ fn exported_manifests_validate_against_the_real_crds() {
         check_export(&solo, KueueVersion::V1beta2),
         check_export(&scenario("startup-40"), KueueVersion::V1beta2) - 1
     );
-}
-
-#[test]
-fn the_validator_catches_what_kubernetes_would_refuse() {
-    let schema = crd("clusterqueue");
-    let bad = serde_json::json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "x"},
-        "spec": {"queueingStrategy": "Random", "cohort": "old-field", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "f", "resources": [{"name": "nvidia.com/gpu"}]}]}]}
-    });
-    let mut errors = Vec::new();
-    validate(
-        &schema["versions"]["v1beta2"],
-        &bad,
-        "ClusterQueue",
-        &mut errors,
-    );
-    let text = errors.join("\n");
-    assert!(text.contains("not in"), "{text}");
-    assert!(text.contains("unknown field cohort"), "{text}");
-    assert!(text.contains("missing required nominalQuota"), "{text}");
 }
 
 // ---- The simulation's semantics on small hand-made weeks ----
@@ -1459,8 +1335,11 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
     };
     for version in [KueueVersion::V1beta2, KueueVersion::V1beta1] {
         let objects = world.kueue_setup(today).objects(version);
-        // 2 flavors, 1 cohort, 3 × (ClusterQueue + LocalQueue).
-        assert_eq!(objects.len(), 9);
+        // 2 flavors, 1 cohort, 3 × (ClusterQueue + LocalQueue), training and inference
+        // priorities with inference above.
+        assert_eq!(objects.len(), 11);
+        assert_eq!(objects[9]["metadata"]["name"], "priority-10");
+        assert_eq!(objects[10]["metadata"]["name"], "priority-100");
         for object in &objects {
             let kind = object["kind"].as_str().expect("kind");
             let schema = crd(crd_for(kind));
