@@ -27,6 +27,7 @@ use crate::{
     access::{self, Access},
     accounts,
     auth::{self, settings::AuthSettings},
+    cluster::{self, Cluster},
     config::HttpSettings,
     error, fleet, health, packing, plan, quota,
     work::Work,
@@ -39,6 +40,8 @@ pub struct AppState {
     pub auth: Arc<AuthSettings>,
     /// The bounded pools that heavy work runs on.
     pub work: Work,
+    /// Where approved quota goes (a cluster, a GitOps directory, or nowhere).
+    pub cluster: Arc<Cluster>,
 }
 
 impl AppState {
@@ -56,7 +59,12 @@ impl AppState {
             pool,
             auth: Arc::new(auth),
             work,
+            cluster: Arc::new(Cluster::off()),
         }
+    }
+
+    pub fn with_cluster(self, cluster: Arc<Cluster>) -> Self {
+        Self { cluster, ..self }
     }
 }
 
@@ -127,6 +135,7 @@ pub fn api() -> Api {
         .merge(packing::api())
         .merge(plan::api())
         .merge(quota::api())
+        .merge(cluster::api())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

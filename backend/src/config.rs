@@ -212,6 +212,35 @@ pub struct ServeArgs {
     pub body_limit_bytes: usize,
     #[command(flatten)]
     pub auth: AuthArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Where approved quota goes: a GitOps directory, a cluster (kubeconfig or in-cluster), or
+/// nowhere when neither is set.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterArgs {
+    /// Write the Kueue objects here (one file per object) instead of applying them.
+    #[arg(long, env = "GPUFLEET_GITOPS_DIR")]
+    pub gitops_dir: Option<PathBuf>,
+    /// Apply to the cluster of this kubeconfig (e.g. $KUBECONFIG).
+    #[arg(long, env = "GPUFLEET_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    #[arg(long, env = "GPUFLEET_KUBE_CONTEXT")]
+    pub kube_context: Option<String>,
+    /// Apply to the cluster the console runs in, as its pod's service account.
+    #[arg(long, env = "GPUFLEET_IN_CLUSTER", default_value_t = false)]
+    pub in_cluster: bool,
+    /// Kueue API version: v1beta2 (Kueue 0.15+) or v1beta1 (older; deprecated).
+    #[arg(long, env = "GPUFLEET_KUEUE_VERSION", default_value = "v1beta2")]
+    pub kueue_version: String,
+    /// Seconds between reconciler runs (sooner after an approval).
+    #[arg(long, env = "GPUFLEET_RECONCILE_SECONDS", default_value_t = 30)]
+    pub reconcile_seconds: u64,
+    /// Connect, read and write timeout of each call to the cluster, in seconds.
+    #[arg(long, env = "GPUFLEET_KUBE_TIMEOUT_SECONDS", default_value_t = 10)]
+    pub kube_timeout_seconds: u64,
 }
 
 #[derive(Debug, Clone, Args)]

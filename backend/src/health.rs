@@ -1,4 +1,5 @@
-//! `GET /api/health`: build facts and whether PostgreSQL answers. 200 when it does, 503 (with
+//! `GET /api/health`: build facts, whether PostgreSQL answers and the cluster reconciler's last
+//! run. 200 when it does, 503 (with
 //! the same body shape) when it does not; the server itself keeps running either way.
 
 mod db;
@@ -59,12 +60,17 @@ async fn get_health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
         DatabaseStatus::Up => (Status::Ok, StatusCode::OK),
         DatabaseStatus::Down => (Status::Degraded, StatusCode::SERVICE_UNAVAILABLE),
     };
+    let cluster = match database.status {
+        DatabaseStatus::Up => crate::cluster::health(&state).await.ok(),
+        DatabaseStatus::Down => None,
+    };
     (
         code,
         Json(Health {
             status,
             build: build_info(),
             database,
+            cluster,
         }),
     )
 }

@@ -64,10 +64,13 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         auth_proxy = auth.proxy.is_some(),
         "serving the console"
     );
-    let state = app::AppState::with_auth(pool.clone(), auth);
+    let cluster = backend::cluster::from_args(&args.cluster).await?;
+    let state = app::AppState::with_auth(pool.clone(), auth).with_cluster(cluster);
+    let reconciler = backend::cluster::spawn(state.clone());
     let work = state.work.clone();
     let router = app(state, &settings);
     app::serve(listener, router, app::shutdown_signal(), work).await?;
+    reconciler.abort();
     pool.close().await;
     tracing::info!("stopped");
     Ok(())

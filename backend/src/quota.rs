@@ -224,6 +224,8 @@ fn to_request(row: db::RequestRow, in_force: &BTreeSet<i64>) -> Result<QuotaRequ
         decided_by: row.decided_by,
         decided_at: row.decided_at,
         comment: row.comment,
+        applied_at: row.applied_at,
+        apply_error: row.apply_error,
     })
 }
 
@@ -458,7 +460,7 @@ async fn show_request(
 }
 
 /// The request's stored spec.
-async fn stored_spec(db: &mut PgConnection, team: &str, id: i64) -> Result<QuotaSpec> {
+pub async fn stored_spec(db: &mut PgConnection, team: &str, id: i64) -> Result<QuotaSpec> {
     let row = db::requests(&mut *db, Some(team), None, Some(id))
         .await?
         .pop()
@@ -717,6 +719,9 @@ async fn decide(
     .await?;
     let view = view(&mut tx, team, id).await?;
     tx.commit().await?;
+    if matches!(action, Action::Approve | Action::Revoke) {
+        state.cluster.wake();
+    }
     tracing::info!(
         team,
         id,

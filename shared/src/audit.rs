@@ -20,14 +20,17 @@ pub enum Kind {
     Flavor,
     TeamQueue,
     Inventory,
+    /// Kueue objects applied again or taken from another field manager.
+    ClusterObject,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [
+    pub const ALL: [Kind; 5] = [
         Kind::QuotaRequest,
         Kind::Flavor,
         Kind::TeamQueue,
         Kind::Inventory,
+        Kind::ClusterObject,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,6 +39,7 @@ impl Kind {
             Kind::Flavor => "flavor",
             Kind::TeamQueue => "team_queue",
             Kind::Inventory => "inventory",
+            Kind::ClusterObject => "cluster_object",
         }
     }
 

@@ -47,4 +47,7 @@ pub struct Health {
     pub status: Status,
     pub build: BuildInfo,
     pub database: DatabaseHealth,
+    /// Absent when the database does not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::ClusterHealth>,
 }

@@ -589,6 +589,12 @@ fn to_value(object: &impl Serialize) -> Value {
     serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
+/// The WorkloadPriorityClass values a new workload class starts with and approved quota
+/// publishes: inference above training, so serving preempts a borrowing training job and
+/// never the reverse.
+pub const INFERENCE_PRIORITY: i32 = 100;
+pub const TRAINING_PRIORITY: i32 = 10;
+
 pub fn priority_class(value: i32) -> String {
     if value < 0 {
         format!("priority-minus-{}", value.unsigned_abs())

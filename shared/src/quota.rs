@@ -616,6 +616,12 @@ pub struct QuotaRequest {
     /// Approved and its window holds today.
     #[serde(default)]
     pub in_force: bool,
+    /// When its ClusterQueue and LocalQueue reached the cluster as approved (RFC 3339 UTC).
+    #[serde(default)]
+    pub applied_at: Option<String>,
+    /// Why they have not yet, in the cluster's words.
+    #[serde(default)]
+    pub apply_error: Option<String>,
 }
 
 /// `POST /api/quota/teams/{team}/requests`: a new draft.
@@ -1235,7 +1241,10 @@ impl QuotaWorld {
                 })
                 .collect(),
             queues,
-            priorities: Vec::new(),
+            priorities: vec![
+                crate::kueue::TRAINING_PRIORITY,
+                crate::kueue::INFERENCE_PRIORITY,
+            ],
         }
     }
 }

@@ -890,7 +890,11 @@ impl Workload {
             throughput: false,
             job_minutes: default_job_minutes(),
             checkpoint_minutes: if inference { 0 } else { 30 },
-            priority: if inference { 100 } else { 10 },
+            priority: if inference {
+                crate::kueue::INFERENCE_PRIORITY
+            } else {
+                crate::kueue::TRAINING_PRIORITY
+            },
             preemptible: !inference,
             busy_pct: default_busy_pct(),
             tenants: one(),

@@ -134,6 +134,8 @@ pub struct RequestRow {
     pub decided_by: Option<String>,
     pub decided_at: Option<String>,
     pub comment: Option<String>,
+    pub applied_at: Option<String>,
+    pub apply_error: Option<String>,
 }
 
 /// Requests, newest first: of one team, in one state, or the one with `id` (any may be `None`).
@@ -152,7 +154,9 @@ pub async fn requests(
                   to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "submitted_at?",
                   d.username as "decided_by?",
                   to_char(r.decided_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "decided_at?",
-                  r.comment
+                  r.comment,
+                  to_char(r.applied_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "applied_at?",
+                  r.apply_error
            from quota_requests r
            join teams t on t.id = r.team_id
            join users c on c.id = r.created_by

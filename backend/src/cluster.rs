@@ -1,0 +1,741 @@
+//! Approved quota reaches the cluster (`/api/cluster/…`): a reconciler renders the Kueue
+//! objects of the quota in force (`shared::quota` → `shared::kueue`, the one renderer) and
+//! applies them by server-side apply (`k8s.rs`), or writes them as GitOps files, then records
+//! what it saw of every object (`db.rs`). Approvers see a dry run before approving, drift,
+//! conflicts and failures on the Cluster page, and re-apply or take ownership from there.
+//!
+//! Invariants:
+//! - failures are states, never losses: an object that could not land stays `pending` (the
+//!   cluster could not be reached, 429, 5xx: retried with backoff) or `failed` (403, 404, 422:
+//!   retried every run, with the server's message) until it lands; approvals never wait on it;
+//! - drift is reported, never silently reverted; fields another manager owns are taken only by
+//!   an approver's explicit `force`, audited; objects nobody approved are reported, not deleted;
+//! - one replica reconciles at a time (a PostgreSQL advisory lock); inside a replica, runs are
+//!   serialised by a mutex, so the console scales out as stateless replicas.
+
+pub mod db;
+pub mod k8s;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use axum::{
+    Extension, Json,
+    extract::{Path as UrlPath, State},
+    http::{Method, header},
+    response::IntoResponse,
+};
+use serde_json::{Value, json};
+use shared::{
+    audit::Kind,
+    auth::Role,
+    cluster::{
+        self as model, ClusterView, DryRun, KINDS, ObjectDiff, ObjectRef, ObjectState,
+        ObjectStatus, Reapply, ReconcilerStatus, Target,
+    },
+    kueue::KueueVersion,
+    quota::QuotaSpec,
+};
+use tokio::sync::{Mutex, Notify};
+
+use crate::{
+    access::{Access, Caller},
+    app::{Api, AppState},
+    audit::{self, Actor},
+    error::{Error, Result},
+    json::ApiJson,
+    quota,
+};
+
+use self::k8s::{Failure, Kube};
+
+const DECIDERS: &[Role] = &[Role::Approver, Role::Admin];
+/// The longest wait between runs while the cluster keeps failing.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Where approved quota goes and how often the reconciler looks.
+pub struct Cluster {
+    sink: Sink,
+    target: Target,
+    pub version: KueueVersion,
+    pub every: Duration,
+    wake: Notify,
+    running: Mutex<()>,
+}
+
+enum Sink {
+    Kube(Kube),
+    Gitops(PathBuf),
+    Off,
+}
+
+impl Cluster {
+    /// Nothing configured: nothing leaves the console, and the Cluster page says so.
+    pub fn off() -> Self {
+        Self::with(Sink::Off, Target::Off, KueueVersion::default())
+    }
+
+    pub fn gitops(dir: PathBuf, version: KueueVersion) -> Self {
+        let target = Target::Gitops {
+            dir: dir.display().to_string(),
+        };
+        Self::with(Sink::Gitops(dir), target, version)
+    }
+
+    pub async fn kube(connection: &k8s::Connection, version: KueueVersion) -> anyhow::Result<Self> {
+        let kube = Kube::connect(connection).await?;
+        let target = kube.target().await;
+        Ok(Self::with(Sink::Kube(kube), target, version))
+    }
+
+    fn with(sink: Sink, target: Target, version: KueueVersion) -> Self {
+        Self {
+            sink,
+            target,
+            version,
+            every: Duration::from_secs(30),
+            wake: Notify::new(),
+            running: Mutex::new(()),
+        }
+    }
+
+    pub fn every(mut self, every: Duration) -> Self {
+        self.every = every;
+        self
+    }
+
+    /// Asks the reconciler to run now (after an approval or a revocation).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    pub fn mode(&self) -> &'static str {
+        match self.sink {
+            Sink::Kube(_) => "cluster",
+            Sink::Gitops(_) => "gitops",
+            Sink::Off => "off",
+        }
+    }
+}
+
+pub fn version_warning(version: KueueVersion) -> Option<String> {
+    (version == KueueVersion::V1beta1).then(|| {
+        "kueue.x-k8s.io/v1beta1 is deprecated and stops being served in Kueue 0.20: \
+         upgrade to Kueue 0.15 or later and switch to v1beta2 (GPUFLEET_KUEUE_VERSION)"
+            .to_owned()
+    })
+}
+
+pub fn api() -> Api {
+    let deciders = Access::Roles(DECIDERS);
+    Api::default()
+        .route(Method::GET, "/cluster", Access::SignedIn, get_cluster)
+        .route(Method::POST, "/cluster/reconcile", deciders, reconcile_now)
+        .route(Method::POST, "/cluster/apply", deciders, reapply)
+        .route(
+            Method::GET,
+            "/cluster/gitops.zip",
+            Access::SignedIn,
+            gitops_zip,
+        )
+        .route(
+            Method::GET,
+            "/quota/teams/{team}/requests/{id}/dry-run",
+            Access::TeamOr(&[Role::Approver, Role::Finance, Role::Admin]),
+            dry_run,
+        )
+}
+
+/// Runs the reconciler every `every` (sooner when woken), backing off while runs fail.
+pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut failures = 0u32;
+        loop {
+            match reconcile(&state, None).await {
+                Ok(Some(status)) if status.last_error.is_none() => failures = 0,
+                Ok(None) => {}
+                Ok(Some(_)) => failures = failures.saturating_add(1),
+                Err(err) => {
+                    tracing::warn!(%err, "reconcile failed");
+                    failures = failures.saturating_add(1);
+                }
+            }
+            let wait = backoff(state.cluster.every, failures);
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = state.cluster.wake.notified() => {}
+            }
+        }
+    })
+}
+
+/// `every`, doubled for each failed run in a row, at most [`MAX_BACKOFF`] (and never less than
+/// `every`).
+pub fn backoff(every: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.min(10).saturating_sub(1);
+    every.saturating_mul(factor).min(MAX_BACKOFF.max(every))
+}
+
+/// One run, if no other replica is running one (`None` then).
+pub async fn reconcile(
+    state: &AppState,
+    reapply: Option<&Reapply>,
+) -> Result<Option<ReconcilerStatus>> {
+    let _running = state.cluster.running.lock().await;
+    let mut lock = state.pool.acquire().await?;
+    if !db::try_lock(&mut lock).await? {
+        return Ok(None);
+    }
+    let outcome = run(state, reapply).await;
+    db::unlock(&mut lock).await?;
+    outcome.map(Some)
+}
+
+/// What one run learned of one object.
+struct Seen {
+    object: ObjectRef,
+    desired: Option<Value>,
+    state: ObjectState,
+    changes: Vec<model::FieldChange>,
+    error: Option<String>,
+    conflicts: Vec<String>,
+    applied: bool,
+}
+
+impl Seen {
+    fn new(object: ObjectRef, desired: Option<Value>, state: ObjectState) -> Self {
+        Self {
+            object,
+            desired,
+            state,
+            changes: Vec::new(),
+            error: None,
+            conflicts: Vec::new(),
+            applied: false,
+        }
+    }
+
+    fn failed(mut self, failure: &Failure) -> Self {
+        self.state = match failure {
+            Failure::Unavailable(_) => ObjectState::Pending,
+            Failure::Conflict { .. } => ObjectState::Conflict,
+            _ => ObjectState::Failed,
+        };
+        if let Failure::Conflict { fields, .. } = failure {
+            self.conflicts = fields.clone();
+        }
+        self.error = Some(failure.message().to_owned());
+        self
+    }
+}
+
+async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerStatus> {
+    let cluster = &state.cluster;
+    let today = quota::today();
+    let mut conn = state.pool.acquire().await?;
+    let world = quota::world(&mut conn).await?;
+    let desired = world.kueue_setup(today).objects(cluster.version);
+    let previous: BTreeMap<ObjectRef, db::ObjectRow> = db::objects(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|row| {
+            (
+                ObjectRef {
+                    kind: row.kind.clone(),
+                    namespace: row.namespace.clone(),
+                    name: row.name.clone(),
+                },
+                row,
+            )
+        })
+        .collect();
+    let seen = match &cluster.sink {
+        Sink::Off => desired
+            .iter()
+            .map(|object| {
+                let mut seen = Seen::new(
+                    ObjectRef::of(object),
+                    Some(object.clone()),
+                    ObjectState::Pending,
+                );
+                seen.error = Some(
+                    "no cluster and no GitOps directory is configured: nothing leaves the console"
+                        .to_owned(),
+                );
+                seen
+            })
+            .collect(),
+        Sink::Gitops(dir) => write_gitops(dir, &desired),
+        Sink::Kube(kube) => apply_all(kube, cluster.version, &desired, &previous, reapply).await,
+    };
+    // Which team each queue belongs to, by its ClusterQueue or (namespace, LocalQueue) name.
+    let team_of = |id: &ObjectRef| -> Option<String> {
+        world
+            .teams
+            .iter()
+            .find(|t| match id.kind.as_str() {
+                "ClusterQueue" => t.cluster_queue == id.name,
+                "LocalQueue" => t.namespace == id.namespace && t.local_queue == id.name,
+                _ => false,
+            })
+            .map(|t| t.team.clone())
+    };
+    let mut tx = state.pool.begin().await?;
+    let (mut kinds, mut namespaces, mut names) = (Vec::new(), Vec::new(), Vec::new());
+    for s in &seen {
+        let desired = s.desired.as_ref().map(Value::to_string);
+        let changes = to_json(&s.changes)?;
+        let conflicts = to_json(&s.conflicts)?;
+        let team = team_of(&s.object);
+        db::record(
+            &mut *tx,
+            &db::Seen {
+                kind: &s.object.kind,
+                namespace: &s.object.namespace,
+                name: &s.object.name,
+                team: team.as_deref(),
+                desired: desired.as_deref(),
+                state: s.state.as_str(),
+                changes: &changes,
+                error: s.error.as_deref(),
+                conflicts: &conflicts,
+                applied: s.applied,
+            },
+        )
+        .await?;
+        kinds.push(s.object.kind.clone());
+        namespaces.push(s.object.namespace.clone());
+        names.push(s.object.name.clone());
+    }
+    db::keep_only(&mut *tx, &kinds, &namespaces, &names).await?;
+    // Each team's request in force: landed once its ClusterQueue and LocalQueue did.
+    for (team, approved) in world.effective_on(today) {
+        let queue = seen
+            .iter()
+            .filter(|s| team_of(&s.object).as_deref() == Some(team));
+        let mut error = None;
+        let mut landed = true;
+        for s in queue {
+            match s.state {
+                ObjectState::InSync => {}
+                ObjectState::Drifted => landed = false,
+                _ => {
+                    landed = false;
+                    error = error.or_else(|| s.error.clone());
+                }
+            }
+        }
+        if landed || error.is_some() {
+            db::mark_request(&mut *tx, approved.id, error.as_deref()).await?;
+        }
+    }
+    let count = |states: &[ObjectState]| {
+        i32::try_from(seen.iter().filter(|s| states.contains(&s.state)).count()).unwrap_or(i32::MAX)
+    };
+    let drift = count(&[ObjectState::Drifted, ObjectState::Unapproved]);
+    let failed = count(&[ObjectState::Failed, ObjectState::Conflict]);
+    let pending = count(&[ObjectState::Pending]);
+    let error = seen
+        .iter()
+        .find(|s| matches!(s.state, ObjectState::Failed | ObjectState::Pending))
+        .and_then(|s| s.error.as_ref())
+        .map(|first| {
+            let n = failed + pending;
+            format!(
+                "{n} object{} not applied: {first}",
+                if n == 1 { "" } else { "s" }
+            )
+        });
+    db::record_run(&mut *tx, error.as_deref(), drift, failed, pending).await?;
+    let status = reconciler_status(&mut *tx).await?;
+    tx.commit().await?;
+    tracing::info!(
+        mode = cluster.mode(),
+        objects = seen.len(),
+        drift,
+        failed,
+        pending,
+        "reconciled"
+    );
+    Ok(status)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// Applies what changed or has not landed yet; reports drift; finds objects nobody approved.
+async fn apply_all(
+    kube: &Kube,
+    version: KueueVersion,
+    desired: &[Value],
+    previous: &BTreeMap<ObjectRef, db::ObjectRow>,
+    reapply: Option<&Reapply>,
+) -> Vec<Seen> {
+    if let Err(failure) = kube.served(version).await {
+        return desired
+            .iter()
+            .map(|o| {
+                Seen::new(ObjectRef::of(o), Some(o.clone()), ObjectState::Pending).failed(&failure)
+            })
+            .collect();
+    }
+    let mut seen = Vec::new();
+    for object in desired {
+        let id = ObjectRef::of(object);
+        let fresh = Seen::new(id.clone(), Some(object.clone()), ObjectState::InSync);
+        let asked =
+            reapply.is_some_and(|r| r.objects.as_ref().is_none_or(|list| list.contains(&id)));
+        let live = match kube.get(&id, version).await {
+            Ok(live) => live,
+            Err(failure) => {
+                seen.push(fresh.failed(&failure));
+                continue;
+            }
+        };
+        let drift = model::drift(object, live.as_ref());
+        let before = previous.get(&id);
+        let approved_changed = before
+            .and_then(|row| row.desired.as_deref())
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .as_ref()
+            != Some(object);
+        let unsettled = before.is_none_or(|row| {
+            matches!(
+                ObjectState::parse(&row.state),
+                Some(ObjectState::Pending | ObjectState::Failed) | None
+            )
+        });
+        if !(asked || approved_changed || unsettled) {
+            let mut s = fresh;
+            if !drift.is_empty() {
+                s.state = ObjectState::Drifted;
+                s.changes = drift;
+            }
+            seen.push(s);
+            continue;
+        }
+        let force = asked && reapply.is_some_and(|r| r.force);
+        match kube.apply(object, version, force, false).await {
+            Ok(after) => {
+                let mut s = fresh;
+                s.applied = true;
+                s.changes = model::drift(object, Some(&after));
+                if !s.changes.is_empty() {
+                    s.state = ObjectState::Drifted;
+                }
+                seen.push(s);
+            }
+            Err(failure) => {
+                let mut s = fresh.failed(&failure);
+                s.changes = drift;
+                seen.push(s);
+            }
+        }
+    }
+    let approved: BTreeSet<ObjectRef> = desired.iter().map(ObjectRef::of).collect();
+    for kind in KINDS {
+        // A kind the identity may not list leaves nothing to report; its objects above say why.
+        let Ok(live) = kube.list(kind, version).await else {
+            continue;
+        };
+        for object in live {
+            let id = ObjectRef::of(&object);
+            if !approved.contains(&id) {
+                seen.push(Seen::new(id, None, ObjectState::Unapproved));
+            }
+        }
+    }
+    seen
+}
+
+/// The GitOps directory holds exactly the approved objects: changed files rewritten (through a
+/// temporary file, so a reader never sees half of one), files of removed objects deleted.
+fn write_gitops(dir: &Path, desired: &[Value]) -> Vec<Seen> {
+    let files = model::gitops_files(desired);
+    let written = (|| -> std::io::Result<Vec<bool>> {
+        std::fs::create_dir_all(dir)?;
+        let keep: BTreeSet<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name.ends_with(".yaml") && !keep.contains(name) {
+                std::fs::remove_file(&path)?;
+            }
+        }
+        files
+            .iter()
+            .map(|(name, text)| {
+                let path = dir.join(name);
+                if std::fs::read_to_string(&path).is_ok_and(|old| old == *text) {
+                    return Ok(false);
+                }
+                let temporary = dir.join(format!(".{name}.tmp"));
+                std::fs::write(&temporary, text)?;
+                std::fs::rename(&temporary, &path)?;
+                Ok(true)
+            })
+            .collect()
+    })();
+    desired
+        .iter()
+        .enumerate()
+        .map(|(i, object)| {
+            let mut s = Seen::new(
+                ObjectRef::of(object),
+                Some(object.clone()),
+                ObjectState::InSync,
+            );
+            match &written {
+                Ok(changed) => s.applied = changed.get(i).copied().unwrap_or(false),
+                Err(err) => {
+                    s.state = ObjectState::Failed;
+                    s.error = Some(format!("cannot write {}: {err}", dir.display()));
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+async fn reconciler_status(db: impl sqlx::PgExecutor<'_>) -> Result<ReconcilerStatus> {
+    let row = db::reconciler(db).await?;
+    Ok(ReconcilerStatus {
+        last_run_at: row.last_run_at,
+        last_ok_at: row.last_ok_at,
+        last_error: row.last_error,
+        drift_count: i64::from(row.drift_count),
+        failed_count: i64::from(row.failed_count),
+        pending_count: i64::from(row.pending_count),
+    })
+}
+
+/// The reconciler's last run, for `/api/health`.
+pub async fn health(state: &AppState) -> Result<shared::cluster::ClusterHealth> {
+    Ok(shared::cluster::ClusterHealth {
+        mode: state.cluster.mode().to_owned(),
+        reconciler: reconciler_status(&state.pool).await?,
+    })
+}
+
+async fn view(state: &AppState) -> Result<ClusterView> {
+    let mut conn = state.pool.acquire().await?;
+    let objects = db::objects(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|row| {
+            Ok(ObjectStatus {
+                state: ObjectState::parse(&row.state)
+                    .ok_or_else(|| Error::Internal(format!("object state {:?}", row.state)))?,
+                changes: serde_json::from_str(&row.changes)
+                    .map_err(|e| Error::Internal(e.to_string()))?,
+                conflicts: serde_json::from_str(&row.conflicts)
+                    .map_err(|e| Error::Internal(e.to_string()))?,
+                object: ObjectRef {
+                    kind: row.kind,
+                    namespace: row.namespace,
+                    name: row.name,
+                },
+                team: row.team,
+                error: row.error,
+                applied_at: row.applied_at,
+                checked_at: Some(row.checked_at),
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(ClusterView {
+        target: state.cluster.target.clone(),
+        api_version: state.cluster.version.api_version().to_owned(),
+        version_warning: version_warning(state.cluster.version),
+        reconciler: reconciler_status(&mut *conn).await?,
+        objects,
+    })
+}
+
+async fn get_cluster(State(state): State<AppState>) -> Result<Json<ClusterView>> {
+    Ok(Json(view(&state).await?))
+}
+
+/// Runs now, waiting (briefly) for another replica's run to finish.
+async fn run_now(state: &AppState, reapply: Option<&Reapply>) -> Result<()> {
+    for _ in 0..20 {
+        if reconcile(state, reapply).await?.is_some() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(Error::Conflict(
+        "another replica is reconciling the cluster; try again in a moment".to_owned(),
+    ))
+}
+
+async fn reconcile_now(State(state): State<AppState>) -> Result<Json<ClusterView>> {
+    run_now(&state, None).await?;
+    Ok(Json(view(&state).await?))
+}
+
+/// Applies again (some objects or all); with `force`, takes the fields other managers hold.
+async fn reapply(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<Reapply>,
+) -> Result<Json<ClusterView>> {
+    let subject = match &body.objects {
+        None => "every object".to_owned(),
+        Some(list) if list.is_empty() => {
+            return Err(Error::Invalid(vec![shared::FieldError {
+                path: "objects".to_owned(),
+                message: "name at least one object, or leave the list out for all".to_owned(),
+            }]));
+        }
+        Some(list) => list
+            .iter()
+            .map(ObjectRef::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let mut conn = state.pool.acquire().await?;
+    audit::record(
+        &mut *conn,
+        Actor::User(&caller),
+        Kind::ClusterObject,
+        if body.force {
+            "take_ownership"
+        } else {
+            "reapply"
+        },
+        &subject,
+        None,
+        None,
+        Some(&json!({"force": body.force, "target": state.cluster.mode()})),
+    )
+    .await?;
+    drop(conn);
+    run_now(&state, Some(&body)).await?;
+    Ok(Json(view(&state).await?))
+}
+
+async fn gitops_zip(State(state): State<AppState>) -> Result<impl IntoResponse> {
+    let mut conn = state.pool.acquire().await?;
+    let world = quota::world(&mut conn).await?;
+    let objects = world
+        .kueue_setup(quota::today())
+        .objects(state.cluster.version);
+    let files = model::gitops_files(&objects);
+    let entries: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(name, text)| (name.as_str(), text.as_bytes()))
+        .collect();
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/zip"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"gpufleet-kueue.zip\"",
+            ),
+        ],
+        shared::zip::store(&entries),
+    ))
+}
+
+/// What approving a request would change on the cluster: a server-side dry run of each object
+/// that changes, live against would-be; without a cluster (or when it cannot be asked), the
+/// approved objects against the objects after approval.
+async fn dry_run(
+    State(state): State<AppState>,
+    UrlPath((team, id)): UrlPath<(String, String)>,
+) -> Result<Json<DryRun>> {
+    let id: i64 = id.parse().map_err(|_| Error::NotFound)?;
+    let mut conn = state.pool.acquire().await?;
+    let world = quota::world(&mut conn).await?;
+    let spec: QuotaSpec = quota::stored_spec(&mut conn, &team, id).await?;
+    drop(conn);
+    let version = state.cluster.version;
+    let on = spec.starts_on.max(quota::today());
+    let now = world.kueue_setup(on).objects(version);
+    let after = world.with(&team, &spec).kueue_setup(on).objects(version);
+    let changed: Vec<&Value> = after.iter().filter(|o| !now.contains(o)).collect();
+    let offline = |error: Option<String>| DryRun {
+        against: "files".to_owned(),
+        objects: changed
+            .iter()
+            .map(|object| {
+                let id = ObjectRef::of(object);
+                let before = now.iter().find(|o| ObjectRef::of(o) == id);
+                diff(id, before, object)
+            })
+            .collect(),
+        error,
+    };
+    let Sink::Kube(kube) = &state.cluster.sink else {
+        return Ok(Json(offline(None)));
+    };
+    if let Err(failure) = kube.served(version).await {
+        return Ok(Json(offline(Some(failure.message().to_owned()))));
+    }
+    let mut objects = Vec::new();
+    for object in changed.iter().copied() {
+        let id = ObjectRef::of(object);
+        let live = match kube.get(&id, version).await {
+            Ok(live) => live,
+            Err(failure) => return Ok(Json(offline(Some(failure.message().to_owned())))),
+        };
+        match kube.apply(object, version, false, true).await {
+            Ok(would_be) => objects.push(diff(id, live.as_ref(), &would_be)),
+            Err(failure) => return Ok(Json(offline(Some(failure.message().to_owned())))),
+        }
+    }
+    Ok(Json(DryRun {
+        against: "server".to_owned(),
+        objects,
+        error: None,
+    }))
+}
+
+fn diff(object: ObjectRef, before: Option<&Value>, after: &Value) -> ObjectDiff {
+    let changes = model::changes(before, after);
+    let action = match (before, changes.is_empty()) {
+        (None, _) => "create",
+        (Some(_), true) => "unchanged",
+        (Some(_), false) => "update",
+    };
+    ObjectDiff {
+        object,
+        action: action.to_owned(),
+        changes,
+    }
+}
+
+/// The cluster settings from the command line and environment.
+pub async fn from_args(args: &crate::config::ClusterArgs) -> anyhow::Result<Arc<Cluster>> {
+    let version = KueueVersion::parse(&args.kueue_version).ok_or_else(|| {
+        anyhow::anyhow!(
+            "GPUFLEET_KUEUE_VERSION: {:?} is not v1beta2 or v1beta1",
+            args.kueue_version
+        )
+    })?;
+    let every = Duration::from_secs(args.reconcile_seconds.max(1));
+    let cluster = if let Some(dir) = &args.gitops_dir {
+        Cluster::gitops(dir.clone(), version)
+    } else if args.kubeconfig.is_some() || args.in_cluster {
+        let connection = k8s::Connection {
+            kubeconfig: args.kubeconfig.clone(),
+            context: args.kube_context.clone(),
+            timeout: Duration::from_secs(args.kube_timeout_seconds.max(1)),
+        };
+        Cluster::kube(&connection, version).await?
+    } else {
+        Cluster::off()
+    };
+    if let Some(warning) = version_warning(version) {
+        tracing::warn!("{warning}");
+    }
+    Ok(Arc::new(cluster.every(every)))
+}

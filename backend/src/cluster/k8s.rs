@@ -1,0 +1,283 @@
+//! The cluster through `kube`: discovery, GET, LIST and server-side apply with the field
+//! manager `gpufleet` (dry run and force on request), and every failure sorted into what the
+//! reconciler does about it. Nothing here decides what to apply.
+
+use std::{path::Path, time::Duration};
+
+use kube::{
+    Client, Config,
+    api::{Api, ApiResource, DynamicObject, Patch, PatchParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::{Value, json};
+use shared::{
+    cluster::{ObjectRef, Target},
+    kueue::KueueVersion,
+};
+
+pub const FIELD_MANAGER: &str = "gpufleet";
+pub const GROUP: &str = "kueue.x-k8s.io";
+
+/// Why a call did not succeed, sorted by what happens next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Kueue's API (this version) is not served: nothing can land until it is installed.
+    NotInstalled(String),
+    /// The console's identity may not do this: which verb on which resource.
+    Forbidden(String),
+    /// Another field manager owns fields we would set (409 from server-side apply).
+    Conflict {
+        message: String,
+        /// `kubectl-edit: .spec.cohortName`
+        fields: Vec<String>,
+    },
+    /// The server refused the object (409, 422, 400, 404 namespace): its own message.
+    Refused(String),
+    /// Unreachable, timed out, 429 or 5xx: tried again with backoff.
+    Unavailable(String),
+}
+
+impl Failure {
+    pub fn message(&self) -> &str {
+        match self {
+            Self::NotInstalled(m)
+            | Self::Forbidden(m)
+            | Self::Refused(m)
+            | Self::Unavailable(m)
+            | Self::Conflict { message: m, .. } => m,
+        }
+    }
+
+    fn of(err: kube::Error, server: &str) -> Self {
+        match err {
+            kube::Error::Api(status) => {
+                let message = status.message.clone();
+                match status.code {
+                    403 => Self::Forbidden(message),
+                    401 => Self::Refused(format!(
+                        "the cluster does not accept the console's credentials (401): {message}"
+                    )),
+                    409 if status.reason == "Conflict"
+                        && status.details.as_ref().is_some_and(|d| {
+                            d.causes.iter().any(|c| c.reason == "FieldManagerConflict")
+                        }) =>
+                    {
+                        let fields = status
+                            .details
+                            .iter()
+                            .flat_map(|d| &d.causes)
+                            .map(|c| {
+                                let manager =
+                                    c.message.split('"').nth(1).unwrap_or(c.message.as_str());
+                                format!("{manager}: {}", c.field)
+                            })
+                            .collect();
+                        Self::Conflict { message, fields }
+                    }
+                    429 | 500..=599 => Self::Unavailable(format!(
+                        "the cluster answered {}: {message}",
+                        status.code
+                    )),
+                    _ => Self::Refused(message),
+                }
+            }
+            other => Self::Unavailable(format!("cannot reach the cluster at {server}: {other}")),
+        }
+    }
+}
+
+/// How to reach the cluster.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// A kubeconfig file; None: the pod's service account (in-cluster).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    pub context: Option<String>,
+    /// Connect, read and write timeout of every call.
+    pub timeout: Duration,
+}
+
+pub struct Kube {
+    client: Client,
+    server: String,
+    context: String,
+    user: String,
+}
+
+impl Kube {
+    pub async fn connect(connection: &Connection) -> anyhow::Result<Self> {
+        let (mut config, context, user) = match &connection.kubeconfig {
+            Some(path) => from_kubeconfig(path, connection.context.as_deref()).await?,
+            None => (
+                Config::incluster()?,
+                "in-cluster".to_owned(),
+                "the pod's service account".to_owned(),
+            ),
+        };
+        config.connect_timeout = Some(connection.timeout);
+        config.read_timeout = Some(connection.timeout);
+        config.write_timeout = Some(connection.timeout);
+        // The reconciler retries across runs, with each failure a visible state; retries
+        // inside one call would only hide them.
+        config.default_retry = false;
+        let server = config.cluster_url.to_string();
+        Ok(Self {
+            client: Client::try_from(config)?,
+            server: server.trim_end_matches('/').to_owned(),
+            context,
+            user,
+        })
+    }
+
+    /// The target as the Cluster page shows it, with the identity the server reports
+    /// (SelfSubjectReview, Kubernetes 1.28+) or else the kubeconfig's user.
+    pub async fn target(&self) -> Target {
+        let review = http_post(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+        );
+        let identity = match review {
+            Some(request) => self
+                .client
+                .request::<Value>(request)
+                .await
+                .ok()
+                .and_then(|v| {
+                    v["status"]["userInfo"]["username"]
+                        .as_str()
+                        .map(str::to_owned)
+                }),
+            None => None,
+        };
+        Target::Cluster {
+            server: self.server.clone(),
+            context: self.context.clone(),
+            identity: identity.unwrap_or_else(|| self.user.clone()),
+        }
+    }
+
+    /// Whether this Kueue version is served.
+    pub async fn served(&self, version: KueueVersion) -> Result<(), Failure> {
+        match self
+            .client
+            .list_api_group_resources(version.api_version())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                Err(Failure::NotInstalled(format!(
+                    "Kueue is not installed on this cluster ({} is not served)",
+                    version.api_version()
+                )))
+            }
+            Err(err) => Err(Failure::of(err, &self.server)),
+        }
+    }
+
+    fn api(&self, object: &ObjectRef, version: KueueVersion) -> Api<DynamicObject> {
+        let v = version.api_version().rsplit('/').next().unwrap_or_default();
+        let resource = ApiResource {
+            group: GROUP.to_owned(),
+            version: v.to_owned(),
+            api_version: version.api_version().to_owned(),
+            kind: object.kind.clone(),
+            plural: object.plural(),
+        };
+        if object.namespaced() {
+            Api::namespaced_with(self.client.clone(), &object.namespace, &resource)
+        } else {
+            Api::all_with(self.client.clone(), &resource)
+        }
+    }
+
+    pub async fn get(
+        &self,
+        object: &ObjectRef,
+        version: KueueVersion,
+    ) -> Result<Option<Value>, Failure> {
+        self.api(object, version)
+            .get_opt(&object.name)
+            .await
+            .map_err(|e| Failure::of(e, &self.server))?
+            .map(to_value)
+            .transpose()
+    }
+
+    /// Every object of `kind` (across namespaces for namespaced kinds).
+    pub async fn list(&self, kind: &str, version: KueueVersion) -> Result<Vec<Value>, Failure> {
+        let any = ObjectRef {
+            kind: kind.to_owned(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        let list = self
+            .api(&any, version)
+            .list(&Default::default())
+            .await
+            .map_err(|e| Failure::of(e, &self.server))?;
+        list.items.into_iter().map(to_value).collect()
+    }
+
+    /// Server-side apply of `object` as `gpufleet`; the object as the server left it (or
+    /// would leave it, on a dry run).
+    pub async fn apply(
+        &self,
+        object: &Value,
+        version: KueueVersion,
+        force: bool,
+        dry_run: bool,
+    ) -> Result<Value, Failure> {
+        let id = ObjectRef::of(object);
+        let mut params = PatchParams::apply(FIELD_MANAGER);
+        if force {
+            params = params.force();
+        }
+        if dry_run {
+            params = params.dry_run();
+        }
+        let applied = self
+            .api(&id, version)
+            .patch(&id.name, &params, &Patch::Apply(object))
+            .await
+            .map_err(|e| Failure::of(e, &self.server))?;
+        to_value(applied)
+    }
+}
+
+fn to_value(object: DynamicObject) -> Result<Value, Failure> {
+    serde_json::to_value(object)
+        .map_err(|e| Failure::Unavailable(format!("the cluster's answer does not read: {e}")))
+}
+
+fn http_post(path: &str, body: &Value) -> Option<http::Request<Vec<u8>>> {
+    http::Request::post(path)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string().into_bytes())
+        .ok()
+}
+
+async fn from_kubeconfig(
+    path: &Path,
+    context: Option<&str>,
+) -> anyhow::Result<(Config, String, String)> {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
+    let context = context
+        .map(str::to_owned)
+        .or_else(|| kubeconfig.current_context.clone())
+        .unwrap_or_default();
+    let user = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+        .and_then(|c| c.user.clone())
+        .unwrap_or_default();
+    let options = KubeConfigOptions {
+        context: Some(context.clone()),
+        ..Default::default()
+    };
+    let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
+    Ok((config, context, user))
+}

@@ -1,0 +1,912 @@
+//! Approved quota reaching the cluster, against a real PostgreSQL and the Kubernetes API
+//! double (`tests/kube-double`) under the real `kube::Client`, through an ordinary kubeconfig:
+//! apply and revoke, every failure mode as a state that lands once the fault clears (and
+//! nothing applied twice), drift and conflicts, the dry run before approval, GitOps output,
+//! one reconciler at a time, and the ClusterRole against the calls actually made.
+//!
+//! The fleet is the demo inventory's: flavors h100-shared (64 GPUs), h200-train (96) and
+//! rtx-inference (32); teams research and search (namespaces team-research, team-search,
+//! ClusterQueues and LocalQueues named after the team, cohort gpufleet).
+
+mod common;
+
+use std::{collections::BTreeSet, path::PathBuf, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    http::{Method, StatusCode},
+};
+use backend::{
+    AppState,
+    cluster::{self, Cluster, k8s::Connection},
+    config::HttpSettings,
+};
+use common::{PASSWORD, Reply, Session, login, public_fixture, request, send, user};
+use kube_double::{Fault, KubeDouble};
+use serde_json::{Value, json};
+use shared::{
+    auth::Role,
+    cluster::{ClusterView, DryRun, ObjectState, ObjectStatus},
+    kueue::KueueVersion,
+    quota::RequestView,
+};
+use sqlx::PgPool;
+
+struct Rig {
+    router: Router,
+    state: AppState,
+    rita: Session,
+    sam: Session,
+    alex: Session,
+    ada: Session,
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "gpufleet-cluster-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    dir
+}
+
+async fn rig(pool: &PgPool, name: &str, cluster: impl FnOnce(&PathBuf) -> Arc<Cluster>) -> Rig {
+    backend::fleet::load_demo(pool).await.expect("demo fleet");
+    user(pool, "rita", &[Role::Requester], &["research"]).await;
+    user(pool, "sam", &[Role::Requester], &["search"]).await;
+    user(pool, "alex", &[Role::Approver], &[]).await;
+    user(pool, "ada", &[Role::Admin], &[]).await;
+    let dir = scratch(name);
+    let state = AppState::new(pool.clone()).with_cluster(cluster(&dir));
+    let router = backend::app(
+        state.clone(),
+        &HttpSettings {
+            public_dir: public_fixture(),
+            ..Default::default()
+        },
+    );
+    Rig {
+        rita: login(&router, "rita", PASSWORD).await,
+        sam: login(&router, "sam", PASSWORD).await,
+        alex: login(&router, "alex", PASSWORD).await,
+        ada: login(&router, "ada", PASSWORD).await,
+        router,
+        state,
+    }
+}
+
+/// The double with the teams' namespaces, and a cluster that reaches it through a kubeconfig.
+async fn double_and_cluster(
+    dir: &std::path::Path,
+    timeout: Duration,
+) -> (KubeDouble, Arc<Cluster>) {
+    let double = KubeDouble::start().await.expect("double");
+    double.create_namespace("team-research");
+    double.create_namespace("team-search");
+    let kubeconfig = dir.join("kubeconfig");
+    double.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let connection = Connection {
+        kubeconfig: Some(kubeconfig),
+        context: None,
+        timeout,
+    };
+    let cluster = Cluster::kube(&connection, KueueVersion::V1beta2)
+        .await
+        .expect("connect");
+    (double, Arc::new(cluster))
+}
+
+async fn kube_rig(pool: &PgPool, name: &str, timeout: Duration) -> (Rig, KubeDouble) {
+    let dir = scratch(&format!("{name}-kube"));
+    let (double, cluster) = double_and_cluster(&dir, timeout).await;
+    let rig = rig(pool, name, |_| cluster).await;
+    (rig, double)
+}
+
+async fn call(rig: &Rig, method: Method, uri: &str, who: &Session, body: Option<Value>) -> Reply {
+    send(&rig.router, request(method, uri, Some(who), body)).await
+}
+
+/// A request of `nominal` GPUs of `flavor` for `team`, drafted and submitted by `who`; its id
+/// and version.
+async fn submitted(rig: &Rig, who: &Session, team: &str, flavor: &str, nominal: i64) -> (i64, i32) {
+    let spec = json!({
+        "lines": [{"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": nominal, "borrowing_limit": 8}],
+        "checkpoint_interval_min": 20,
+        "justification": "pre-training of the 8B model",
+        "starts_on": "2026-01-01",
+    });
+    let reply = call(
+        rig,
+        Method::POST,
+        &format!("/api/quota/teams/{team}/requests"),
+        who,
+        Some(json!({"spec": spec})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+    let view: RequestView = reply.json();
+    let id = view.request.id;
+    let reply = call(
+        rig,
+        Method::POST,
+        &format!("/api/quota/teams/{team}/requests/{id}/submit"),
+        who,
+        Some(json!({"version": view.request.version})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    (id, reply.json::<RequestView>().request.version)
+}
+
+async fn decide(rig: &Rig, team: &str, id: i64, verb: &str, version: i32) -> RequestView {
+    let reply = call(
+        rig,
+        Method::POST,
+        &format!("/api/quota/teams/{team}/requests/{id}/{verb}"),
+        &rig.alex,
+        Some(json!({"version": version, "comment": "fits the plan"})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    reply.json()
+}
+
+async fn reconcile(rig: &Rig) -> ClusterView {
+    let reply = call(rig, Method::POST, "/api/cluster/reconcile", &rig.alex, None).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    reply.json()
+}
+
+async fn request_view(rig: &Rig, team: &str, id: i64) -> RequestView {
+    let reply = call(
+        rig,
+        Method::GET,
+        &format!("/api/quota/teams/{team}/requests/{id}"),
+        &rig.ada,
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    reply.json()
+}
+
+fn object<'a>(view: &'a ClusterView, kind: &str, name: &str) -> &'a ObjectStatus {
+    view.objects
+        .iter()
+        .find(|o| o.object.kind == kind && o.object.name == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in {:#?}", view.objects))
+}
+
+fn states(view: &ClusterView) -> BTreeSet<ObjectState> {
+    view.objects.iter().map(|o| o.state).collect()
+}
+
+/// The live nominal quota of `flavor` in `queue`'s ClusterQueue on the double.
+fn nominal(double: &KubeDouble, queue: &str, flavor: &str) -> Value {
+    let cq = double
+        .object("ClusterQueue", None, queue)
+        .expect("live queue");
+    cq["spec"]["resourceGroups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["flavors"].as_array().into_iter().flatten())
+        .find(|f| f["name"] == flavor)
+        .map(|f| f["resources"][0]["nominalQuota"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// 3 ResourceFlavors, the gpufleet Cohort, 2 × (ClusterQueue + LocalQueue), and the training
+/// and inference WorkloadPriorityClasses.
+const OBJECTS: usize = 3 + 1 + 2 * 2 + 2;
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn approved_quota_lands_by_server_side_apply_and_a_revocation_sets_it_to_zero(pool: PgPool) {
+    let (rig, double) = kube_rig(&pool, "apply", Duration::from_secs(5)).await;
+    let view = reconcile(&rig).await;
+    assert_eq!(view.objects.len(), OBJECTS, "{:#?}", view.objects);
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
+    assert_eq!(view.api_version, "kueue.x-k8s.io/v1beta2");
+    assert_eq!(view.version_warning, None);
+    match &view.target {
+        shared::cluster::Target::Cluster {
+            identity, context, ..
+        } => {
+            // The identity the server reports (SelfSubjectReview), not the kubeconfig's name.
+            assert_eq!(identity, kube_double::USER);
+            assert_eq!(context, "double");
+        }
+        other => panic!("{other:?}"),
+    }
+    // No quota in force: the queues exist with nothing of their own and nothing to borrow.
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(0));
+    let cq = double.object("ClusterQueue", None, "research").expect("cq");
+    assert_eq!(cq["spec"]["cohortName"], "gpufleet");
+    assert_eq!(cq["metadata"]["managedFields"][0]["manager"], "gpufleet");
+    assert_eq!(cq["metadata"]["managedFields"][0]["operation"], "Apply");
+    let lq = double
+        .object("LocalQueue", Some("team-research"), "research")
+        .expect("lq");
+    assert_eq!(lq["spec"]["clusterQueue"], "research");
+    // Inference above training.
+    let priorities: Vec<i64> = ["priority-10", "priority-100"]
+        .iter()
+        .map(|n| {
+            double
+                .object("WorkloadPriorityClass", None, n)
+                .expect("class")["value"]
+                .as_i64()
+                .expect("value")
+        })
+        .collect();
+    assert_eq!(priorities, [10, 100]);
+
+    let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", 48).await;
+    let approved = decide(&rig, "research", id, "approve", version).await;
+    let view = reconcile(&rig).await;
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(48));
+    let applied = request_view(&rig, "research", id).await.request;
+    assert!(applied.applied_at.is_some(), "{applied:?}");
+    assert_eq!(applied.apply_error, None);
+
+    // Nothing applied twice: a run with nothing new reads, and writes nothing.
+    double.clear_calls();
+    reconcile(&rig).await;
+    let writes: Vec<_> = double
+        .calls()
+        .into_iter()
+        .filter(|c| c.verb != "get" && c.verb != "list")
+        .collect();
+    assert_eq!(writes, [], "a settled run writes nothing");
+
+    decide(&rig, "research", id, "revoke", approved.request.version).await;
+    let view = reconcile(&rig).await;
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
+    // The ClusterQueue stays, with nominal 0.
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(0));
+
+    let health: shared::health::Health =
+        send(&rig.router, request(Method::GET, "/api/health", None, None))
+            .await
+            .json();
+    let cluster = health.cluster.expect("cluster health");
+    assert_eq!(cluster.mode, "cluster");
+    assert_eq!(cluster.reconciler.last_error, None);
+    assert_eq!(cluster.reconciler.drift_count, 0);
+    assert!(cluster.reconciler.last_run_at.is_some());
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn every_failure_is_a_state_and_lands_once_the_fault_clears(pool: PgPool) {
+    let (rig, double) = kube_rig(&pool, "faults", Duration::from_secs(1)).await;
+    let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", 48).await;
+
+    // Kueue not installed.
+    double.serve_versions("kueue.x-k8s.io", &[]);
+    decide(&rig, "research", id, "approve", version).await;
+    let view = reconcile(&rig).await;
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::Failed]));
+    let message = "Kueue is not installed on this cluster (kueue.x-k8s.io/v1beta2 is not served)";
+    assert_eq!(
+        object(&view, "ClusterQueue", "research").error.as_deref(),
+        Some(message)
+    );
+    let request = request_view(&rig, "research", id).await.request;
+    assert_eq!(request.apply_error.as_deref(), Some(message));
+    assert_eq!(request.applied_at, None);
+    assert!(
+        view.reconciler
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.ends_with(message)),
+        "{:?}",
+        view.reconciler
+    );
+    double.serve_versions("kueue.x-k8s.io", &["v1beta2", "v1beta1"]);
+    let view = reconcile(&rig).await;
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(48));
+    assert!(
+        request_view(&rig, "research", id)
+            .await
+            .request
+            .applied_at
+            .is_some()
+    );
+
+    // Each remaining fault, with the state it must end in and the words it must say; then the
+    // fault clears and the next run applies what is outstanding.
+    let mut nominal_now = 48;
+    let cases: Vec<(&str, ObjectState, &str)> = vec![
+        (
+            "forbidden",
+            ObjectState::Failed,
+            "clusterqueues.kueue.x-k8s.io \"research\" is forbidden: User \"system:serviceaccount:gpufleet:gpufleet\" cannot patch resource \"clusterqueues\" in API group \"kueue.x-k8s.io\" at the cluster scope",
+        ),
+        (
+            "500",
+            ObjectState::Pending,
+            "the cluster answered 500: Internal error occurred",
+        ),
+        (
+            "409",
+            ObjectState::Failed,
+            "Operation cannot be fulfilled on clusterqueues.kueue.x-k8s.io \"research\"",
+        ),
+        (
+            "slow",
+            ObjectState::Pending,
+            "cannot reach the cluster at https://127.0.0.1:",
+        ),
+        (
+            "refused",
+            ObjectState::Pending,
+            "cannot reach the cluster at https://127.0.0.1:",
+        ),
+    ];
+    for (fault, state, words) in cases {
+        // A new approval for research changes its ClusterQueue, which must now be applied.
+        nominal_now += 4;
+        let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", nominal_now).await;
+        decide(&rig, "research", id, "approve", version).await;
+        match fault {
+            "forbidden" => double.forbid("patch", "clusterqueues"),
+            "500" => double.set_fault(Some(Fault::Status(500))),
+            "409" => double.set_fault(Some(Fault::Status(409))),
+            "slow" => double.set_fault(Some(Fault::Slow(Duration::from_secs(3)))),
+            _ => double.refuse_connections(),
+        }
+        let view = reconcile(&rig).await;
+        let research = object(&view, "ClusterQueue", "research");
+        assert_eq!(research.state, state, "{fault}: {research:#?}");
+        let error = research.error.clone().unwrap_or_default();
+        assert!(error.contains(words), "{fault}: {error}");
+        let request = request_view(&rig, "research", id).await.request;
+        assert_eq!(request.applied_at, None, "{fault}");
+        assert!(
+            request.apply_error.is_some_and(|e| e.contains(words)),
+            "{fault}"
+        );
+        assert_eq!(
+            request.state,
+            shared::quota::State::Approved,
+            "{fault}: approvals never wait"
+        );
+        match fault {
+            "forbidden" => double.allow_all(),
+            "refused" => double.accept_connections().await.expect("listen again"),
+            _ => double.set_fault(None),
+        }
+        let view = reconcile(&rig).await;
+        assert_eq!(
+            states(&view),
+            BTreeSet::from([ObjectState::InSync]),
+            "{fault}: {:#?}",
+            view.objects
+        );
+        assert_eq!(
+            nominal(&double, "research", "h200-train"),
+            json!(nominal_now),
+            "{fault}"
+        );
+        let request = request_view(&rig, "research", id).await.request;
+        assert!(request.applied_at.is_some(), "{fault}");
+        assert_eq!(request.apply_error, None, "{fault}");
+    }
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn drift_is_reported_and_ownership_is_taken_only_when_an_approver_says_so(pool: PgPool) {
+    let (rig, double) = kube_rig(&pool, "drift", Duration::from_secs(5)).await;
+    let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", 48).await;
+    decide(&rig, "research", id, "approve", version).await;
+    reconcile(&rig).await;
+
+    // Someone edits the queue with kubectl edit: reported as drift, field by field.
+    double
+        .edit("kubectl-edit", "ClusterQueue", None, "research", |cq| {
+            cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]["nominalQuota"] =
+                json!(80);
+        })
+        .expect("edit");
+    let view = reconcile(&rig).await;
+    let research = object(&view, "ClusterQueue", "research");
+    assert_eq!(research.state, ObjectState::Drifted, "{research:#?}");
+    assert_eq!(research.team.as_deref(), Some("research"));
+    assert_eq!(research.changes.len(), 1, "{:#?}", research.changes);
+    assert!(research.changes[0].path.ends_with("nominalQuota"));
+    assert_eq!(research.changes[0].live, Some(json!(80)));
+    assert_eq!(research.changes[0].desired, Some(json!(48)));
+    assert_eq!(view.reconciler.drift_count, 1);
+    assert_eq!(
+        nominal(&double, "research", "h200-train"),
+        json!(80),
+        "reported, not reverted"
+    );
+
+    // Re-applying meets kubectl-edit's ownership: a conflict, shown, not overwritten.
+    let target = json!({"objects": [{"kind": "ClusterQueue", "name": "research"}]});
+    let reply = call(
+        &rig,
+        Method::POST,
+        "/api/cluster/apply",
+        &rig.alex,
+        Some(target.clone()),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let view: ClusterView = reply.json();
+    let research = object(&view, "ClusterQueue", "research");
+    assert_eq!(research.state, ObjectState::Conflict, "{research:#?}");
+    assert_eq!(research.conflicts, ["kubectl-edit: .spec.resourceGroups"]);
+    assert_eq!(
+        research.error.as_deref(),
+        Some(
+            "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using kueue.x-k8s.io/v1beta2: .spec.resourceGroups"
+        )
+    );
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(80));
+    // A requester may not apply, let alone force.
+    let reply = call(
+        &rig,
+        Method::POST,
+        "/api/cluster/apply",
+        &rig.rita,
+        Some(target.clone()),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+
+    let mut force = target.clone();
+    force["force"] = json!(true);
+    let reply = call(
+        &rig,
+        Method::POST,
+        "/api/cluster/apply",
+        &rig.alex,
+        Some(force),
+    )
+    .await;
+    let view: ClusterView = reply.json();
+    assert_eq!(
+        object(&view, "ClusterQueue", "research").state,
+        ObjectState::InSync
+    );
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(48));
+    let cq = double.object("ClusterQueue", None, "research").expect("cq");
+    let managers: Vec<&Value> = cq["metadata"]["managedFields"]
+        .as_array()
+        .expect("managed")
+        .iter()
+        .map(|m| &m["manager"])
+        .collect();
+    assert_eq!(managers, ["gpufleet"], "{cq:#}");
+    let audit: shared::audit::Page = call(
+        &rig,
+        Method::GET,
+        "/api/quota/audit?kind=cluster_object",
+        &rig.ada,
+        None,
+    )
+    .await
+    .json();
+    let actions: Vec<&str> = audit.entries.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, ["take_ownership", "reapply"]);
+    assert_eq!(audit.entries[0].actor, "alex");
+    assert_eq!(audit.entries[0].subject, "ClusterQueue research");
+
+    // A LocalQueue deleted out of band is drift; re-applying everything brings it back.
+    assert!(double.delete("LocalQueue", Some("team-search"), "search"));
+    let view = reconcile(&rig).await;
+    assert_eq!(
+        object(&view, "LocalQueue", "search").state,
+        ObjectState::Drifted
+    );
+    let reply = call(
+        &rig,
+        Method::POST,
+        "/api/cluster/apply",
+        &rig.alex,
+        Some(json!({})),
+    )
+    .await;
+    let view: ClusterView = reply.json();
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
+    assert!(
+        double
+            .object("LocalQueue", Some("team-search"), "search")
+            .is_some()
+    );
+
+    // A queue nobody approved is reported, never deleted.
+    let shadow = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "shadow"}, "spec": {"resourceGroups": []}});
+    let client = kube_client(&double).await;
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client, &cluster_queues());
+    api.patch(
+        "shadow",
+        &kube::api::PatchParams::apply("someone"),
+        &kube::api::Patch::Apply(&shadow),
+    )
+    .await
+    .expect("applied by someone else");
+    let view = reconcile(&rig).await;
+    assert_eq!(
+        object(&view, "ClusterQueue", "shadow").state,
+        ObjectState::Unapproved
+    );
+    assert!(double.object("ClusterQueue", None, "shadow").is_some());
+    let reply = call(&rig, Method::GET, "/api/cluster", &rig.sam, None).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "everyone signed in sees the cluster page"
+    );
+}
+
+fn cluster_queues() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "kueue.x-k8s.io".into(),
+        version: "v1beta2".into(),
+        api_version: "kueue.x-k8s.io/v1beta2".into(),
+        kind: "ClusterQueue".into(),
+        plural: "clusterqueues".into(),
+    }
+}
+
+async fn kube_client(double: &KubeDouble) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&double.kubeconfig()).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// The double validates: a ClusterQueue with a borrowing limit and no cohort is refused with
+/// 422 and the CRD's own message, through the real client.
+#[tokio::test]
+async fn the_double_refuses_a_schema_invalid_cluster_queue_with_422() {
+    let double = KubeDouble::start().await.expect("double");
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(kube_client(&double).await, &cluster_queues());
+    let invalid = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "loner"}, "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+        "flavors": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}]}]}});
+    let err = api
+        .patch(
+            "loner",
+            &kube::api::PatchParams::apply("gpufleet"),
+            &kube::api::Patch::Apply(&invalid),
+        )
+        .await
+        .expect_err("invalid");
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(status.code, 422);
+    assert_eq!(status.reason, "Invalid");
+    assert_eq!(
+        status.message,
+        "ClusterQueue.kueue.x-k8s.io \"loner\" is invalid: spec: Invalid value: \"object\": borrowingLimit must be nil when cohort is empty"
+    );
+    assert!(double.object("ClusterQueue", None, "loner").is_none());
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn an_approver_sees_the_server_side_dry_run_before_approving(pool: PgPool) {
+    let (rig, double) = kube_rig(&pool, "dry-run", Duration::from_secs(5)).await;
+    reconcile(&rig).await;
+    let (id, _) = submitted(&rig, &rig.sam, "search", "h100-shared", 32).await;
+    double.clear_calls();
+    let reply = call(
+        &rig,
+        Method::GET,
+        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
+        &rig.alex,
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let dry: DryRun = reply.json();
+    assert_eq!(dry.against, "server");
+    assert_eq!(dry.error, None);
+    assert_eq!(
+        dry.objects.len(),
+        1,
+        "only search's ClusterQueue changes: {dry:#?}"
+    );
+    let search = &dry.objects[0];
+    assert_eq!(
+        (search.object.kind.as_str(), search.object.name.as_str()),
+        ("ClusterQueue", "search")
+    );
+    assert_eq!(search.action, "update");
+    let quota = search
+        .changes
+        .iter()
+        .find(|c| c.path.ends_with("nominalQuota") && c.desired == Some(json!(32)))
+        .unwrap_or_else(|| panic!("{:#?}", search.changes));
+    assert_eq!(quota.live, Some(json!(0)));
+    assert!(
+        search
+            .changes
+            .iter()
+            .any(|c| c.path.ends_with("borrowingLimit")
+                && c.live == Some(json!(0))
+                && c.desired == Some(json!(8)))
+    );
+    // A dry run, really: asked of the server, nothing stored.
+    assert!(
+        double
+            .calls()
+            .iter()
+            .any(|c| c.verb == "patch" && c.dry_run)
+    );
+    assert!(
+        double
+            .calls()
+            .iter()
+            .all(|c| c.verb != "patch" || c.dry_run)
+    );
+    assert_eq!(nominal(&double, "search", "h100-shared"), json!(0));
+    // The team's own requester may look; another team's may not.
+    let reply = call(
+        &rig,
+        Method::GET,
+        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
+        &rig.sam,
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let reply = call(
+        &rig,
+        Method::GET,
+        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
+        &rig.rita,
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    // Kueue gone: the approver still sees the change, against the approved objects, and why.
+    double.serve_versions("kueue.x-k8s.io", &[]);
+    let reply = call(
+        &rig,
+        Method::GET,
+        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
+        &rig.alex,
+        None,
+    )
+    .await;
+    let dry: DryRun = reply.json();
+    assert_eq!(dry.against, "files");
+    assert_eq!(dry.objects.len(), 1);
+    assert_eq!(
+        dry.error.as_deref(),
+        Some("Kueue is not installed on this cluster (kueue.x-k8s.io/v1beta2 is not served)")
+    );
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn gitops_mode_writes_one_valid_file_per_object_with_stable_bytes(pool: PgPool) {
+    let mut gitops = PathBuf::new();
+    let rig = rig(&pool, "gitops", |dir| {
+        gitops = dir.join("gitops");
+        Arc::new(Cluster::gitops(gitops.clone(), KueueVersion::V1beta2))
+    })
+    .await;
+    std::fs::create_dir_all(&gitops).expect("dir");
+    std::fs::write(gitops.join("clusterqueue-gone.yaml"), "stale").expect("stale file");
+    let view = reconcile(&rig).await;
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
+    assert!(matches!(
+        view.target,
+        shared::cluster::Target::Gitops { .. }
+    ));
+    let read = |dir: &PathBuf| -> Vec<(String, String)> {
+        let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
+            .expect("read dir")
+            .map(|e| {
+                let path = e.expect("entry").path();
+                (
+                    path.file_name()
+                        .expect("name")
+                        .to_string_lossy()
+                        .into_owned(),
+                    std::fs::read_to_string(&path).expect("read"),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let first = read(&gitops);
+    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "clusterqueue-research.yaml",
+            "clusterqueue-search.yaml",
+            "cohort-gpufleet.yaml",
+            "kustomization.yaml",
+            "localqueue-team-research-research.yaml",
+            "localqueue-team-search-search.yaml",
+            "resourceflavor-h100-shared.yaml",
+            "resourceflavor-h200-train.yaml",
+            "resourceflavor-rtx-inference.yaml",
+            "workloadpriorityclass-priority-10.yaml",
+            "workloadpriorityclass-priority-100.yaml",
+        ],
+        "one file per object, the stale one removed"
+    );
+    // Every object file is valid against its CRD, as the API server would check it.
+    let crds = kube_double::schema::crds();
+    for (name, text) in first.iter().filter(|(n, _)| n != "kustomization.yaml") {
+        let object: Value = serde_yaml::from_str(text).expect("yaml");
+        let kind = object["kind"].as_str().expect("kind");
+        let crd = crds.iter().find(|c| c.kind == kind).expect("crd");
+        let mut causes = Vec::new();
+        kube_double::schema::validate(
+            crd.schema("v1beta2").expect("schema"),
+            &object,
+            "",
+            &mut causes,
+        );
+        causes.extend(kube_double::schema::cel(kind, "v1beta2", &object, None));
+        assert_eq!(causes, [], "{name}");
+    }
+    // The same state gives the same bytes; a change rewrites only what changed.
+    reconcile(&rig).await;
+    assert_eq!(read(&gitops), first);
+    let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", 48).await;
+    decide(&rig, "research", id, "approve", version).await;
+    reconcile(&rig).await;
+    let after = read(&gitops);
+    let changed: Vec<&str> = first
+        .iter()
+        .zip(&after)
+        .filter(|(a, b)| a != b)
+        .map(|(a, _)| a.0.as_str())
+        .collect();
+    assert_eq!(changed, ["clusterqueue-research.yaml"]);
+    assert!(
+        request_view(&rig, "research", id)
+            .await
+            .request
+            .applied_at
+            .is_some()
+    );
+    // The same files as a zip from the Cluster page.
+    let reply = call(&rig, Method::GET, "/api/cluster/gitops.zip", &rig.sam, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let zip = reply.body;
+    for (name, text) in &after {
+        let at = zip
+            .windows(name.len())
+            .position(|w| w == name.as_bytes())
+            .unwrap_or_else(|| panic!("{name} in the zip"));
+        assert!(
+            zip[at..].windows(text.len()).any(|w| w == text.as_bytes()),
+            "{name}'s bytes"
+        );
+    }
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn without_a_cluster_nothing_leaves_and_the_page_says_so(pool: PgPool) {
+    let rig = rig(&pool, "off", |_| Arc::new(Cluster::off())).await;
+    let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", 48).await;
+    decide(&rig, "research", id, "approve", version).await;
+    let view = reconcile(&rig).await;
+    assert_eq!(view.target, shared::cluster::Target::Off);
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::Pending]));
+    let request = request_view(&rig, "research", id).await.request;
+    assert_eq!(request.applied_at, None);
+    assert_eq!(
+        request.apply_error.as_deref(),
+        Some("no cluster and no GitOps directory is configured: nothing leaves the console")
+    );
+    assert!(
+        cluster::version_warning(KueueVersion::V1beta1)
+            .is_some_and(|w| w.contains("stops being served in Kueue 0.20"))
+    );
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn one_replica_reconciles_at_a_time(pool: PgPool) {
+    let rig = rig(&pool, "lock", |_| Arc::new(Cluster::off())).await;
+    // Another replica holds the lock on its own session.
+    let mut other = pool.acquire().await.expect("connection");
+    assert!(
+        backend::cluster::db::try_lock(&mut other)
+            .await
+            .expect("lock")
+    );
+    assert!(
+        cluster::reconcile(&rig.state, None)
+            .await
+            .expect("run")
+            .is_none()
+    );
+    backend::cluster::db::unlock(&mut other)
+        .await
+        .expect("unlock");
+    assert!(
+        cluster::reconcile(&rig.state, None)
+            .await
+            .expect("run")
+            .is_some()
+    );
+    assert_eq!(
+        cluster::backoff(Duration::from_secs(30), 0),
+        Duration::from_secs(30)
+    );
+    assert_eq!(
+        cluster::backoff(Duration::from_secs(30), 3),
+        Duration::from_secs(120)
+    );
+    assert_eq!(
+        cluster::backoff(Duration::from_secs(30), 9),
+        Duration::from_secs(300)
+    );
+}
+
+/// The ClusterRole in `deploy/` grants exactly the verbs and resources the client uses: every
+/// call a full scenario makes (apply, dry run, drift, re-apply, reports) is granted, and every
+/// grant is used.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
+    let (rig, double) = kube_rig(&pool, "rbac", Duration::from_secs(5)).await;
+    reconcile(&rig).await;
+    let (id, version) = submitted(&rig, &rig.sam, "search", "h100-shared", 32).await;
+    call(
+        &rig,
+        Method::GET,
+        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
+        &rig.alex,
+        None,
+    )
+    .await;
+    decide(&rig, "search", id, "approve", version).await;
+    reconcile(&rig).await;
+    call(
+        &rig,
+        Method::POST,
+        "/api/cluster/apply",
+        &rig.alex,
+        Some(json!({"force": true})),
+    )
+    .await;
+    let used: BTreeSet<(String, String)> = double
+        .calls()
+        .into_iter()
+        .map(|c| (c.resource, c.verb))
+        .collect();
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml"))
+        .expect("deploy/rbac.yaml");
+    let mut granted = BTreeSet::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let doc: Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        if doc["kind"] != "ClusterRole" {
+            continue;
+        }
+        for rule in doc["rules"].as_array().expect("rules") {
+            if rule["apiGroups"] != json!(["kueue.x-k8s.io"]) {
+                continue;
+            }
+            for resource in rule["resources"].as_array().expect("resources") {
+                for verb in rule["verbs"].as_array().expect("verbs") {
+                    granted.insert((
+                        resource.as_str().expect("resource").to_owned(),
+                        verb.as_str().expect("verb").to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    assert_eq!(used, granted);
+}
