@@ -15,12 +15,17 @@ use sqlx::PgPool;
 const PASSWORD: &str = "browser test password";
 
 async fn user(pool: &PgPool, username: &str, role: Role) {
+    member(pool, username, role, &[]).await;
+}
+
+/// A user with one role, in these teams.
+async fn member(pool: &PgPool, username: &str, role: Role, teams: &[&str]) {
     let new = NewUser {
         username: username.into(),
         display_name: format!("{username} {}", role.as_str()),
         password: PASSWORD.into(),
         roles: vec![role],
-        teams: Vec::new(),
+        teams: teams.iter().map(|t| (*t).to_owned()).collect(),
     };
     backend::accounts::insert_user(pool, &backend::work::Work::for_this_machine().hashing, &new)
         .await
@@ -716,21 +721,21 @@ async fn json_scenario(browser: &Browser) -> Scenario {
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
     let people = [
-        ("rita", Role::Requester, vec!["Quotas", "Fleet"]),
+        ("rita", Role::Requester, vec!["Quotas", "Cluster", "Fleet"]),
         (
             "alex",
             Role::Approver,
-            vec!["Plan", "Quotas", "Chargeback", "Fleet"],
+            vec!["Plan", "Quotas", "Cluster", "Chargeback", "Fleet"],
         ),
         (
             "fiona",
             Role::Finance,
-            vec!["Quotas", "Chargeback", "Fleet"],
+            vec!["Quotas", "Cluster", "Chargeback", "Fleet"],
         ),
         (
             "ada",
             Role::Admin,
-            vec!["Plan", "Quotas", "Chargeback", "Fleet", "Admin"],
+            vec!["Plan", "Quotas", "Cluster", "Chargeback", "Fleet", "Admin"],
         ),
     ];
     for (name, role, _) in &people {
@@ -834,20 +839,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
 ) {
     // The demo inventory: its fleet and the teams research and search.
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    let rita = NewUser {
-        username: "rita".into(),
-        display_name: "Rita Requester".into(),
-        password: PASSWORD.into(),
-        roles: vec![Role::Requester],
-        teams: vec!["research".into()],
-    };
-    backend::accounts::insert_user(
-        &pool,
-        &backend::work::Work::for_this_machine().hashing,
-        &rita,
-    )
-    .await
-    .expect("rita");
+    member(&pool, "rita", Role::Requester, &["research"]).await;
     user(&pool, "sam", Role::Requester).await;
     user(&pool, "alex", Role::Approver).await;
     user(&pool, "ada", Role::Admin).await;
@@ -963,11 +955,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=review] [data-test=warnings]", "whole capacity")
         .await;
     browser.screenshot("quota-review").await;
-    type_into(&browser, "[data-test=decision-comment]", "fits the plan").await;
-    browser.click_css("[data-test=approve]").await;
-    browser
-        .wait_for_text("[data-test=inbox]", "Nothing waits for a decision.")
-        .await;
+    approve_the_open_review(&browser).await;
     browser
         .wait_for_text("[data-test=quota-notice]", "Request 2 approved.")
         .await;
@@ -1084,6 +1072,15 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
 }
 
 /// Opens the Quotas page and one of its views (its tab's data-test name and its label).
+/// Approves the request open in the inbox's review, with a comment.
+async fn approve_the_open_review(browser: &Browser) {
+    type_into(browser, "[data-test=decision-comment]", "fits the plan").await;
+    browser.click_css("[data-test=approve]").await;
+    browser
+        .wait_for_text("[data-test=inbox]", "Nothing waits for a decision.")
+        .await;
+}
+
 async fn open_quota_view(browser: &Browser, server: &Server, tab: &str, label: &str) {
     browser
         .client
@@ -1107,4 +1104,137 @@ async fn quota_world_from_page(browser: &Browser) -> shared::quota::QuotaWorld {
         .await
         .expect("fetch the quota world");
     serde_json::from_value(value).expect("a quota world")
+}
+
+/// An approver sees the cluster's own dry run of a request, approves it, and the Cluster page
+/// shows it applied; an out-of-band `kubectl edit` then shows as drift, re-applying meets the
+/// editor's field ownership as a conflict, and taking ownership clears it. The cluster is the
+/// Kubernetes API double under the real `kube::Client`.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    member(&pool, "rita", Role::Requester, &["research"]).await;
+    member(&pool, "sam", Role::Requester, &["search"]).await;
+    user(&pool, "alex", Role::Approver).await;
+    // research holds 48 H200s; search's 32 H100s wait in the inbox.
+    assert!(backend::quota::load_demo(&pool).await.expect("demo quota"));
+    let double = kube_double::KubeDouble::start().await.expect("double");
+    double.create_namespace("team-research");
+    double.create_namespace("team-search");
+    let kubeconfig =
+        std::env::temp_dir().join(format!("gpufleet-e2e-kubeconfig-{}", std::process::id()));
+    double.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let cluster = backend::cluster::Cluster::kube(
+        &backend::cluster::k8s::Connection {
+            kubeconfig: Some(kubeconfig.clone()),
+            context: None,
+            timeout: std::time::Duration::from_secs(5),
+        },
+        KueueVersion::V1beta2,
+    )
+    .await
+    .expect("connect");
+    let server = Server::start_with_cluster(pool, std::sync::Arc::new(cluster)).await;
+    let browser = Browser::start().await;
+    browser.client.goto(&server.url("/")).await.expect("open");
+    log_in(&browser, "alex", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=user-roles]", Role::Approver.label())
+        .await;
+    open_quota_view(&browser, &server, "inbox", "Requests to decide").await;
+    browser.wait_for_text("[data-test=inbox]", "search").await;
+    browser.click_css("[data-test=inbox] button").await;
+    browser
+        .wait_for_text(
+            "[data-test=dry-run]",
+            "The cluster's own dry run (dryRun=All)",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=dry-run]", "ClusterQueue search (update)")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=dry-run]",
+            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: 0 → 32",
+        )
+        .await;
+    browser.screenshot("cluster-dry-run").await;
+    assert_eq!(
+        double
+            .calls()
+            .iter()
+            .filter(|c| c.verb == "patch" && c.dry_run)
+            .count(),
+        1
+    );
+    approve_the_open_review(&browser).await;
+
+    browser
+        .client
+        .goto(&server.url("/cluster"))
+        .await
+        .expect("cluster");
+    browser
+        .wait_for_text(
+            "[data-test=cluster-target]",
+            "as system:serviceaccount:gpufleet:gpufleet",
+        )
+        .await;
+    browser.click_css("[data-test=check-now]").await;
+    browser
+        .wait_for_text("[data-test=object-clusterqueue-search]", "in sync")
+        .await;
+    let search_quota = || {
+        double.object("ClusterQueue", None, "search").expect("search's queue")["spec"]
+            ["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+            .clone()
+    };
+    assert_eq!(search_quota(), serde_json::json!(32));
+
+    // Someone edits the queue behind the console's back.
+    double
+        .edit("kubectl-edit", "ClusterQueue", None, "search", |cq| {
+            cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+                serde_json::json!(50);
+        })
+        .expect("edit");
+    browser.click_css("[data-test=check-now]").await;
+    browser
+        .wait_for_text("[data-test=object-clusterqueue-search]", "drifted")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=object-clusterqueue-search]",
+            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: 50 → 32",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=reconciler]", "1 drifted")
+        .await;
+    browser.screenshot("cluster-drift").await;
+    browser
+        .click_css("[data-test=object-clusterqueue-search] button.reapply")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=object-clusterqueue-search]",
+            "Owned by another manager: kubectl-edit: .spec.resourceGroups",
+        )
+        .await;
+    assert_eq!(
+        search_quota(),
+        serde_json::json!(50),
+        "a conflict never overwrites"
+    );
+    browser
+        .click_css("[data-test=object-clusterqueue-search] button.take-ownership")
+        .await;
+    browser
+        .wait_for_text("[data-test=object-clusterqueue-search]", "in sync")
+        .await;
+    assert_eq!(search_quota(), serde_json::json!(32));
+    browser.screenshot("cluster-in-sync").await;
+    browser.close().await;
+    let _ = std::fs::remove_file(&kubeconfig);
 }

@@ -26,8 +26,18 @@ pub struct Server {
 }
 
 impl Server {
-    /// Serves the built console from `public/` against `pool` on a free loopback port.
+    /// Serves the built console from `public/` against `pool` on a free loopback port, with no
+    /// cluster configured.
     pub async fn start(pool: PgPool) -> Self {
+        Self::start_with_cluster(pool, std::sync::Arc::new(backend::cluster::Cluster::off())).await
+    }
+
+    /// The same with approved quota going to `cluster`, and its reconciler running, as
+    /// `gpufleet serve` runs it.
+    pub async fn start_with_cluster(
+        pool: PgPool,
+        cluster: std::sync::Arc<backend::cluster::Cluster>,
+    ) -> Self {
         let public_dir = repo_root().join("public");
         let wasm = public_dir.join("pkg/gpufleet_bg.wasm");
         assert!(
@@ -39,7 +49,8 @@ impl Server {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let state = AppState::new(pool);
+        let state = AppState::new(pool).with_cluster(cluster);
+        let reconciler = backend::cluster::spawn(state.clone());
         let work = state.work.clone();
         let router = backend::app(
             state,
@@ -52,8 +63,9 @@ impl Server {
         tokio::spawn(backend::serve(
             listener,
             router,
-            async {
+            async move {
                 let _ = stopped.await;
+                reconciler.abort();
             },
             work,
         ));

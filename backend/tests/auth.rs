@@ -128,6 +128,19 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     ("GET", "/quota/audit", "approver finance admin"),
     ("GET", "/quota/audit.csv", "approver finance admin"),
+    (
+        "GET",
+        "/quota/teams/{team}/requests/{id}/dry-run",
+        "requester@own approver finance admin",
+    ),
+    ("GET", "/cluster", "requester approver finance admin"),
+    ("POST", "/cluster/reconcile", "approver admin"),
+    ("POST", "/cluster/apply", "approver admin"),
+    (
+        "GET",
+        "/cluster/gitops.zip",
+        "requester approver finance admin",
+    ),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

@@ -96,6 +96,7 @@ fn Shell(me: Me) -> impl IntoView {
                 <Route path=path!("/quotas/*any") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>
                 <Route path=path!("/chargeback") view=move || view! { <ui::Guard page=Page::Chargeback><pages::Chargeback/></ui::Guard> }/>
                 <Route path=path!("/chargeback/*any") view=move || view! { <ui::Guard page=Page::Chargeback><pages::Chargeback/></ui::Guard> }/>
+                <Route path=path!("/cluster") view=pages::ClusterPage/>
                 <Route path=path!("/fleet") view=pages::FleetPage/>
                 <Route path=path!("/admin") view=move || view! { <ui::Guard page=Page::Admin><pages::Admin/></ui::Guard> }/>
             </Routes>

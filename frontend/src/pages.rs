@@ -1,11 +1,13 @@
 //! One page per domain. Pages that are not built yet say so.
 
 mod admin;
+mod cluster;
 mod fleet;
 mod plan;
 mod quotas;
 
 pub use admin::Admin;
+pub use cluster::{ClusterPage, DryRunDiff};
 pub use fleet::FleetPage;
 use leptos::prelude::*;
 use leptos_router::components::A;

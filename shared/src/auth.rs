@@ -316,15 +316,17 @@ pub fn validate_cost_centre(path: &str, value: &str, errors: &mut Vec<FieldError
 pub enum Page {
     Plan,
     Quotas,
+    Cluster,
     Chargeback,
     Fleet,
     Admin,
 }
 
 impl Page {
-    pub const ALL: [Page; 5] = [
+    pub const ALL: [Page; 6] = [
         Page::Plan,
         Page::Quotas,
+        Page::Cluster,
         Page::Chargeback,
         Page::Fleet,
         Page::Admin,
@@ -334,6 +336,7 @@ impl Page {
         match self {
             Page::Plan => "Plan",
             Page::Quotas => "Quotas",
+            Page::Cluster => "Cluster",
             Page::Chargeback => "Chargeback",
             Page::Fleet => "Fleet",
             Page::Admin => "Admin",
@@ -344,6 +347,7 @@ impl Page {
         match self {
             Page::Plan => "/plan",
             Page::Quotas => "/quotas",
+            Page::Cluster => "/cluster",
             Page::Chargeback => "/chargeback",
             Page::Fleet => "/fleet",
             Page::Admin => "/admin",
@@ -355,6 +359,7 @@ impl Page {
         match self {
             Page::Plan => "size the fleet and choose an architecture.",
             Page::Quotas => "request and approve GPU quota.",
+            Page::Cluster => "approved quota on the cluster: applied, drift, conflicts.",
             Page::Chargeback => "cost by allocation and by use.",
             Page::Fleet => "the accelerators you have.",
             Page::Admin => "users, teams and settings.",
@@ -381,7 +386,7 @@ impl Page {
             Page::Plan => PLANNERS,
             Page::Quotas => &[Role::Requester, Role::Approver, Role::Finance, Role::Admin],
             Page::Chargeback => &[Role::Finance, Role::Approver, Role::Admin],
-            Page::Fleet => &[],
+            Page::Cluster | Page::Fleet => &[],
             Page::Admin => &[Role::Admin],
         }
     }
@@ -405,21 +410,24 @@ mod tests {
                 .map(Page::title)
                 .collect()
         };
-        assert_eq!(visible(&[Role::Requester]), ["Quotas", "Fleet"]);
+        assert_eq!(visible(&[Role::Requester]), ["Quotas", "Cluster", "Fleet"]);
         assert_eq!(
             visible(&[Role::Approver]),
-            ["Plan", "Quotas", "Chargeback", "Fleet"]
+            ["Plan", "Quotas", "Cluster", "Chargeback", "Fleet"]
         );
-        assert_eq!(visible(&[Role::Finance]), ["Quotas", "Chargeback", "Fleet"]);
+        assert_eq!(
+            visible(&[Role::Finance]),
+            ["Quotas", "Cluster", "Chargeback", "Fleet"]
+        );
         assert_eq!(
             visible(&[Role::Admin]),
-            ["Plan", "Quotas", "Chargeback", "Fleet", "Admin"]
+            ["Plan", "Quotas", "Cluster", "Chargeback", "Fleet", "Admin"]
         );
         assert_eq!(
             visible(&[Role::Requester, Role::Finance]),
-            ["Quotas", "Chargeback", "Fleet"]
+            ["Quotas", "Cluster", "Chargeback", "Fleet"]
         );
-        assert_eq!(visible(&[]), ["Fleet"]);
+        assert_eq!(visible(&[]), ["Cluster", "Fleet"]);
     }
 
     #[test]

@@ -220,7 +220,6 @@ impl ObjectState {
 /// One object on the Cluster page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObjectStatus {
-    #[serde(flatten)]
     pub object: ObjectRef,
     /// The team whose queue this is, for ClusterQueues and LocalQueues.
     pub team: Option<String>,
@@ -236,9 +235,9 @@ pub struct ObjectStatus {
     pub checked_at: Option<String>,
 }
 
-/// Where approved quota goes.
+/// Where approved quota goes (JSON: `{"cluster": {…}}`, `{"gitops": {…}}` or `"off"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Target {
     /// Applied to a cluster by server-side apply.
     Cluster {
@@ -298,7 +297,6 @@ pub struct DryRun {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ObjectDiff {
-    #[serde(flatten)]
     pub object: ObjectRef,
     /// `create`, `update` or `unchanged`.
     pub action: String,

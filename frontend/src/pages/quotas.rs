@@ -286,7 +286,12 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                         {list
                             .into_iter()
                             .map(|r| {
-                                let state = if r.in_force { "approved, in force".to_owned() } else { r.state.as_str().to_owned() };
+                                let state = match (r.in_force, &r.applied_at, &r.apply_error) {
+                                    (true, _, Some(error)) => format!("approved, in force; not on the cluster yet: {error}"),
+                                    (true, Some(at), None) => format!("approved, in force; applied {at}"),
+                                    (true, None, None) => "approved, in force; applying…".to_owned(),
+                                    _ => r.state.as_str().to_owned(),
+                                };
                                 let draft = (r.state == State::Draft).then(|| {
                                     let (r, open) = (r.clone(), r.clone());
                                     let Editing(editing) = expect_context::<Editing>();

@@ -178,6 +178,8 @@ fn Verdict(
                 <div><h4>"Now"</h4><pre class="yaml" data-test="queue-now">{view.queue_now_yaml.clone()}</pre></div>
                 <div><h4>"After approval"</h4><pre class="yaml" data-test="queue-after">{view.queue_after_yaml.clone()}</pre></div>
             </div>
+            <h3>"What the cluster would change"</h3>
+            <crate::pages::DryRunDiff path=format!("{}/dry-run", path.get_value())/>
             {can_decide.then(|| view! {
                 <p>
                     <label for="decision-comment">"Comment (required)"</label>

@@ -1,0 +1,245 @@
+//! The Cluster page: where approved quota goes (a cluster, GitOps files, or nowhere), the
+//! reconciler's last run, and every Kueue object gpufleet owns — desired against live, the
+//! last apply and its error — with check-now, re-apply and take-ownership for approvers. Also
+//! the approver's dry-run diff, shown in the quota review.
+
+use gloo_net::http::Method;
+use leptos::{prelude::*, task::spawn_local};
+use shared::{
+    ApiError,
+    auth::Role,
+    cluster::{
+        ClusterView, DryRun, FieldChange, ObjectRef, ObjectState, ObjectStatus, Reapply, Target,
+    },
+};
+
+use crate::{api, auth::use_me, ui::ErrorBox};
+
+fn shown(value: &Option<serde_json::Value>) -> String {
+    value
+        .as_ref()
+        .map_or("(absent)".to_owned(), |v| v.to_string())
+}
+
+fn changes_list(changes: &[FieldChange]) -> impl IntoView + use<> {
+    let items: Vec<_> = changes
+        .iter()
+        .map(|c| {
+            view! {
+                <li><code>{c.path.clone()}</code>": "{shown(&c.live)}" → "{shown(&c.desired)}</li>
+            }
+        })
+        .collect();
+    view! { <ul class="changes">{items}</ul> }
+}
+
+fn state_label(state: ObjectState) -> &'static str {
+    match state {
+        ObjectState::InSync => "in sync",
+        ObjectState::Pending => "pending",
+        ObjectState::Drifted => "drifted",
+        ObjectState::Conflict => "conflict",
+        ObjectState::Failed => "failed",
+        ObjectState::Unapproved => "not approved",
+    }
+}
+
+#[component]
+pub fn ClusterPage() -> impl IntoView {
+    let me = use_me();
+    let can_act = move || {
+        me.with(|m| {
+            m.as_ref().is_some_and(|m| {
+                m.roles.contains(&Role::Approver) || m.roles.contains(&Role::Admin)
+            })
+        })
+    };
+    let latest = RwSignal::new(None::<ClusterView>);
+    let failure = RwSignal::new(None::<ApiError>);
+    let busy = RwSignal::new(false);
+    let loaded = LocalResource::new(|| api::get::<ClusterView>("/api/cluster"));
+    Effect::new(move || {
+        if let Some(result) = loaded.get() {
+            match result {
+                Ok(view) => latest.set(Some(view)),
+                Err(err) => failure.set(Some(err)),
+            }
+        }
+    });
+    let post = move |path: &'static str, body: Option<Reapply>| {
+        busy.set(true);
+        spawn_local(async move {
+            let result: Result<ClusterView, ApiError> = match body {
+                Some(b) => api::send(Method::POST, path, Some(&b)).await,
+                None => api::send::<(), _>(Method::POST, path, None).await,
+            };
+            busy.set(false);
+            match result {
+                Ok(view) => {
+                    failure.set(None);
+                    latest.set(Some(view));
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
+    let reapply = move |object: Option<ObjectRef>, force: bool| {
+        post(
+            "/api/cluster/apply",
+            Some(Reapply {
+                objects: object.map(|o| vec![o]),
+                force,
+            }),
+        );
+    };
+    view! {
+        <section>
+            <h1>"Cluster"</h1>
+            {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+            {move || latest.get().map(|v| {
+                let target = match &v.target {
+                    Target::Cluster { server, context, identity } => format!(
+                        "Applying approved quota to {server} (context {context}) as {identity}, by server-side apply."
+                    ),
+                    Target::Gitops { dir } => format!(
+                        "GitOps mode: approved quota is written to {dir}, one file per object, for Argo CD or Flux to apply."
+                    ),
+                    Target::Off => "No cluster and no GitOps directory is configured: approved quota stays in the console.".to_owned(),
+                };
+                let r = v.reconciler.clone();
+                view! {
+                    <p data-test="cluster-target">{target}</p>
+                    <p>"Kueue API: "<code>{v.api_version.clone()}</code></p>
+                    {v.version_warning.clone().map(|w| view! { <p class="warning" data-test="version-warning">{w}</p> })}
+                    <p data-test="reconciler">
+                        {format!(
+                            "Last checked {}; {} drifted, {} failed, {} pending.",
+                            r.last_run_at.clone().unwrap_or_else(|| "never".to_owned()),
+                            r.drift_count, r.failed_count, r.pending_count
+                        )}
+                        {r.last_error.clone().map(|e| view! { <br/><span class="error">{e}</span> })}
+                    </p>
+                }
+            })}
+            // Outside the part each answer redraws, so a click never lands on a stale button.
+            <p>
+                {move || can_act().then(|| view! {
+                    <button type="button" data-test="check-now" disabled=move || busy.get()
+                        on:click=move |_| post("/api/cluster/reconcile", None)>"Check now"</button>
+                    " "
+                    <button type="button" data-test="reapply-all" disabled=move || busy.get()
+                        on:click=move |_| reapply(None, false)>"Re-apply all"</button>
+                    " "
+                })}
+                <a href="/api/cluster/gitops.zip" download="gpufleet-kueue.zip" data-test="gitops-zip">"Download as GitOps files (zip)"</a>
+            </p>
+            {move || latest.get().map(|v| view! {
+                <ObjectTable objects=v.objects can_act=Signal::derive(can_act) busy reapply/>
+            })}
+        </section>
+    }
+}
+
+#[component]
+fn ObjectTable(
+    objects: Vec<ObjectStatus>,
+    can_act: Signal<bool>,
+    busy: RwSignal<bool>,
+    reapply: impl Fn(Option<ObjectRef>, bool) + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    if objects.is_empty() {
+        return view! { <p data-test="objects">"Nothing checked yet."</p> }.into_any();
+    }
+    let rows: Vec<_> = objects
+        .into_iter()
+        .map(|o| {
+            let id = o.object.clone();
+            let test = format!("object-{}-{}", o.object.kind.to_lowercase(), o.object.name);
+            let can_reapply = !matches!(o.state, ObjectState::InSync | ObjectState::Unapproved);
+            let conflict = o.state == ObjectState::Conflict;
+            let (a, b) = (id.clone(), id.clone());
+            view! {
+                <tr data-test=test>
+                    <td>{o.object.to_string()}</td>
+                    <td>{o.team.clone().unwrap_or_default()}</td>
+                    <td class=format!("state {}", o.state.as_str())>{state_label(o.state)}</td>
+                    <td>
+                        {changes_list(&o.changes)}
+                        {o.error.clone().map(|e| view! { <p class="error">{e}</p> })}
+                        {(!o.conflicts.is_empty()).then(|| view! {
+                            <p>"Owned by another manager: "{o.conflicts.join(", ")}</p>
+                        })}
+                    </td>
+                    <td>{o.applied_at.clone().unwrap_or_default()}</td>
+                    <td>
+                        {move || (can_act.get() && can_reapply).then(|| {
+                            let (a, b) = (a.clone(), b.clone());
+                            view! {
+                                <button type="button" class="reapply" disabled=move || busy.get()
+                                    on:click=move |_| reapply(Some(a.clone()), false)>"Re-apply"</button>
+                                {conflict.then(|| view! {
+                                    " "
+                                    <button type="button" class="take-ownership" disabled=move || busy.get()
+                                        title="Apply with force: gpufleet takes the fields the other manager holds"
+                                        on:click=move |_| reapply(Some(b.clone()), true)>"Take ownership"</button>
+                                })}
+                            }
+                        })}
+                    </td>
+                </tr>
+            }
+        })
+        .collect();
+    view! {
+        <table data-test="objects">
+            <thead>
+                <tr><th>"Object"</th><th>"Team"</th><th>"State"</th><th>"Live against approved"</th><th>"Last applied"</th><th></th></tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// What approving a request would change on the cluster (`…/dry-run`), object by object.
+#[component]
+pub fn DryRunDiff(path: String) -> impl IntoView {
+    let path = StoredValue::new(path);
+    let dry =
+        LocalResource::new(move || async move { api::get::<DryRun>(&path.get_value()).await });
+    view! {
+        <div data-test="dry-run">
+            {move || match dry.get() {
+                None => view! { <p class="muted">"asking the cluster for a dry run…"</p> }.into_any(),
+                Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
+                Some(Ok(d)) => {
+                    let source = if d.against == "server" {
+                        "The cluster's own dry run (dryRun=All), live against would-be:"
+                    } else {
+                        "Compared with the approved objects (no cluster answered):"
+                    };
+                    let objects: Vec<_> = d
+                        .objects
+                        .iter()
+                        .map(|o| view! {
+                            <li>
+                                <strong>{format!("{} ({})", o.object, o.action)}</strong>
+                                {changes_list(&o.changes)}
+                            </li>
+                        })
+                        .collect();
+                    view! {
+                        <p>{source}</p>
+                        {d.error.clone().map(|e| view! { <p class="warning">{e}</p> })}
+                        {if d.objects.is_empty() {
+                            view! { <p>"Nothing on the cluster would change."</p> }.into_any()
+                        } else {
+                            view! { <ul>{objects}</ul> }.into_any()
+                        }}
+                    }
+                    .into_any()
+                }
+            }}
+        </div>
+    }
+}
