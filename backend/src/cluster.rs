@@ -143,6 +143,12 @@ pub fn api() -> Api {
             gitops_zip,
         )
         .route(
+            Method::DELETE,
+            "/cluster/queues/{kind}/{name}",
+            Access::Roles(&[Role::Admin]),
+            delete_queue,
+        )
+        .route(
             Method::GET,
             "/quota/teams/{team}/requests/{id}/dry-run",
             Access::TeamOr(&[Role::Approver, Role::Finance, Role::Admin]),
@@ -619,6 +625,99 @@ async fn reapply(
     .await?;
     drop(conn);
     run_now(&state, Some(&body)).await?;
+    Ok(Json(view(&state).await?))
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scope {
+    /// The LocalQueue's namespace.
+    namespace: Option<String>,
+}
+
+/// Deletes a ClusterQueue or LocalQueue that gpufleet applied and no longer approves (one left
+/// behind when a team's queue was renamed). Refused for an approved queue (the reconciler would
+/// make it again), for one gpufleet never applied, and while Kueue reports workloads admitted
+/// through it (`status.admittedWorkloads`). Audited with the object as it was.
+async fn delete_queue(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    UrlPath((kind, name)): UrlPath<(String, String)>,
+    axum::extract::Query(scope): axum::extract::Query<Scope>,
+) -> Result<Json<ClusterView>> {
+    if kind != "ClusterQueue" && kind != "LocalQueue" {
+        return Err(Error::Invalid(vec![shared::FieldError {
+            path: "kind".to_owned(),
+            message: "only a ClusterQueue or a LocalQueue can be deleted here".to_owned(),
+        }]));
+    }
+    let id = ObjectRef {
+        namespace: if kind == "LocalQueue" {
+            scope.namespace.unwrap_or_default()
+        } else {
+            String::new()
+        },
+        kind,
+        name,
+    };
+    let Sink::Kube(kube) = &state.cluster.sink else {
+        return Err(Error::Conflict(
+            "no cluster is configured: there is nothing to delete".to_owned(),
+        ));
+    };
+    let version = state.cluster.version;
+    let mut conn = state.pool.acquire().await?;
+    let world = quota::world(&mut conn).await?;
+    if world
+        .kueue_setup(quota::today())
+        .objects(version)
+        .iter()
+        .any(|o| ObjectRef::of(o) == id)
+    {
+        return Err(Error::Conflict(format!(
+            "{id} is approved for a team; rename the team's queue or revoke its quota instead (the reconciler would make it again)"
+        )));
+    }
+    let cluster_error = |failure: Failure| match failure {
+        Failure::Unavailable(_) => Error::Unavailable,
+        other => Error::Conflict(other.message().to_owned()),
+    };
+    let live = kube
+        .get(&id, version)
+        .await
+        .map_err(cluster_error)?
+        .ok_or(Error::NotFound)?;
+    let ours = live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|m| m["manager"] == k8s::FIELD_MANAGER);
+    if !ours {
+        return Err(Error::Conflict(format!(
+            "{id} was not applied by gpufleet; delete it with kubectl if you mean to"
+        )));
+    }
+    let admitted = live["status"]["admittedWorkloads"].as_i64().unwrap_or(0);
+    if admitted > 0 {
+        return Err(Error::Conflict(format!(
+            "{id} has {admitted} admitted workload{}: they must finish or be evicted before it is deleted",
+            if admitted == 1 { "" } else { "s" }
+        )));
+    }
+    kube.delete(&id, version).await.map_err(cluster_error)?;
+    audit::record(
+        &mut *conn,
+        Actor::User(&caller),
+        Kind::ClusterObject,
+        "delete",
+        &id.to_string(),
+        None,
+        Some(&json!({"spec": live["spec"]})),
+        None,
+    )
+    .await?;
+    drop(conn);
+    run_now(&state, None).await?;
     Ok(Json(view(&state).await?))
 }
 

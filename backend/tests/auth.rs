@@ -141,6 +141,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "/cluster/gitops.zip",
         "requester approver finance admin",
     ),
+    ("DELETE", "/cluster/queues/{kind}/{name}", "admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

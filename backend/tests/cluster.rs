@@ -855,6 +855,134 @@ async fn one_replica_reconciles_at_a_time(pool: PgPool) {
     );
 }
 
+/// Renames search's queues (as an admin), so the old ClusterQueue and LocalQueue, applied by
+/// gpufleet, are left behind on the cluster, unapproved.
+async fn rename_search_queues(rig: &Rig) {
+    let reply = call(
+        rig,
+        Method::PUT,
+        "/api/quota/teams/search/queue",
+        &rig.ada,
+        Some(
+            json!({"cluster_queue": "search-v2", "local_queue": "search-v2", "cohort": "gpufleet"}),
+        ),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+}
+
+async fn delete(rig: &Rig, path: &str) -> Reply {
+    call(rig, Method::DELETE, path, &rig.ada, None).await
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn an_admin_deletes_only_a_queue_left_behind_and_never_one_with_admitted_workloads(
+    pool: PgPool,
+) {
+    let (rig, double) = kube_rig(&pool, "delete", Duration::from_secs(5)).await;
+    reconcile(&rig).await;
+    // An approved queue: the reconciler would make it again.
+    let reply = delete(&rig, "/api/cluster/queues/ClusterQueue/search").await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text());
+    assert!(
+        reply.text().contains("is approved for a team"),
+        "{}",
+        reply.text()
+    );
+    rename_search_queues(&rig).await;
+    let view = reconcile(&rig).await;
+    assert_eq!(
+        object(&view, "ClusterQueue", "search").state,
+        ObjectState::Unapproved
+    );
+    assert_eq!(
+        object(&view, "ClusterQueue", "search-v2").state,
+        ObjectState::InSync
+    );
+    // Kueue reports workloads admitted through the old queue: refused, kept.
+    double.set_status(
+        "ClusterQueue",
+        None,
+        "search",
+        json!({"admittedWorkloads": 3}),
+    );
+    let reply = delete(&rig, "/api/cluster/queues/ClusterQueue/search").await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    let err: shared::ApiError = reply.json();
+    assert_eq!(
+        err.message,
+        "ClusterQueue search has 3 admitted workloads: they must finish or be evicted before it is deleted"
+    );
+    assert!(double.object("ClusterQueue", None, "search").is_some());
+    // Only admins; not a kind gpufleet deletes; not an object gpufleet never applied.
+    let reply = call(
+        &rig,
+        Method::DELETE,
+        "/api/cluster/queues/ClusterQueue/search",
+        &rig.alex,
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    let reply = delete(&rig, "/api/cluster/queues/ResourceFlavor/h100-shared").await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let shadow = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "shadow"}, "spec": {"resourceGroups": []}});
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(kube_client(&double).await, &cluster_queues());
+    api.patch(
+        "shadow",
+        &kube::api::PatchParams::apply("someone"),
+        &kube::api::Patch::Apply(&shadow),
+    )
+    .await
+    .expect("someone else's queue");
+    let reply = delete(&rig, "/api/cluster/queues/ClusterQueue/shadow").await;
+    assert_eq!(reply.status, StatusCode::CONFLICT);
+    assert!(
+        reply.text().contains("was not applied by gpufleet"),
+        "{}",
+        reply.text()
+    );
+    // Once its workloads are gone, it goes; the old LocalQueue too; both audited.
+    double.set_status(
+        "ClusterQueue",
+        None,
+        "search",
+        json!({"admittedWorkloads": 0}),
+    );
+    let reply = delete(&rig, "/api/cluster/queues/ClusterQueue/search").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let reply = delete(
+        &rig,
+        "/api/cluster/queues/LocalQueue/search?namespace=team-search",
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let view: ClusterView = reply.json();
+    assert!(double.object("ClusterQueue", None, "search").is_none());
+    assert!(
+        double
+            .object("LocalQueue", Some("team-search"), "search")
+            .is_none()
+    );
+    assert!(!view.objects.iter().any(|o| o.object.name == "search"));
+    let audit: shared::audit::Page = call(
+        &rig,
+        Method::GET,
+        "/api/quota/audit?kind=cluster_object",
+        &rig.ada,
+        None,
+    )
+    .await
+    .json();
+    let subjects: Vec<&str> = audit.entries.iter().map(|e| e.subject.as_str()).collect();
+    assert_eq!(
+        subjects,
+        ["LocalQueue team-search/search", "ClusterQueue search"]
+    );
+}
+
 /// The ClusterRole in `deploy/` grants exactly the verbs and resources the client uses: every
 /// call a full scenario makes (apply, dry run, drift, re-apply, reports) is granted, and every
 /// grant is used.
@@ -881,6 +1009,15 @@ async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
         Some(json!({"force": true})),
     )
     .await;
+    rename_search_queues(&rig).await;
+    reconcile(&rig).await;
+    for path in [
+        "/api/cluster/queues/ClusterQueue/search",
+        "/api/cluster/queues/LocalQueue/search?namespace=team-search",
+    ] {
+        let reply = delete(&rig, path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text());
+    }
     let used: BTreeSet<(String, String)> = double
         .calls()
         .into_iter()

@@ -6,7 +6,7 @@ use std::{path::Path, time::Duration};
 
 use kube::{
     Client, Config,
-    api::{Api, ApiResource, DynamicObject, Patch, PatchParams},
+    api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::{Value, json};
@@ -240,6 +240,17 @@ impl Kube {
             .await
             .map_err(|e| Failure::of(e, &self.server))?;
         to_value(applied)
+    }
+}
+
+impl Kube {
+    /// Deletes the object (the server's default propagation).
+    pub async fn delete(&self, object: &ObjectRef, version: KueueVersion) -> Result<(), Failure> {
+        self.api(object, version)
+            .delete(&object.name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| Failure::of(e, &self.server))
     }
 }
 

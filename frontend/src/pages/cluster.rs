@@ -54,6 +54,7 @@ pub fn ClusterPage() -> impl IntoView {
             })
         })
     };
+    let is_admin = move || me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&Role::Admin)));
     let latest = RwSignal::new(None::<ClusterView>);
     let failure = RwSignal::new(None::<ApiError>);
     let busy = RwSignal::new(false);
@@ -66,12 +67,12 @@ pub fn ClusterPage() -> impl IntoView {
             }
         }
     });
-    let post = move |path: &'static str, body: Option<Reapply>| {
+    let post = move |method: Method, path: String, body: Option<Reapply>| {
         busy.set(true);
         spawn_local(async move {
             let result: Result<ClusterView, ApiError> = match body {
-                Some(b) => api::send(Method::POST, path, Some(&b)).await,
-                None => api::send::<(), _>(Method::POST, path, None).await,
+                Some(b) => api::send(method, &path, Some(&b)).await,
+                None => api::send::<(), _>(method, &path, None).await,
             };
             busy.set(false);
             match result {
@@ -85,12 +86,21 @@ pub fn ClusterPage() -> impl IntoView {
     };
     let reapply = move |object: Option<ObjectRef>, force: bool| {
         post(
-            "/api/cluster/apply",
+            Method::POST,
+            "/api/cluster/apply".to_owned(),
             Some(Reapply {
                 objects: object.map(|o| vec![o]),
                 force,
             }),
         );
+    };
+    // A queue left behind (not approved, applied by gpufleet); the server refuses the rest.
+    let remove = move |o: ObjectRef| {
+        let mut path = format!("/api/cluster/queues/{}/{}", o.kind, o.name);
+        if o.namespaced() {
+            path.push_str(&format!("?namespace={}", o.namespace));
+        }
+        post(Method::DELETE, path, None);
     };
     view! {
         <section>
@@ -125,7 +135,7 @@ pub fn ClusterPage() -> impl IntoView {
             <p>
                 {move || can_act().then(|| view! {
                     <button type="button" data-test="check-now" disabled=move || busy.get()
-                        on:click=move |_| post("/api/cluster/reconcile", None)>"Check now"</button>
+                        on:click=move |_| post(Method::POST, "/api/cluster/reconcile".to_owned(), None)>"Check now"</button>
                     " "
                     <button type="button" data-test="reapply-all" disabled=move || busy.get()
                         on:click=move |_| reapply(None, false)>"Re-apply all"</button>
@@ -134,7 +144,8 @@ pub fn ClusterPage() -> impl IntoView {
                 <a href="/api/cluster/gitops.zip" download="gpufleet-kueue.zip" data-test="gitops-zip">"Download as GitOps files (zip)"</a>
             </p>
             {move || latest.get().map(|v| view! {
-                <ObjectTable objects=v.objects can_act=Signal::derive(can_act) busy reapply/>
+                <ObjectTable objects=v.objects can_act=Signal::derive(can_act)
+                    can_delete=Signal::derive(is_admin) busy reapply remove/>
             })}
         </section>
     }
@@ -144,8 +155,10 @@ pub fn ClusterPage() -> impl IntoView {
 fn ObjectTable(
     objects: Vec<ObjectStatus>,
     can_act: Signal<bool>,
+    can_delete: Signal<bool>,
     busy: RwSignal<bool>,
     reapply: impl Fn(Option<ObjectRef>, bool) + Copy + Send + Sync + 'static,
+    remove: impl Fn(ObjectRef) + Copy + Send + Sync + 'static,
 ) -> impl IntoView {
     if objects.is_empty() {
         return view! { <p data-test="objects">"Nothing checked yet."</p> }.into_any();
@@ -157,7 +170,9 @@ fn ObjectTable(
             let test = format!("object-{}-{}", o.object.kind.to_lowercase(), o.object.name);
             let can_reapply = !matches!(o.state, ObjectState::InSync | ObjectState::Unapproved);
             let conflict = o.state == ObjectState::Conflict;
-            let (a, b) = (id.clone(), id.clone());
+            let deletable = o.state == ObjectState::Unapproved
+                && matches!(o.object.kind.as_str(), "ClusterQueue" | "LocalQueue");
+            let (a, b, c) = (id.clone(), id.clone(), id.clone());
             view! {
                 <tr data-test=test>
                     <td>{o.object.to_string()}</td>
@@ -183,6 +198,14 @@ fn ObjectTable(
                                         title="Apply with force: gpufleet takes the fields the other manager holds"
                                         on:click=move |_| reapply(Some(b.clone()), true)>"Take ownership"</button>
                                 })}
+                            }
+                        })}
+                        {move || (can_delete.get() && deletable).then(|| {
+                            let c = c.clone();
+                            view! {
+                                <button type="button" class="delete" disabled=move || busy.get()
+                                    title="Delete this queue gpufleet applied and no longer approves (refused while workloads are admitted)"
+                                    on:click=move |_| remove(c.clone())>"Delete"</button>
                             }
                         })}
                     </td>

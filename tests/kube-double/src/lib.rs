@@ -366,6 +366,23 @@ impl KubeDouble {
         world.update(&crd, &version, key, manager, object, false)
     }
 
+    /// Sets an object's status, as Kueue's controller would (e.g. `admittedWorkloads`).
+    pub fn set_status(&self, kind: &str, namespace: Option<&str>, name: &str, status: Value) {
+        let mut world = self.world();
+        let Some(crd) = world.crds.iter().find(|c| c.kind == kind).cloned() else {
+            return;
+        };
+        let key = (
+            crd.group.clone(),
+            crd.plural(),
+            namespace.unwrap_or_default().to_owned(),
+            name.to_owned(),
+        );
+        if let Some(stored) = world.objects.get_mut(&key) {
+            stored.object["status"] = status;
+        }
+    }
+
     /// Deletes an object out of band, as an admin might.
     pub fn delete(&self, kind: &str, namespace: Option<&str>, name: &str) -> bool {
         let mut world = self.world();
