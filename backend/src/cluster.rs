@@ -382,18 +382,26 @@ async fn apply_all(
     previous: &BTreeMap<ObjectRef, db::ObjectRow>,
     reapply: Option<&Reapply>,
 ) -> Vec<Seen> {
-    if let Err(failure) = kube.served(version).await {
-        return desired
-            .iter()
-            .map(|o| {
-                Seen::new(ObjectRef::of(o), Some(o.clone()), ObjectState::Pending).failed(&failure)
-            })
-            .collect();
-    }
+    let served = match kube.served(version).await {
+        Ok(served) => served,
+        Err(failure) => {
+            return desired
+                .iter()
+                .map(|o| {
+                    Seen::new(ObjectRef::of(o), Some(o.clone()), ObjectState::Pending)
+                        .failed(&failure)
+                })
+                .collect();
+        }
+    };
     let mut seen = Vec::new();
     for object in desired {
         let id = ObjectRef::of(object);
         let fresh = Seen::new(id.clone(), Some(object.clone()), ObjectState::InSync);
+        if let Some(failure) = served.lacks(&id.kind) {
+            seen.push(fresh.failed(&failure));
+            continue;
+        }
         let asked =
             reapply.is_some_and(|r| r.objects.as_ref().is_none_or(|list| list.contains(&id)));
         let live = match kube.get(&id, version).await {
@@ -444,7 +452,7 @@ async fn apply_all(
         }
     }
     let approved: BTreeSet<ObjectRef> = desired.iter().map(ObjectRef::of).collect();
-    for kind in KINDS {
+    for kind in KINDS.into_iter().filter(|k| served.lacks(k).is_none()) {
         // A kind the identity may not list leaves nothing to report; its objects above say why.
         let Ok(live) = kube.list(kind, version).await else {
             continue;
@@ -776,12 +784,16 @@ async fn dry_run(
     let Sink::Kube(kube) = &state.cluster.sink else {
         return Ok(Json(offline(None)));
     };
-    if let Err(failure) = kube.served(version).await {
-        return Ok(Json(offline(Some(failure.message().to_owned()))));
-    }
+    let served = match kube.served(version).await {
+        Ok(served) => served,
+        Err(failure) => return Ok(Json(offline(Some(failure.message().to_owned())))),
+    };
     let mut objects = Vec::new();
     for object in changed.iter().copied() {
         let id = ObjectRef::of(object);
+        if let Some(failure) = served.lacks(&id.kind) {
+            return Ok(Json(offline(Some(failure.message().to_owned()))));
+        }
         let live = match kube.get(&id, version).await {
             Ok(live) => live,
             Err(failure) => return Ok(Json(offline(Some(failure.message().to_owned())))),

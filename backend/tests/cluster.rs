@@ -318,6 +318,25 @@ async fn every_failure_is_a_state_and_lands_once_the_fault_clears(pool: PgPool) 
             .is_some()
     );
 
+    // A Kueue release that lacks one kind: that object fails and says so; the rest land.
+    double.serve_kind("Cohort", false);
+    double.delete("Cohort", None, "gpufleet");
+    let view = reconcile(&rig).await;
+    let cohort = object(&view, "Cohort", "gpufleet");
+    assert_eq!(cohort.state, ObjectState::Failed);
+    assert_eq!(
+        cohort.error.as_deref(),
+        Some("this cluster's Kueue does not serve Cohort in kueue.x-k8s.io/v1beta2: upgrade Kueue")
+    );
+    assert_eq!(
+        object(&view, "ClusterQueue", "research").state,
+        ObjectState::InSync
+    );
+    double.serve_kind("Cohort", true);
+    let view = reconcile(&rig).await;
+    assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
+    assert!(double.object("Cohort", None, "gpufleet").is_some());
+
     // Each remaining fault, with the state it must end in and the words it must say; then the
     // fault clears and the next run applies what is outstanding.
     let mut nominal_now = 48;

@@ -86,6 +86,24 @@ impl Failure {
     }
 }
 
+/// What the cluster's Kueue serves of one API version.
+pub struct Served {
+    api_version: &'static str,
+    kinds: std::collections::BTreeSet<String>,
+}
+
+impl Served {
+    /// Why `kind` cannot be written, if this Kueue does not serve it (an older release).
+    pub fn lacks(&self, kind: &str) -> Option<Failure> {
+        (!self.kinds.contains(kind)).then(|| {
+            Failure::NotInstalled(format!(
+                "this cluster's Kueue does not serve {kind} in {}: upgrade Kueue",
+                self.api_version
+            ))
+        })
+    }
+}
+
 /// How to reach the cluster.
 #[derive(Debug, Clone)]
 pub struct Connection {
@@ -155,14 +173,22 @@ impl Kube {
         }
     }
 
-    /// Whether this Kueue version is served.
-    pub async fn served(&self, version: KueueVersion) -> Result<(), Failure> {
+    /// The kinds this Kueue version serves (an error when the version is not served at all).
+    pub async fn served(&self, version: KueueVersion) -> Result<Served, Failure> {
         match self
             .client
             .list_api_group_resources(version.api_version())
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(list) => Ok(Served {
+                api_version: version.api_version(),
+                kinds: list
+                    .resources
+                    .into_iter()
+                    .filter(|r| !r.name.contains('/'))
+                    .map(|r| r.kind)
+                    .collect(),
+            }),
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 Err(Failure::NotInstalled(format!(
                     "Kueue is not installed on this cluster ({} is not served)",

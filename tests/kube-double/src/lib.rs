@@ -88,6 +88,8 @@ struct World {
     uids: u64,
     fault: Option<Fault>,
     forbidden: BTreeSet<(String, String)>,
+    /// Kinds this server does not serve (as an older Kueue release lacks some).
+    hidden: BTreeSet<String>,
     calls: Vec<Call>,
 }
 
@@ -180,6 +182,7 @@ impl KubeDouble {
             uids: 0,
             fault: None,
             forbidden: BTreeSet::new(),
+            hidden: BTreeSet::new(),
             calls: Vec::new(),
         };
         let (ca_pem, tls) = tls_config().map_err(std::io::Error::other)?;
@@ -268,6 +271,16 @@ impl KubeDouble {
                 group.to_owned(),
                 versions.iter().map(|v| (*v).to_owned()).collect(),
             );
+        }
+    }
+
+    /// Stops or starts serving one kind, as a Kueue release without it would.
+    pub fn serve_kind(&self, kind: &str, served: bool) {
+        let mut world = self.world();
+        if served {
+            world.hidden.remove(kind);
+        } else {
+            world.hidden.insert(kind.to_owned());
         }
     }
 
@@ -903,7 +916,9 @@ fn discovery(world: &World, segments: &[&str]) -> Option<Value> {
             let resources: Vec<Value> = world
                 .crds
                 .iter()
-                .filter(|c| c.group == *group && c.schema(version).is_some())
+                .filter(|c| {
+                    c.group == *group && c.schema(version).is_some() && !world.hidden.contains(&c.kind)
+                })
                 .map(|c| {
                     json!({
                         "name": c.plural(), "singularName": c.kind.to_lowercase(),
@@ -1089,7 +1104,12 @@ fn resource(
     let crd = world
         .crds
         .iter()
-        .find(|c| c.group == group && c.plural() == plural && c.schema(version).is_some())
+        .find(|c| {
+            c.group == group
+                && c.plural() == plural
+                && c.schema(version).is_some()
+                && !world.hidden.contains(&c.kind)
+        })
         .cloned()
         .ok_or_else(page_not_found)?;
     if crd.namespaced != namespace.is_some() && !(namespace.is_none() && name.is_none()) {
@@ -1355,6 +1375,7 @@ mod tests {
             uids: 0,
             fault: None,
             forbidden: BTreeSet::new(),
+            hidden: BTreeSet::new(),
             calls: Vec::new(),
         };
         let crd = world
