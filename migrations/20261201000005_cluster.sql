@@ -10,6 +10,8 @@ create table cluster_objects (
     team_id bigint references teams (id) on delete set null,
     -- what gpufleet applies; null for an object nobody approved
     desired jsonb check (desired is null or jsonb_typeof(desired) = 'object'),
+    -- the object as the cluster last showed it (server metadata left out); null: absent or unread
+    live jsonb check (live is null or jsonb_typeof(live) = 'object'),
     state text not null
         check (state in ('in_sync', 'pending', 'drifted', 'conflict', 'failed', 'unapproved')),
     check ((state = 'unapproved') = (desired is null)),

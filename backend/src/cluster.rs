@@ -205,6 +205,8 @@ pub async fn reconcile(
 struct Seen {
     object: ObjectRef,
     desired: Option<Value>,
+    /// As the cluster last showed it, server fields left out.
+    live: Option<Value>,
     state: ObjectState,
     changes: Vec<model::FieldChange>,
     error: Option<String>,
@@ -217,6 +219,7 @@ impl Seen {
         Self {
             object,
             desired,
+            live: None,
             state,
             changes: Vec::new(),
             error: None,
@@ -294,6 +297,7 @@ async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerSt
     let (mut kinds, mut namespaces, mut names) = (Vec::new(), Vec::new(), Vec::new());
     for s in &seen {
         let desired = s.desired.as_ref().map(Value::to_string);
+        let live = s.live.as_ref().map(Value::to_string);
         let changes = to_json(&s.changes)?;
         let conflicts = to_json(&s.conflicts)?;
         let team = team_of(&s.object);
@@ -305,6 +309,7 @@ async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerSt
                 name: &s.object.name,
                 team: team.as_deref(),
                 desired: desired.as_deref(),
+                live: live.as_deref(),
                 state: s.state.as_str(),
                 changes: &changes,
                 error: s.error.as_deref(),
@@ -412,6 +417,10 @@ async fn apply_all(
             }
         };
         let drift = model::drift(object, live.as_ref());
+        let fresh = Seen {
+            live: live.as_ref().map(model::without_server_fields),
+            ..fresh
+        };
         let before = previous.get(&id);
         let approved_changed = before
             .and_then(|row| row.desired.as_deref())
@@ -437,6 +446,7 @@ async fn apply_all(
         match kube.apply(object, version, force, false).await {
             Ok(after) => {
                 let mut s = fresh;
+                s.live = Some(model::without_server_fields(&after));
                 s.applied = true;
                 s.changes = model::drift(object, Some(&after));
                 if !s.changes.is_empty() {
@@ -460,7 +470,9 @@ async fn apply_all(
         for object in live {
             let id = ObjectRef::of(&object);
             if !approved.contains(&id) {
-                seen.push(Seen::new(id, None, ObjectState::Unapproved));
+                let mut s = Seen::new(id, None, ObjectState::Unapproved);
+                s.live = Some(model::without_server_fields(&object));
+                seen.push(s);
             }
         }
     }
@@ -508,7 +520,11 @@ fn write_gitops(dir: &Path, desired: &[Value]) -> Vec<Seen> {
                 ObjectState::InSync,
             );
             match &written {
-                Ok(changed) => s.applied = changed.get(i).copied().unwrap_or(false),
+                Ok(changed) => {
+                    s.applied = changed.get(i).copied().unwrap_or(false);
+                    // The file is what the GitOps tool will apply.
+                    s.live = Some(object.clone());
+                }
                 Err(err) => {
                     s.state = ObjectState::Failed;
                     s.error = Some(format!("cannot write {}: {err}", dir.display()));
@@ -557,6 +573,8 @@ async fn view(state: &AppState) -> Result<ClusterView> {
                     namespace: row.namespace,
                     name: row.name,
                 },
+                desired_yaml: yaml_of(row.desired.as_deref())?,
+                live_yaml: yaml_of(row.live.as_deref())?,
                 team: row.team,
                 error: row.error,
                 applied_at: row.applied_at,
@@ -570,6 +588,14 @@ async fn view(state: &AppState) -> Result<ClusterView> {
         version_warning: version_warning(state.cluster.version),
         reconciler: reconciler_status(&mut *conn).await?,
         objects,
+    })
+}
+
+fn yaml_of(stored: Option<&str>) -> Result<String> {
+    stored.map_or(Ok(String::new()), |text| {
+        serde_json::from_str::<Value>(text)
+            .map(|v| shared::manifests::to_yaml(&v))
+            .map_err(|e| Error::Internal(format!("a stored object does not read: {e}")))
     })
 }
 

@@ -441,6 +441,22 @@ async fn drift_is_reported_and_ownership_is_taken_only_when_an_approver_says_so(
     assert_eq!(research.changes[0].live, Some(json!(80)));
     assert_eq!(research.changes[0].desired, Some(json!(48)));
     assert_eq!(view.reconciler.drift_count, 1);
+    // Both objects, whole, for a person to compare (server fields left out).
+    assert!(
+        research.desired_yaml.contains("nominalQuota: 48"),
+        "{}",
+        research.desired_yaml
+    );
+    assert!(
+        research.live_yaml.contains("nominalQuota: 80"),
+        "{}",
+        research.live_yaml
+    );
+    assert!(
+        !research.live_yaml.contains("managedFields"),
+        "{}",
+        research.live_yaml
+    );
     assert_eq!(
         nominal(&double, "research", "h200-train"),
         json!(80),

@@ -116,14 +116,29 @@ fn one_sided(desired: &Value, live: Option<&Value>, path: &str, out: &mut Vec<Fi
     }
 }
 
+/// An object without what the server keeps for itself (`uid`, `resourceVersion`,
+/// `generation`, `creationTimestamp`, `managedFields`) and without status: what a person
+/// compares with what was approved.
+pub fn without_server_fields(object: &Value) -> Value {
+    let mut v = object.clone();
+    if let Some(map) = v.as_object_mut() {
+        map.remove("status");
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.retain(|k, _| {
+                matches!(k.as_str(), "name" | "namespace" | "labels" | "annotations")
+            });
+        }
+    }
+    v
+}
+
 /// A dry run's diff: every field of either side that differs, except the server's metadata
-/// (`resourceVersion`, `managedFields`, `generation`, …) and status.
+/// (`resourceVersion`, `managedFields`, `generation`, …), identity and status.
 pub fn changes(live: Option<&Value>, would_be: &Value) -> Vec<FieldChange> {
     let mut out = Vec::new();
     let strip = |v: &Value| {
-        let mut v = v.clone();
+        let mut v = without_server_fields(v);
         if let Some(map) = v.as_object_mut() {
-            map.remove("status");
             map.remove("apiVersion");
             if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.retain(|k, _| matches!(k.as_str(), "labels" | "annotations"));
@@ -233,6 +248,9 @@ pub struct ObjectStatus {
     /// RFC 3339 UTC.
     pub applied_at: Option<String>,
     pub checked_at: Option<String>,
+    /// The object as approved, and as the cluster last showed it, as YAML (empty: none).
+    pub desired_yaml: String,
+    pub live_yaml: String,
 }
 
 /// Where approved quota goes (JSON: `{"cluster": {…}}`, `{"gitops": {…}}` or `"off"`).

@@ -12,6 +12,7 @@ pub struct ObjectRow {
     pub name: String,
     pub team: Option<String>,
     pub desired: Option<String>,
+    pub live: Option<String>,
     pub state: String,
     pub changes: String,
     pub error: Option<String>,
@@ -24,7 +25,7 @@ pub async fn objects(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<ObjectRow>> {
     sqlx::query_as!(
         ObjectRow,
         r#"select o.kind, o.namespace, o.name, t.name as "team?", o.desired::text as desired,
-                  o.state, o.changes::text as "changes!", o.error, o.conflicts::text as "conflicts!",
+                  o.live::text as live, o.state, o.changes::text as "changes!", o.error, o.conflicts::text as "conflicts!",
                   to_char(o.applied_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "applied_at?",
                   to_char(o.checked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "checked_at!"
            from cluster_objects o left join teams t on t.id = o.team_id
@@ -43,6 +44,7 @@ pub struct Seen<'a> {
     pub name: &'a str,
     pub team: Option<&'a str>,
     pub desired: Option<&'a str>,
+    pub live: Option<&'a str>,
     pub state: &'a str,
     pub changes: &'a str,
     pub error: Option<&'a str>,
@@ -53,12 +55,14 @@ pub struct Seen<'a> {
 
 pub async fn record(db: impl PgExecutor<'_>, seen: &Seen<'_>) -> sqlx::Result<()> {
     sqlx::query!(
-        r#"insert into cluster_objects as o (kind, namespace, name, team_id, desired, state, changes,
-                                             error, conflicts, applied_at, checked_at)
-           values ($1, $2, $3, (select id from teams where name = $4), $5::text::jsonb, $6,
-                   $7::text::jsonb, $8, $9::text::jsonb, case when $10 then now() end, now())
+        r#"insert into cluster_objects as o (kind, namespace, name, team_id, desired, live, state,
+                                             changes, error, conflicts, applied_at, checked_at)
+           values ($1, $2, $3, (select id from teams where name = $4), $5::text::jsonb,
+                   $11::text::jsonb, $6, $7::text::jsonb, $8, $9::text::jsonb,
+                   case when $10 then now() end, now())
            on conflict (kind, namespace, name) do update set
-               team_id = excluded.team_id, desired = excluded.desired, state = excluded.state,
+               team_id = excluded.team_id, desired = excluded.desired, live = excluded.live,
+               state = excluded.state,
                changes = excluded.changes, error = excluded.error, conflicts = excluded.conflicts,
                applied_at = coalesce(excluded.applied_at, o.applied_at), checked_at = now()"#,
         seen.kind,
@@ -71,6 +75,7 @@ pub async fn record(db: impl PgExecutor<'_>, seen: &Seen<'_>) -> sqlx::Result<()
         seen.error,
         seen.conflicts,
         seen.applied,
+        seen.live,
     )
     .execute(db)
     .await?;

@@ -180,6 +180,15 @@ fn ObjectTable(
                     <td class=format!("state {}", o.state.as_str())>{state_label(o.state)}</td>
                     <td>
                         {changes_list(&o.changes)}
+                        <details>
+                            <summary>"Approved and live"</summary>
+                            <div class="two">
+                                <div><h4>"Approved"</h4><pre class="yaml">{o.desired_yaml.clone()}</pre></div>
+                                <div><h4>"Live"</h4><pre class="yaml">{
+                                    if o.live_yaml.is_empty() { "(not on the cluster)".to_owned() } else { o.live_yaml.clone() }
+                                }</pre></div>
+                            </div>
+                        </details>
                         {o.error.clone().map(|e| view! { <p class="error">{e}</p> })}
                         {(!o.conflicts.is_empty()).then(|| view! {
                             <p>"Owned by another manager: "{o.conflicts.join(", ")}</p>
