@@ -520,15 +520,7 @@ async fn drift_is_reported_and_ownership_is_taken_only_when_an_approver_says_so(
         .map(|m| &m["manager"])
         .collect();
     assert_eq!(managers, ["gpufleet"], "{cq:#}");
-    let audit: shared::audit::Page = call(
-        &rig,
-        Method::GET,
-        "/api/quota/audit?kind=cluster_object",
-        &rig.ada,
-        None,
-    )
-    .await
-    .json();
+    let audit = cluster_audit(&rig).await;
     let actions: Vec<&str> = audit.entries.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["take_ownership", "reapply"]);
     assert_eq!(audit.entries[0].actor, "alex");
@@ -906,6 +898,19 @@ async fn rename_search_queues(rig: &Rig) {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
 }
 
+/// The audit log's entries on cluster objects, newest first.
+async fn cluster_audit(rig: &Rig) -> shared::audit::Page {
+    call(
+        rig,
+        Method::GET,
+        "/api/quota/audit?kind=cluster_object",
+        &rig.ada,
+        None,
+    )
+    .await
+    .json()
+}
+
 async fn delete(rig: &Rig, path: &str) -> Reply {
     call(rig, Method::DELETE, path, &rig.ada, None).await
 }
@@ -1002,15 +1007,7 @@ async fn an_admin_deletes_only_a_queue_left_behind_and_never_one_with_admitted_w
             .is_none()
     );
     assert!(!view.objects.iter().any(|o| o.object.name == "search"));
-    let audit: shared::audit::Page = call(
-        &rig,
-        Method::GET,
-        "/api/quota/audit?kind=cluster_object",
-        &rig.ada,
-        None,
-    )
-    .await
-    .json();
+    let audit = cluster_audit(&rig).await;
     let subjects: Vec<&str> = audit.entries.iter().map(|e| e.subject.as_str()).collect();
     assert_eq!(
         subjects,

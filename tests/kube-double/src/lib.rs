@@ -687,7 +687,7 @@ impl World {
         crd: &Crd,
         version: &str,
         key: Key,
-        mut object: Value,
+        object: Value,
         managers: Vec<Manager>,
         existing: Option<Stored>,
         dry_run: bool,
@@ -704,16 +704,8 @@ impl World {
         }
         // What the server owns in metadata comes from the server, not the request.
         let old = existing.as_ref().map(|s| &s.object);
+        let mut object = strip_server_fields(&object);
         let mut metadata = object["metadata"].as_object().cloned().unwrap_or_default();
-        for k in [
-            "managedFields",
-            "resourceVersion",
-            "uid",
-            "generation",
-            "creationTimestamp",
-        ] {
-            metadata.remove(k);
-        }
         metadata.insert("name".into(), Value::from(name.clone()));
         if crd.namespaced {
             metadata.insert("namespace".into(), Value::from(key.2.clone()));
