@@ -262,6 +262,8 @@ async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerSt
             )
         })
         .collect();
+    // No database connection is held while the cluster is asked (slow answers, timeouts).
+    drop(conn);
     let seen = match &cluster.sink {
         Sink::Off => desired
             .iter()
