@@ -465,14 +465,7 @@ async fn drift_is_reported_and_ownership_is_taken_only_when_an_approver_says_so(
 
     // Re-applying meets kubectl-edit's ownership: a conflict, shown, not overwritten.
     let target = json!({"objects": [{"kind": "ClusterQueue", "name": "research"}]});
-    let reply = call(
-        &rig,
-        Method::POST,
-        "/api/cluster/apply",
-        &rig.alex,
-        Some(target.clone()),
-    )
-    .await;
+    let reply = reapply(&rig, &rig.alex, target.clone()).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     let view: ClusterView = reply.json();
     let research = object(&view, "ClusterQueue", "research");
@@ -486,26 +479,12 @@ async fn drift_is_reported_and_ownership_is_taken_only_when_an_approver_says_so(
     );
     assert_eq!(nominal(&double, "research", "h200-train"), json!(80));
     // A requester may not apply, let alone force.
-    let reply = call(
-        &rig,
-        Method::POST,
-        "/api/cluster/apply",
-        &rig.rita,
-        Some(target.clone()),
-    )
-    .await;
+    let reply = reapply(&rig, &rig.rita, target.clone()).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
 
     let mut force = target.clone();
     force["force"] = json!(true);
-    let reply = call(
-        &rig,
-        Method::POST,
-        "/api/cluster/apply",
-        &rig.alex,
-        Some(force),
-    )
-    .await;
+    let reply = reapply(&rig, &rig.alex, force).await;
     let view: ClusterView = reply.json();
     assert_eq!(
         object(&view, "ClusterQueue", "research").state,
@@ -533,14 +512,7 @@ async fn drift_is_reported_and_ownership_is_taken_only_when_an_approver_says_so(
         object(&view, "LocalQueue", "search").state,
         ObjectState::Drifted
     );
-    let reply = call(
-        &rig,
-        Method::POST,
-        "/api/cluster/apply",
-        &rig.alex,
-        Some(json!({})),
-    )
-    .await;
+    let reply = reapply(&rig, &rig.alex, json!({})).await;
     let view: ClusterView = reply.json();
     assert_eq!(states(&view), BTreeSet::from([ObjectState::InSync]));
     assert!(
@@ -898,6 +870,11 @@ async fn rename_search_queues(rig: &Rig) {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
 }
 
+/// `POST /api/cluster/apply` as `who`.
+async fn reapply(rig: &Rig, who: &Session, body: Value) -> Reply {
+    call(rig, Method::POST, "/api/cluster/apply", who, Some(body)).await
+}
+
 /// The audit log's entries on cluster objects, newest first.
 async fn cluster_audit(rig: &Rig) -> shared::audit::Page {
     call(
@@ -1033,14 +1010,7 @@ async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
     .await;
     decide(&rig, "search", id, "approve", version).await;
     reconcile(&rig).await;
-    call(
-        &rig,
-        Method::POST,
-        "/api/cluster/apply",
-        &rig.alex,
-        Some(json!({"force": true})),
-    )
-    .await;
+    reapply(&rig, &rig.alex, json!({"force": true})).await;
     rename_search_queues(&rig).await;
     reconcile(&rig).await;
     for path in [
