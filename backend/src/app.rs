@@ -30,6 +30,7 @@ use crate::{
     cluster::{self, Cluster},
     config::HttpSettings,
     error, fleet, health, packing, plan, quota,
+    usage::Usage,
     work::Work,
 };
 
@@ -42,6 +43,8 @@ pub struct AppState {
     pub work: Work,
     /// Where approved quota goes (a cluster, a GitOps directory, or nowhere).
     pub cluster: Arc<Cluster>,
+    /// Where GPU use is read from (a Prometheus, or nowhere).
+    pub usage: Arc<Usage>,
 }
 
 impl AppState {
@@ -60,11 +63,16 @@ impl AppState {
             auth: Arc::new(auth),
             work,
             cluster: Arc::new(Cluster::off()),
+            usage: Arc::new(Usage::off()),
         }
     }
 
     pub fn with_cluster(self, cluster: Arc<Cluster>) -> Self {
         Self { cluster, ..self }
+    }
+
+    pub fn with_usage(self, usage: Arc<Usage>) -> Self {
+        Self { usage, ..self }
     }
 }
 

@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply migrations and serve the console and its API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply the database migrations, then exit.
     Migrate(DbArgs),
     /// Load the demo fleet, teams and one user per role into an empty database.
@@ -41,6 +41,38 @@ pub enum Command {
     /// Packing, offline: replay openb lists, lay out MIG, run the FGD paper's protocol.
     #[command(subcommand)]
     Packing(PackingCommand),
+    /// GPU use from Prometheus: ingest a window on demand, or show the ingest's state.
+    #[command(subcommand)]
+    Usage(UsageCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UsageCommand {
+    /// Read a window (RFC 3339, UTC, whole minutes) from Prometheus into the minute rows,
+    /// replacing what it held: backfills and audits.
+    Ingest {
+        #[command(flatten)]
+        db: DbArgs,
+        #[command(flatten)]
+        usage: UsageArgs,
+        /// e.g. 2026-12-01T00:00:00Z
+        #[arg(long)]
+        from: String,
+        /// e.g. 2026-12-02T00:00:00Z (not included)
+        #[arg(long)]
+        to: String,
+        /// Only these sources (kueue, dcgm, vllm; repeat); default: all.
+        #[arg(long = "source")]
+        sources: Vec<String>,
+    },
+    /// Print each source's watermark and lag, the open gaps and the unattributed namespaces.
+    Status {
+        #[command(flatten)]
+        db: DbArgs,
+        /// text (default) or json.
+        #[arg(long, default_value = "text")]
+        format: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -214,6 +246,51 @@ pub struct ServeArgs {
     pub auth: AuthArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub usage: UsageArgs,
+}
+
+/// Where GPU use is read from: a Prometheus scraping dcgm-exporter, Kueue and vLLM.
+#[derive(Debug, Clone, Args)]
+pub struct UsageArgs {
+    /// Prometheus's URL, e.g. http://prometheus.monitoring:9090; unset: no usage ingest.
+    #[arg(long, env = "GPUFLEET_PROMETHEUS_URL")]
+    pub prometheus_url: Option<String>,
+    /// A file holding a bearer token for Prometheus.
+    #[arg(long, env = "GPUFLEET_PROMETHEUS_BEARER_TOKEN_FILE")]
+    pub prometheus_bearer_token_file: Option<PathBuf>,
+    /// user:password for Prometheus's basic auth.
+    #[arg(long, env = "GPUFLEET_PROMETHEUS_BASIC_AUTH", hide_env_values = true)]
+    pub prometheus_basic_auth: Option<String>,
+    /// PEM file of the CAs that sign Prometheus's certificate (default: the system's).
+    #[arg(long, env = "GPUFLEET_PROMETHEUS_CA_FILE")]
+    pub prometheus_ca_file: Option<PathBuf>,
+    /// Seconds one query to Prometheus may take.
+    #[arg(
+        long,
+        env = "GPUFLEET_PROMETHEUS_TIMEOUT_SECONDS",
+        default_value_t = 30
+    )]
+    pub prometheus_timeout_seconds: u64,
+    /// Seconds between continuous-ingest runs.
+    #[arg(long, env = "GPUFLEET_USAGE_EVERY_SECONDS", default_value_t = 60)]
+    pub usage_every_seconds: u64,
+    /// A minute is ingested once it ended this many seconds ago (scrapes still landing).
+    #[arg(long, env = "GPUFLEET_USAGE_SETTLE_SECONDS", default_value_t = 120)]
+    pub usage_settle_seconds: u64,
+    /// How many hours back the first run starts.
+    #[arg(long, env = "GPUFLEET_USAGE_BACKFILL_HOURS", default_value_t = 24)]
+    pub usage_backfill_hours: u64,
+    /// DCGM's series are read in this many parts by GPU UUID: 1, 2, 4, 8 or 16.
+    #[arg(long, env = "GPUFLEET_USAGE_SHARDS", default_value_t = 16)]
+    pub usage_shards: u32,
+    /// Days of minute rows kept (whole months are dropped; hour and day rollups stay); 0 keeps all.
+    #[arg(
+        long,
+        env = "GPUFLEET_USAGE_MINUTE_RETENTION_DAYS",
+        default_value_t = 90
+    )]
+    pub usage_minute_retention_days: u32,
 }
 
 /// Where approved quota goes: a GitOps directory, a cluster (kubeconfig or in-cluster), or

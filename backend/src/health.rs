@@ -1,5 +1,5 @@
-//! `GET /api/health`: build facts, whether PostgreSQL answers and the cluster reconciler's last
-//! run. 200 when it does, 503 (with
+//! `GET /api/health`: build facts, whether PostgreSQL answers, the cluster reconciler's last
+//! run and the usage ingest's state. 200 when it does, 503 (with
 //! the same body shape) when it does not; the server itself keeps running either way.
 
 mod db;
@@ -60,9 +60,12 @@ async fn get_health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
         DatabaseStatus::Up => (Status::Ok, StatusCode::OK),
         DatabaseStatus::Down => (Status::Degraded, StatusCode::SERVICE_UNAVAILABLE),
     };
-    let cluster = match database.status {
-        DatabaseStatus::Up => crate::cluster::health(&state).await.ok(),
-        DatabaseStatus::Down => None,
+    let (cluster, usage) = match database.status {
+        DatabaseStatus::Up => (
+            crate::cluster::health(&state).await.ok(),
+            crate::usage::health(&state.pool, &state.usage).await.ok(),
+        ),
+        DatabaseStatus::Down => (None, None),
     };
     (
         code,
@@ -71,6 +74,7 @@ async fn get_health(State(state): State<AppState>) -> (StatusCode, Json<Health>)
             build: build_info(),
             database,
             cluster,
+            usage,
         }),
     )
 }

@@ -15,6 +15,7 @@ pub mod packing;
 pub mod password;
 pub mod plan;
 pub mod quota;
+pub mod usage;
 pub mod work;
 
 use std::time::Duration;

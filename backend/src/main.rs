@@ -1,5 +1,6 @@
 //! `gpufleet`: wires config → logging → pool → migrations → serve, and hands every other
-//! command to its domain (`plan::cli`, `packing::cli`, `accounts::cli`, `fleet::cli`).
+//! command to its domain (`plan::cli`, `packing::cli`, `accounts::cli`, `fleet::cli`,
+//! `usage::cli`).
 
 use anyhow::Context;
 use backend::{
@@ -30,13 +31,14 @@ async fn run() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let outcome = match Cli::parse().command {
-        Command::Serve(args) => return serve(args).await,
+        Command::Serve(args) => return serve(*args).await,
         Command::Migrate(args) => migrated_pool(&args).await.map(|_| ()),
         Command::Demo(args) => accounts::cli::demo(args).await,
         Command::User(command) => accounts::cli::run(command).await,
         Command::Fleet(command) => fleet::cli::run(command).await,
         Command::Plan(command) => plan::cli::run(command),
         Command::Packing(command) => packing::cli::run(command),
+        Command::Usage(command) => backend::usage::cli::run(command).await,
     };
     if let Err(err) = outcome {
         // Bad input exits with 2, naming the file, line, column or field and the problem.
@@ -65,12 +67,21 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         "serving the console"
     );
     let cluster = backend::cluster::from_args(&args.cluster).await?;
-    let state = app::AppState::with_auth(pool.clone(), auth).with_cluster(cluster);
+    let usage = std::sync::Arc::new(
+        backend::usage::Usage::from_args(&args.usage).map_err(|err| anyhow::anyhow!("{err}"))?,
+    );
+    let state = app::AppState::with_auth(pool.clone(), auth)
+        .with_cluster(cluster)
+        .with_usage(usage.clone());
     let reconciler = backend::cluster::spawn(state.clone());
+    let ingest = backend::usage::spawn(pool.clone(), usage);
     let work = state.work.clone();
     let router = app(state, &settings);
     app::serve(listener, router, app::shutdown_signal(), work).await?;
     reconciler.abort();
+    if let Some(ingest) = ingest {
+        ingest.abort();
+    }
     pool.close().await;
     tracing::info!("stopped");
     Ok(())

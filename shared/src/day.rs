@@ -41,6 +41,11 @@ impl Day {
         later.0 - self.0
     }
 
+    /// Days since 1970-01-01.
+    pub fn days_since_epoch(self) -> i32 {
+        self.0
+    }
+
     /// The UTC day of a Unix time in seconds.
     pub fn of_unix_seconds(seconds: i64) -> Day {
         Day(i32::try_from(seconds.div_euclid(86_400)).unwrap_or(i32::MAX))
@@ -51,7 +56,7 @@ fn is_leap(year: i32) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
 
-fn days_in(year: i32, month: i32) -> i32 {
+pub(crate) fn days_in(year: i32, month: i32) -> i32 {
     match month {
         2 if is_leap(year) => 29,
         2 => 28,
@@ -61,7 +66,7 @@ fn days_in(year: i32, month: i32) -> i32 {
 }
 
 /// Howard Hinnant's `days_from_civil`: the proleptic Gregorian calendar in closed form.
-fn days_from_civil(year: i32, month: i32, day: i32) -> i32 {
+pub(crate) fn days_from_civil(year: i32, month: i32, day: i32) -> i32 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -71,7 +76,7 @@ fn days_from_civil(year: i32, month: i32, day: i32) -> i32 {
     era * 146_097 + doe - 719_468
 }
 
-fn civil_from_days(days: i32) -> (i32, i32, i32) {
+pub(crate) fn civil_from_days(days: i32) -> (i32, i32, i32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

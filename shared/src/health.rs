@@ -50,4 +50,7 @@ pub struct Health {
     /// Absent when the database does not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster::ClusterHealth>,
+    /// Usage ingest from Prometheus; absent when the database does not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::usage::UsageHealth>,
 }

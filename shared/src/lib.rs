@@ -28,6 +28,8 @@ pub mod saved;
 pub mod scenario;
 pub mod simulate;
 pub mod sizing;
+pub mod usage;
+pub mod utc;
 pub mod validate;
 pub mod zip;
 

@@ -17,6 +17,8 @@ use shared::auth::{LoginRequest, Me, NewTeam, NewUser, Role};
 use sqlx::{PgPool, postgres::PgPoolOptions};
 use tower::ServiceExt;
 
+pub mod prometheus;
+
 pub const PASSWORD: &str = "a long test password";
 
 pub fn router(pool: PgPool) -> Router {

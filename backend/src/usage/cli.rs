@@ -1,0 +1,198 @@
+//! `gpufleet usage ingest | status`.
+
+use std::{io::IsTerminal, io::Write, time::Instant};
+
+use shared::utc::{MINUTE_MS, format_rfc3339, parse_rfc3339};
+
+use crate::{config::UsageCommand, error::CliError, migrated_pool};
+
+use super::{IngestError, Source, Usage, windows};
+
+pub async fn run(command: UsageCommand) -> Result<(), CliError> {
+    match command {
+        UsageCommand::Ingest {
+            db,
+            usage,
+            from,
+            to,
+            sources,
+        } => {
+            let from_ms = instant("--from", &from)?;
+            let to_ms = instant("--to", &to)?;
+            if to_ms <= from_ms {
+                return Err(CliError::Input(format!(
+                    "--to ({to}) must be after --from ({from})"
+                )));
+            }
+            let sources = parse_sources(&sources)?;
+            let usage = Usage::from_args(&usage).map_err(CliError::Input)?;
+            let Some(prom) = usage.prometheus() else {
+                return Err(CliError::Input(
+                    "no Prometheus to read: set GPUFLEET_PROMETHEUS_URL (or --prometheus-url)"
+                        .to_owned(),
+                ));
+            };
+            let pool = migrated_pool(&db).await?;
+            let started = Instant::now();
+            let windows = windows(from_ms, to_ms);
+            let total = windows.len() * sources.len();
+            let progress = std::io::stderr().is_terminal();
+            let (mut done, mut rows, mut samples, mut failed) = (0, 0, 0, Vec::new());
+            let mut notes = Vec::new();
+            for source in &sources {
+                for window in &windows {
+                    match super::ingest(&pool, prom, &usage.settings, *source, *window).await {
+                        Ok(landed) => {
+                            rows += landed.rows;
+                            samples += landed.samples;
+                            if let Some(note) = landed.note
+                                && !notes.contains(&note)
+                            {
+                                notes.push(note);
+                            }
+                        }
+                        Err(IngestError::Database(err)) => {
+                            return Err(CliError::Failed(format!("database: {err}")));
+                        }
+                        Err(err) => failed.push(format!(
+                            "{} {}: {err}",
+                            source.name(),
+                            format_rfc3339(window.from_ms)
+                        )),
+                    }
+                    done += 1;
+                    if progress {
+                        let filled = done * 30 / total.max(1);
+                        eprint!(
+                            "\r[{}{}] {done}/{total} windows",
+                            "#".repeat(filled),
+                            ".".repeat(30 - filled)
+                        );
+                        let _ = std::io::stderr().flush();
+                    }
+                }
+            }
+            if progress {
+                eprintln!();
+            }
+            for note in &notes {
+                eprintln!("note: {note}");
+            }
+            let summary = format!(
+                "ingested {} to {} ({} minutes) from {}: {} windows, {} samples, {} rows, {} failed, in {:.1} s",
+                format_rfc3339(from_ms),
+                format_rfc3339(to_ms),
+                (to_ms - from_ms) / MINUTE_MS,
+                sources
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                total,
+                samples,
+                rows,
+                failed.len(),
+                started.elapsed().as_secs_f64()
+            );
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{summary}");
+            }
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(CliError::Failed(format!(
+                    "{} windows failed and are recorded as gaps (gpufleet usage status):\n  {}",
+                    failed.len(),
+                    failed.join("\n  ")
+                )))
+            }
+        }
+        UsageCommand::Status { db, format } => {
+            let pool = migrated_pool(&db).await?;
+            let health = super::health(&pool, &Usage::off())
+                .await
+                .map_err(|err| CliError::Failed(format!("database: {err}")))?;
+            let text = match format.as_str() {
+                "json" => serde_json::to_string_pretty(&health)
+                    .map_err(|err| CliError::Failed(err.to_string()))?,
+                "text" => status_text(&health),
+                other => {
+                    return Err(CliError::Input(format!("--format {other:?}: text or json")));
+                }
+            };
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{text}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn instant(flag: &str, text: &str) -> Result<i64, CliError> {
+    let ms = parse_rfc3339(text).ok_or_else(|| {
+        CliError::Input(format!(
+            "{flag} {text:?} is not an RFC 3339 time, e.g. 2026-12-01T00:00:00Z"
+        ))
+    })?;
+    if ms % MINUTE_MS != 0 {
+        return Err(CliError::Input(format!(
+            "{flag} {text:?} is not on a whole minute: usage is kept per minute"
+        )));
+    }
+    Ok(ms)
+}
+
+fn parse_sources(names: &[String]) -> Result<Vec<Source>, CliError> {
+    if names.is_empty() {
+        return Ok(Source::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|name| {
+            Source::ALL
+                .into_iter()
+                .find(|s| s.name() == name)
+                .ok_or_else(|| CliError::Input(format!("--source {name:?}: kueue, dcgm or vllm")))
+        })
+        .collect()
+}
+
+fn status_text(health: &shared::usage::UsageHealth) -> String {
+    let mut out =
+        String::from("source  watermark             lag      last success          error / note\n");
+    for s in &health.sources {
+        let lag = s
+            .lag_seconds
+            .map_or("-".to_owned(), |l| format!("{}m{:02}s", l / 60, l % 60));
+        out.push_str(&format!(
+            "{:<7} {:<21} {:<8} {:<21} {}\n",
+            s.source,
+            s.watermark.as_deref().unwrap_or("(none yet)"),
+            lag,
+            s.last_success_at.as_deref().unwrap_or("-"),
+            s.last_error.as_deref().or(s.note.as_deref()).unwrap_or("")
+        ));
+    }
+    if health.open_gaps.is_empty() {
+        out.push_str("open gaps: none\n");
+    } else {
+        out.push_str("open gaps:\n");
+        for g in &health.open_gaps {
+            out.push_str(&format!(
+                "  {} {} to {} ({} attempts, last {}): {}\n",
+                g.source, g.from, g.to, g.attempts, g.last_failed_at, g.error
+            ));
+        }
+    }
+    if health.unattributed.is_empty() {
+        out.push_str("unattributed (last 7 days): none");
+    } else {
+        out.push_str(&format!(
+            "unattributed (last 7 days; no team owns them): {}",
+            health.unattributed.join(", ")
+        ));
+    }
+    out
+}

@@ -1,0 +1,532 @@
+//! The usage SQL: minute rows (monthly partitions), their hour and day rollups, token rows, the
+//! sources' watermarks and the gaps. Instants cross as Unix milliseconds; each window is written
+//! in one transaction, so a window is stored whole or not at all.
+
+use std::collections::BTreeMap;
+
+use shared::usage::{DeviceMinute, FlavorFacts, Owners, TokenKey, Tokens, UsageKey, Window};
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
+
+/// The session-level lock one ingesting replica holds for a run.
+const INGEST_LOCK: &str = "gpufleet.usage.ingest";
+
+/// Teams' namespaces and queues, and the flavors, as attribution needs them.
+pub struct Attribution {
+    pub owners: Owners,
+    /// namespace → team id
+    pub teams: BTreeMap<String, i64>,
+}
+
+pub async fn attribution(db: &PgPool) -> sqlx::Result<Attribution> {
+    let teams = sqlx::query!("select id, namespace, cluster_queue from teams order by id")
+        .fetch_all(db)
+        .await?;
+    let flavors = sqlx::query!(
+        r#"select f.name, m.name as model, coalesce(f.settings -> 'mig_layout', '{}') <> '{}' as "mig!"
+           from flavors f join gpu_models m on m.id = f.gpu_model_id order by f.name"#
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(Attribution {
+        owners: Owners {
+            cluster_queues: teams
+                .iter()
+                .map(|t| (t.cluster_queue.clone(), t.namespace.clone()))
+                .collect(),
+            flavors: flavors
+                .into_iter()
+                .map(|f| FlavorFacts {
+                    name: f.name,
+                    gpu_model: f.model,
+                    mig: f.mig,
+                })
+                .collect(),
+        },
+        teams: teams.into_iter().map(|t| (t.namespace, t.id)).collect(),
+    })
+}
+
+async fn ensure_partitions(tx: &mut PgConnection, window: Window) -> sqlx::Result<()> {
+    sqlx::query!(
+        "select usage_ensure_partitions('epoch'::timestamptz + $1::bigint * interval '1 millisecond',
+                                        'epoch'::timestamptz + $2::bigint * interval '1 millisecond')",
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Replaces the window's allocation with `rows` (minutes Kueue said nothing of stay null).
+pub async fn write_allocation(
+    tx: &mut Transaction<'_, Postgres>,
+    window: Window,
+    rows: &BTreeMap<UsageKey, i64>,
+    teams: &BTreeMap<String, i64>,
+) -> sqlx::Result<()> {
+    ensure_partitions(tx, window).await?;
+    sqlx::query!(
+        "update usage_minutes set allocated_gpu_microseconds = null
+         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+           and allocated_gpu_microseconds is not null",
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut **tx)
+    .await?;
+    let keys = Keys::of(rows.keys(), teams);
+    let values: Vec<i64> = rows.values().copied().collect();
+    sqlx::query!(
+        "insert into usage_minutes (minute, namespace, cluster_queue, flavor, team_id,
+                                    allocated_gpu_microseconds)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, cq, fl, t, v
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+              as u(m, ns, cq, fl, t, v)
+         on conflict (minute, namespace, cluster_queue, flavor) do update set
+             team_id = excluded.team_id,
+             allocated_gpu_microseconds = excluded.allocated_gpu_microseconds",
+        &keys.minutes,
+        &keys.namespaces,
+        &keys.cluster_queues,
+        &keys.flavors,
+        &keys.teams as &[Option<i64>],
+        &values,
+    )
+    .execute(&mut **tx)
+    .await?;
+    clear_empty(tx, window).await?;
+    refresh_rollups(tx, window).await
+}
+
+/// Replaces the window's DCGM columns with `rows`.
+pub async fn write_devices(
+    tx: &mut Transaction<'_, Postgres>,
+    window: Window,
+    rows: &BTreeMap<UsageKey, DeviceMinute>,
+    teams: &BTreeMap<String, i64>,
+) -> sqlx::Result<()> {
+    ensure_partitions(tx, window).await?;
+    sqlx::query!(
+        "update usage_minutes
+         set busy_gpu_microseconds = null, observed_gpu_microseconds = null, fb_used_mib = null
+         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+           and observed_gpu_microseconds is not null",
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut **tx)
+    .await?;
+    let keys = Keys::of(rows.keys(), teams);
+    let busy: Vec<i64> = rows.values().map(|r| r.busy_gpu_us).collect();
+    let observed: Vec<i64> = rows.values().map(|r| r.observed_gpu_us).collect();
+    let fb: Vec<i64> = rows.values().map(|r| r.fb_used_mib).collect();
+    sqlx::query!(
+        "insert into usage_minutes (minute, namespace, cluster_queue, flavor, team_id,
+                                    busy_gpu_microseconds, observed_gpu_microseconds, fb_used_mib)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, cq, fl, t, b, o, f
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                     $6::bigint[], $7::bigint[], $8::bigint[]) as u(m, ns, cq, fl, t, b, o, f)
+         on conflict (minute, namespace, cluster_queue, flavor) do update set
+             team_id = excluded.team_id,
+             busy_gpu_microseconds = excluded.busy_gpu_microseconds,
+             observed_gpu_microseconds = excluded.observed_gpu_microseconds,
+             fb_used_mib = excluded.fb_used_mib",
+        &keys.minutes,
+        &keys.namespaces,
+        &keys.cluster_queues,
+        &keys.flavors,
+        &keys.teams as &[Option<i64>],
+        &busy,
+        &observed,
+        &fb,
+    )
+    .execute(&mut **tx)
+    .await?;
+    clear_empty(tx, window).await?;
+    refresh_rollups(tx, window).await
+}
+
+/// Replaces the window's token rows.
+pub async fn write_tokens(
+    tx: &mut Transaction<'_, Postgres>,
+    window: Window,
+    rows: &BTreeMap<TokenKey, Tokens>,
+    teams: &BTreeMap<String, i64>,
+) -> sqlx::Result<()> {
+    ensure_partitions(tx, window).await?;
+    sqlx::query!(
+        "delete from usage_token_minutes
+         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'",
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut **tx)
+    .await?;
+    let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
+    let namespaces: Vec<String> = rows.keys().map(|k| k.namespace.clone()).collect();
+    let models: Vec<String> = rows.keys().map(|k| k.model.clone()).collect();
+    let team_ids: Vec<Option<i64>> = rows
+        .keys()
+        .map(|k| teams.get(&k.namespace).copied())
+        .collect();
+    let prompt: Vec<i64> = rows.values().map(|t| t.prompt).collect();
+    let generation: Vec<i64> = rows.values().map(|t| t.generation).collect();
+    sqlx::query!(
+        "insert into usage_token_minutes (minute, namespace, model, team_id, prompt_tokens,
+                                          generation_tokens)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, mo, t, p, g
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+              as u(m, ns, mo, t, p, g)",
+        &minutes,
+        &namespaces,
+        &models,
+        &team_ids as &[Option<i64>],
+        &prompt,
+        &generation,
+    )
+    .execute(&mut **tx)
+    .await?;
+    refresh_token_rollups(tx, window).await
+}
+
+struct Keys {
+    minutes: Vec<i64>,
+    namespaces: Vec<String>,
+    cluster_queues: Vec<String>,
+    flavors: Vec<String>,
+    teams: Vec<Option<i64>>,
+}
+
+impl Keys {
+    fn of<'a>(keys: impl Iterator<Item = &'a UsageKey>, teams: &BTreeMap<String, i64>) -> Keys {
+        let mut out = Keys {
+            minutes: Vec::new(),
+            namespaces: Vec::new(),
+            cluster_queues: Vec::new(),
+            flavors: Vec::new(),
+            teams: Vec::new(),
+        };
+        for k in keys {
+            out.minutes.push(k.minute_ms);
+            out.namespaces.push(k.namespace.clone());
+            out.cluster_queues.push(k.cluster_queue.clone());
+            out.flavors.push(k.flavor.clone());
+            // allocation of a queue no team owns has no namespace, and so no team
+            out.teams.push(teams.get(&k.namespace).copied());
+        }
+        out
+    }
+}
+
+async fn clear_empty(tx: &mut PgConnection, window: Window) -> sqlx::Result<()> {
+    sqlx::query!(
+        "delete from usage_minutes
+         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+           and allocated_gpu_microseconds is null and observed_gpu_microseconds is null",
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// The hours and the days a window touches, in Unix milliseconds.
+fn spans(window: Window) -> [(&'static str, i64, i64); 2] {
+    use shared::utc::{DAY_MS, HOUR_MS};
+    let ceil = |ms: i64, unit: i64| {
+        ms.div_euclid(unit) * unit + if ms.rem_euclid(unit) == 0 { 0 } else { unit }
+    };
+    [
+        (
+            "hour",
+            window.from_ms.div_euclid(HOUR_MS) * HOUR_MS,
+            ceil(window.to_ms, HOUR_MS),
+        ),
+        (
+            "day",
+            window.from_ms.div_euclid(DAY_MS) * DAY_MS,
+            ceil(window.to_ms, DAY_MS),
+        ),
+    ]
+}
+
+/// Rewrites the hours the window touches from their minutes, then the days from their hours.
+async fn refresh_rollups(tx: &mut PgConnection, window: Window) -> sqlx::Result<()> {
+    for (grain, from_ms, to_ms) in spans(window) {
+        sqlx::query!(
+            "delete from usage_rollups
+             where grain = $1 and period >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+               and period < 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'",
+            grain,
+            from_ms,
+            to_ms
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query!(
+            "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
+                                        allocated_gpu_microseconds, busy_gpu_microseconds,
+                                        observed_gpu_microseconds, fb_used_mib_minutes, minutes)
+             select 'hour', date_trunc('hour', minute, 'UTC'), namespace, cluster_queue, flavor,
+                    max(team_id), sum(allocated_gpu_microseconds), sum(busy_gpu_microseconds),
+                    sum(observed_gpu_microseconds), sum(fb_used_mib), count(*)
+             from usage_minutes
+             where $1 = 'hour'
+               and minute >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+               and minute < 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'
+             group by 2, 3, 4, 5
+             union all
+             select 'day', date_trunc('day', period, 'UTC'), namespace, cluster_queue, flavor,
+                    max(team_id), sum(allocated_gpu_microseconds), sum(busy_gpu_microseconds),
+                    sum(observed_gpu_microseconds), sum(fb_used_mib_minutes), sum(minutes)
+             from usage_rollups
+             where $1 = 'day' and grain = 'hour'
+               and period >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+               and period < 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'
+             group by 2, 3, 4, 5",
+            grain,
+            from_ms,
+            to_ms
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
+}
+
+async fn refresh_token_rollups(tx: &mut PgConnection, window: Window) -> sqlx::Result<()> {
+    for (grain, from_ms, to_ms) in spans(window) {
+        sqlx::query!(
+            "delete from usage_token_rollups
+             where grain = $1 and period >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+               and period < 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'",
+            grain,
+            from_ms,
+            to_ms
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query!(
+            "insert into usage_token_rollups (grain, period, namespace, model, team_id,
+                                              prompt_tokens, generation_tokens)
+             select 'hour', date_trunc('hour', minute, 'UTC'), namespace, model, max(team_id),
+                    sum(prompt_tokens), sum(generation_tokens)
+             from usage_token_minutes
+             where $1 = 'hour'
+               and minute >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+               and minute < 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'
+             group by 2, 3, 4
+             union all
+             select 'day', date_trunc('day', period, 'UTC'), namespace, model, max(team_id),
+                    sum(prompt_tokens), sum(generation_tokens)
+             from usage_token_rollups
+             where $1 = 'day' and grain = 'hour'
+               and period >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+               and period < 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'
+             group by 2, 3, 4",
+            grain,
+            from_ms,
+            to_ms
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// A source's watermark in Unix milliseconds.
+pub async fn watermark(db: impl PgExecutor<'_>, source: &str) -> sqlx::Result<Option<i64>> {
+    let row = sqlx::query_scalar!(
+        r#"select (extract(epoch from watermark) * 1000)::bigint as "ms" from usage_sources
+           where source = $1"#,
+        source
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(row)
+}
+
+/// A window landed: the watermark moves to its end when it starts at or before the watermark
+/// (windows ahead of it, from `gpufleet usage ingest`, leave it), and the gaps it covers close.
+pub async fn succeeded(
+    tx: &mut Transaction<'_, Postgres>,
+    source: &str,
+    window: Window,
+    note: Option<&str>,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "update usage_sources set
+             watermark = case
+                 when watermark is null
+                   or watermark >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+                 then greatest(watermark, 'epoch'::timestamptz + $3::bigint * interval '1 millisecond')
+                 else watermark end,
+             last_attempt_at = now(), last_success_at = now(), last_error = null, note = $4
+         where source = $1",
+        source,
+        window.from_ms,
+        window.to_ms,
+        note
+    )
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query!(
+        "update usage_gaps set resolved_at = now()
+         where source = $1 and resolved_at is null
+           and from_at >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+           and to_at <= 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'",
+        source,
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A window failed: it is a gap (one open gap per source and start, its attempts counted).
+pub async fn failed(db: &PgPool, source: &str, window: Window, error: &str) -> sqlx::Result<()> {
+    let mut tx = db.begin().await?;
+    sqlx::query!(
+        "update usage_sources set last_attempt_at = now(), last_error = $2, last_error_at = now()
+         where source = $1",
+        source,
+        error
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "insert into usage_gaps (source, from_at, to_at, error)
+         values ($1, 'epoch'::timestamptz + $2::bigint * interval '1 millisecond',
+                 'epoch'::timestamptz + $3::bigint * interval '1 millisecond', $4)
+         on conflict (source, from_at) where resolved_at is null do update set
+             to_at = greatest(usage_gaps.to_at, excluded.to_at), error = excluded.error,
+             attempts = usage_gaps.attempts + 1, last_failed_at = now()",
+        source,
+        window.from_ms,
+        window.to_ms,
+        error
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// The sum of allocation Kueue reported in a window, when it reported any.
+pub async fn allocated_in(db: impl PgExecutor<'_>, window: Window) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!(
+        r#"select sum(allocated_gpu_microseconds)::bigint as "sum" from usage_minutes
+           where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+             and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'"#,
+        window.from_ms,
+        window.to_ms
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Drops minute partitions wholly older than `before_ms`; returns how many tables went.
+pub async fn drop_old_minutes(db: &PgPool, before_ms: i64) -> sqlx::Result<i32> {
+    let dropped = sqlx::query_scalar!(
+        r#"select usage_drop_partitions('epoch'::timestamptz + $1::bigint * interval '1 millisecond') as "n!""#,
+        before_ms
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(dropped)
+}
+
+pub struct SourceRow {
+    pub source: String,
+    pub watermark: Option<String>,
+    pub lag_seconds: Option<i64>,
+    pub last_success_at: Option<String>,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<String>,
+    pub note: Option<String>,
+}
+
+pub async fn sources(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<SourceRow>> {
+    sqlx::query_as!(
+        SourceRow,
+        r#"select source,
+                  to_char(watermark at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "watermark?",
+                  extract(epoch from now() - watermark)::bigint as "lag_seconds?",
+                  to_char(last_success_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "last_success_at?",
+                  last_error,
+                  to_char(last_error_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "last_error_at?",
+                  note
+           from usage_sources
+           order by array_position(array['kueue', 'dcgm', 'vllm'], source)"#
+    )
+    .fetch_all(db)
+    .await
+}
+
+pub struct GapRow {
+    pub source: String,
+    pub from: String,
+    pub to: String,
+    pub error: String,
+    pub attempts: i32,
+    pub first_failed_at: String,
+    pub last_failed_at: String,
+}
+
+pub async fn open_gaps(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<GapRow>> {
+    sqlx::query_as!(
+        GapRow,
+        r#"select source,
+                  to_char(from_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "from!",
+                  to_char(to_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "to!",
+                  error, attempts,
+                  to_char(first_failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "first_failed_at!",
+                  to_char(last_failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "last_failed_at!"
+           from usage_gaps where resolved_at is null order by from_at, source"#
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Namespaces and queues no team owns, with usage in the last 7 days.
+pub async fn unattributed(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        r#"select distinct case when cluster_queue <> '' then 'clusterqueue/' || cluster_queue
+                                else namespace end as "owner!"
+           from usage_rollups
+           where grain = 'hour' and period >= now() - interval '7 days' and team_id is null
+             and (namespace <> '' or cluster_queue <> '')
+           union
+           select distinct namespace from usage_token_rollups
+           where grain = 'hour' and period >= now() - interval '7 days' and team_id is null
+           order by 1"#
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Only one replica ingests at a time.
+pub async fn try_lock(conn: &mut PgConnection) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"select pg_try_advisory_lock(hashtext($1)) as "locked!""#,
+        INGEST_LOCK
+    )
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn unlock(conn: &mut PgConnection) -> sqlx::Result<()> {
+    sqlx::query_scalar!(
+        r#"select pg_advisory_unlock(hashtext($1)) as "unlocked!""#,
+        INGEST_LOCK
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(())
+}

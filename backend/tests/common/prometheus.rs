@@ -1,0 +1,198 @@
+//! A real Prometheus (Debian's `prometheus` and `promtool`) on a free loopback port, its TSDB
+//! filled with chosen samples by `promtool tsdb create-blocks-from openmetrics`: exact times
+//! and values, and series that end without staleness markers, like an exporter that died.
+
+use std::{
+    fmt::Write as _,
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use backend::usage::prom::{PromSettings, Prometheus};
+use shared::usage::Window;
+
+/// One sample of one series, written in OpenMetrics.
+pub struct Point {
+    pub metric: &'static str,
+    pub labels: Vec<(String, String)>,
+    pub at_ms: i64,
+    pub value: String,
+}
+
+pub fn point(
+    metric: &'static str,
+    labels: &[(&str, &str)],
+    at_ms: i64,
+    value: impl ToString,
+) -> Point {
+    Point {
+        metric,
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        at_ms,
+        value: value.to_string(),
+    }
+}
+
+/// The points as an OpenMetrics text (families grouped, `# EOF` last).
+pub fn openmetrics(points: &[Point]) -> String {
+    let mut families: Vec<&str> = points.iter().map(|p| p.metric).collect();
+    families.sort_unstable();
+    families.dedup();
+    let mut out = String::new();
+    for family in families {
+        let (name, kind) = match family.strip_suffix("_total") {
+            Some(base) => (base, "counter"),
+            None => (family, "gauge"),
+        };
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for p in points.iter().filter(|p| p.metric == family) {
+            let labels: Vec<String> = p
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{v}\""))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{}{{{}}} {} {}.{:03}",
+                p.metric,
+                labels.join(","),
+                p.value,
+                p.at_ms.div_euclid(1000),
+                p.at_ms.rem_euclid(1000)
+            );
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
+fn binary(name: &str) -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|path| path.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "{name} is not installed: these tests need a real Prometheus \
+             (./dev test installs Debian's `prometheus` package, which brings promtool)"
+        )
+    })
+}
+
+/// A folder for one test's TSDB.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpufleet-prom-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Writes the points into `dir/data` as TSDB blocks.
+pub fn backfill(dir: &Path, points: &[Point]) {
+    let input = dir.join("input.om");
+    std::fs::write(&input, openmetrics(points)).expect("write openmetrics");
+    let out = Command::new(binary("promtool"))
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&input)
+        .arg(dir.join("data"))
+        .output()
+        .expect("run promtool");
+    assert!(
+        out.status.success(),
+        "promtool failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub struct PromServer {
+    child: Child,
+    pub url: String,
+    pub dir: PathBuf,
+}
+
+impl PromServer {
+    /// Starts Prometheus on `dir/data` (scraping nothing) and waits until it answers queries.
+    pub async fn start(dir: &Path, extra: &[&str]) -> PromServer {
+        let config = dir.join("prometheus.yml");
+        std::fs::write(&config, "global:\n  scrape_interval: 15s\n").expect("write config");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let log = std::fs::File::create(dir.join("prometheus.log")).expect("log file");
+        let child = Command::new(binary("prometheus"))
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--storage.tsdb.retention.time=30d")
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let server = PromServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir: dir.to_owned(),
+        };
+        server.wait_ready(extra).await;
+        server
+    }
+
+    async fn wait_ready(&self, extra: &[&str]) {
+        let started = Instant::now();
+        let probe = self.client_with(|s| {
+            // with basic auth on, readiness shows as a refusal: Prometheus answered
+            s.basic_auth = extra
+                .iter()
+                .any(|a| a.starts_with("--web.config.file"))
+                .then(|| "probe:probe".to_owned());
+        });
+        let window = Window::new(60_000, 120_000).expect("window");
+        loop {
+            match probe.samples("up", window, 0).await {
+                Ok(_) | Err(backend::usage::prom::PromError::Refused { .. }) => return,
+                Err(err) if started.elapsed() > Duration::from_secs(60) => {
+                    let log = std::fs::read_to_string(self.dir.join("prometheus.log"))
+                        .unwrap_or_default();
+                    panic!("Prometheus did not start: {err}\n{log}");
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    pub fn client(&self) -> Prometheus {
+        self.client_with(|_| {})
+    }
+
+    pub fn client_with(&self, change: impl FnOnce(&mut PromSettings)) -> Prometheus {
+        let mut settings = PromSettings {
+            url: self.url.clone(),
+            timeout: Duration::from_secs(10),
+            ..PromSettings::default()
+        };
+        change(&mut settings);
+        Prometheus::new(&settings).expect("prometheus settings")
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PromServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

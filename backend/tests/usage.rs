@@ -1,0 +1,768 @@
+//! Usage ingest against a real Prometheus and a real PostgreSQL: controlled DCGM, Kueue and
+//! vLLM samples (written into Prometheus's TSDB by promtool, so times and values are exact and
+//! series end without staleness markers) → minute rows equal to the hand-computed ones;
+//! the same rows whatever Prometheus's lookback; Prometheus stopped mid-ingest → a gap,
+//! backfilled once it is back, nothing counted twice; bad configuration → a clear message and
+//! no rows; the real H200's NVML trace → busy GPU-minutes matching its duty cycles.
+//!
+//! The fleet is the demo inventory's (flavors h100-shared, h200-train, rtx-inference; teams
+//! research and search in namespaces team-research and team-search, ClusterQueues named after
+//! the team), with h200-train split into MIG instances where a test says so.
+
+mod common;
+
+use std::{collections::BTreeMap, time::Duration};
+
+use backend::usage::{self, IngestError, IngestSettings, Source, Usage, prom::PromError};
+use common::prometheus::{Point, PromServer, backfill, point, scratch};
+use shared::{
+    usage::Window,
+    utc::{HOUR_MS, MINUTE_MS},
+};
+use sqlx::PgPool;
+
+const SEC: i64 = 1_000;
+/// GPU-microseconds in a GPU-minute.
+const GPU_MIN: i64 = 60_000_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .expect("a clock after 1970")
+}
+
+/// A whole hour three hours ago: the data lies well inside Prometheus's retention and well
+/// behind any settle time.
+fn t0() -> i64 {
+    (now_ms() / HOUR_MS - 3) * HOUR_MS
+}
+
+async fn fleet(pool: &PgPool, mig: bool) {
+    backend::fleet::load_demo(pool).await.expect("demo fleet");
+    if mig {
+        sqlx::query(
+            r#"update flavors set settings = '{"mig_layout": {"1g.18gb": 3, "3g.71gb": 1}}'
+               where name = 'h200-train'"#,
+        )
+        .execute(pool)
+        .await
+        .expect("mig layout");
+    }
+}
+
+fn settings(shards: u32) -> IngestSettings {
+    IngestSettings {
+        shards,
+        ..IngestSettings::default()
+    }
+}
+
+fn dcgm(
+    gpu: &str,
+    uuid: &str,
+    host: &str,
+    model: &str,
+    extra: &[(&str, &str)],
+) -> Vec<(String, String)> {
+    let mut labels = vec![
+        ("gpu".to_owned(), gpu.to_owned()),
+        ("UUID".to_owned(), uuid.to_owned()),
+        ("device".to_owned(), format!("nvidia{gpu}")),
+        ("modelName".to_owned(), model.to_owned()),
+        ("Hostname".to_owned(), host.to_owned()),
+    ];
+    labels.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    labels
+}
+
+fn at(
+    metric: &'static str,
+    labels: &[(String, String)],
+    at_ms: i64,
+    value: impl ToString,
+) -> Point {
+    Point {
+        metric,
+        labels: labels.to_vec(),
+        at_ms,
+        value: value.to_string(),
+    }
+}
+
+/// Ten minutes from `t0`, scraped every 15 s, plus one scrape before and two minutes after so
+/// the window's edges are tested:
+/// - GPU A (H100, whole) in team-research: 80% busy in minutes 0-4, 40% in 5-9; 40,000 MiB;
+/// - GPU B (H100, whole) in team-search, scraped with the exporter's namespace clashing
+///   (`exported_namespace`): 100% busy, 20,000 MiB, no sample at all in minute 3 (an
+///   exporter gap);
+/// - GPU C (H100, whole) held by no pod: 5% busy, 1,000 MiB, its exporter dies after minute 3
+///   (no staleness marker: an instant query would still answer for it for the lookback);
+/// - GPU D (H200, MIG): a 1g.18gb instance in team-search at 0.7 engine-active, 15,000 MiB, and
+///   a 3g.71gb instance in team-research at 0.35, 50,000 MiB (DCGM reports no GPU_UTIL for
+///   instances);
+/// - Kueue: research holds 1 H100 and one 3g.71gb, search 1 H100 and one 1g.18gb, a queue no
+///   team owns ("ghost") 2 H100s; cpu is reported and is no GPU;
+/// - vLLM in team-search (llama-8b): prompt +150 and generation +30 per scrape, the server
+///   restarting at minute 5 (both counters back to one scrape's worth).
+fn controlled(t0: i64) -> Vec<Point> {
+    let a = dcgm(
+        "0",
+        "GPU-a0aa0000-0000-0000-0000-000000000000",
+        "node-a",
+        "NVIDIA H100 80GB HBM3",
+        &[
+            ("namespace", "team-research"),
+            ("pod", "train-0"),
+            ("container", "main"),
+        ],
+    );
+    let b = dcgm(
+        "1",
+        "GPU-b1bb0000-0000-0000-0000-000000000000",
+        "node-a",
+        "NVIDIA H100 80GB HBM3",
+        &[
+            ("exported_namespace", "team-search"),
+            ("namespace", "gpu-operator"),
+            ("pod", "serve-0"),
+        ],
+    );
+    let c = dcgm(
+        "0",
+        "GPU-c2cc0000-0000-0000-0000-000000000000",
+        "node-b",
+        "NVIDIA H100 80GB HBM3",
+        &[],
+    );
+    let d1 = dcgm(
+        "0",
+        "GPU-d3dd0000-0000-0000-0000-000000000000",
+        "node-c",
+        "NVIDIA H200",
+        &[
+            ("GPU_I_PROFILE", "1g.18gb"),
+            ("GPU_I_ID", "7"),
+            ("namespace", "team-search"),
+            ("pod", "embed-0"),
+        ],
+    );
+    let d3 = dcgm(
+        "0",
+        "GPU-d3dd0000-0000-0000-0000-000000000000",
+        "node-c",
+        "NVIDIA H200",
+        &[
+            ("GPU_I_PROFILE", "3g.71gb"),
+            ("GPU_I_ID", "1"),
+            ("namespace", "team-research"),
+            ("pod", "ft-0"),
+        ],
+    );
+    let kueue = |cq: &str, flavor: &str, resource: &str| {
+        vec![
+            ("cluster_queue".to_owned(), cq.to_owned()),
+            ("cohort".to_owned(), "gpufleet".to_owned()),
+            ("flavor".to_owned(), flavor.to_owned()),
+            ("resource".to_owned(), resource.to_owned()),
+        ]
+    };
+    let vllm = vec![
+        ("namespace".to_owned(), "team-search".to_owned()),
+        ("model_name".to_owned(), "llama-8b".to_owned()),
+        ("engine".to_owned(), "0".to_owned()),
+        ("pod".to_owned(), "vllm-0".to_owned()),
+    ];
+    let mut points = Vec::new();
+    // scrapes k = -1 (before the window) to 47 (two minutes after it)
+    for k in -1i64..48 {
+        let ts = t0 + k * 15 * SEC;
+        let minute = k.div_euclid(4);
+        let util_a = if minute < 5 { 80 } else { 40 };
+        points.push(at("DCGM_FI_DEV_GPU_UTIL", &a, ts, util_a));
+        points.push(at("DCGM_FI_DEV_FB_USED", &a, ts, 40_000));
+        if minute != 3 {
+            points.push(at("DCGM_FI_DEV_GPU_UTIL", &b, ts, 100));
+            points.push(at("DCGM_FI_DEV_FB_USED", &b, ts, 20_000));
+        }
+        if minute <= 3 {
+            points.push(at("DCGM_FI_DEV_GPU_UTIL", &c, ts, 5));
+            points.push(at("DCGM_FI_DEV_FB_USED", &c, ts, 1_000));
+        }
+        points.push(at("DCGM_FI_PROF_GR_ENGINE_ACTIVE", &d1, ts, "0.700000"));
+        points.push(at("DCGM_FI_DEV_FB_USED", &d1, ts, 15_000));
+        points.push(at("DCGM_FI_PROF_GR_ENGINE_ACTIVE", &d3, ts, "0.350000"));
+        points.push(at("DCGM_FI_DEV_FB_USED", &d3, ts, 50_000));
+        let usage = "kueue_cluster_queue_resource_usage";
+        points.push(at(
+            usage,
+            &kueue("research", "h100-shared", "nvidia.com/gpu"),
+            ts,
+            1,
+        ));
+        points.push(at(usage, &kueue("research", "h100-shared", "cpu"), ts, 16));
+        points.push(at(
+            usage,
+            &kueue("research", "h200-train", "nvidia.com/mig-3g.71gb"),
+            ts,
+            1,
+        ));
+        points.push(at(
+            usage,
+            &kueue("search", "h100-shared", "nvidia.com/gpu"),
+            ts,
+            1,
+        ));
+        points.push(at(
+            usage,
+            &kueue("search", "h200-train", "nvidia.com/mig-1g.18gb"),
+            ts,
+            1,
+        ));
+        points.push(at(
+            usage,
+            &kueue("ghost", "h100-shared", "nvidia.com/gpu"),
+            ts,
+            2,
+        ));
+        // counters: 1,000 + 150 per scrape from k = -1; the restart at k = 20 (minute 5)
+        // starts again from one scrape's worth
+        let (prompt, generation) = if k < 20 {
+            (1_000 + 150 * (k + 1), 500 + 30 * (k + 1))
+        } else {
+            (150 * (k - 19), 30 * (k - 19))
+        };
+        points.push(at("vllm:prompt_tokens_total", &vllm, ts, prompt));
+        points.push(at("vllm:generation_tokens_total", &vllm, ts, generation));
+    }
+    points
+}
+
+type Row = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+/// A minute row as stored: minute (ms), namespace, queue, flavor, then the four figures.
+type StoredRow = (
+    i64,
+    String,
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+type Key = (i64, String, String, String);
+
+/// The rows of minutes 0-9 worked out by hand from the data above.
+fn expected_rows() -> BTreeMap<Key, Row> {
+    // MIG shares on a 7-slice H200: 1g = 1/7 GPU, 3g = 3/7 GPU.
+    // 1/7 GPU-minute = 8,571,428.57 µs → 8,571,429; 3/7 = 25,714,285.71 → 25,714,286.
+    let (one_seventh, three_sevenths) = (8_571_429, 25_714_286);
+    let mut rows = BTreeMap::new();
+    let key = |m: i64, ns: &str, cq: &str, flavor: &str| {
+        (m, ns.to_owned(), cq.to_owned(), flavor.to_owned())
+    };
+    for m in 0..10 {
+        // GPU A: 80% (then 40%) of a GPU-minute; Kueue: 1 GPU
+        let busy_a = if m < 5 { 48_000_000 } else { 24_000_000 };
+        rows.insert(
+            key(m, "team-research", "", "h100-shared"),
+            (Some(GPU_MIN), Some(busy_a), Some(GPU_MIN), Some(40_000)),
+        );
+        // GPU B: 100% busy, except minute 3 with no sample: allocation unobserved, not idle
+        let b = if m == 3 {
+            (None, None, None)
+        } else {
+            (Some(GPU_MIN), Some(GPU_MIN), Some(20_000))
+        };
+        rows.insert(
+            key(m, "team-search", "", "h100-shared"),
+            (Some(GPU_MIN), b.0, b.1, b.2),
+        );
+        // GPU C until its exporter died: 5% of a GPU-minute = 3 s busy
+        if m <= 3 {
+            rows.insert(
+                key(m, "", "", "h100-shared"),
+                (None, Some(3_000_000), Some(GPU_MIN), Some(1_000)),
+            );
+        }
+        // 1g.18gb at 0.7: 0.7 × 1/7 GPU-minute = 6 s; 3g.71gb at 0.35: 0.35 × 3/7 = 0.15 → 9 s
+        rows.insert(
+            key(m, "team-search", "", "h200-train"),
+            (
+                Some(one_seventh),
+                Some(6_000_000),
+                Some(one_seventh),
+                Some(15_000),
+            ),
+        );
+        rows.insert(
+            key(m, "team-research", "", "h200-train"),
+            (
+                Some(three_sevenths),
+                Some(9_000_000),
+                Some(three_sevenths),
+                Some(50_000),
+            ),
+        );
+        // the queue no team owns: 2 GPUs, kept under its own name
+        rows.insert(
+            key(m, "", "ghost", "h100-shared"),
+            (Some(2 * GPU_MIN), None, None, None),
+        );
+    }
+    rows
+}
+
+async fn minute_rows(pool: &PgPool, t0: i64) -> BTreeMap<Key, Row> {
+    let rows: Vec<StoredRow> = sqlx::query_as(
+        "select (extract(epoch from minute) * 1000)::bigint, namespace, cluster_queue, flavor,
+                allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds, fb_used_mib
+         from usage_minutes order by 1, 2, 3, 4",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("minute rows");
+    rows.into_iter()
+        .map(|(ms, ns, cq, fl, a, b, o, f)| (((ms - t0) / MINUTE_MS, ns, cq, fl), (a, b, o, f)))
+        .collect()
+}
+
+async fn token_rows(pool: &PgPool, t0: i64) -> BTreeMap<(i64, String, String), (i64, i64)> {
+    let rows: Vec<(i64, String, String, i64, i64)> = sqlx::query_as(
+        "select (extract(epoch from minute) * 1000)::bigint, namespace, model, prompt_tokens, generation_tokens
+         from usage_token_minutes order by 1, 2, 3",
+    )
+    .fetch_all(pool)
+    .await
+    .expect("token rows");
+    rows.into_iter()
+        .map(|(ms, ns, model, p, g)| (((ms - t0) / MINUTE_MS, ns, model), (p, g)))
+        .collect()
+}
+
+/// Every scrape adds 150 prompt and 30 generation tokens: 4 scrapes a minute → 600 and 120,
+/// in the minute of the restart too (the restarted counter's first value is its increase).
+fn expected_tokens() -> BTreeMap<(i64, String, String), (i64, i64)> {
+    (0..10)
+        .map(|m| {
+            (
+                (m, "team-search".to_owned(), "llama-8b".to_owned()),
+                (600, 120),
+            )
+        })
+        .collect()
+}
+
+async fn ingest_all(
+    pool: &PgPool,
+    prom: &backend::usage::prom::Prometheus,
+    shards: u32,
+    window: Window,
+) {
+    for source in Source::ALL {
+        usage::ingest(pool, prom, &settings(shards), source, window)
+            .await
+            .unwrap_or_else(|err| panic!("{}: {err}", source.name()));
+    }
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn ingest_gives_the_hand_computed_rows_whatever_the_lookback(pool: PgPool) {
+    fleet(&pool, true).await;
+    let t0 = t0();
+    let dir = scratch("controlled");
+    backfill(&dir, &controlled(t0));
+    let window = Window::new(t0, t0 + 10 * MINUTE_MS).expect("window");
+
+    for (lookback, shards) in [
+        ("--query.lookback-delta=15m", 16),
+        ("--query.lookback-delta=1m", 1),
+    ] {
+        let mut prom = PromServer::start(&dir, &[lookback]).await;
+        ingest_all(&pool, &prom.client(), shards, window).await;
+        assert_eq!(
+            minute_rows(&pool, t0).await,
+            expected_rows(),
+            "with {lookback}, {shards} shards"
+        );
+        assert_eq!(
+            token_rows(&pool, t0).await,
+            expected_tokens(),
+            "with {lookback}"
+        );
+        prom.stop();
+    }
+
+    // teams are attributed; the unassigned GPU and the ghost queue are kept, owned by no one
+    let owners: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "select distinct m.namespace, m.cluster_queue, t.name from usage_minutes m
+         left join teams t on t.id = m.team_id order by 1, 2",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("owners");
+    assert_eq!(
+        owners,
+        vec![
+            (String::new(), String::new(), None),
+            (String::new(), "ghost".to_owned(), None),
+            (
+                "team-research".to_owned(),
+                String::new(),
+                Some("research".to_owned())
+            ),
+            (
+                "team-search".to_owned(),
+                String::new(),
+                Some("search".to_owned())
+            ),
+        ]
+    );
+
+    // the hour's rollup is the sum of its minutes: research on h100-shared was busy
+    // 5 × 48 s + 5 × 24 s = 360 GPU-seconds of 600 allocated
+    let hour: (i64, i64, i64, i32) = sqlx::query_as(
+        "select allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds, minutes
+         from usage_rollups where grain = 'hour' and namespace = 'team-research' and flavor = 'h100-shared'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("hour rollup");
+    assert_eq!(hour, (600_000_000, 360_000_000, 600_000_000, 10));
+    let day_busy: i64 = sqlx::query_scalar(
+        "select busy_gpu_microseconds from usage_rollups
+         where grain = 'day' and namespace = 'team-research' and flavor = 'h100-shared'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("day rollup");
+    assert_eq!(day_busy, 360_000_000);
+    let day_tokens: (i64, i64) = sqlx::query_as(
+        "select prompt_tokens, generation_tokens from usage_token_rollups where grain = 'day'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("token rollup");
+    assert_eq!(day_tokens, (6_000, 1_200));
+
+    // the minutes live in the month's partition
+    let partition: String =
+        sqlx::query_scalar("select tableoid::regclass::text from usage_minutes limit 1")
+            .fetch_one(&pool)
+            .await
+            .expect("partition");
+    assert!(partition.starts_with("usage_minutes_20"), "{partition}");
+    let health = usage::health(&pool, &Usage::off()).await.expect("health");
+    // the queue no team owns is listed for someone to claim; the unassigned GPU is no one's
+    assert_eq!(health.unattributed, vec!["clusterqueue/ghost".to_owned()]);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn prometheus_stopped_mid_ingest_leaves_a_gap_that_is_backfilled_once(pool: PgPool) {
+    fleet(&pool, true).await;
+    let t0 = t0();
+    let dir = scratch("restart");
+    backfill(&dir, &controlled(t0));
+    let mut prom = PromServer::start(&dir, &[]).await;
+    let first = Window::new(t0, t0 + 5 * MINUTE_MS).expect("window");
+    let second = Window::new(t0 + 5 * MINUTE_MS, t0 + 10 * MINUTE_MS).expect("window");
+    let client = prom.client();
+    for source in Source::ALL {
+        usage::ingest(&pool, &client, &settings(4), source, first)
+            .await
+            .expect("first half");
+    }
+    prom.stop();
+    let err = usage::ingest(&pool, &client, &settings(4), Source::Dcgm, second)
+        .await
+        .expect_err("Prometheus is down");
+    assert!(
+        matches!(err, IngestError::Prometheus(PromError::Unreachable { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("cannot be reached"), "{err}");
+    // nothing of the failed window is stored, the watermark waits at its start, the gap is known
+    let stored: i64 = sqlx::query_scalar(
+        "select count(*) from usage_minutes where minute >= to_timestamp($1::bigint / 1000) and busy_gpu_microseconds is not null",
+    )
+    .bind(second.from_ms)
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!(stored, 0);
+    let health = usage::health(&pool, &Usage::off()).await.expect("health");
+    let dcgm = health
+        .sources
+        .iter()
+        .find(|s| s.source == "dcgm")
+        .expect("dcgm");
+    assert_eq!(
+        dcgm.watermark.as_deref(),
+        Some(shared::utc::format_rfc3339(second.from_ms).as_str())
+    );
+    assert!(
+        dcgm.last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("cannot be reached"),
+        "{dcgm:?}"
+    );
+    assert_eq!(health.open_gaps.len(), 1, "{health:?}");
+    assert_eq!(
+        health.open_gaps[0].from,
+        shared::utc::format_rfc3339(second.from_ms)
+    );
+
+    // Prometheus is back (on another port): the continuous ingest resumes from each watermark
+    // up to now and backfills the gap; nothing is counted twice
+    let prom = PromServer::start(&dir, &[]).await;
+    let usage = Usage::new(
+        prom.client(),
+        IngestSettings {
+            backfill: Duration::from_millis((now_ms() - t0) as u64),
+            shards: 4,
+            ..IngestSettings::default()
+        },
+    );
+    assert_eq!(
+        usage::run_once(&pool, &usage).await.expect("run"),
+        Some(true)
+    );
+    // (it also read minutes 10 and 11, the data's tail past the ten minutes worked out here)
+    let first_ten = |rows: BTreeMap<Key, Row>| -> BTreeMap<Key, Row> {
+        rows.into_iter().filter(|(k, _)| k.0 < 10).collect()
+    };
+    assert_eq!(first_ten(minute_rows(&pool, t0).await), expected_rows());
+    let tokens: BTreeMap<_, _> = token_rows(&pool, t0)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k.0 < 10)
+        .collect();
+    assert_eq!(tokens, expected_tokens());
+    let health = usage::health(&pool, &usage).await.expect("health");
+    assert!(health.open_gaps.is_empty(), "{health:?}");
+    for source in &health.sources {
+        assert!(source.last_error.is_none(), "{source:?}");
+        assert!(
+            source.lag_seconds.is_some_and(|lag| lag < 10 * 60),
+            "{source:?}"
+        );
+    }
+    // a second run finds nothing new to do and changes nothing
+    assert_eq!(
+        usage::run_once(&pool, &usage).await.expect("run"),
+        Some(true)
+    );
+    assert_eq!(first_ten(minute_rows(&pool, t0).await), expected_rows());
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn bad_configuration_gives_a_clear_message_and_no_rows(pool: PgPool) {
+    fleet(&pool, false).await;
+    let t0 = t0();
+    let window = Window::new(t0, t0 + 5 * MINUTE_MS).expect("window");
+
+    // nothing listens there
+    let nowhere = backend::usage::prom::Prometheus::new(&backend::usage::prom::PromSettings {
+        url: "http://127.0.0.1:1".to_owned(),
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    })
+    .expect("settings");
+    let err = usage::ingest(&pool, &nowhere, &settings(1), Source::Kueue, window)
+        .await
+        .expect_err("unreachable");
+    assert!(
+        err.to_string()
+            .contains("http://127.0.0.1:1 cannot be reached"),
+        "{err}"
+    );
+    assert!(err.to_string().to_lowercase().contains("refused"), "{err}");
+
+    // Prometheus behind basic auth, asked with the wrong password
+    let dir = scratch("auth");
+    let owner = dcgm(
+        "0",
+        "GPU-e4ee0000-0000-0000-0000-000000000000",
+        "node-a",
+        "NVIDIA H100 80GB HBM3",
+        &[],
+    );
+    let mut points = Vec::new();
+    for k in 0..20 {
+        let ts = t0 + k * 15 * SEC;
+        // a GPU with no namespace label (dcgm-exporter without --kubernetes) …
+        points.push(at("DCGM_FI_DEV_GPU_UTIL", &owner, ts, 90));
+        // … while Kueue says research holds it
+        points.push(point(
+            "kueue_cluster_queue_resource_usage",
+            &[
+                ("cluster_queue", "research"),
+                ("flavor", "h100-shared"),
+                ("resource", "nvidia.com/gpu"),
+            ],
+            ts,
+            1,
+        ));
+    }
+    backfill(&dir, &points);
+    // bcrypt of "right-password" (cost 4), made once with Python's bcrypt for this fixture
+    std::fs::write(
+        dir.join("web.yml"),
+        "basic_auth_users:\n  gpufleet: $2b$04$RvydhyEws5ayn0L3PU6OCemNmqIPJ9gwSZ6LiETYEm5CxlcGW5z3O\n",
+    )
+    .expect("web config");
+    let web = format!("--web.config.file={}", dir.join("web.yml").display());
+    let prom = PromServer::start(&dir, &[web.as_str()]).await;
+    let wrong = prom.client_with(|s| s.basic_auth = Some("gpufleet:wrong-password".to_owned()));
+    let err = usage::ingest(&pool, &wrong, &settings(1), Source::Kueue, window)
+        .await
+        .expect_err("wrong password");
+    assert!(
+        matches!(
+            err,
+            IngestError::Prometheus(PromError::Refused { status: 401 })
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("GPUFLEET_PROMETHEUS_BASIC_AUTH"),
+        "{err}"
+    );
+    let rows: i64 = sqlx::query_scalar("select count(*) from usage_minutes")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(rows, 0, "a refused window stores nothing");
+
+    // the right password: Kueue's allocation lands; DCGM's series carry no namespace while
+    // Kueue reports GPUs allocated, so the DCGM window is refused with what to change
+    let right = prom.client_with(|s| s.basic_auth = Some("gpufleet:right-password".to_owned()));
+    usage::ingest(&pool, &right, &settings(1), Source::Kueue, window)
+        .await
+        .expect("kueue");
+    let err = usage::ingest(&pool, &right, &settings(1), Source::Dcgm, window)
+        .await
+        .expect_err("no namespace label");
+    assert!(matches!(err, IngestError::Config(_)), "{err}");
+    assert!(err.to_string().contains("--kubernetes"), "{err}");
+    let busy: i64 = sqlx::query_scalar(
+        "select count(*) from usage_minutes where busy_gpu_microseconds is not null",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!(busy, 0);
+    let health = usage::health(&pool, &Usage::off()).await.expect("health");
+    let gaps: Vec<(&str, &str)> = health
+        .open_gaps
+        .iter()
+        .map(|g| (g.source.as_str(), g.error.as_str()))
+        .collect();
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    assert_eq!(gaps[0].0, "dcgm");
+    assert!(gaps[0].1.contains("--kubernetes"), "{gaps:?}");
+
+    // Kueue without enableClusterQueueResources: no series → said, and no allocation claimed
+    let empty = Window::new(t0 + 30 * MINUTE_MS, t0 + 31 * MINUTE_MS).expect("window");
+    let landed = usage::ingest(&pool, &right, &settings(1), Source::Kueue, empty)
+        .await
+        .expect("an empty window");
+    assert_eq!(landed.rows, 0);
+    assert!(
+        landed
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("enableClusterQueueResources"),
+        "{landed:?}"
+    );
+    let health = usage::health(&pool, &Usage::off()).await.expect("health");
+    let kueue = health
+        .sources
+        .iter()
+        .find(|s| s.source == "kueue")
+        .expect("kueue");
+    assert!(
+        kueue
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not zero"),
+        "{kueue:?}"
+    );
+}
+
+/// NVML's readings off a real H200 at duty cycles 0, 25, 50, 75, 100 and 0%, one phase per
+/// minute (the readings unchanged, their spacing stretched from 1 s to 2 s).
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_real_h200_trace_gives_its_duty_cycles(pool: PgPool) {
+    fleet(&pool, false).await;
+    let t0 = t0();
+    let csv = include_str!("fixtures/h200-nvml-trace/util_trace.csv");
+    let phases = ["idle", "duty25", "duty50", "duty75", "full", "idle_after"];
+    let labels = dcgm(
+        "0",
+        "GPU-82d0b494-c749-c9ff-1f40-5f515fdc8df0",
+        "h200-probe",
+        "NVIDIA H200",
+        &[],
+    );
+    let mut points = Vec::new();
+    let mut readings: BTreeMap<usize, (f64, Vec<i64>)> = BTreeMap::new();
+    for line in csv.lines().skip(1) {
+        let fields: Vec<&str> = line.split(',').collect();
+        let phase = phases
+            .iter()
+            .position(|p| *p == fields[1])
+            .expect("a known phase");
+        let duty: f64 = fields[2].parse().expect("duty");
+        let util: i64 = fields[3].parse().expect("util");
+        let entry = readings.entry(phase).or_insert((duty, Vec::new()));
+        let i = entry.1.len() as i64;
+        entry.1.push(util);
+        points.push(at(
+            "DCGM_FI_DEV_GPU_UTIL",
+            &labels,
+            t0 + phase as i64 * MINUTE_MS + i * 2 * SEC,
+            util,
+        ));
+    }
+    let dir = scratch("h200");
+    backfill(&dir, &points);
+    let prom = PromServer::start(&dir, &[]).await;
+    let window = Window::new(t0, t0 + 6 * MINUTE_MS).expect("window");
+    usage::ingest(&pool, &prom.client(), &settings(16), Source::Dcgm, window)
+        .await
+        .expect("ingest");
+    let rows = minute_rows(&pool, t0).await;
+    assert_eq!(rows.len(), 6);
+    for (phase, (duty, utils)) in &readings {
+        let row = rows
+            .get(&(
+                *phase as i64,
+                String::new(),
+                String::new(),
+                "h200-train".to_owned(),
+            ))
+            .unwrap_or_else(|| panic!("minute {phase}: {rows:?}"));
+        // the readings' mean: Σ% / n of a GPU-minute = Σ × 600,000 / n µs, half up
+        let sum: i64 = utils.iter().sum();
+        let n = utils.len() as i64;
+        let mean_us = (sum * 600_000 * 2 + n) / (2 * n);
+        assert_eq!(row.1, Some(mean_us), "{}", phases[*phase]);
+        assert_eq!(row.2, Some(GPU_MIN));
+        // and the world: within 5 points of the duty cycle the load ran at (NVML itself read
+        // 23.6, 47.4, 71.1 and 96.1% for 25, 50, 75 and 100%)
+        let busy_share = mean_us as f64 / GPU_MIN as f64;
+        assert!(
+            (busy_share - duty).abs() < 0.05,
+            "{}: {busy_share} vs {duty}",
+            phases[*phase]
+        );
+    }
+}

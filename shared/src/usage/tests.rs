@@ -1,0 +1,430 @@
+//! Every expected figure below is worked out by hand in its comment.
+
+use proptest::prelude::*;
+
+use super::*;
+
+const T0: i64 = 1_796_000_400_000; // 2026-11-30T00:00:00Z, a whole hour
+const SEC: i64 = 1_000;
+const MIN: i64 = 60_000;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn series(pairs: &[(&str, &str)], samples: &[(i64, &str)]) -> Series {
+    Series {
+        labels: labels(pairs),
+        samples: samples
+            .iter()
+            .map(|(at_ms, v)| Sample {
+                at_ms: *at_ms,
+                micro: parse_micro(v).expect("a value"),
+            })
+            .collect(),
+    }
+}
+
+fn flavors() -> Vec<FlavorFacts> {
+    vec![
+        FlavorFacts {
+            name: "h100-shared".into(),
+            gpu_model: "H100-SXM5-80GB".into(),
+            mig: false,
+        },
+        FlavorFacts {
+            name: "h200-mig".into(),
+            gpu_model: "H200-SXM-141GB".into(),
+            mig: true,
+        },
+    ]
+}
+
+fn h100(gpu: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut l = vec![
+        ("gpu".to_owned(), gpu.to_owned()),
+        ("UUID".to_owned(), format!("GPU-h100-{gpu}")),
+        ("modelName".to_owned(), "NVIDIA H100 80GB HBM3".to_owned()),
+        ("Hostname".to_owned(), "node-a".to_owned()),
+    ];
+    l.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    l
+}
+
+fn s(l: &[(String, String)], samples: &[(i64, &str)]) -> Series {
+    let pairs: Vec<(&str, &str)> = l.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    series(&pairs, samples)
+}
+
+fn window(minutes: i64) -> Window {
+    Window::new(T0, T0 + minutes * MIN).expect("a window")
+}
+
+fn key(minute: i64, ns: &str, flavor: &str) -> UsageKey {
+    UsageKey {
+        minute_ms: T0 + minute * MIN,
+        namespace: ns.into(),
+        cluster_queue: String::new(),
+        flavor: flavor.into(),
+    }
+}
+
+#[test]
+fn values_are_read_exactly_from_their_decimal_text() {
+    assert_eq!(parse_micro("87"), Some(87_000_000));
+    assert_eq!(parse_micro("0.913305"), Some(913_305));
+    assert_eq!(parse_micro("302.206000"), Some(302_206_000));
+    assert_eq!(parse_micro("1e+06"), Some(1_000_000_000_000));
+    assert_eq!(parse_micro("2.5E-3"), Some(2_500));
+    // half away from zero past the sixth decimal
+    assert_eq!(parse_micro("0.0000005"), Some(1));
+    assert_eq!(parse_micro("0.00000049"), Some(0));
+    assert_eq!(parse_micro("-0.0000005"), Some(-1));
+    // 0.1 + 0.2 as Go prints it
+    assert_eq!(parse_micro("0.30000000000000004"), Some(300_000));
+    for bad in ["", ".", "NaN", "+Inf", "-Inf", "1.2.3", "0x10", "1e", "--1"] {
+        assert_eq!(parse_micro(bad), None, "{bad:?}");
+    }
+}
+
+#[test]
+fn a_whole_gpu_minute_is_its_mean_busy_ratio() {
+    let util = [s(
+        &h100("0", &[("namespace", "team-a")]),
+        &[(T0, "80"), (T0 + 30 * SEC, "90")],
+    )];
+    let rows = device_minutes(&util, &[], &[], window(1), &flavors());
+    // (80% + 90%) / 2 = 85% of one GPU-minute: 0.85 × 60,000,000 µs
+    assert_eq!(
+        rows,
+        BTreeMap::from([(
+            key(0, "team-a", "h100-shared"),
+            DeviceMinute {
+                busy_gpu_us: 51_000_000,
+                observed_gpu_us: 60_000_000,
+                fb_used_mib: 0
+            }
+        )])
+    );
+}
+
+#[test]
+fn a_gpu_that_changes_pods_within_a_minute_is_split_never_doubled() {
+    let util = [
+        s(
+            &h100("0", &[("namespace", "team-a"), ("pod", "p1")]),
+            &[(T0, "100")],
+        ),
+        s(
+            &h100("0", &[("namespace", "team-b"), ("pod", "p2")]),
+            &[
+                (T0 + 15 * SEC, "0"),
+                (T0 + 30 * SEC, "0"),
+                (T0 + 45 * SEC, "0"),
+            ],
+        ),
+    ];
+    let fb = [
+        s(
+            &h100("0", &[("namespace", "team-a"), ("pod", "p1")]),
+            &[(T0, "4000")],
+        ),
+        s(
+            &h100("0", &[("namespace", "team-b"), ("pod", "p2")]),
+            &[
+                (T0 + 15 * SEC, "1000"),
+                (T0 + 30 * SEC, "1000"),
+                (T0 + 45 * SEC, "2000"),
+            ],
+        ),
+    ];
+    let rows = device_minutes(&util, &[], &fb, window(1), &flavors());
+    // 4 samples: each is a quarter of the minute. team-a: 100% × 1/4 = 15 s busy, 15 s observed;
+    // team-b: 0 busy, 45 s observed. Framebuffer: mean over 4 samples, split the same way:
+    // team-a 4000/4 = 1000 MiB, team-b (1000 + 1000 + 2000)/4 = 1000 MiB.
+    assert_eq!(
+        rows[&key(0, "team-a", "h100-shared")],
+        DeviceMinute {
+            busy_gpu_us: 15_000_000,
+            observed_gpu_us: 15_000_000,
+            fb_used_mib: 1_000
+        }
+    );
+    assert_eq!(
+        rows[&key(0, "team-b", "h100-shared")],
+        DeviceMinute {
+            busy_gpu_us: 0,
+            observed_gpu_us: 45_000_000,
+            fb_used_mib: 1_000
+        }
+    );
+}
+
+#[test]
+fn a_mig_instance_counts_at_its_compute_share_of_the_gpu() {
+    let mig = [
+        ("gpu", "0"),
+        ("UUID", "GPU-h200"),
+        ("modelName", "NVIDIA H200"),
+        ("Hostname", "node-b"),
+        ("GPU_I_PROFILE", "1g.18gb"),
+        ("GPU_I_ID", "9"),
+        ("namespace", "team-b"),
+    ];
+    let engine = [series(&mig, &[(T0, "0.700000")])];
+    // GPU_UTIL of a MIG instance is ignored (not reported per instance by DCGM)
+    let util = [series(&mig, &[(T0, "100")])];
+    let rows = device_minutes(&util, &engine, &[], window(1), &flavors());
+    // H200: 7 compute slices; 1g → 1/7 GPU. busy 0.7 × 1/7 × 60 s = 6 s exactly;
+    // observed 60 s / 7 = 8,571,428.57 µs → 8,571,429 (half up).
+    assert_eq!(
+        rows,
+        BTreeMap::from([(
+            key(0, "team-b", "h200-mig"),
+            DeviceMinute {
+                busy_gpu_us: 6_000_000,
+                observed_gpu_us: 8_571_429,
+                fb_used_mib: 0
+            }
+        )])
+    );
+}
+
+#[test]
+fn samples_on_the_windows_edges_count_once_and_vanished_devices_stop() {
+    let util = [s(
+        &h100(
+            "1",
+            &[
+                ("exported_namespace", "team-a"),
+                ("namespace", "gpu-operator"),
+            ],
+        ),
+        &[
+            (T0 - 1, "100"),       // before the window
+            (T0, "50"),            // first instant: in minute 0
+            (T0 + MIN - 1, "50"),  // last millisecond of minute 0
+            (T0 + MIN, "20"),      // minute 1
+            (T0 + 2 * MIN, "100"), // the window's end: not in it
+        ],
+    )];
+    let rows = device_minutes(&util, &[], &[], window(2), &flavors());
+    // exported_namespace wins over the scrape target's namespace; the device's series ends at
+    // minute 1 and nothing is carried into later minutes.
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[&key(0, "team-a", "h100-shared")].busy_gpu_us,
+        30_000_000
+    );
+    assert_eq!(
+        rows[&key(1, "team-a", "h100-shared")].busy_gpu_us,
+        12_000_000
+    );
+}
+
+#[test]
+fn unassigned_devices_and_unknown_flavors_are_kept() {
+    let util = [series(
+        &[
+            ("gpu", "0"),
+            ("UUID", "GPU-x"),
+            ("modelName", "Some Future GPU"),
+            ("Hostname", "n"),
+        ],
+        &[(T0, "10")],
+    )];
+    let rows = device_minutes(&util, &[], &[], window(1), &flavors());
+    assert_eq!(rows[&key(0, "", "")].busy_gpu_us, 6_000_000);
+}
+
+#[test]
+fn kueue_allocation_counts_gpus_and_mig_shares_per_team() {
+    let owners = Owners {
+        cluster_queues: BTreeMap::from([("research".into(), "team-research".into())]),
+        flavors: flavors(),
+    };
+    let usage = [
+        series(
+            &[
+                ("cluster_queue", "research"),
+                ("flavor", "h100-shared"),
+                ("resource", "nvidia.com/gpu"),
+            ],
+            &[(T0, "8"), (T0 + 30 * SEC, "9"), (T0 + MIN, "8")],
+        ),
+        series(
+            &[
+                ("cluster_queue", "research"),
+                ("flavor", "h200-mig"),
+                ("resource", "nvidia.com/mig-1g.18gb"),
+            ],
+            &[(T0, "7")],
+        ),
+        series(
+            &[
+                ("cluster_queue", "research"),
+                ("flavor", "h100-shared"),
+                ("resource", "cpu"),
+            ],
+            &[(T0 + 2 * MIN, "64")],
+        ),
+        series(
+            &[
+                ("cluster_queue", "ghost"),
+                ("flavor", "h100-shared"),
+                ("resource", "nvidia.com/gpu"),
+            ],
+            &[(T0, "2")],
+        ),
+    ];
+    let (rows, known) = allocation_minutes(&usage, window(3), &owners);
+    let cq_key = |minute: i64, ns: &str, cq: &str, flavor: &str| UsageKey {
+        minute_ms: T0 + minute * MIN,
+        namespace: ns.into(),
+        cluster_queue: cq.into(),
+        flavor: flavor.into(),
+    };
+    // minute 0: (8 + 9) / 2 = 8.5 GPUs → 510 GPU-s; minute 1: 8 GPUs → 480 GPU-s;
+    // 7 × 1g.18gb on a 7-slice H200 = 1 GPU → 60 GPU-s; the ghost queue: 2 GPUs → 120 GPU-s.
+    assert_eq!(
+        rows,
+        BTreeMap::from([
+            (cq_key(0, "", "ghost", "h100-shared"), 120_000_000),
+            (cq_key(0, "team-research", "", "h100-shared"), 510_000_000),
+            (cq_key(0, "team-research", "", "h200-mig"), 60_000_000),
+            (cq_key(1, "team-research", "", "h100-shared"), 480_000_000),
+        ])
+    );
+    // cpu is no GPU, but it shows Kueue reported in minute 2
+    assert_eq!(known, BTreeSet::from([T0, T0 + MIN, T0 + 2 * MIN]));
+}
+
+#[test]
+fn token_counters_survive_resets_and_count_increases_in_the_later_minute() {
+    let l = [
+        ("namespace", "team-search"),
+        ("model_name", "llama-8b"),
+        ("pod", "vllm-0"),
+    ];
+    let prompt = [series(
+        &l,
+        &[
+            (T0 - 30 * SEC, "100"), // before the window: only the baseline
+            (T0 + 10 * SEC, "150"), // +50 in minute 0
+            (T0 + 40 * SEC, "30"),  // restarted: +30 in minute 0
+            (T0 + 70 * SEC, "50"),  // +20 in minute 1
+            (T0 + 2 * MIN, "90"),   // the window's end: not in it
+        ],
+    )];
+    let generation = [series(&l, &[(T0 - 1, "0"), (T0 + 5 * SEC, "1000")])];
+    let rows = token_minutes(&prompt, &generation, window(2));
+    let k = |minute: i64| TokenKey {
+        minute_ms: T0 + minute * MIN,
+        namespace: "team-search".into(),
+        model: "llama-8b".into(),
+    };
+    assert_eq!(
+        rows,
+        BTreeMap::from([
+            (
+                k(0),
+                Tokens {
+                    prompt: 80,
+                    generation: 1000
+                }
+            ),
+            (
+                k(1),
+                Tokens {
+                    prompt: 20,
+                    generation: 0
+                }
+            ),
+        ])
+    );
+}
+
+#[test]
+fn nvml_model_names_find_their_catalogue_model() {
+    let name = |s| catalogue_model(s).map(|m| m.name.as_str());
+    assert_eq!(name("NVIDIA H200"), Some("H200-SXM-141GB"));
+    assert_eq!(name("NVIDIA H100 80GB HBM3"), Some("H100-SXM5-80GB"));
+    assert_eq!(name("NVIDIA A100-SXM4-80GB"), Some("A100-SXM4-80GB"));
+    assert_eq!(
+        name("NVIDIA RTX PRO 6000 Blackwell Server Edition"),
+        Some("RTX-PRO-6000-96GB")
+    );
+    assert_eq!(name("NVIDIA GeForce GTX 1080"), None);
+}
+
+#[test]
+fn windows_must_be_whole_minutes() {
+    assert!(Window::new(T0, T0 + MIN).is_ok());
+    assert!(Window::new(T0 + 1, T0 + MIN).is_err());
+    assert!(Window::new(T0, T0).is_err());
+}
+
+fn merged<K: Ord + Clone, V: Copy>(a: BTreeMap<K, V>, b: BTreeMap<K, V>) -> BTreeMap<K, V> {
+    a.into_iter().chain(b).collect()
+}
+
+proptest! {
+    /// Tiling a span with two windows gives the rows of the whole span: no sample is counted
+    /// twice or lost at the seam, whatever the samples and wherever the seam.
+    #[test]
+    fn windows_that_tile_a_span_give_its_rows(
+        samples in proptest::collection::vec((0i64..10 * 60, 0u8..=100, 0usize..3, 0usize..2), 0..80),
+        seam in 1i64..10,
+    ) {
+        let namespaces = ["team-a", "team-b", ""];
+        let mut by_series: BTreeMap<(usize, usize), Vec<Sample>> = BTreeMap::new();
+        for (second, value, ns, gpu) in samples {
+            by_series.entry((ns, gpu)).or_default().push(Sample {
+                at_ms: T0 + second * SEC,
+                micro: i64::from(value) * 1_000_000,
+            });
+        }
+        let util: Vec<Series> = by_series
+            .into_iter()
+            .map(|((ns, gpu), mut samples)| {
+                samples.sort_by_key(|x| x.at_ms);
+                samples.dedup_by_key(|x| x.at_ms);
+                let gpu = gpu.to_string();
+                let pairs = h100(&gpu, &[("namespace", namespaces[ns])]);
+                let mut one = s(&pairs, &[]);
+                one.samples = samples;
+                one
+            })
+            .collect();
+        let whole = device_minutes(&util, &[], &util, window(10), &flavors());
+        let first = device_minutes(&util, &[], &util, Window::new(T0, T0 + seam * MIN).expect("w"), &flavors());
+        let second = device_minutes(&util, &[], &util, Window::new(T0 + seam * MIN, T0 + 10 * MIN).expect("w"), &flavors());
+        prop_assert_eq!(&whole, &merged(first, second));
+        let tokens = token_minutes(&util, &[], window(10));
+        let t1 = token_minutes(&util, &[], Window::new(T0, T0 + seam * MIN).expect("w"));
+        let t2 = token_minutes(&util, &[], Window::new(T0 + seam * MIN, T0 + 10 * MIN).expect("w"));
+        prop_assert_eq!(tokens, merged(t1, t2));
+        // no device-minute is observed for more than one GPU-minute per device
+        for (key, row) in &whole {
+            prop_assert!(row.observed_gpu_us <= 2 * GPU_US_PER_GPU_MINUTE, "{key:?}");
+            prop_assert!(row.busy_gpu_us <= row.observed_gpu_us, "{key:?}");
+        }
+    }
+
+    /// A minute of constant utilisation is that utilisation × one GPU-minute, however many
+    /// samples it has.
+    #[test]
+    fn constant_utilisation_is_exact_whatever_the_sample_count(util in 0u8..=100, n in 1i64..=60) {
+        let samples: Vec<(i64, String)> = (0..n).map(|i| (T0 + i * (MIN / n), util.to_string())).collect();
+        let samples: Vec<(i64, &str)> = samples.iter().map(|(t, v)| (*t, v.as_str())).collect();
+        let rows = device_minutes(&[s(&h100("0", &[("namespace", "team-a")]), &samples)], &[], &[], window(1), &flavors());
+        prop_assert_eq!(rows[&key(0, "team-a", "h100-shared")].busy_gpu_us, i64::from(util) * 600_000);
+    }
+}
