@@ -194,6 +194,10 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     // A page that is not built yet says so, and so does a deep link into it, reloaded.
     browser.click("Chargeback").await;
     browser.wait_for_text(".notyet", "Not built yet").await;
+    // … and shows the usage ingest it will rest on: off here, with the setting that turns it on
+    browser
+        .wait_for_text("[data-test=usage-ingest]", "GPUFLEET_PROMETHEUS_URL")
+        .await;
     browser
         .client
         .goto(&server.url("/chargeback/2026-11"))

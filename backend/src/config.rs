@@ -54,7 +54,7 @@ pub enum UsageCommand {
         #[command(flatten)]
         db: DbArgs,
         #[command(flatten)]
-        usage: UsageArgs,
+        usage: Box<UsageArgs>,
         /// e.g. 2026-12-01T00:00:00Z
         #[arg(long)]
         from: String,
@@ -64,6 +64,19 @@ pub enum UsageCommand {
         /// Only these sources (kueue, dcgm, vllm; repeat); default: all.
         #[arg(long = "source")]
         sources: Vec<String>,
+    },
+    /// Write the demo fleet's metrics of the last hours as OpenMetrics, for
+    /// `promtool tsdb create-blocks-from openmetrics` (what `./dev run` seeds its Prometheus with).
+    DemoHistory {
+        #[command(flatten)]
+        db: DbArgs,
+        #[arg(long, default_value_t = 24)]
+        hours: u32,
+        /// Seconds between samples (at most 60: a minute without a sample counts nothing).
+        #[arg(long, default_value_t = 60)]
+        step_seconds: u32,
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Print each source's watermark and lag, the open gaps and the unattributed namespaces.
     Status {
@@ -291,6 +304,10 @@ pub struct UsageArgs {
         default_value_t = 90
     )]
     pub usage_minute_retention_days: u32,
+    /// Also serve the demo fleet's metrics (DCGM, Kueue, vLLM) at http://ADDR/metrics for a
+    /// Prometheus to scrape; usage read back from it is shown as demo data.
+    #[arg(long, env = "GPUFLEET_DEMO_EXPORTER_LISTEN")]
+    pub demo_exporter_listen: Option<SocketAddr>,
 }
 
 /// Where approved quota goes: a GitOps directory, a cluster (kubeconfig or in-cluster), or

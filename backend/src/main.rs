@@ -74,13 +74,17 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         .with_cluster(cluster)
         .with_usage(usage.clone());
     let reconciler = backend::cluster::spawn(state.clone());
+    let exporter = match args.usage.demo_exporter_listen {
+        Some(addr) => Some(backend::usage::demo::serve(pool.clone(), addr).await?),
+        None => None,
+    };
     let ingest = backend::usage::spawn(pool.clone(), usage);
     let work = state.work.clone();
     let router = app(state, &settings);
     app::serve(listener, router, app::shutdown_signal(), work).await?;
     reconciler.abort();
-    if let Some(ingest) = ingest {
-        ingest.abort();
+    for task in [ingest, exporter].into_iter().flatten() {
+        task.abort();
     }
     pool.close().await;
     tracing::info!("stopped");

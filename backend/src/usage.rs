@@ -17,6 +17,7 @@
 
 pub mod cli;
 pub mod db;
+pub mod demo;
 pub mod prom;
 
 use std::time::Duration;
@@ -89,6 +90,8 @@ impl Default for IngestSettings {
 pub struct Usage {
     prom: Option<Prometheus>,
     pub settings: IngestSettings,
+    /// The metrics come from the demo exporter: every figure is demo data.
+    pub demo: bool,
     running: Mutex<()>,
 }
 
@@ -97,6 +100,7 @@ impl Usage {
         Self {
             prom: None,
             settings: IngestSettings::default(),
+            demo: false,
             running: Mutex::new(()),
         }
     }
@@ -105,6 +109,7 @@ impl Usage {
         Self {
             prom: Some(prom),
             settings,
+            demo: false,
             running: Mutex::new(()),
         }
     }
@@ -123,7 +128,7 @@ impl Usage {
         if ![1, 2, 4, 8, 16].contains(&args.usage_shards) {
             return Err("GPUFLEET_USAGE_SHARDS is 1, 2, 4, 8 or 16".to_owned());
         }
-        Ok(Self::new(
+        let usage = Self::new(
             prom,
             IngestSettings {
                 every: Duration::from_secs(args.usage_every_seconds.max(1)),
@@ -135,7 +140,11 @@ impl Usage {
                 }),
                 ..IngestSettings::default()
             },
-        ))
+        );
+        Ok(Self {
+            demo: args.demo_exporter_listen.is_some(),
+            ..usage
+        })
     }
 
     pub fn prometheus(&self) -> Option<&Prometheus> {
@@ -198,9 +207,20 @@ async fn read_and_store(
         Source::Kueue => {
             let usage = prom.samples(KUEUE_USAGE, window, 0).await?;
             count(&usage, &mut landed);
-            let (rows, _known) = model::allocation_minutes(&usage, window, &who.owners);
+            let (mut rows, _known) = model::allocation_minutes(&usage, window, &who.owners);
             if usage.is_empty() {
-                landed.note = Some(KUEUE_ABSENT.to_owned());
+                let (requests, phases) = tokio::try_join!(
+                    prom.samples(KSM_REQUESTS, window, 0),
+                    prom.samples(KSM_RUNNING, window, 0),
+                )?;
+                count(&requests, &mut landed);
+                count(&phases, &mut landed);
+                if requests.is_empty() {
+                    landed.note = Some(KUEUE_ABSENT.to_owned());
+                } else {
+                    rows = model::requested_minutes(&requests, &phases, window);
+                    landed.note = Some(KUEUE_FALLBACK.to_owned());
+                }
             }
             landed.rows = rows.len();
             let mut tx = pool.begin().await?;
@@ -270,6 +290,10 @@ async fn read_and_store(
     Ok(landed)
 }
 
+/// kube-state-metrics' GPU requests and running pods: the stand-in when Kueue's are absent.
+const KSM_REQUESTS: &str = r#"kube_pod_container_resource_requests{resource=~"nvidia_com_gpu|amd_com_gpu|nvidia_com_mig_.+"}"#;
+const KSM_RUNNING: &str = r#"kube_pod_status_phase{phase="Running"}"#;
+const KUEUE_FALLBACK: &str = "Kueue's ClusterQueue resource metrics are absent (set metrics.enableClusterQueueResources: true in Kueue's configuration): allocation is read from kube-state-metrics' GPU requests of running pods instead, by namespace, without the flavor.";
 const KUEUE_ABSENT: &str = "Kueue's ClusterQueue resource metrics (kueue_cluster_queue_resource_usage) are absent: set metrics.enableClusterQueueResources: true in Kueue's configuration. Allocation is unknown for these minutes, not zero.";
 const DCGM_UNLABELLED: &str = "no DCGM series carries a namespace label, so every GPU counts as unassigned: run dcgm-exporter with --kubernetes (-k) so it labels each GPU with its pod.";
 
@@ -416,6 +440,7 @@ pub async fn health(pool: &PgPool, usage: &Usage) -> sqlx::Result<UsageHealth> {
         prometheus: usage
             .prometheus()
             .map(|p| crate::config::redact_url(p.url())),
+        demo: usage.demo,
         sources,
         open_gaps,
         unattributed: db::unattributed(pool).await?,

@@ -609,6 +609,35 @@ async fn bad_configuration_gives_a_clear_message_and_no_rows(pool: PgPool) {
             1,
         ));
     }
+    // later, with Kueue's series gone: kube-state-metrics' requests of a running pod (2 GPUs)
+    // and of a finished one (its Running series reads 0)
+    for k in 0..4 {
+        let ts = t0 + 40 * MINUTE_MS + k * 15 * SEC;
+        for (pod, running) in [("serve-1", 1), ("done-0", 0)] {
+            points.push(point(
+                "kube_pod_container_resource_requests",
+                &[
+                    ("namespace", "team-search"),
+                    ("pod", pod),
+                    ("container", "main"),
+                    ("resource", "nvidia_com_gpu"),
+                    ("unit", "integer"),
+                ],
+                ts,
+                2,
+            ));
+            points.push(point(
+                "kube_pod_status_phase",
+                &[
+                    ("namespace", "team-search"),
+                    ("pod", pod),
+                    ("phase", "Running"),
+                ],
+                ts,
+                running,
+            ));
+        }
+    }
     backfill(&dir, &points);
     // bcrypt of "right-password" (cost 4), made once with Python's bcrypt for this fixture
     std::fs::write(
@@ -694,6 +723,33 @@ async fn bad_configuration_gives_a_clear_message_and_no_rows(pool: PgPool) {
             .unwrap_or_default()
             .contains("not zero"),
         "{kueue:?}"
+    );
+
+    // … and where kube-state-metrics has the pods' GPU requests, they stand in: 2 GPUs of the
+    // running pod for the minute (the finished pod's are not counted), flavor unknown
+    let fallback = Window::new(t0 + 40 * MINUTE_MS, t0 + 41 * MINUTE_MS).expect("window");
+    let landed = usage::ingest(&pool, &right, &settings(1), Source::Kueue, fallback)
+        .await
+        .expect("fallback window");
+    assert!(
+        landed
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("kube-state-metrics"),
+        "{landed:?}"
+    );
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "select namespace, flavor, allocated_gpu_microseconds from usage_minutes
+         where minute = to_timestamp($1::bigint / 1000)",
+    )
+    .bind(fallback.from_ms)
+    .fetch_all(&pool)
+    .await
+    .expect("rows");
+    assert_eq!(
+        rows,
+        vec![("team-search".to_owned(), String::new(), 2 * GPU_MIN)]
     );
 }
 

@@ -1,12 +1,14 @@
 //! One page per domain. Pages that are not built yet say so.
 
 mod admin;
+mod chargeback;
 mod cluster;
 mod fleet;
 mod plan;
 mod quotas;
 
 pub use admin::Admin;
+pub use chargeback::Chargeback;
 pub use cluster::{ClusterPage, DryRunDiff};
 pub use fleet::FleetPage;
 use leptos::prelude::*;
@@ -15,7 +17,7 @@ pub use plan::Plan;
 pub use quotas::Quotas;
 use shared::auth::Page;
 
-use crate::{auth::use_me, ui::NotYet};
+use crate::auth::use_me;
 
 /// The start page: a card for each page the signed-in user may open, and no others.
 #[component]
@@ -41,16 +43,6 @@ pub fn Home() -> impl IntoView {
             </p>
             <ul class="cards" data-test="cards">{cards}</ul>
         </section>
-    }
-}
-
-#[component]
-pub fn Chargeback() -> impl IntoView {
-    view! {
-        <NotYet
-            title="Chargeback"
-            what="Cost by allocation and by measured use (DCGM via Prometheus), and monthly statements."
-        />
     }
 }
 

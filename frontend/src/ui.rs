@@ -50,17 +50,6 @@ pub fn ErrorBox(error: ApiError) -> impl IntoView {
     view! { <p class="error" role="alert">{error.to_string()}{id}</p> }
 }
 
-/// A page that is planned but not built yet, saying so plainly.
-#[component]
-pub fn NotYet(title: &'static str, what: &'static str) -> impl IntoView {
-    view! {
-        <section>
-            <h1>{title}</h1>
-            <p class="notyet">"Not built yet. " {what}</p>
-        </section>
-    }
-}
-
 /// Shows `children` only to roles that may use `page` (the server refuses the data anyway).
 #[component]
 pub fn Guard(page: shared::auth::Page, children: ChildrenFn) -> impl IntoView {

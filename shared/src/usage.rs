@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{catalogue, utc::MINUTE_MS};
 
+pub mod demo;
+
 /// Busy time of whole GPUs, in percent (dcgm-exporter's default counters).
 pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
 /// Busy time of MIG instances, a ratio 0-1 (GPU_UTIL is not reported per instance).
@@ -498,6 +500,81 @@ pub fn allocation_minutes(
     (rows, known)
 }
 
+/// kube-state-metrics' requests of running pods, for when Kueue's series are absent: GPU
+/// requests (`kube_pod_container_resource_requests`, resource `nvidia_com_gpu`,
+/// `nvidia_com_mig_1g_18gb`, …) of pods whose `kube_pod_status_phase{phase="Running"}` was 1 in
+/// that minute, by namespace. The flavor is not known from these series (`""`), so MIG counts
+/// at a 7-slice GPU's share.
+pub fn requested_minutes(
+    requests: &[Series],
+    phases: &[Series],
+    window: Window,
+) -> BTreeMap<UsageKey, i64> {
+    let mut running: BTreeSet<(String, String, i64)> = BTreeSet::new();
+    for s in phases {
+        if s.labels.get("phase").map(String::as_str) != Some("Running") {
+            continue;
+        }
+        let pod = s.labels.get("pod").cloned().unwrap_or_default();
+        for sample in s
+            .samples
+            .iter()
+            .filter(|x| window.holds(x.at_ms) && x.micro > 0)
+        {
+            running.insert((
+                namespace(&s.labels).to_owned(),
+                pod.clone(),
+                crate::utc::floor_minute(sample.at_ms),
+            ));
+        }
+    }
+    let mut exact: BTreeMap<UsageKey, i128> = BTreeMap::new();
+    for s in requests {
+        let resource = s.labels.get("resource").map_or("", String::as_str);
+        let Some((num, den)) = sanitized_resource_share(resource) else {
+            continue;
+        };
+        let ns = namespace(&s.labels).to_owned();
+        let pod = s.labels.get("pod").cloned().unwrap_or_default();
+        let mut by_minute: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for sample in s.samples.iter().filter(|x| window.holds(x.at_ms)) {
+            let minute = crate::utc::floor_minute(sample.at_ms);
+            if running.contains(&(ns.clone(), pod.clone(), minute)) {
+                by_minute.entry(minute).or_default().push(sample.micro);
+            }
+        }
+        for (minute_ms, values) in by_minute {
+            let n = i128::try_from(values.len()).unwrap_or(i128::MAX);
+            let sum: i128 = values.iter().map(|v| i128::from(*v)).sum();
+            *exact
+                .entry(UsageKey {
+                    minute_ms,
+                    namespace: ns.clone(),
+                    cluster_queue: String::new(),
+                    flavor: String::new(),
+                })
+                .or_default() += div_round(
+                sum * i128::from(num) * i128::from(GPU_US_PER_GPU_MINUTE),
+                i128::from(den) * n,
+            );
+        }
+    }
+    exact.into_iter().map(|(k, v)| (k, unscale(v))).collect()
+}
+
+/// A resource name as kube-state-metrics writes it (`nvidia_com_gpu`,
+/// `nvidia_com_mig_1g_18gb`) in GPUs.
+fn sanitized_resource_share(resource: &str) -> Option<(i64, i64)> {
+    if catalogue::Vendor::ALL
+        .iter()
+        .any(|v| v.resource_name().replace(['.', '/'], "_") == resource)
+    {
+        return Some((1, 1));
+    }
+    let profile = resource.strip_prefix("nvidia_com_mig_")?;
+    Some(mig_share(&profile.replacen('_', ".", 1), None))
+}
+
 /// Tokens a model served for a namespace in one minute.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TokenKey {
@@ -597,6 +674,9 @@ pub struct UsageHealth {
     /// The Prometheus URL (no credentials: those come from files), or `None` when usage
     /// ingest is off.
     pub prometheus: Option<String>,
+    /// The metrics come from gpufleet's demo exporter: every figure is demo data.
+    #[serde(default)]
+    pub demo: bool,
     pub sources: Vec<SourceStatus>,
     pub open_gaps: Vec<Gap>,
     /// Namespaces (and ClusterQueues, written `clusterqueue/<name>`) with usage in the last

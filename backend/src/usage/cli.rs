@@ -108,6 +108,49 @@ pub async fn run(command: UsageCommand) -> Result<(), CliError> {
                 )))
             }
         }
+        UsageCommand::DemoHistory {
+            db,
+            hours,
+            step_seconds,
+            out,
+        } => {
+            if !(1..=60).contains(&step_seconds) {
+                return Err(CliError::Input(
+                    "--step-seconds is 1 to 60: a minute without a sample counts nothing"
+                        .to_owned(),
+                ));
+            }
+            let pool = migrated_pool(&db).await?;
+            let (pools, teams) = super::demo::fleet(&pool)
+                .await
+                .map_err(|err| CliError::Failed(format!("database: {err}")))?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let to = shared::utc::floor_minute(now);
+            let from = to - i64::from(hours) * shared::utc::HOUR_MS;
+            let file = std::fs::File::create(&out).map_err(|err| {
+                CliError::Failed(format!("cannot write {}: {err}", out.display()))
+            })?;
+            let mut writer = std::io::BufWriter::new(file);
+            let written = super::demo::write_history(
+                &mut writer,
+                &pools,
+                &teams,
+                from,
+                to,
+                i64::from(step_seconds) * 1000,
+            )
+            .and_then(|n| writer.flush().map(|()| n))
+            .map_err(|err| CliError::Failed(format!("cannot write {}: {err}", out.display())))?;
+            eprintln!(
+                "wrote {written} demo samples ({} to {}) to {}",
+                format_rfc3339(from),
+                format_rfc3339(to),
+                out.display()
+            );
+            Ok(())
+        }
         UsageCommand::Status { db, format } => {
             let pool = migrated_pool(&db).await?;
             let health = super::health(&pool, &Usage::off())

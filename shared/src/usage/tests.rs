@@ -307,6 +307,79 @@ fn kueue_allocation_counts_gpus_and_mig_shares_per_team() {
 }
 
 #[test]
+fn requests_of_running_pods_stand_in_for_kueue() {
+    let requests = [
+        series(
+            &[
+                ("namespace", "team-search"),
+                ("pod", "serve-1"),
+                ("resource", "nvidia_com_gpu"),
+                ("unit", "integer"),
+            ],
+            &[(T0, "2"), (T0 + 30 * SEC, "2"), (T0 + MIN, "2")],
+        ),
+        series(
+            &[
+                ("namespace", "team-search"),
+                ("pod", "serve-1"),
+                ("resource", "nvidia_com_mig_1g_18gb"),
+            ],
+            &[(T0, "7")],
+        ),
+        series(
+            &[
+                ("namespace", "team-search"),
+                ("pod", "serve-1"),
+                ("resource", "cpu"),
+            ],
+            &[(T0, "8")],
+        ),
+        series(
+            &[
+                ("namespace", "team-research"),
+                ("pod", "done-0"),
+                ("resource", "nvidia_com_gpu"),
+            ],
+            &[(T0, "1"), (T0 + MIN, "1")],
+        ),
+    ];
+    let phases = [
+        series(
+            &[
+                ("namespace", "team-search"),
+                ("pod", "serve-1"),
+                ("phase", "Running"),
+            ],
+            &[(T0, "1")],
+        ),
+        // done-0 finished: its Running series reads 0, its requests stay exported
+        series(
+            &[
+                ("namespace", "team-research"),
+                ("pod", "done-0"),
+                ("phase", "Running"),
+            ],
+            &[(T0, "0"), (T0 + MIN, "0")],
+        ),
+        series(
+            &[
+                ("namespace", "team-research"),
+                ("pod", "done-0"),
+                ("phase", "Succeeded"),
+            ],
+            &[(T0, "1")],
+        ),
+    ];
+    let rows = requested_minutes(&requests, &phases, window(2));
+    // minute 0: serve-1 runs with 2 GPUs and 7 × 1g (1 GPU on a 7-slice GPU) = 180 GPU-s;
+    // minute 1: no Running sample for serve-1, so nothing; done-0 never counts
+    assert_eq!(
+        rows,
+        BTreeMap::from([(key(0, "team-search", ""), 180_000_000)])
+    );
+}
+
+#[test]
 fn token_counters_survive_resets_and_count_increases_in_the_later_minute() {
     let l = [
         ("namespace", "team-search"),

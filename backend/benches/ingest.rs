@@ -1,0 +1,181 @@
+//! Ingest benchmark: a simulated 10,000-GPU fleet (the demo generator over 1,250 nodes in three
+//! pools, 50 teams) written for one hour at dcgm-exporter's default 30 s interval into a real
+//! Prometheus (promtool), then ingested into a scratch database on `DATABASE_URL`'s server.
+//! Prints the samples read from Prometheus per second, the minute rows written per second,
+//! the hour's wall time per source, and one day's time projected from the hour (24 windows).
+//!
+//! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench ingest`
+//! (needs Debian's `prometheus` and `promtool`; takes a few minutes, most of it promtool).
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+use std::{
+    io::Write,
+    net::TcpListener,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use backend::usage::{
+    self, IngestSettings, Source,
+    prom::{PromSettings, Prometheus},
+};
+use shared::{
+    usage::{
+        Window,
+        demo::{DemoPool, DemoTeam},
+    },
+    utc::{HOUR_MS, MINUTE_MS},
+};
+use sqlx::{Connection, PgConnection, postgres::PgPoolOptions};
+
+const TEAMS: usize = 50;
+
+fn inventory() -> String {
+    let mut yaml = String::from(
+        "models:\n  - name: H100-SXM5-80GB\n    price_cents_per_gpu_hour: 860\n  - name: H200-SXM-141GB\n    price_cents_per_gpu_hour: 791\n  - name: RTX-PRO-6000-96GB\n    price_cents_per_gpu_hour: 414\n\
+         flavors:\n  - name: h100-shared\n  - name: h200-train\n  - name: rtx-inference\npools:\n",
+    );
+    for (name, model, nodes) in [
+        ("h100-shared", "H100-SXM5-80GB", 300),
+        ("h200-train", "H200-SXM-141GB", 575),
+        ("rtx-inference", "RTX-PRO-6000-96GB", 375),
+    ] {
+        yaml.push_str(&format!(
+            "  - name: {name}\n    gpu_model: {model}\n    nodes: {nodes}\n    gpus_per_node: 8\n    flavor: {name}\n"
+        ));
+    }
+    yaml.push_str("teams:\n");
+    for t in 0..TEAMS {
+        yaml.push_str(&format!(
+            "  - name: team{t:02}\n    namespace: team-{t:02}\n    cost_centre: CC-{t:04}\n"
+        ));
+    }
+    yaml
+}
+
+#[tokio::main]
+async fn main() {
+    let base = std::env::var("DATABASE_URL").expect("DATABASE_URL (a PostgreSQL server URL)");
+    let base = base
+        .rsplit_once('/')
+        .map_or(base.clone(), |(b, _)| b.to_owned());
+    let scratch = format!("gpufleet_ingest_bench_{}", std::process::id());
+    let mut admin = PgConnection::connect(&format!("{base}/postgres"))
+        .await
+        .unwrap();
+    sqlx::query(&format!("create database {scratch}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&format!("{base}/{scratch}"))
+        .await
+        .unwrap();
+    backend::MIGRATOR.run(&pool).await.unwrap();
+    let wanted = backend::fleet::inventory::parse("bench", &inventory()).unwrap();
+    backend::fleet::inventory::apply(&pool, &wanted, backend::audit::Actor::Console, false)
+        .await
+        .unwrap();
+    let (pools, teams): (Vec<DemoPool>, Vec<DemoTeam>) =
+        backend::usage::demo::fleet(&pool).await.unwrap();
+    let gpus: i64 = pools.iter().map(|p| p.nodes * p.gpus_per_node).sum();
+
+    // one hour, three hours ago, every 30 s
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let from = (now / HOUR_MS - 3) * HOUR_MS;
+    let dir = std::env::temp_dir().join(format!("gpufleet-ingest-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let om = dir.join("fleet.om");
+    let started = Instant::now();
+    let written = {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&om).unwrap());
+        let n = usage::demo::write_history(&mut out, &pools, &teams, from, from + HOUR_MS, 30_000)
+            .unwrap();
+        out.flush().unwrap();
+        n
+    };
+    println!(
+        "fleet: {gpus} GPUs, {} teams; wrote {written} samples of one hour in {:.1} s",
+        teams.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    let status = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(dir.join("data"))
+        .stdout(Stdio::null())
+        .status()
+        .expect("promtool (Debian's prometheus package)");
+    assert!(status.success());
+    std::fs::remove_file(&om).unwrap();
+    println!("promtool: {:.1} s", started.elapsed().as_secs_f64());
+
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(dir.join("p.yml"), "global:\n  scrape_interval: 15s\n").unwrap();
+    let mut prometheus = Command::new("prometheus")
+        .arg(format!("--config.file={}", dir.join("p.yml").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--storage.tsdb.retention.time=30d")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus");
+    let prom = Prometheus::new(&PromSettings {
+        url: format!("http://127.0.0.1:{port}"),
+        timeout: Duration::from_secs(120),
+        ..PromSettings::default()
+    })
+    .unwrap();
+    let probe = Window::new(from, from + MINUTE_MS).unwrap();
+    while prom.samples("up", probe, 0).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let settings = IngestSettings::default();
+    let window = Window::new(from, from + HOUR_MS).unwrap();
+    let mut total = Duration::ZERO;
+    for source in [Source::Kueue, Source::Dcgm, Source::Vllm] {
+        let started = Instant::now();
+        let landed = usage::ingest(&pool, &prom, &settings, source, window)
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        total += took;
+        println!(
+            "{:<5}: one hour in {:>6.2} s: {:>9} samples ({:>9.0}/s read), {:>7} minute rows ({:>8.0}/s written)",
+            source.name(),
+            took.as_secs_f64(),
+            landed.samples,
+            landed.samples as f64 / took.as_secs_f64(),
+            landed.rows,
+            landed.rows as f64 / took.as_secs_f64(),
+        );
+    }
+    println!(
+        "one hour of {gpus} GPUs in {:.1} s; one day (24 such windows) ≈ {:.0} s",
+        total.as_secs_f64(),
+        24.0 * total.as_secs_f64()
+    );
+
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
+    pool.close().await;
+    sqlx::query(&format!("drop database {scratch}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

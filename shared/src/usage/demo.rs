@@ -1,0 +1,370 @@
+//! The demo fleet's metrics: what dcgm-exporter, Kueue (with
+//! `metrics.enableClusterQueueResources`) and vLLM would report for an inventory at an instant,
+//! as a pure function of the instant, so the live demo exporter and the seeded history agree.
+//!
+//! The mix, by pool: a pool whose flavor name says `train` runs the first team's training;
+//! one that says `inference` serves the other teams' models; any other pool is shared:
+//! inference by day (KEDA scaling with traffic), training backlog borrowing it at night.
+//! Traffic follows a day curve peaking at 16:00 UTC. Training GPUs run ~90% busy with a
+//! checkpoint dip every tenth minute; inference GPUs run 20-80% with traffic; free GPUs idle.
+//! Two GPUs of the first shared pool are held by `ml-sandbox`, a namespace no team owns, so
+//! the console shows unattributed use. Every figure is labelled demo data where shown.
+
+use std::f64::consts::PI;
+
+use crate::utc::{DAY_MS, MINUTE_MS};
+
+/// A pool of the inventory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoPool {
+    pub flavor: String,
+    /// A catalogue model name, e.g. `H100-SXM5-80GB`.
+    pub gpu_model: String,
+    pub mem_mib: i64,
+    pub nodes: i64,
+    pub gpus_per_node: i64,
+}
+
+/// A team: its namespace and ClusterQueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoTeam {
+    pub namespace: String,
+    pub cluster_queue: String,
+}
+
+/// One sample: metric name, labels, value as exposition text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoSample {
+    pub metric: &'static str,
+    pub labels: Vec<(&'static str, String)>,
+    pub value: String,
+}
+
+/// Served models' token rates at full traffic, prompt and generation per second.
+const PROMPT_PER_S: f64 = 1_800.0;
+const GENERATION_PER_S: f64 = 450.0;
+/// Counters count from here (2026-01-01T00:00:00Z), so history and live values agree.
+const COUNTER_EPOCH_MS: i64 = 1_767_225_600_000;
+const SANDBOX: &str = "ml-sandbox";
+
+/// Traffic in [0, 1] at an instant: 0 at 04:00 UTC, 1 at 16:00 UTC.
+fn traffic(at_ms: i64) -> f64 {
+    let hours = (at_ms.rem_euclid(DAY_MS)) as f64 / 3_600_000.0;
+    0.5 - 0.5 * (2.0 * PI * (hours - 4.0) / 24.0).cos()
+}
+
+/// ∫ traffic dt from the counter epoch to `at_ms`, in seconds.
+fn traffic_integral_s(at_ms: i64) -> f64 {
+    let f = |ms: i64| {
+        let t = ms as f64 / 1000.0;
+        let w = 2.0 * PI / 86_400.0;
+        0.5 * t - 0.5 / w * (w * (t - 4.0 * 3600.0)).sin()
+    };
+    f(at_ms) - f(COUNTER_EPOCH_MS)
+}
+
+/// A deterministic number in [0, 1) for a key (splitmix64).
+fn noise(key: u64) -> f64 {
+    let mut z = key.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Work {
+    Training,
+    Inference,
+}
+
+/// Every sample of the demo fleet at `at_ms`.
+pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSample> {
+    let mut out = Vec::new();
+    let Some(trainer) = teams.first() else {
+        return out;
+    };
+    let servers: &[DemoTeam] = if teams.len() > 1 { &teams[1..] } else { teams };
+    let d = traffic(at_ms);
+    let minute = at_ms.div_euclid(MINUTE_MS);
+    let mut kueue: Vec<(String, String, i64)> = Vec::new();
+    let mut inference_gpus = 0i64;
+    let mut sandbox_placed = false;
+    for (p, pool) in pools.iter().enumerate() {
+        let gpus = pool.nodes * pool.gpus_per_node;
+        let (training, inference) = if pool.flavor.contains("train") {
+            (((0.95 - 0.15 * d) * gpus as f64).round() as i64, 0)
+        } else if pool.flavor.contains("inference") {
+            (0, ((0.2 + 0.7 * d) * gpus as f64).round() as i64)
+        } else {
+            let inf = ((0.15 + 0.6 * d) * gpus as f64).round() as i64;
+            let train = ((0.7 - 0.6 * d) * gpus as f64).round() as i64;
+            (train.min(gpus - inf), inf)
+        };
+        let sandbox = if !sandbox_placed
+            && !pool.flavor.contains("train")
+            && !pool.flavor.contains("inference")
+            && gpus - training - inference >= 2
+        {
+            sandbox_placed = true;
+            2
+        } else {
+            0
+        };
+        inference_gpus += inference;
+        if training > 0 {
+            kueue.push((trainer.cluster_queue.clone(), pool.flavor.clone(), training));
+        }
+        for (i, server) in servers.iter().enumerate() {
+            let share = inference / servers.len() as i64
+                + i64::from((i as i64) < inference % servers.len() as i64);
+            if share > 0 {
+                kueue.push((server.cluster_queue.clone(), pool.flavor.clone(), share));
+            }
+        }
+        let product = format!("NVIDIA {}", pool.gpu_model.replace('-', " "));
+        for g in 0..gpus {
+            let (node, index) = (g / pool.gpus_per_node, g % pool.gpus_per_node);
+            let key = ((p as u64) << 40) ^ (g as u64);
+            let mut labels = vec![
+                ("gpu", index.to_string()),
+                (
+                    "UUID",
+                    format!(
+                        "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
+                        (noise(key) * 4_294_967_296.0) as u64,
+                        p,
+                        g
+                    ),
+                ),
+                ("device", format!("nvidia{index}")),
+                ("modelName", product.clone()),
+                ("Hostname", format!("{}-node-{node:02}", pool.flavor)),
+            ];
+            let work = if g < training {
+                Some((
+                    Work::Training,
+                    trainer.namespace.clone(),
+                    format!("train-{}", g / 8),
+                ))
+            } else if g < training + inference {
+                let k = (g - training) as usize % servers.len();
+                Some((
+                    Work::Inference,
+                    servers[k].namespace.clone(),
+                    format!("vllm-{}", g - training),
+                ))
+            } else if g < training + inference + sandbox {
+                Some((Work::Training, SANDBOX.to_owned(), "notebook-0".to_owned()))
+            } else {
+                None
+            };
+            let wobble = noise(key ^ ((minute as u64) << 20));
+            let (util, fb_share) = match &work {
+                Some((Work::Training, _, _)) if minute % 10 == 0 => (30.0 + 10.0 * wobble, 0.72),
+                Some((Work::Training, _, _)) => (88.0 + 8.0 * wobble, 0.72),
+                Some((Work::Inference, _, _)) => (20.0 + 60.0 * d + 8.0 * wobble - 4.0, 0.45),
+                None => (0.0, 0.0),
+            };
+            if let Some((_, namespace, pod)) = work {
+                labels.push(("container", "main".to_owned()));
+                labels.push(("namespace", namespace));
+                labels.push(("pod", pod));
+            }
+            let fb = if fb_share > 0.0 {
+                (fb_share * pool.mem_mib as f64) as i64
+            } else {
+                512
+            };
+            out.push(DemoSample {
+                metric: super::GPU_UTIL,
+                labels: labels.clone(),
+                value: (util.clamp(0.0, 100.0).round() as i64).to_string(),
+            });
+            out.push(DemoSample {
+                metric: super::FB_USED,
+                labels,
+                value: fb.to_string(),
+            });
+        }
+    }
+    for (cluster_queue, flavor, count) in kueue {
+        out.push(DemoSample {
+            metric: super::KUEUE_USAGE,
+            labels: vec![
+                ("cluster_queue", cluster_queue),
+                ("cohort", "gpufleet".to_owned()),
+                ("flavor", flavor),
+                ("resource", "nvidia.com/gpu".to_owned()),
+            ],
+            value: count.to_string(),
+        });
+    }
+    if inference_gpus > 0 {
+        let integral = traffic_integral_s(at_ms);
+        for (i, server) in servers.iter().enumerate() {
+            let scale = 1.0 / (i as f64 + 1.0);
+            for (metric, rate) in [
+                (super::PROMPT_TOKENS, PROMPT_PER_S),
+                (super::GENERATION_TOKENS, GENERATION_PER_S),
+            ] {
+                out.push(DemoSample {
+                    metric,
+                    labels: vec![
+                        ("namespace", server.namespace.clone()),
+                        ("model_name", "llama-3.1-8b-instruct".to_owned()),
+                        ("engine", "0".to_owned()),
+                    ],
+                    value: ((rate * scale * integral).floor() as i64).to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The samples in the Prometheus text format (one family per metric).
+pub fn exposition(samples: &[DemoSample]) -> String {
+    let mut metrics: Vec<&str> = samples.iter().map(|s| s.metric).collect();
+    metrics.sort_unstable();
+    metrics.dedup();
+    let mut out = String::new();
+    for metric in metrics {
+        let kind = if metric.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        out.push_str(&format!("# TYPE {metric} {kind}\n"));
+        for s in samples.iter().filter(|s| s.metric == metric) {
+            out.push_str(&line(s));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// One sample's line without a timestamp.
+pub fn line(sample: &DemoSample) -> String {
+    let labels: Vec<String> = sample
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{v}\""))
+        .collect();
+    format!("{}{{{}}} {}", sample.metric, labels.join(","), sample.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet() -> (Vec<DemoPool>, Vec<DemoTeam>) {
+        let pool = |flavor: &str, model: &str, mem_mib, nodes| DemoPool {
+            flavor: flavor.into(),
+            gpu_model: model.into(),
+            mem_mib,
+            nodes,
+            gpus_per_node: 8,
+        };
+        (
+            vec![
+                pool("h100-shared", "H100-SXM5-80GB", 81_559, 8),
+                pool("h200-train", "H200-SXM-141GB", 143_771, 12),
+                pool("rtx-inference", "RTX-PRO-6000-96GB", 97_887, 4),
+            ],
+            vec![
+                DemoTeam {
+                    namespace: "team-research".into(),
+                    cluster_queue: "research".into(),
+                },
+                DemoTeam {
+                    namespace: "team-search".into(),
+                    cluster_queue: "search".into(),
+                },
+            ],
+        )
+    }
+
+    fn sum(samples: &[DemoSample], metric: &str, ns: Option<&str>) -> i64 {
+        samples
+            .iter()
+            .filter(|s| s.metric == metric)
+            .filter(|s| {
+                ns.is_none_or(|ns| s.labels.iter().any(|(k, v)| *k == "namespace" && v == ns))
+            })
+            .map(|s| s.value.parse::<i64>().expect("an integer"))
+            .sum()
+    }
+
+    #[test]
+    fn kueue_allocation_matches_the_gpus_its_teams_hold() {
+        let (pools, teams) = fleet();
+        for hour in [4, 10, 16, 22] {
+            let at = 1_796_000_400_000 + hour * 3_600_000;
+            let samples = samples(&pools, &teams, at);
+            let held = |ns: &str| {
+                samples
+                    .iter()
+                    .filter(|s| s.metric == super::super::GPU_UTIL)
+                    .filter(|s| s.labels.iter().any(|(k, v)| *k == "namespace" && v == ns))
+                    .count() as i64
+            };
+            let allocated = |cq: &str| {
+                samples
+                    .iter()
+                    .filter(|s| s.metric == super::super::KUEUE_USAGE)
+                    .filter(|s| {
+                        s.labels
+                            .iter()
+                            .any(|(k, v)| *k == "cluster_queue" && v == cq)
+                    })
+                    .map(|s| s.value.parse::<i64>().expect("count"))
+                    .sum::<i64>()
+            };
+            assert_eq!(held("team-research"), allocated("research"), "{hour}:00");
+            assert_eq!(held("team-search"), allocated("search"), "{hour}:00");
+            assert_eq!(held("ml-sandbox"), 2);
+            // 192 GPUs, each reported once per metric
+            assert_eq!(
+                samples
+                    .iter()
+                    .filter(|s| s.metric == super::super::GPU_UTIL)
+                    .count(),
+                192
+            );
+        }
+    }
+
+    #[test]
+    fn traffic_peaks_in_the_afternoon_and_counters_only_grow() {
+        let (pools, teams) = fleet();
+        let day = 1_796_000_400_000 - 1_796_000_400_000 % DAY_MS;
+        // the mean busy % of the inference team's GPUs, and how many it holds
+        let search = |hour: i64| {
+            let s = samples(&pools, &teams, day + hour * 3_600_000);
+            let held = s
+                .iter()
+                .filter(|x| x.metric == super::super::GPU_UTIL)
+                .filter(|x| {
+                    x.labels
+                        .iter()
+                        .any(|(k, v)| *k == "namespace" && v == "team-search")
+                })
+                .count() as i64;
+            (
+                sum(&s, super::super::GPU_UTIL, Some("team-search")) / held.max(1),
+                held,
+            )
+        };
+        let (night, day_peak) = (search(4), search(16));
+        assert!(day_peak.0 > night.0 + 30, "{night:?} {day_peak:?}");
+        assert!(day_peak.1 > 2 * night.1, "{night:?} {day_peak:?}");
+        let mut last = 0;
+        for minute in 0..(3 * 24 * 60) {
+            let s = samples(&pools, &teams, day + minute * MINUTE_MS);
+            let tokens = sum(&s, super::super::PROMPT_TOKENS, Some("team-search"));
+            assert!(tokens >= last, "minute {minute}");
+            last = tokens;
+        }
+    }
+}
