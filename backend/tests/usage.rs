@@ -822,3 +822,162 @@ async fn the_real_h200_trace_gives_its_duty_cycles(pool: PgPool) {
         );
     }
 }
+
+fn gpufleet(pool: &PgPool, prometheus: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .env("DATABASE_URL", common::database_url(pool))
+        .env("GPUFLEET_PROMETHEUS_URL", prometheus)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run gpufleet")
+}
+
+/// `gpufleet usage ingest` and `usage status`, as an operator runs them for a backfill.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_cli_ingests_a_window_and_reports_the_state(pool: PgPool) {
+    fleet(&pool, true).await;
+    let t0 = t0();
+    let dir = scratch("cli");
+    backfill(&dir, &controlled(t0));
+    let prom = PromServer::start(&dir, &[]).await;
+    let (from, to) = (
+        shared::utc::format_rfc3339(t0),
+        shared::utc::format_rfc3339(t0 + 10 * MINUTE_MS),
+    );
+
+    // bad input: exit status 2, the flag and what is wrong
+    for (args, said) in [
+        (
+            vec!["--from", "yesterday", "--to", to.as_str()],
+            "--from \"yesterday\" is not an RFC 3339 time",
+        ),
+        (
+            vec!["--from", "2026-12-01T00:00:30Z", "--to", to.as_str()],
+            "is not on a whole minute",
+        ),
+        (
+            vec!["--from", to.as_str(), "--to", from.as_str()],
+            "must be after --from",
+        ),
+        (
+            vec![
+                "--from",
+                from.as_str(),
+                "--to",
+                to.as_str(),
+                "--source",
+                "nvml",
+            ],
+            "kueue, dcgm or vllm",
+        ),
+    ] {
+        let mut all = vec!["usage", "ingest"];
+        all.extend(args);
+        let out = gpufleet(&pool, &prom.url, &all);
+        assert_eq!(out.status.code(), Some(2), "{all:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(said), "{all:?}: {stderr}");
+    }
+
+    let out = gpufleet(
+        &pool,
+        &prom.url,
+        &["usage", "ingest", "--from", &from, "--to", &to],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // one window (ten minutes inside one hour) per source
+    assert!(
+        stdout.starts_with(&format!(
+            "ingested {from} to {to} (10 minutes) from kueue, dcgm, vllm: 3 windows, "
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+    assert_eq!(minute_rows(&pool, t0).await, expected_rows());
+    assert_eq!(token_rows(&pool, t0).await, expected_tokens());
+
+    let status = gpufleet(&pool, &prom.url, &["usage", "status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success());
+    for source in ["kueue", "dcgm", "vllm"] {
+        assert!(text.contains(&format!("{source:<7} {to}")), "{text}");
+    }
+    assert!(text.contains("open gaps: none"), "{text}");
+    assert!(text.contains("clusterqueue/ghost"), "{text}");
+
+    // Prometheus gone: exit 1, every window named, recorded as gaps
+    let out = gpufleet(
+        &pool,
+        "http://127.0.0.1:1",
+        &[
+            "usage", "ingest", "--from", &from, "--to", &to, "--source", "dcgm",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 windows failed and are recorded as gaps"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "dcgm {from}: Prometheus at http://127.0.0.1:1 cannot be reached"
+        )),
+        "{stderr}"
+    );
+    // … and the rows it had stay as they were
+    assert_eq!(minute_rows(&pool, t0).await, expected_rows());
+    let json = gpufleet(&pool, &prom.url, &["usage", "status", "--format", "json"]);
+    let health: shared::usage::UsageHealth =
+        serde_json::from_slice(&json.stdout).expect("json status");
+    assert_eq!(health.open_gaps.len(), 1);
+    assert_eq!(health.open_gaps[0].source, "dcgm");
+}
+
+/// The live path: Prometheus scrapes a test exporter every second (its own timestamps, its own
+/// staleness handling), and a whole minute of it is ingested: one H100 in team-research at a
+/// constant 50% and 1,000 MiB, Kueue reporting it allocated. Whatever the number of scrapes that
+/// landed in the minute, it is 30 GPU-seconds busy of 60 allocated and observed.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_scraped_exporter_gives_the_same_figures(pool: PgPool) {
+    fleet(&pool, false).await;
+    let gpu = r#"gpu="0",UUID="GPU-f5ff0000-0000-0000-0000-000000000000",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-live",container="main",namespace="team-research",pod="train-live""#;
+    let body = format!(
+        "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{{{gpu}}} 50\n\
+         # TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{{{gpu}}} 1000\n\
+         # TYPE kueue_cluster_queue_resource_usage gauge\n\
+         kueue_cluster_queue_resource_usage{{cluster_queue=\"research\",cohort=\"gpufleet\",flavor=\"h100-shared\",resource=\"nvidia.com/gpu\"}} 1\n"
+    );
+    let target = common::prometheus::exporter(body).await;
+    let dir = scratch("live");
+    let prom = PromServer::scraping(&dir, &[], Some(&target)).await;
+    // the first minute that starts after scraping began, and its end plus a few scrapes
+    let minute = (now_ms() / MINUTE_MS + 1) * MINUTE_MS;
+    let wait = minute + MINUTE_MS + 3 * SEC - now_ms();
+    tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    let window = Window::new(minute, minute + MINUTE_MS).expect("window");
+    for source in [Source::Kueue, Source::Dcgm] {
+        usage::ingest(&pool, &prom.client(), &settings(16), source, window)
+            .await
+            .unwrap_or_else(|err| panic!("{}: {err}", source.name()));
+    }
+    let rows = minute_rows(&pool, minute).await;
+    assert_eq!(
+        rows,
+        BTreeMap::from([(
+            (
+                0,
+                "team-research".to_owned(),
+                String::new(),
+                "h100-shared".to_owned()
+            ),
+            (Some(GPU_MIN), Some(GPU_MIN / 2), Some(GPU_MIN), Some(1_000))
+        )])
+    );
+}

@@ -119,8 +119,19 @@ pub struct PromServer {
 impl PromServer {
     /// Starts Prometheus on `dir/data` (scraping nothing) and waits until it answers queries.
     pub async fn start(dir: &Path, extra: &[&str]) -> PromServer {
+        Self::scraping(dir, extra, None).await
+    }
+
+    /// Starts Prometheus scraping `target` (`host:port`, path `/metrics`) every second.
+    pub async fn scraping(dir: &Path, extra: &[&str], target: Option<&str>) -> PromServer {
         let config = dir.join("prometheus.yml");
-        std::fs::write(&config, "global:\n  scrape_interval: 15s\n").expect("write config");
+        let mut yaml = String::from("global:\n  scrape_interval: 15s\n");
+        if let Some(target) = target {
+            yaml.push_str(&format!(
+                "scrape_configs:\n  - job_name: test-exporter\n    scrape_interval: 1s\n    static_configs:\n      - targets: ['{target}']\n"
+            ));
+        }
+        std::fs::write(&config, yaml).expect("write config");
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -195,4 +206,32 @@ impl Drop for PromServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A test exporter on a free loopback port: answers every request with `body` in the text
+/// format, as dcgm-exporter and Kueue's metrics endpoint do. Returns `host:port`.
+pub async fn exporter(body: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("exporter port");
+    let addr = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    addr
 }
