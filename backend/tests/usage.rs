@@ -981,3 +981,46 @@ async fn a_scraped_exporter_gives_the_same_figures(pool: PgPool) {
         )])
     );
 }
+
+/// Prometheus behind https with its own CA: read with GPUFLEET_PROMETHEUS_CA_FILE, refused
+/// without it, and a CA file that holds no certificate is said before any call.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn https_with_a_private_ca(pool: PgPool) {
+    fleet(&pool, true).await;
+    let t0 = t0();
+    let dir = scratch("tls");
+    backfill(&dir, &controlled(t0));
+    let web = common::prometheus::tls_web_config(&dir);
+    let prom = PromServer::start(&dir, &[web.as_str()]).await;
+    assert!(prom.url.starts_with("https://"), "{}", prom.url);
+    let window = Window::new(t0, t0 + 10 * MINUTE_MS).expect("window");
+    ingest_all(&pool, &prom.client(), 16, window).await;
+    assert_eq!(minute_rows(&pool, t0).await, expected_rows());
+
+    let untrusted = prom.client_with(|s| s.ca_file = None);
+    let err = usage::ingest(&pool, &untrusted, &settings(1), Source::Kueue, window)
+        .await
+        .expect_err("a certificate nobody vouches for");
+    assert!(
+        matches!(err, IngestError::Prometheus(PromError::Unreachable { .. })),
+        "{err}"
+    );
+    assert!(
+        err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+
+    let not_pem = dir.join("not-a-ca.pem");
+    std::fs::write(&not_pem, "hello").expect("write");
+    let err = backend::usage::prom::Prometheus::new(&backend::usage::prom::PromSettings {
+        url: prom.url.clone(),
+        ca_file: Some(not_pem.clone()),
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    })
+    .expect_err("no certificate in it");
+    assert!(
+        err.contains("holds no certificate") && err.contains("not-a-ca.pem"),
+        "{err}"
+    );
+}

@@ -114,6 +114,8 @@ pub struct PromServer {
     child: Child,
     pub url: String,
     pub dir: PathBuf,
+    /// The CA to trust when it serves https.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl PromServer {
@@ -150,10 +152,17 @@ impl PromServer {
             .stderr(log)
             .spawn()
             .expect("start prometheus");
+        // a web config with tls_server_config (see `tls_web_config`) makes it serve https
+        let tls = dir.join("ca.pem");
+        let https = extra.iter().any(|a| a.starts_with("--web.config.file")) && tls.exists();
         let server = PromServer {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url: format!(
+                "{}://127.0.0.1:{port}",
+                if https { "https" } else { "http" }
+            ),
             dir: dir.to_owned(),
+            ca_file: https.then_some(tls),
         };
         server.wait_ready(extra).await;
         server
@@ -190,6 +199,7 @@ impl PromServer {
         let mut settings = PromSettings {
             url: self.url.clone(),
             timeout: Duration::from_secs(10),
+            ca_file: self.ca_file.clone(),
             ..PromSettings::default()
         };
         change(&mut settings);
@@ -234,4 +244,25 @@ pub async fn exporter(body: String) -> String {
         }
     });
     addr
+}
+
+/// Writes a self-signed certificate for 127.0.0.1 (`ca.pem`, which also serves as the CA to
+/// trust) and its key into `dir`, and a Prometheus web config serving https with them; returns
+/// the `--web.config.file=` argument.
+pub fn tls_web_config(dir: &Path) -> String {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("a certificate");
+    std::fs::write(dir.join("ca.pem"), made.cert.pem()).expect("write cert");
+    std::fs::write(dir.join("key.pem"), made.signing_key.serialize_pem()).expect("write key");
+    let web = dir.join("web-tls.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+            dir.join("ca.pem").display(),
+            dir.join("key.pem").display()
+        ),
+    )
+    .expect("web config");
+    format!("--web.config.file={}", web.display())
 }
