@@ -182,6 +182,18 @@ pub async fn ingest(
     source: Source,
     window: Window,
 ) -> Result<Landed, IngestError> {
+    if let Some(retention) = settings.minute_retention {
+        let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        if window.from_ms < now_ms().saturating_sub(keep_ms) {
+            // its minutes would be dropped again, and rewriting its hours from them would
+            // lose the rollups that outlive them
+            return Err(IngestError::Config(format!(
+                "{} is older than the minute retention ({} days, GPUFLEET_USAGE_MINUTE_RETENTION_DAYS): its hour and day rollups are kept as they are",
+                shared::utc::format_rfc3339(window.from_ms),
+                retention.as_secs() / 86_400
+            )));
+        }
+    }
     let outcome = read_and_store(pool, prom, settings, source, window).await;
     if let Err(err) = &outcome {
         tracing::warn!(source = source.name(), from = %shared::utc::format_rfc3339(window.from_ms), %err, "usage window failed");

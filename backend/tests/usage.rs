@@ -1024,3 +1024,70 @@ async fn https_with_a_private_ca(pool: PgPool) {
         "{err}"
     );
 }
+
+/// Minute rows past the retention go a whole month at a time; their rollups stay.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn retention_drops_old_minute_months_and_keeps_rollups(pool: PgPool) {
+    fleet(&pool, false).await;
+    // 2026-06-15T10:00Z and 2026-11-20T10:00Z: one old month, one recent
+    let (old, recent) = (
+        shared::utc::parse_rfc3339("2026-06-15T10:00:00Z").expect("time"),
+        shared::utc::parse_rfc3339("2026-11-20T10:00:00Z").expect("time"),
+    );
+    for at in [old, recent] {
+        let window = Window::new(at, at + MINUTE_MS).expect("window");
+        let rows = BTreeMap::from([(
+            shared::usage::UsageKey {
+                minute_ms: at,
+                namespace: "team-research".to_owned(),
+                cluster_queue: String::new(),
+                flavor: "h100-shared".to_owned(),
+            },
+            GPU_MIN,
+        )]);
+        let mut tx = pool.begin().await.expect("tx");
+        usage::db::write_allocation(&mut tx, window, &rows, &BTreeMap::new())
+            .await
+            .expect("write");
+        tx.commit().await.expect("commit");
+    }
+    // keep 90 days before 2026-12-02: June's minutes go (both minute tables' partitions)
+    let cut = shared::utc::parse_rfc3339("2026-09-03T00:00:00Z").expect("time");
+    assert_eq!(
+        usage::db::drop_old_minutes(&pool, cut).await.expect("drop"),
+        2
+    );
+    let minutes: Vec<i64> = sqlx::query_scalar(
+        "select (extract(epoch from minute) * 1000)::bigint from usage_minutes order by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("minutes");
+    assert_eq!(minutes, vec![recent]);
+    let hours: i64 = sqlx::query_scalar("select count(*) from usage_rollups where grain = 'hour'")
+        .fetch_one(&pool)
+        .await
+        .expect("rollups");
+    assert_eq!(hours, 2, "both hours' rollups stay");
+    // a window past the retention is refused before anything is read or rewritten
+    let nowhere = backend::usage::prom::Prometheus::new(&backend::usage::prom::PromSettings {
+        url: "http://127.0.0.1:1".to_owned(),
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    })
+    .expect("settings");
+    let window = Window::new(old, old + MINUTE_MS).expect("window");
+    let err = usage::ingest(&pool, &nowhere, &settings(1), Source::Kueue, window)
+        .await
+        .expect_err("past the retention");
+    assert!(
+        err.to_string()
+            .contains("older than the minute retention (90 days"),
+        "{err}"
+    );
+    let hours: i64 = sqlx::query_scalar("select count(*) from usage_rollups where grain = 'hour'")
+        .fetch_one(&pool)
+        .await
+        .expect("rollups");
+    assert_eq!(hours, 2);
+}
