@@ -467,6 +467,32 @@ async fn prometheus_stopped_mid_ingest_leaves_a_gap_that_is_backfilled_once(pool
     let t0 = t0();
     let dir = scratch("restart");
     backfill(&dir, &controlled(t0));
+    // the very first run finds no Prometheus: every source's first window is a gap, and the
+    // watermark holds its start (not a `now - backfill` that moves on)
+    let down = Usage::new(
+        backend::usage::prom::Prometheus::new(&backend::usage::prom::PromSettings {
+            url: "http://127.0.0.1:1".to_owned(),
+            timeout: Duration::from_secs(5),
+            ..Default::default()
+        })
+        .expect("settings"),
+        IngestSettings {
+            backfill: Duration::from_millis((now_ms() - t0) as u64),
+            ..IngestSettings::default()
+        },
+    );
+    assert_eq!(
+        usage::run_once(&pool, &down).await.expect("run"),
+        Some(false)
+    );
+    let health = usage::health(&pool, &down).await.expect("health");
+    assert_eq!(health.open_gaps.len(), 3, "{health:?}");
+    for source in &health.sources {
+        assert_eq!(
+            source.watermark.as_deref(),
+            Some(shared::utc::format_rfc3339(t0).as_str())
+        );
+    }
     let mut prom = PromServer::start(&dir, &[]).await;
     let first = Window::new(t0, t0 + 5 * MINUTE_MS).expect("window");
     let second = Window::new(t0 + 5 * MINUTE_MS, t0 + 10 * MINUTE_MS).expect("window");
@@ -511,10 +537,15 @@ async fn prometheus_stopped_mid_ingest_leaves_a_gap_that_is_backfilled_once(pool
             .contains("cannot be reached"),
         "{dcgm:?}"
     );
-    assert_eq!(health.open_gaps.len(), 1, "{health:?}");
-    assert_eq!(
-        health.open_gaps[0].from,
-        shared::utc::format_rfc3339(second.from_ms)
+    // the first run's gaps are still open (the watermark has not passed them), and the
+    // failed window's is one more
+    assert_eq!(health.open_gaps.len(), 4, "{health:?}");
+    assert!(
+        health
+            .open_gaps
+            .iter()
+            .any(|g| g.source == "dcgm" && g.from == shared::utc::format_rfc3339(second.from_ms)),
+        "{health:?}"
     );
 
     // Prometheus is back (on another port): the continuous ingest resumes from each watermark

@@ -353,7 +353,8 @@ pub async fn watermark(db: impl PgExecutor<'_>, source: &str) -> sqlx::Result<Op
 }
 
 /// A window landed: the watermark moves to its end when it starts at or before the watermark
-/// (windows ahead of it, from `gpufleet usage ingest`, leave it), and the gaps it covers close.
+/// (windows ahead of it, from `gpufleet usage ingest`, leave it), and the gaps it covers, or
+/// that now lie wholly before the watermark, close.
 pub async fn succeeded(
     tx: &mut Transaction<'_, Postgres>,
     source: &str,
@@ -379,8 +380,9 @@ pub async fn succeeded(
     sqlx::query!(
         "update usage_gaps set resolved_at = now()
          where source = $1 and resolved_at is null
-           and from_at >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
-           and to_at <= 'epoch'::timestamptz + $3::bigint * interval '1 millisecond'",
+           and ((from_at >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+                 and to_at <= 'epoch'::timestamptz + $3::bigint * interval '1 millisecond')
+                or to_at <= (select watermark from usage_sources where source = $1))",
         source,
         window.from_ms,
         window.to_ms
@@ -390,14 +392,18 @@ pub async fn succeeded(
     Ok(())
 }
 
-/// A window failed: it is a gap (one open gap per source and start, its attempts counted).
+/// A window failed: it is a gap (one open gap per source and start, its attempts counted). A
+/// source that never succeeded keeps the window's start as its watermark, so the next run
+/// starts there rather than at a later `now - backfill`.
 pub async fn failed(db: &PgPool, source: &str, window: Window, error: &str) -> sqlx::Result<()> {
     let mut tx = db.begin().await?;
     sqlx::query!(
-        "update usage_sources set last_attempt_at = now(), last_error = $2, last_error_at = now()
+        "update usage_sources set last_attempt_at = now(), last_error = $2, last_error_at = now(),
+             watermark = coalesce(watermark, 'epoch'::timestamptz + $3::bigint * interval '1 millisecond')
          where source = $1",
         source,
-        error
+        error,
+        window.from_ms
     )
     .execute(&mut *tx)
     .await?;
