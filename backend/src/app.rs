@@ -144,6 +144,7 @@ pub fn api() -> Api {
         .merge(plan::api())
         .merge(quota::api())
         .merge(cluster::api())
+        .merge(crate::chargeback::api())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

@@ -44,6 +44,45 @@ pub enum Command {
     /// GPU use from Prometheus: ingest a window on demand, or show the ingest's state.
     #[command(subcommand)]
     Usage(UsageCommand),
+    /// Chargeback: statements per team from measured use, and the flavors' rates.
+    #[command(subcommand)]
+    Chargeback(ChargebackCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChargebackCommand {
+    /// Print a statement for whole UTC days (JSON, or CSV).
+    Statement {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The first day, YYYY-MM-DD (UTC).
+        #[arg(long)]
+        from: String,
+        /// The last day, included.
+        #[arg(long)]
+        to: String,
+        /// Each day as well as the period.
+        #[arg(long)]
+        by_day: bool,
+        /// How the idle pool is shared: allocation, use, even or separate.
+        #[arg(long, default_value = "allocation")]
+        idle_share: String,
+        /// json or csv.
+        #[arg(long, default_value = "json")]
+        format: String,
+    },
+    /// Set a flavor's rate from a day on (audited).
+    SetRate {
+        #[command(flatten)]
+        db: DbArgs,
+        flavor: String,
+        /// The first day it applies, YYYY-MM-DD (UTC).
+        #[arg(long)]
+        from: String,
+        /// Whole cents per GPU-hour.
+        #[arg(long)]
+        cents_per_gpu_hour: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]

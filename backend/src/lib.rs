@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod chargeback;
 pub mod cluster;
 pub mod config;
 pub mod error;

@@ -39,6 +39,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Plan(command) => plan::cli::run(command),
         Command::Packing(command) => packing::cli::run(command),
         Command::Usage(command) => backend::usage::cli::run(command).await,
+        Command::Chargeback(command) => backend::chargeback::cli::run(command).await,
     };
     if let Err(err) = outcome {
         // Bad input exits with 2, naming the file, line, column or field and the problem.

@@ -142,6 +142,13 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "requester approver finance admin",
     ),
     ("DELETE", "/cluster/queues/{kind}/{name}", "admin"),
+    (
+        "GET",
+        "/chargeback/statement",
+        "requester approver finance admin",
+    ),
+    ("GET", "/chargeback/rates", "approver finance admin"),
+    ("PUT", "/chargeback/rates/{flavor}", "admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

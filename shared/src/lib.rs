@@ -7,6 +7,7 @@ pub mod adoption;
 pub mod audit;
 pub mod auth;
 pub mod catalogue;
+pub mod chargeback;
 pub mod cluster;
 pub mod day;
 pub mod decision;

@@ -1,0 +1,85 @@
+//! `gpufleet chargeback statement | set-rate`.
+
+use shared::{chargeback::StatementQuery, day::Day};
+
+use crate::{audit::Actor, config::ChargebackCommand, error::CliError, migrated_pool};
+
+pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
+    match command {
+        ChargebackCommand::Statement {
+            db,
+            from,
+            to,
+            by_day,
+            idle_share,
+            format,
+        } => {
+            let query = StatementQuery {
+                from: Some(from),
+                to: Some(to),
+                by: by_day.then(|| "day".to_owned()),
+                idle: Some(idle_share),
+                format: Some(format),
+            };
+            let period = query.checked().map_err(|errors| {
+                let lines: Vec<String> = errors
+                    .iter()
+                    .map(|e| format!("--{}: {}", flag(&e.path), e.message))
+                    .collect();
+                CliError::Input(lines.join("; "))
+            })?;
+            let pool = migrated_pool(&db).await?;
+            let statement = super::build(&pool, &period).await?;
+            let text = if period.csv {
+                shared::chargeback::csv(&statement)
+            } else {
+                serde_json::to_string_pretty(&statement)
+                    .map_err(|err| CliError::Failed(err.to_string()))?
+                    + "\n"
+            };
+            #[allow(clippy::print_stdout)]
+            {
+                print!("{text}");
+            }
+            Ok(())
+        }
+        ChargebackCommand::SetRate {
+            db,
+            flavor,
+            from,
+            cents_per_gpu_hour,
+        } => {
+            let day = Day::parse(&from).ok_or_else(|| {
+                CliError::Input(format!("--from {from:?} is not a date written YYYY-MM-DD"))
+            })?;
+            let pool = migrated_pool(&db).await?;
+            let mut tx = pool.begin().await.map_err(crate::error::Error::from)?;
+            super::db::set_rate(&mut *tx, &flavor, day, cents_per_gpu_hour, None)
+                .await
+                .map_err(crate::error::Error::from)?
+                .ok_or_else(|| CliError::Input(format!("no flavor named {flavor:?}")))?;
+            crate::audit::record(
+                &mut *tx,
+                Actor::Console,
+                shared::audit::Kind::Flavor,
+                "set rate",
+                &format!("flavor {flavor}"),
+                None,
+                None,
+                Some(&serde_json::json!({"effective_from": day, "cents_per_gpu_hour": cents_per_gpu_hour})),
+            )
+            .await?;
+            tx.commit().await.map_err(crate::error::Error::from)?;
+            eprintln!("{flavor}: {cents_per_gpu_hour} cents per GPU-hour from {day}");
+            Ok(())
+        }
+    }
+}
+
+fn flag(path: &str) -> &str {
+    match path {
+        "idle" => "idle-share",
+        "by" => "by-day",
+        other => other,
+    }
+}

@@ -1,0 +1,368 @@
+//! Chargeback statements over a real PostgreSQL: usage minute rows (written as the ingest writes
+//! them) for one day of the demo fleet, a rate that changes that day, and the statement through
+//! the API (JSON and CSV) and the CLI, for each role, against hand-computed figures.
+//!
+//! The demo fleet: h100-shared 64 H100s at 860 cents per GPU-hour, h200-train 96 H200s at 791,
+//! rtx-inference 32 RTX PRO 6000s at 414 (the models' prices), teams research and search.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use axum::http::{Method, StatusCode};
+use backend::usage;
+use common::{PASSWORD, login, request, router, send, user};
+use serde_json::{Value, json};
+use shared::{
+    auth::Role,
+    chargeback::{Statement, TeamLine},
+    usage::{DeviceMinute, UsageKey, Window},
+    utc::{DAY_MS, MINUTE_MS, parse_rfc3339},
+};
+use sqlx::PgPool;
+
+const GPU_MIN: i64 = 60_000_000;
+
+/// 2026-11-10, all day: research holds 8 H100s, 75% busy, every minute observed; search holds
+/// 4 RTX PRO 6000s from 00:00 to 12:00, 25% busy, one of the four never reporting to DCGM.
+async fn usage_day(pool: &PgPool) {
+    let day = parse_rfc3339("2026-11-10T00:00:00Z").expect("day");
+    let window = Window::new(day, day + DAY_MS).expect("window");
+    let key = |minute: i64, ns: &str, flavor: &str| UsageKey {
+        minute_ms: day + minute * MINUTE_MS,
+        namespace: ns.to_owned(),
+        cluster_queue: String::new(),
+        flavor: flavor.to_owned(),
+    };
+    let mut allocated = BTreeMap::new();
+    let mut devices = BTreeMap::new();
+    for m in 0..1440 {
+        allocated.insert(key(m, "team-research", "h100-shared"), 8 * GPU_MIN);
+        devices.insert(
+            key(m, "team-research", "h100-shared"),
+            DeviceMinute {
+                busy_gpu_us: 6 * GPU_MIN,
+                observed_gpu_us: 8 * GPU_MIN,
+                fb_used_mib: 8 * 40_000,
+            },
+        );
+        if m < 720 {
+            allocated.insert(key(m, "team-search", "rtx-inference"), 4 * GPU_MIN);
+            devices.insert(
+                key(m, "team-search", "rtx-inference"),
+                DeviceMinute {
+                    busy_gpu_us: GPU_MIN,
+                    observed_gpu_us: 3 * GPU_MIN,
+                    fb_used_mib: 3 * 20_000,
+                },
+            );
+        }
+    }
+    let teams: BTreeMap<String, i64> = sqlx::query_as("select namespace, id from teams")
+        .fetch_all(pool)
+        .await
+        .expect("teams")
+        .into_iter()
+        .collect();
+    let mut tx = pool.begin().await.expect("tx");
+    usage::db::write_allocation(&mut tx, window, &allocated, &teams)
+        .await
+        .expect("allocation");
+    usage::db::write_devices(&mut tx, window, &devices, &teams)
+        .await
+        .expect("devices");
+    tx.commit().await.expect("commit");
+}
+
+fn line<'a>(statement: &'a Statement, team: &str) -> &'a TeamLine {
+    statement
+        .teams
+        .iter()
+        .find(|t| t.team == team)
+        .unwrap_or_else(|| panic!("no line for {team}"))
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    user(&pool, "ada", &[Role::Admin], &[]).await;
+    user(&pool, "rita", &[Role::Requester], &["research"]).await;
+    user(&pool, "nora", &[Role::Requester], &[]).await;
+    usage_day(&pool).await;
+    let app = router(pool.clone());
+    let (fiona, ada, rita, nora) = (
+        login(&app, "fiona", PASSWORD).await,
+        login(&app, "ada", PASSWORD).await,
+        login(&app, "rita", PASSWORD).await,
+        login(&app, "nora", PASSWORD).await,
+    );
+
+    // rtx-inference costs 500 cents from the statement's day on (it was the model's 414)
+    let set = send(
+        &app,
+        request(
+            Method::PUT,
+            "/api/chargeback/rates/rtx-inference",
+            Some(&ada),
+            Some(json!({"effective_from": "2026-11-10", "cents_per_gpu_hour": 500})),
+        ),
+    )
+    .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.text());
+    for (who, body, status) in [
+        (
+            &fiona,
+            json!({"effective_from": "2026-11-10", "cents_per_gpu_hour": 1}),
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            &ada,
+            json!({"effective_from": "2026-11-10", "cents_per_gpu_hour": -1}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            &ada,
+            json!({"effective_from": "10/11/2026", "cents_per_gpu_hour": 1}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        let reply = send(
+            &app,
+            request(
+                Method::PUT,
+                "/api/chargeback/rates/rtx-inference",
+                Some(who),
+                Some(body),
+            ),
+        )
+        .await;
+        assert_eq!(reply.status, status, "{}", reply.text());
+    }
+    let missing = send(
+        &app,
+        request(
+            Method::PUT,
+            "/api/chargeback/rates/no-such-flavor",
+            Some(&ada),
+            Some(json!({"effective_from": "2026-11-10", "cents_per_gpu_hour": 1})),
+        ),
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let audited: i64 = sqlx::query_scalar(
+        "select count(*) from audit_log where action = 'set rate' and subject = 'flavor rtx-inference'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("audit");
+    assert_eq!(audited, 1);
+
+    let path = "/api/chargeback/statement?from=2026-11-10&to=2026-11-10&idle=allocation";
+    let reply = send(&app, request(Method::GET, path, Some(&fiona), None)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let s: Statement = reply.json();
+    let (research, search) = (line(&s, "research"), line(&s, "search"));
+    // research: 8 GPUs × 24 h = 192 GPU-h × 860 = 165,120; busy 144 GPU-h = 123,840
+    assert_eq!(research.allocated_gpu_hours.to_string(), "192.000000");
+    assert_eq!(research.cost_by_allocation_cents, 165_120);
+    assert_eq!(research.cost_by_use_cents, 123_840);
+    assert_eq!(research.utilisation_pct.as_deref(), Some("75.00"));
+    // search: 4 × 12 h = 48 GPU-h × 500 = 24,000; busy 12 GPU-h = 6,000; 36 idle, 12 of
+    // them never observed (one of four GPUs)
+    assert_eq!(search.cost_by_allocation_cents, 24_000);
+    assert_eq!(search.cost_by_use_cents, 6_000);
+    assert_eq!(search.idle_gpu_hours.to_string(), "36.000000");
+    assert_eq!(
+        search.unobserved_allocated_gpu_hours.to_string(),
+        "12.000000"
+    );
+    let fleet = s.fleet.clone().expect("finance sees the fleet");
+    // capacity: 1,536 H100-h × 860 + 2,304 H200-h × 791 + 768 RTX-h × 500
+    //         = 1,320,960 + 1,822,464 + 384,000 = 3,527,424
+    assert_eq!(fleet.capacity_cost_cents, 3_527_424);
+    // unallocated: (1,536 − 192) × 860 + 2,304 × 791 + (768 − 48) × 500
+    //            = 1,155,840 + 1,822,464 + 360,000 = 3,338,304
+    assert_eq!(fleet.unallocated_cost_cents, 3_338_304);
+    // idle pool: 3,527,424 − (123,840 + 6,000) = 3,397,584, shared 192 : 48 (0.8 : 0.2)
+    // → 2,718,067.2 and 679,516.8
+    assert_eq!(fleet.idle_pool_cents, 3_397_584);
+    assert_eq!(
+        (research.idle_cost_cents, search.idle_cost_cents),
+        (2_718_067, 679_517)
+    );
+    // charges 123,840 + 2,718,067.2 = 2,841,907.2; 6,000 + 679,516.8 = 685,516.8
+    assert_eq!(
+        (research.charge_cents, search.charge_cents),
+        (2_841_907, 685_517)
+    );
+
+    // separate: the teams pay their use, the platform the rest
+    let separate: Statement = send(
+        &app,
+        request(
+            Method::GET,
+            "/api/chargeback/statement?from=2026-11-10&to=2026-11-10&idle=separate",
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await
+    .json();
+    assert_eq!(line(&separate, "research").charge_cents, 123_840);
+    assert_eq!(
+        separate.fleet.as_ref().map(|f| f.platform_cents),
+        Some(3_397_584)
+    );
+
+    // CSV: by format=csv and by Accept, the same figures as the JSON
+    let csv = send(
+        &app,
+        request(
+            Method::GET,
+            &format!("{path}&format=csv"),
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(csv.status, StatusCode::OK);
+    assert_eq!(
+        csv.headers[axum::http::header::CONTENT_TYPE],
+        "text/csv; charset=utf-8"
+    );
+    let mut accept = request(Method::GET, path, Some(&fiona), None);
+    accept.headers_mut().insert(
+        axum::http::header::ACCEPT,
+        "text/csv".parse().expect("header"),
+    );
+    assert_eq!(send(&app, accept).await.text(), csv.text());
+    let text = csv.text();
+    let rows: Vec<Vec<&str>> = text
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').collect())
+        .collect();
+    let header = &rows[0];
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    let research_row = rows
+        .iter()
+        .find(|r| r[column("team")] == "research")
+        .expect("research row");
+    assert_eq!(
+        research_row[column("allocated_gpu_hours")],
+        research.allocated_gpu_hours.to_string()
+    );
+    assert_eq!(
+        research_row[column("cost_by_use_cents")],
+        research.cost_by_use_cents.to_string()
+    );
+    assert_eq!(
+        research_row[column("charge_cents")],
+        research.charge_cents.to_string()
+    );
+    let charged: i64 = rows[1..]
+        .iter()
+        .map(|r| r[column("charge_cents")].parse::<i64>().expect("cents"))
+        .sum();
+    assert!(
+        (charged - fleet.capacity_cost_cents).abs() <= 2,
+        "{charged}"
+    );
+
+    // a requester sees their own team's line and no fleet figures; without a team, nothing
+    let mine: Value = send(&app, request(Method::GET, path, Some(&rita), None))
+        .await
+        .json();
+    assert_eq!(mine["teams"].as_array().map(Vec::len), Some(1));
+    assert_eq!(mine["teams"][0]["team"], "research");
+    assert_eq!(mine["teams"][0]["charge_cents"], 2_841_907);
+    assert!(mine["fleet"].is_null());
+    let none = send(&app, request(Method::GET, path, Some(&nora), None)).await;
+    assert_eq!(none.status, StatusCode::FORBIDDEN);
+    let visitor = send(&app, request(Method::GET, path, None, None)).await;
+    assert_eq!(visitor.status, StatusCode::UNAUTHORIZED);
+
+    // bad queries: 422 naming each field
+    let bad = send(
+        &app,
+        request(
+            Method::GET,
+            "/api/chargeback/statement?from=2026-11-31&to=2026-11-10&idle=weighted",
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let body: Value = bad.json();
+    let paths: Vec<&str> = body["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert_eq!(paths, vec!["from", "idle"]);
+
+    // by day: one day here, equal to the period
+    let by_day: Statement = send(
+        &app,
+        request(Method::GET, &format!("{path}&by=day"), Some(&fiona), None),
+    )
+    .await
+    .json();
+    assert_eq!(by_day.days.len(), 1);
+    assert_eq!(line(&by_day, "search"), search);
+
+    // the CLI prints the same CSV
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "chargeback",
+            "statement",
+            "--from",
+            "2026-11-10",
+            "--to",
+            "2026-11-10",
+            "--format",
+            "csv",
+        ])
+        .env("DATABASE_URL", common::database_url(&pool))
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("gpufleet");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), text);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "chargeback",
+            "statement",
+            "--from",
+            "2026-11-10",
+            "--to",
+            "2026-11-09",
+            "--idle-share",
+            "weighted",
+        ])
+        .env("DATABASE_URL", common::database_url(&pool))
+        .output()
+        .expect("gpufleet");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--idle-share: \"weighted\": allocation, use, even or separate"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--to: 2026-11-09 is before 2026-11-10"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,679 @@
+//! Chargeback: what each team owes for a period of whole UTC days, from the measured usage
+//! (`usage` day rollups) and the flavors' rates. Pure.
+//!
+//! Definitions (per team, summed over the period's days and the team's flavors):
+//! - cost by allocation = allocated GPU-hours × the rate in force that day;
+//! - cost by use = busy GPU-hours × rate;
+//! - idle = allocated − busy (unobserved allocation, which had no DCGM sample, is part of it and
+//!   shown on its own too);
+//! - the fleet's unallocated = capacity − allocated, a platform cost;
+//! - the idle pool = capacity cost − the teams' cost by use: everything the fleet cost that no
+//!   team used (teams' idle, unallocated capacity, namespaces no team owns). A statement shares
+//!   it in proportion to allocation, to use, evenly among teams with an allocation, or keeps it
+//!   separate as a platform line (OpenCost's choices), so teams' cost by use + their idle shares
+//!   + the platform line = the capacity cost.
+//!
+//! Invariants: GPU time is integer GPU-microseconds and money integer cents; every cent figure
+//! is rounded half up once from its own exact value (GPU-µs × cents per GPU-hour, kept exact),
+//! so parts may differ from a total by a cent. Rates change only at the start of a UTC day, so
+//! a day is priced at one rate and a period spanning a change is priced day by day at the rate
+//! in force.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{FieldError, day::Day};
+
+/// GPU-microseconds in one GPU-hour.
+pub const GPU_US_PER_GPU_HOUR: i64 = 3_600_000_000;
+const GPU_US_PER_GPU_DAY: i64 = 24 * GPU_US_PER_GPU_HOUR;
+
+/// How the idle pool is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleShare {
+    /// In proportion to each team's allocated GPU-hours.
+    #[default]
+    Allocation,
+    /// In proportion to each team's busy GPU-hours.
+    Use,
+    /// Equally among the teams that had an allocation.
+    Even,
+    /// Not shared: one platform line.
+    Separate,
+}
+
+impl IdleShare {
+    pub const ALL: [IdleShare; 4] = [
+        IdleShare::Allocation,
+        IdleShare::Use,
+        IdleShare::Even,
+        IdleShare::Separate,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleShare::Allocation => "allocation",
+            IdleShare::Use => "use",
+            IdleShare::Even => "even",
+            IdleShare::Separate => "separate",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<IdleShare> {
+        IdleShare::ALL.into_iter().find(|s| s.name() == text)
+    }
+}
+
+/// A flavor's rate from a day on (until the next one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    pub flavor: String,
+    pub effective_from: Day,
+    pub cents_per_gpu_hour: i64,
+}
+
+/// The rate of `flavor` on `day`: the latest that took effect on or before it.
+pub fn rate_on(rates: &[Rate], flavor: &str, day: Day) -> Option<i64> {
+    rates
+        .iter()
+        .filter(|r| r.flavor == flavor && r.effective_from <= day)
+        .max_by_key(|r| r.effective_from)
+        .map(|r| r.cents_per_gpu_hour)
+}
+
+/// One namespace's usage of one flavor on one day (a day rollup).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageDay {
+    pub day: Day,
+    pub namespace: String,
+    pub flavor: String,
+    /// `None` when Kueue's allocation was not known that day.
+    pub allocated_gpu_us: Option<i64>,
+    pub busy_gpu_us: i64,
+    pub observed_gpu_us: i64,
+}
+
+/// Tokens one namespace's model served on one day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokensDay {
+    pub day: Day,
+    pub namespace: String,
+    pub model: String,
+    pub prompt_tokens: i64,
+    pub generation_tokens: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Team {
+    pub name: String,
+    pub namespace: String,
+    pub cost_centre: String,
+}
+
+/// What a statement is made from.
+#[derive(Debug, Clone)]
+pub struct StatementInput {
+    /// The first day and the day after the last (`[from, to)`).
+    pub from: Day,
+    pub to: Day,
+    pub idle: IdleShare,
+    pub teams: Vec<Team>,
+    /// GPUs per flavor (the inventory's capacity).
+    pub capacity: BTreeMap<String, i64>,
+    pub rates: Vec<Rate>,
+    pub usage: Vec<UsageDay>,
+    pub tokens: Vec<TokensDay>,
+}
+
+/// One team's figures for the period (or one day of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamLine {
+    pub team: String,
+    pub cost_centre: String,
+    pub allocated_gpu_hours: Hours,
+    pub busy_gpu_hours: Hours,
+    pub idle_gpu_hours: Hours,
+    pub unobserved_allocated_gpu_hours: Hours,
+    /// busy ÷ allocated, in percent with two decimals; `None` without allocation.
+    pub utilisation_pct: Option<String>,
+    pub prompt_tokens: i64,
+    pub generation_tokens: i64,
+    pub cost_by_allocation_cents: i64,
+    pub cost_by_use_cents: i64,
+    /// The team's share of the idle pool (0 when it is kept separate).
+    pub idle_cost_cents: i64,
+    /// cost by use + idle share.
+    pub charge_cents: i64,
+}
+
+/// The fleet's figures for the period (or one day of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetLine {
+    pub capacity_gpu_hours: Hours,
+    pub allocated_gpu_hours: Hours,
+    pub busy_gpu_hours: Hours,
+    pub unallocated_gpu_hours: Hours,
+    pub capacity_cost_cents: i64,
+    pub unallocated_cost_cents: i64,
+    /// Capacity cost − the teams' cost by use.
+    pub idle_pool_cents: i64,
+    /// The part of the idle pool no team is charged (all of it when kept separate).
+    pub platform_cents: i64,
+    /// Allocated and busy GPU-hours of namespaces and queues no team owns (in the idle pool).
+    pub unattributed_allocated_gpu_hours: Hours,
+    pub unattributed_busy_gpu_hours: Hours,
+}
+
+/// GPU time: exact microseconds, and hours written with six decimals (rounded half up) for
+/// people and CSV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct Hours(pub i64);
+
+impl Hours {
+    pub fn microseconds(self) -> i64 {
+        self.0
+    }
+}
+
+impl From<Hours> for String {
+    fn from(h: Hours) -> String {
+        h.to_string()
+    }
+}
+
+impl TryFrom<String> for Hours {
+    type Error = String;
+    fn try_from(text: String) -> Result<Hours, String> {
+        let micro = crate::usage::parse_micro(&text)
+            .ok_or_else(|| format!("{text:?} is not a number of hours"))?;
+        // hours in 10⁻⁶ → µs: × 3,600
+        Ok(Hours(micro * 3_600))
+    }
+}
+
+impl std::fmt::Display for Hours {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // 10⁻⁶ hours = 3,600 µs
+        let millionths = div_round(i128::from(self.0), 3_600);
+        let sign = if millionths < 0 { "-" } else { "" };
+        let m = millionths.abs();
+        write!(f, "{sign}{}.{:06}", m / 1_000_000, m % 1_000_000)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayStatement {
+    pub day: Day,
+    pub teams: Vec<TeamLine>,
+    /// Left out for callers who see only their own teams.
+    pub fleet: Option<FleetLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Statement {
+    pub from: Day,
+    /// The last day included.
+    pub to_inclusive: Day,
+    pub idle: IdleShare,
+    pub teams: Vec<TeamLine>,
+    /// Left out for callers who see only their own teams.
+    pub fleet: Option<FleetLine>,
+    /// Per day, when asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<DayStatement>,
+    /// What a reader must know: rounding, days whose allocation was unknown, unpriced flavors.
+    pub notes: Vec<String>,
+}
+
+/// A statement's period and choices as a query string or the command line gives them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementQuery {
+    /// The first day, `YYYY-MM-DD` (UTC).
+    pub from: Option<String>,
+    /// The last day, included.
+    pub to: Option<String>,
+    /// `day` for a statement per day as well.
+    pub by: Option<String>,
+    /// `allocation` (default), `use`, `even` or `separate`.
+    pub idle: Option<String>,
+    /// `json` (default) or `csv`.
+    pub format: Option<String>,
+}
+
+/// A checked [`StatementQuery`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Period {
+    pub from: Day,
+    /// The day after the last.
+    pub to: Day,
+    pub by_day: bool,
+    pub idle: IdleShare,
+    pub csv: bool,
+}
+
+/// The longest statement, in days.
+pub const MAX_DAYS: i32 = 731;
+
+impl StatementQuery {
+    pub fn checked(&self) -> Result<Period, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let mut bad = |path: &str, message: String| {
+            errors.push(FieldError {
+                path: path.into(),
+                message,
+            })
+        };
+        let mut day = |path: &str, text: &Option<String>| match text.as_deref() {
+            None | Some("") => {
+                bad(path, "required: a date written YYYY-MM-DD (UTC)".to_owned());
+                None
+            }
+            Some(t) => {
+                let parsed = Day::parse(t);
+                if parsed.is_none() {
+                    bad(path, format!("{t:?} is not a date written YYYY-MM-DD"));
+                }
+                parsed
+            }
+        };
+        let (from, to) = (day("from", &self.from), day("to", &self.to));
+        let by_day = match self.by.as_deref() {
+            None | Some("") => false,
+            Some("day") => true,
+            Some(other) => {
+                bad("by", format!("{other:?}: leave it out, or by=day"));
+                false
+            }
+        };
+        let idle = match self.idle.as_deref() {
+            None | Some("") => IdleShare::default(),
+            Some(text) => IdleShare::parse(text).unwrap_or_else(|| {
+                bad(
+                    "idle",
+                    format!("{text:?}: allocation, use, even or separate"),
+                );
+                IdleShare::default()
+            }),
+        };
+        let csv = match self.format.as_deref() {
+            None | Some("") | Some("json") => false,
+            Some("csv") => true,
+            Some(other) => {
+                bad("format", format!("{other:?}: json or csv"));
+                false
+            }
+        };
+        if let (Some(from), Some(to)) = (from, to) {
+            let days = from.days_until(to) + 1;
+            if days < 1 {
+                bad("to", format!("{to} is before {from}"));
+            } else if days > MAX_DAYS {
+                bad(
+                    "to",
+                    format!("{days} days: a statement covers at most {MAX_DAYS}"),
+                );
+            }
+        }
+        match (from, to, errors.is_empty()) {
+            (Some(from), Some(to), true) => Ok(Period {
+                from,
+                to: to.plus(1),
+                by_day,
+                idle,
+                csv,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+/// `num / den` rounded half away from zero (`den > 0`).
+fn div_round(num: i128, den: i128) -> i128 {
+    let half = den / 2;
+    if num >= 0 {
+        (num + half) / den
+    } else {
+        -((-num + half) / den)
+    }
+}
+
+fn cents(value: i128) -> i64 {
+    // value is GPU-µs × cents per GPU-hour
+    i64::try_from(div_round(value, i128::from(GPU_US_PER_GPU_HOUR))).unwrap_or(i64::MAX)
+}
+
+#[derive(Default, Clone, Copy)]
+struct Sums {
+    allocated: i64,
+    busy: i64,
+    observed_of_allocated: i64,
+    allocated_value: i128,
+    busy_value: i128,
+    prompt: i64,
+    generation: i64,
+}
+
+/// The statement of `input`, for the whole period, and per day when `by_day`.
+pub fn statement(input: &StatementInput, by_day: bool) -> Statement {
+    let mut notes = vec![
+        "Every cent figure is rounded half up from its own exact GPU-hours, so parts may differ from a total by a cent.".to_owned(),
+    ];
+    let mut unpriced: Vec<String> = Vec::new();
+    let mut unknown_days: Vec<Day> = Vec::new();
+    let days: Vec<Day> = (0..input.from.days_until(input.to))
+        .map(|n| input.from.plus(n))
+        .collect();
+    let mut per_day = Vec::new();
+    let mut whole = Totals::default();
+    for day in &days {
+        let period = Totals::of_day(input, *day, &mut unpriced, &mut unknown_days);
+        if by_day {
+            per_day.push(DayStatement {
+                day: *day,
+                teams: period.team_lines(input),
+                fleet: Some(period.fleet_line(input.idle, &input.teams)),
+            });
+        }
+        whole.add(&period);
+    }
+    if !unknown_days.is_empty() {
+        unknown_days.dedup();
+        notes.push(format!(
+            "Kueue's allocation was not known on {} day(s) ({}…): those days' allocation is counted as none, not as what was requested.",
+            unknown_days.len(),
+            unknown_days[0]
+        ));
+    }
+    unpriced.sort();
+    unpriced.dedup();
+    if !unpriced.is_empty() {
+        notes.push(format!(
+            "No rate for flavor(s) {}: their GPU time is shown and priced at 0.",
+            unpriced.join(", ")
+        ));
+    }
+    Statement {
+        from: input.from,
+        to_inclusive: input.to.plus(-1),
+        idle: input.idle,
+        teams: whole.team_lines(input),
+        fleet: Some(whole.fleet_line(input.idle, &input.teams)),
+        days: per_day,
+        notes,
+    }
+}
+
+/// Exact sums of a day or of the whole period.
+#[derive(Default)]
+struct Totals {
+    teams: BTreeMap<String, Sums>,
+    capacity: i64,
+    capacity_value: i128,
+    allocated: i64,
+    unattributed_allocated: i64,
+    unattributed_busy: i64,
+    unallocated_value: i128,
+}
+
+impl Totals {
+    fn of_day(
+        input: &StatementInput,
+        day: Day,
+        unpriced: &mut Vec<String>,
+        unknown_days: &mut Vec<Day>,
+    ) -> Totals {
+        let team_of: BTreeMap<&str, &str> = input
+            .teams
+            .iter()
+            .map(|t| (t.namespace.as_str(), t.name.as_str()))
+            .collect();
+        let mut rate = |flavor: &str| -> i128 {
+            match rate_on(&input.rates, flavor, day) {
+                Some(r) => i128::from(r),
+                None => {
+                    unpriced.push(if flavor.is_empty() {
+                        "(unknown)".to_owned()
+                    } else {
+                        flavor.to_owned()
+                    });
+                    0
+                }
+            }
+        };
+        let mut p = Totals::default();
+        let mut allocated_by_flavor: BTreeMap<&str, i64> = BTreeMap::new();
+        for u in input.usage.iter().filter(|u| u.day == day) {
+            let r = rate(&u.flavor);
+            if u.allocated_gpu_us.is_none() && team_of.contains_key(u.namespace.as_str()) {
+                unknown_days.push(day);
+            }
+            let allocated = u.allocated_gpu_us.unwrap_or(0);
+            *allocated_by_flavor.entry(&u.flavor).or_default() += allocated;
+            p.allocated += allocated;
+            match team_of.get(u.namespace.as_str()) {
+                Some(team) => {
+                    let s = p.teams.entry((*team).to_owned()).or_default();
+                    s.allocated += allocated;
+                    s.busy += u.busy_gpu_us;
+                    s.observed_of_allocated += u.observed_gpu_us.min(allocated);
+                    s.allocated_value += i128::from(allocated) * r;
+                    s.busy_value += i128::from(u.busy_gpu_us) * r;
+                }
+                None => {
+                    p.unattributed_allocated += allocated;
+                    p.unattributed_busy += u.busy_gpu_us;
+                }
+            }
+        }
+        for t in input.tokens.iter().filter(|t| t.day == day) {
+            if let Some(team) = team_of.get(t.namespace.as_str()) {
+                let s = p.teams.entry((*team).to_owned()).or_default();
+                s.prompt += t.prompt_tokens;
+                s.generation += t.generation_tokens;
+            }
+        }
+        for (flavor, gpus) in &input.capacity {
+            let r = rate(flavor);
+            let capacity = gpus * GPU_US_PER_GPU_DAY;
+            p.capacity += capacity;
+            p.capacity_value += i128::from(capacity) * r;
+            let allocated = allocated_by_flavor
+                .get(flavor.as_str())
+                .copied()
+                .unwrap_or(0);
+            p.unallocated_value += i128::from((capacity - allocated).max(0)) * r;
+        }
+        p
+    }
+
+    fn add(&mut self, other: &Totals) {
+        for (team, s) in &other.teams {
+            let t = self.teams.entry(team.clone()).or_default();
+            t.allocated += s.allocated;
+            t.busy += s.busy;
+            t.observed_of_allocated += s.observed_of_allocated;
+            t.allocated_value += s.allocated_value;
+            t.busy_value += s.busy_value;
+            t.prompt += s.prompt;
+            t.generation += s.generation;
+        }
+        self.capacity += other.capacity;
+        self.capacity_value += other.capacity_value;
+        self.allocated += other.allocated;
+        self.unattributed_allocated += other.unattributed_allocated;
+        self.unattributed_busy += other.unattributed_busy;
+        self.unallocated_value += other.unallocated_value;
+    }
+
+    /// Capacity cost − the teams' cost by use, exact.
+    fn idle_pool(&self) -> i128 {
+        self.capacity_value - self.teams.values().map(|s| s.busy_value).sum::<i128>()
+    }
+
+    /// Each team's exact share of the idle pool.
+    fn idle_shares(&self, idle: IdleShare) -> BTreeMap<&str, i128> {
+        let pool = self.idle_pool();
+        let weight = |s: &Sums| -> i128 {
+            match idle {
+                IdleShare::Allocation => i128::from(s.allocated),
+                IdleShare::Use => i128::from(s.busy),
+                IdleShare::Even => i128::from(s.allocated > 0),
+                IdleShare::Separate => 0,
+            }
+        };
+        let total: i128 = self.teams.values().map(weight).sum();
+        self.teams
+            .iter()
+            .map(|(team, s)| {
+                let share = if total == 0 {
+                    0
+                } else {
+                    // kept exact: pool × weight / total, in the pool's units × 1 (rounded at
+                    // 1 GPU-µs·cent/h, a billionth of a cent)
+                    div_round(pool * weight(s), total)
+                };
+                (team.as_str(), share)
+            })
+            .collect()
+    }
+
+    fn team_lines(&self, input: &StatementInput) -> Vec<TeamLine> {
+        let shares = self.idle_shares(input.idle);
+        input
+            .teams
+            .iter()
+            .map(|team| {
+                let s = self.teams.get(&team.name).copied().unwrap_or_default();
+                let share = shares.get(team.name.as_str()).copied().unwrap_or(0);
+                TeamLine {
+                    team: team.name.clone(),
+                    cost_centre: team.cost_centre.clone(),
+                    allocated_gpu_hours: Hours(s.allocated),
+                    busy_gpu_hours: Hours(s.busy),
+                    idle_gpu_hours: Hours(s.allocated - s.busy),
+                    unobserved_allocated_gpu_hours: Hours(s.allocated - s.observed_of_allocated),
+                    utilisation_pct: (s.allocated > 0).then(|| {
+                        let basis_points =
+                            div_round(i128::from(s.busy) * 10_000, i128::from(s.allocated));
+                        format!("{}.{:02}", basis_points / 100, basis_points % 100)
+                    }),
+                    prompt_tokens: s.prompt,
+                    generation_tokens: s.generation,
+                    cost_by_allocation_cents: cents(s.allocated_value),
+                    cost_by_use_cents: cents(s.busy_value),
+                    idle_cost_cents: cents(share),
+                    charge_cents: cents(s.busy_value + share),
+                }
+            })
+            .collect()
+    }
+
+    fn fleet_line(&self, idle: IdleShare, teams: &[Team]) -> FleetLine {
+        let shares = self.idle_shares(idle);
+        let shared: i128 = teams
+            .iter()
+            .filter_map(|t| shares.get(t.name.as_str()))
+            .sum();
+        let busy: i64 = self.teams.values().map(|s| s.busy).sum::<i64>() + self.unattributed_busy;
+        FleetLine {
+            capacity_gpu_hours: Hours(self.capacity),
+            allocated_gpu_hours: Hours(self.allocated),
+            busy_gpu_hours: Hours(busy),
+            unallocated_gpu_hours: Hours((self.capacity - self.allocated).max(0)),
+            capacity_cost_cents: cents(self.capacity_value),
+            unallocated_cost_cents: cents(self.unallocated_value),
+            idle_pool_cents: cents(self.idle_pool()),
+            platform_cents: cents(self.idle_pool() - shared),
+            unattributed_allocated_gpu_hours: Hours(self.unattributed_allocated),
+            unattributed_busy_gpu_hours: Hours(self.unattributed_busy),
+        }
+    }
+}
+
+impl Statement {
+    /// Only these teams' lines and no fleet figures: what a requester may see. The idle shares
+    /// stay as the whole fleet's statement set them.
+    pub fn only_teams(mut self, teams: &[String]) -> Statement {
+        let keep = |lines: &mut Vec<TeamLine>| lines.retain(|l| teams.contains(&l.team));
+        keep(&mut self.teams);
+        self.fleet = None;
+        for d in &mut self.days {
+            keep(&mut d.teams);
+            d.fleet = None;
+        }
+        self
+    }
+}
+
+/// The CSV columns of a statement, units in their names.
+pub const CSV_HEADER: &str = "period_from,period_to,day,team,cost_centre,allocated_gpu_hours,busy_gpu_hours,idle_gpu_hours,unobserved_allocated_gpu_hours,utilisation_pct,prompt_tokens,generation_tokens,cost_by_allocation_cents,cost_by_use_cents,idle_cost_cents,charge_cents,idle_share";
+
+/// The statement as CSV: one row per team (each day's first when the statement has days, then
+/// the period's), and after each block a `(platform)` row holding the idle pool's part no team
+/// is charged, so a block's `charge_cents` add up to the capacity cost (give or take a cent).
+pub fn csv(statement: &Statement) -> String {
+    let mut out = String::from(CSV_HEADER);
+    out.push_str("\r\n");
+    let mut block = |day: Option<Day>, teams: &[TeamLine], fleet: Option<&FleetLine>| {
+        let day = day.map(|d| d.to_string()).unwrap_or_default();
+        for t in teams {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
+                statement.from,
+                statement.to_inclusive,
+                day,
+                field(&t.team),
+                field(&t.cost_centre),
+                t.allocated_gpu_hours,
+                t.busy_gpu_hours,
+                t.idle_gpu_hours,
+                t.unobserved_allocated_gpu_hours,
+                t.utilisation_pct.clone().unwrap_or_default(),
+                t.prompt_tokens,
+                t.generation_tokens,
+                t.cost_by_allocation_cents,
+                t.cost_by_use_cents,
+                t.idle_cost_cents,
+                t.charge_cents,
+                statement.idle.name(),
+            ));
+        }
+        if let Some(fleet) = fleet {
+            out.push_str(&format!(
+                "{},{},{},(platform),,,,,,,,,,,{},{},{}\r\n",
+                statement.from,
+                statement.to_inclusive,
+                day,
+                fleet.platform_cents,
+                fleet.platform_cents,
+                statement.idle.name(),
+            ));
+        }
+    };
+    for d in &statement.days {
+        block(Some(d.day), &d.teams, d.fleet.as_ref());
+    }
+    block(None, &statement.teams, statement.fleet.as_ref());
+    out
+}
+
+/// A CSV field: quoted when it holds a comma, quote or line break; a leading `=`, `+`, `-` or
+/// `@` is defused so spreadsheets read text, not a formula.
+fn field(text: &str) -> String {
+    let text = if text.starts_with(['=', '+', '-', '@']) {
+        format!("'{text}")
+    } else {
+        text.to_owned()
+    };
+    if text.contains([',', '"', '\r', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests;

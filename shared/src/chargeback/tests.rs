@@ -1,0 +1,317 @@
+//! The figures below are worked out by hand in the comments.
+
+use proptest::prelude::*;
+
+use super::*;
+
+const H: i64 = GPU_US_PER_GPU_HOUR;
+
+fn day(s: &str) -> Day {
+    Day::parse(s).unwrap_or_else(|| panic!("{s}"))
+}
+
+fn teams() -> Vec<Team> {
+    vec![
+        Team {
+            name: "research".into(),
+            namespace: "team-research".into(),
+            cost_centre: "CC-1001".into(),
+        },
+        Team {
+            name: "search".into(),
+            namespace: "team-search".into(),
+            cost_centre: "CC-1002".into(),
+        },
+    ]
+}
+
+fn usage(d: &str, ns: &str, allocated_h: Option<i64>, busy_h: i64, observed_h: i64) -> UsageDay {
+    UsageDay {
+        day: day(d),
+        namespace: ns.into(),
+        flavor: "h100".into(),
+        allocated_gpu_us: allocated_h.map(|h| h * H),
+        busy_gpu_us: busy_h * H,
+        observed_gpu_us: observed_h * H,
+    }
+}
+
+/// Two H100s at $10.00 per GPU-hour for 2026-11-01: research holds one all day (24 GPU-h) and
+/// keeps it 75% busy; search holds 12 GPU-h, busy 3, with 2 hours of it never observed;
+/// ml-sandbox (no team) used 1 GPU-h without an allocation.
+fn one_day(idle: IdleShare) -> StatementInput {
+    StatementInput {
+        from: day("2026-11-01"),
+        to: day("2026-11-02"),
+        idle,
+        teams: teams(),
+        capacity: BTreeMap::from([("h100".to_owned(), 2)]),
+        rates: vec![Rate {
+            flavor: "h100".into(),
+            effective_from: day("2026-01-01"),
+            cents_per_gpu_hour: 1_000,
+        }],
+        usage: vec![
+            usage("2026-11-01", "team-research", Some(24), 18, 24),
+            usage("2026-11-01", "team-search", Some(12), 3, 10),
+            usage("2026-11-01", "ml-sandbox", Some(0), 1, 1),
+        ],
+        tokens: vec![TokensDay {
+            day: day("2026-11-01"),
+            namespace: "team-search".into(),
+            model: "llama-8b".into(),
+            prompt_tokens: 1_000_000,
+            generation_tokens: 250_000,
+        }],
+    }
+}
+
+#[test]
+fn a_day_by_allocation_and_by_use() {
+    let s = statement(&one_day(IdleShare::Allocation), false);
+    let fleet = s.fleet.clone().expect("the fleet");
+    let [research, search] = [&s.teams[0], &s.teams[1]];
+    assert_eq!(research.allocated_gpu_hours.to_string(), "24.000000");
+    assert_eq!(research.idle_gpu_hours.to_string(), "6.000000");
+    assert_eq!(research.utilisation_pct.as_deref(), Some("75.00"));
+    // 24 GPU-h × $10 = $240.00; 18 busy GPU-h = $180.00
+    assert_eq!(research.cost_by_allocation_cents, 24_000);
+    assert_eq!(research.cost_by_use_cents, 18_000);
+    assert_eq!(search.cost_by_allocation_cents, 12_000);
+    assert_eq!(search.cost_by_use_cents, 3_000);
+    // search: 12 allocated, 10 observed → 2 unobserved; 9 idle including them
+    assert_eq!(
+        search.unobserved_allocated_gpu_hours.to_string(),
+        "2.000000"
+    );
+    assert_eq!(search.idle_gpu_hours.to_string(), "9.000000");
+    assert_eq!(
+        (search.prompt_tokens, search.generation_tokens),
+        (1_000_000, 250_000)
+    );
+    // the fleet: 48 GPU-h = $480.00; 36 allocated, so 12 unallocated = $120.00; busy 18 + 3 +
+    // the sandbox's 1; the idle pool is $480 − $210 of the teams' use = $270.00
+    assert_eq!(fleet.capacity_gpu_hours.to_string(), "48.000000");
+    assert_eq!(fleet.capacity_cost_cents, 48_000);
+    assert_eq!(fleet.unallocated_gpu_hours.to_string(), "12.000000");
+    assert_eq!(fleet.unallocated_cost_cents, 12_000);
+    assert_eq!(fleet.busy_gpu_hours.to_string(), "22.000000");
+    assert_eq!(fleet.unattributed_busy_gpu_hours.to_string(), "1.000000");
+    assert_eq!(fleet.idle_pool_cents, 27_000);
+    // shared by allocation, 24 : 12 → $180.00 and $90.00; nothing left to the platform
+    assert_eq!(
+        (research.idle_cost_cents, search.idle_cost_cents),
+        (18_000, 9_000)
+    );
+    assert_eq!(
+        (research.charge_cents, search.charge_cents),
+        (36_000, 12_000)
+    );
+    assert_eq!(fleet.platform_cents, 0);
+}
+
+#[test]
+fn each_idle_share_divides_the_same_pool() {
+    let shares = |idle| {
+        let s = statement(&one_day(idle), false);
+        (
+            s.teams[0].idle_cost_cents,
+            s.teams[1].idle_cost_cents,
+            s.fleet.expect("the fleet").platform_cents,
+        )
+    };
+    // by use, 18 : 3 → $270 × 18/21 = $231.428571… → 23,143 and $38.571428… → 3,857
+    assert_eq!(shares(IdleShare::Use), (23_143, 3_857, 0));
+    // evenly between the two teams with an allocation
+    assert_eq!(shares(IdleShare::Even), (13_500, 13_500, 0));
+    // kept separate: one platform line of $270.00
+    assert_eq!(shares(IdleShare::Separate), (0, 0, 27_000));
+}
+
+#[test]
+fn a_period_spanning_a_rate_change_is_priced_day_by_day() {
+    let mut input = one_day(IdleShare::Separate);
+    input.to = day("2026-11-03");
+    input.rates.push(Rate {
+        flavor: "h100".into(),
+        effective_from: day("2026-11-02"),
+        cents_per_gpu_hour: 1_200,
+    });
+    input
+        .usage
+        .push(usage("2026-11-02", "team-research", Some(24), 12, 24));
+    let s = statement(&input, true);
+    // 24 GPU-h at $10 on the 1st + 24 at $12 on the 2nd = $240 + $288
+    assert_eq!(s.teams[0].cost_by_allocation_cents, 52_800);
+    // busy: 18 × $10 + 12 × $12 = $180 + $144
+    assert_eq!(s.teams[0].cost_by_use_cents, 32_400);
+    assert_eq!(s.days.len(), 2);
+    assert_eq!(s.days[1].teams[0].cost_by_allocation_cents, 28_800);
+    assert_eq!(
+        s.days[1].fleet.as_ref().map(|f| f.capacity_cost_cents),
+        Some(48 * 1_200)
+    );
+    assert_eq!(s.to_inclusive, day("2026-11-02"));
+}
+
+#[test]
+fn cents_round_half_up_from_their_own_exact_hours() {
+    let mut input = one_day(IdleShare::Allocation);
+    // 1 GPU-second at $10/h = 0.2777… cents → 0; 1.8 s = 0.5 cents → 1 (half up)
+    input.usage = vec![UsageDay {
+        day: day("2026-11-01"),
+        namespace: "team-research".into(),
+        flavor: "h100".into(),
+        allocated_gpu_us: Some(1_800_000),
+        busy_gpu_us: 1_000_000,
+        observed_gpu_us: 1_800_000,
+    }];
+    let s = statement(&input, false);
+    assert_eq!(s.teams[0].cost_by_allocation_cents, 1);
+    assert_eq!(s.teams[0].cost_by_use_cents, 0);
+    assert!(s.notes[0].contains("rounded half up"));
+}
+
+#[test]
+fn unknown_allocation_and_missing_rates_are_said() {
+    let mut input = one_day(IdleShare::Allocation);
+    input.usage[0].allocated_gpu_us = None;
+    input.usage.push(UsageDay {
+        flavor: "a100".into(),
+        ..usage("2026-11-01", "team-search", Some(1), 1, 1)
+    });
+    let s = statement(&input, false);
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("not known on 1 day(s) (2026-11-01")),
+        "{:?}",
+        s.notes
+    );
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n.contains("No rate for flavor(s) a100")),
+        "{:?}",
+        s.notes
+    );
+}
+
+#[test]
+fn csv_has_one_row_per_team_and_the_platform_line() {
+    let s = statement(&one_day(IdleShare::Separate), false);
+    let text = csv(&s);
+    let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines[0], CSV_HEADER);
+    assert_eq!(
+        lines[1],
+        "2026-11-01,2026-11-01,,research,CC-1001,24.000000,18.000000,6.000000,0.000000,75.00,0,0,24000,18000,0,18000,separate"
+    );
+    assert_eq!(
+        lines[3],
+        "2026-11-01,2026-11-01,,(platform),,,,,,,,,,,27000,27000,separate"
+    );
+    assert_eq!(lines.len(), 4);
+    // a requester's view: their team's row, no platform line
+    let mine = csv(&s.clone().only_teams(&["search".to_owned()]));
+    assert_eq!(mine.split("\r\n").filter(|l| !l.is_empty()).count(), 2);
+    assert!(mine.contains(",search,"));
+    assert_eq!(field("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");
+    assert_eq!(field("a,\"b\""), "\"a,\"\"b\"\"\"");
+}
+
+#[test]
+fn hours_print_and_read_back() {
+    assert_eq!(Hours(H / 3).to_string(), "0.333333");
+    assert_eq!(Hours(2 * H / 3).to_string(), "0.666667");
+    assert_eq!(Hours::try_from("1.5".to_owned()), Ok(Hours(3 * H / 2)));
+    assert_eq!(IdleShare::parse("use"), Some(IdleShare::Use));
+    assert_eq!(IdleShare::parse("weighted"), None);
+}
+
+proptest! {
+    /// Whatever the usage and the choice, the teams' charges and the platform line recover the
+    /// capacity cost, give or take a cent per figure; and the by-day statements add up to the
+    /// period's, give or take a cent per day.
+    #[test]
+    fn charges_recover_the_capacity_cost(
+        rows in proptest::collection::vec((0i32..3, 0usize..3, 0i64..=24, 0i64..=100, 0i64..=100, 1i64..2_000), 1..20),
+        gpus in 3i64..10,
+        idle in 0usize..4,
+    ) {
+        let namespaces = ["team-research", "team-search", "ml-sandbox"];
+        let from = day("2026-11-01");
+        let mut input = StatementInput {
+            from,
+            to: from.plus(3),
+            idle: IdleShare::ALL[idle],
+            teams: teams(),
+            capacity: BTreeMap::from([("h100".to_owned(), gpus)]),
+            rates: Vec::new(),
+            usage: Vec::new(),
+            tokens: Vec::new(),
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (d, ns, allocated_h, busy_pct, observed_pct, rate) in rows {
+            if !seen.insert((d, ns)) {
+                continue;
+            }
+            let allocated = allocated_h * H;
+            input.usage.push(UsageDay {
+                day: from.plus(d),
+                namespace: namespaces[ns].into(),
+                flavor: "h100".into(),
+                allocated_gpu_us: Some(allocated),
+                busy_gpu_us: allocated * busy_pct / 100,
+                observed_gpu_us: allocated * observed_pct / 100,
+            });
+            input.rates.push(Rate { flavor: "h100".into(), effective_from: from.plus(d), cents_per_gpu_hour: rate });
+        }
+        input.rates.push(Rate { flavor: "h100".into(), effective_from: day("2026-01-01"), cents_per_gpu_hour: 500 });
+        let s = statement(&input, true);
+        let fleet = s.fleet.clone().expect("the fleet");
+        let charged: i64 = s.teams.iter().map(|t| t.charge_cents).sum::<i64>() + fleet.platform_cents;
+        prop_assert!((charged - fleet.capacity_cost_cents).abs() <= 3, "{charged} vs {}", fleet.capacity_cost_cents);
+        let shared: i64 = s.teams.iter().map(|t| t.idle_cost_cents).sum::<i64>() + fleet.platform_cents;
+        prop_assert!((shared - fleet.idle_pool_cents).abs() <= 3);
+        for (i, t) in s.teams.iter().enumerate() {
+            let by_day: i64 = s.days.iter().map(|d| d.teams[i].cost_by_allocation_cents).sum();
+            prop_assert!((by_day - t.cost_by_allocation_cents).abs() <= 3);
+            prop_assert_eq!(t.idle_gpu_hours.0, t.allocated_gpu_hours.0 - t.busy_gpu_hours.0);
+            prop_assert!(t.cost_by_use_cents <= t.cost_by_allocation_cents);
+        }
+    }
+}
+
+#[test]
+fn queries_are_checked_field_by_field() {
+    let q = |from: &str, to: &str, by: &str, idle: &str, format: &str| StatementQuery {
+        from: Some(from.into()),
+        to: Some(to.into()),
+        by: Some(by.into()),
+        idle: Some(idle.into()),
+        format: Some(format.into()),
+    };
+    assert_eq!(
+        q("2026-11-01", "2026-11-30", "day", "use", "csv").checked(),
+        Ok(Period {
+            from: day("2026-11-01"),
+            to: day("2026-12-01"),
+            by_day: true,
+            idle: IdleShare::Use,
+            csv: true,
+        })
+    );
+    let errors = q("2026-11-31", "2026-10-01", "week", "weighted", "xml")
+        .checked()
+        .expect_err("all wrong");
+    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, vec!["from", "by", "idle", "format"]);
+    let backwards = q("2026-11-02", "2026-11-01", "", "", "")
+        .checked()
+        .expect_err("backwards");
+    assert_eq!(backwards[0].message, "2026-11-01 is before 2026-11-02");
+    let missing = StatementQuery::default().checked().expect_err("missing");
+    assert_eq!(missing.len(), 2);
+    assert!(q("2020-01-01", "2026-01-01", "", "", "").checked().is_err());
+}
