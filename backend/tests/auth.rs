@@ -149,6 +149,9 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     ("GET", "/chargeback/rates", "approver finance admin"),
     ("PUT", "/chargeback/rates/{flavor}", "admin"),
+    ("GET", "/chargeback/months", "approver finance admin"),
+    ("POST", "/chargeback/months/{month}/close", "finance admin"),
+    ("POST", "/chargeback/months/{month}/reopen", "admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

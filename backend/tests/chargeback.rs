@@ -366,3 +366,203 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
         "{stderr}"
     );
 }
+
+/// Closing November freezes it: the database refuses changes to its figures, a rate set later
+/// and a late ingest leave its statement as it was, the late ingest shows as an adjustment in
+/// December, and only an admin reopens it, with a reason, audited.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_closed_month_never_changes(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    user(&pool, "ada", &[Role::Admin], &[]).await;
+    usage_day(&pool).await;
+    let app = router(pool.clone());
+    let (fiona, ada) = (
+        login(&app, "fiona", PASSWORD).await,
+        login(&app, "ada", PASSWORD).await,
+    );
+    let post = |path: &str, who, body| request(Method::POST, path, Some(who), body);
+    let november = "/api/chargeback/statement?from=2026-11-01&to=2026-11-30";
+
+    // not before the ingest has passed the month's end
+    let early = send(
+        &app,
+        post("/api/chargeback/months/2026-11/close", &fiona, None),
+    )
+    .await;
+    assert_eq!(early.status, StatusCode::CONFLICT, "{}", early.text());
+    assert!(
+        early.text().contains("only up to nothing yet"),
+        "{}",
+        early.text()
+    );
+    sqlx::query("update usage_sources set watermark = '2026-12-01T00:00:00Z' where source in ('kueue', 'dcgm')")
+        .execute(&pool)
+        .await
+        .expect("watermarks");
+    let current = send(
+        &app,
+        post("/api/chargeback/months/2099-01/close", &fiona, None),
+    )
+    .await;
+    assert_eq!(current.status, StatusCode::CONFLICT);
+    assert!(
+        current.text().contains("2099-01 has not ended"),
+        "{}",
+        current.text()
+    );
+    let bad = send(
+        &app,
+        post("/api/chargeback/months/2026-13/close", &fiona, None),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let before: Statement = send(&app, request(Method::GET, november, Some(&fiona), None))
+        .await
+        .json();
+    let closed = send(
+        &app,
+        post("/api/chargeback/months/2026-11/close", &fiona, None),
+    )
+    .await;
+    assert_eq!(closed.status, StatusCode::OK, "{}", closed.text());
+    let months: Value = closed.json();
+    assert_eq!(months[0]["month"], "2026-11");
+    assert_eq!(months[0]["closed_by"], "fiona");
+    let again = send(
+        &app,
+        post("/api/chargeback/months/2026-11/close", &fiona, None),
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+
+    // the database itself refuses changes to the frozen figures
+    for sql in [
+        "update chargeback_closed_usage set busy_gpu_microseconds = 0",
+        "delete from chargeback_closed_usage",
+        "delete from chargeback_closed_months",
+        "truncate chargeback_closed_usage",
+        "insert into chargeback_closed_usage values ('2026-11-01', '2026-11-02', 'x', 'y', 1, 1, 1)",
+        "update chargeback_closed_rates set cents_per_gpu_hour = 1",
+    ] {
+        let err = sqlx::query(sql).execute(&pool).await.expect_err(sql);
+        assert!(err.to_string().contains("closed"), "{sql}: {err}");
+    }
+
+    // a rate set afterwards, and a late ingest on the 20th: November's statement stays
+    let rate = send(
+        &app,
+        request(
+            Method::PUT,
+            "/api/chargeback/rates/h100-shared",
+            Some(&ada),
+            Some(json!({"effective_from": "2026-11-01", "cents_per_gpu_hour": 1_000})),
+        ),
+    )
+    .await;
+    assert_eq!(rate.status, StatusCode::OK);
+    let late_day = parse_rfc3339("2026-11-20T00:00:00Z").expect("day");
+    let late = BTreeMap::from([(
+        UsageKey {
+            minute_ms: late_day,
+            namespace: "team-research".to_owned(),
+            cluster_queue: String::new(),
+            flavor: "h100-shared".to_owned(),
+        },
+        60 * GPU_MIN,
+    )]);
+    let mut tx = pool.begin().await.expect("tx");
+    usage::db::write_allocation(
+        &mut tx,
+        Window::new(late_day, late_day + MINUTE_MS).expect("w"),
+        &late,
+        &BTreeMap::new(),
+    )
+    .await
+    .expect("late ingest");
+    tx.commit().await.expect("commit");
+    let after: Statement = send(&app, request(Method::GET, november, Some(&fiona), None))
+        .await
+        .json();
+    assert_eq!(after.teams, before.teams);
+    assert_eq!(after.fleet, before.fleet);
+    assert_eq!(after.closed_months, vec!["2026-11".to_owned()]);
+    assert!(after.adjustments.is_empty());
+
+    // December carries the late minute: 60 GPU-minutes = 1 GPU-hour at November's frozen 860
+    let december: Statement = send(
+        &app,
+        request(
+            Method::GET,
+            "/api/chargeback/statement?from=2026-12-01&to=2026-12-01",
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await
+    .json();
+    assert_eq!(december.adjustments.len(), 1, "{:?}", december.adjustments);
+    let adjustment = &december.adjustments[0];
+    assert_eq!(
+        (adjustment.month.as_str(), adjustment.team.as_str()),
+        ("2026-11", "research")
+    );
+    assert_eq!(adjustment.allocated_gpu_hours.to_string(), "1.000000");
+    assert_eq!(adjustment.cost_by_allocation_cents, 860);
+    assert_eq!(adjustment.cost_by_use_cents, 0);
+
+    // only an admin reopens, and says why
+    let refused = send(
+        &app,
+        post(
+            "/api/chargeback/months/2026-11/reopen",
+            &fiona,
+            Some(json!({"reason": "x"})),
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let no_reason = send(
+        &app,
+        post(
+            "/api/chargeback/months/2026-11/reopen",
+            &ada,
+            Some(json!({"reason": " "})),
+        ),
+    )
+    .await;
+    assert_eq!(no_reason.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let reopened = send(
+        &app,
+        post(
+            "/api/chargeback/months/2026-11/reopen",
+            &ada,
+            Some(json!({"reason": "late DCGM data from rack 7"})),
+        ),
+    )
+    .await;
+    assert_eq!(reopened.status, StatusCode::OK, "{}", reopened.text());
+    let audit: Vec<(String, String, Value)> = sqlx::query_as(
+        "select action, actor, after from audit_log where kind = 'chargeback_month' order by id",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("audit");
+    assert_eq!(audit.len(), 2);
+    assert_eq!(
+        (audit[0].0.as_str(), audit[0].1.as_str()),
+        ("close", "fiona")
+    );
+    assert_eq!(
+        (audit[1].0.as_str(), audit[1].1.as_str()),
+        ("reopen", "ada")
+    );
+    assert_eq!(audit[1].2["reason"], "late DCGM data from rack 7");
+    // open again, November is priced live: 193 GPU-h of research at the new 1,000
+    let live: Statement = send(&app, request(Method::GET, november, Some(&fiona), None))
+        .await
+        .json();
+    assert_eq!(line(&live, "research").cost_by_allocation_cents, 193_000);
+    assert!(live.closed_months.is_empty());
+}

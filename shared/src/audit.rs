@@ -22,15 +22,18 @@ pub enum Kind {
     Inventory,
     /// Kueue objects applied again or taken from another field manager.
     ClusterObject,
+    /// A chargeback month closed or reopened.
+    ChargebackMonth,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::QuotaRequest,
         Kind::Flavor,
         Kind::TeamQueue,
         Kind::Inventory,
         Kind::ClusterObject,
+        Kind::ChargebackMonth,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -40,6 +43,7 @@ impl Kind {
             Kind::TeamQueue => "team_queue",
             Kind::Inventory => "inventory",
             Kind::ClusterObject => "cluster_object",
+            Kind::ChargebackMonth => "chargeback_month",
         }
     }
 

@@ -122,6 +122,8 @@ pub struct StatementInput {
     pub teams: Vec<Team>,
     /// GPUs per flavor (the inventory's capacity).
     pub capacity: BTreeMap<String, i64>,
+    /// GPUs per flavor on days whose capacity was frozen when their month was closed.
+    pub capacity_by_day: BTreeMap<Day, BTreeMap<String, i64>>,
     pub rates: Vec<Rate>,
     pub usage: Vec<UsageDay>,
     pub tokens: Vec<TokensDay>,
@@ -224,6 +226,13 @@ pub struct Statement {
     /// Per day, when asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub days: Vec<DayStatement>,
+    /// Months of the period that are closed (`YYYY-MM`): their figures are the frozen ones.
+    #[serde(default)]
+    pub closed_months: Vec<String>,
+    /// What changed in closed months since they were closed (late ingests), charged here, in
+    /// the first open month after them.
+    #[serde(default)]
+    pub adjustments: Vec<Adjustment>,
     /// What a reader must know: rounding, days whose allocation was unknown, unpriced flavors.
     pub notes: Vec<String>,
 }
@@ -402,8 +411,73 @@ pub fn statement(input: &StatementInput, by_day: bool) -> Statement {
         teams: whole.team_lines(input),
         fleet: Some(whole.fleet_line(input.idle, &input.teams)),
         days: per_day,
+        closed_months: Vec::new(),
+        adjustments: Vec::new(),
         notes,
     }
+}
+
+/// A closed month.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosedMonth {
+    /// `YYYY-MM`.
+    pub month: String,
+    pub closed_at: String,
+    /// `None` when closed from the command line.
+    pub closed_by: Option<String>,
+}
+
+/// `POST /api/chargeback/months/{month}/reopen`: why (kept in the audit log).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reopen {
+    pub reason: String,
+}
+
+/// `YYYY-MM` → its first day.
+pub fn parse_month(text: &str) -> Option<Day> {
+    (text.len() == 7)
+        .then(|| Day::parse(&format!("{text}-01")))
+        .flatten()
+}
+
+/// A closed month's figures as they are now, less the frozen ones, per team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Adjustment {
+    /// The closed month, `YYYY-MM`.
+    pub month: String,
+    pub team: String,
+    pub allocated_gpu_hours: Hours,
+    pub busy_gpu_hours: Hours,
+    pub cost_by_allocation_cents: i64,
+    pub cost_by_use_cents: i64,
+}
+
+/// The adjustments of a closed `month`: its statement from today's usage (at the frozen rates
+/// and capacity) against the frozen one; teams whose figures did not change are left out.
+pub fn adjustments(month: &str, frozen: &Statement, now: &Statement) -> Vec<Adjustment> {
+    now.teams
+        .iter()
+        .filter_map(|t| {
+            let before = frozen.teams.iter().find(|f| f.team == t.team);
+            let (alloc, busy, by_alloc, by_use) = before.map_or((0, 0, 0, 0), |f| {
+                (
+                    f.allocated_gpu_hours.0,
+                    f.busy_gpu_hours.0,
+                    f.cost_by_allocation_cents,
+                    f.cost_by_use_cents,
+                )
+            });
+            let a = Adjustment {
+                month: month.to_owned(),
+                team: t.team.clone(),
+                allocated_gpu_hours: Hours(t.allocated_gpu_hours.0 - alloc),
+                busy_gpu_hours: Hours(t.busy_gpu_hours.0 - busy),
+                cost_by_allocation_cents: t.cost_by_allocation_cents - by_alloc,
+                cost_by_use_cents: t.cost_by_use_cents - by_use,
+            };
+            (a.allocated_gpu_hours.0 != 0 || a.busy_gpu_hours.0 != 0).then_some(a)
+        })
+        .collect()
 }
 
 /// Exact sums of a day or of the whole period.
@@ -475,7 +549,8 @@ impl Totals {
                 s.generation += t.generation_tokens;
             }
         }
-        for (flavor, gpus) in &input.capacity {
+        let capacity = input.capacity_by_day.get(&day).unwrap_or(&input.capacity);
+        for (flavor, gpus) in capacity {
             let r = rate(flavor);
             let capacity = gpus * GPU_US_PER_GPU_DAY;
             p.capacity += capacity;
@@ -600,6 +675,7 @@ impl Statement {
         let keep = |lines: &mut Vec<TeamLine>| lines.retain(|l| teams.contains(&l.team));
         keep(&mut self.teams);
         self.fleet = None;
+        self.adjustments.retain(|a| teams.contains(&a.team));
         for d in &mut self.days {
             keep(&mut d.teams);
             d.fleet = None;

@@ -41,6 +41,23 @@ impl Day {
         later.0 - self.0
     }
 
+    /// The first day of the day's month.
+    pub fn first_of_month(self) -> Day {
+        let (y, m, _) = civil_from_days(self.0);
+        Day(days_from_civil(y, m, 1))
+    }
+
+    /// The first day of the next month.
+    pub fn next_month(self) -> Day {
+        let (y, m, _) = civil_from_days(self.0);
+        Day(days_from_civil(y, m, 1) + days_in(y, m))
+    }
+
+    /// `YYYY-MM`.
+    pub fn month_name(self) -> String {
+        self.to_string()[..7].to_owned()
+    }
+
     /// Days since 1970-01-01.
     pub fn days_since_epoch(self) -> i32 {
         self.0
@@ -114,6 +131,15 @@ impl<'de> Deserialize<'de> for Day {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn months_start_and_end_where_the_calendar_says() {
+        let day = |s| Day::parse(s).unwrap_or_else(|| panic!("{s}"));
+        assert_eq!(day("2028-02-29").first_of_month(), day("2028-02-01"));
+        assert_eq!(day("2028-02-29").next_month(), day("2028-03-01"));
+        assert_eq!(day("2026-12-31").next_month(), day("2027-01-01"));
+        assert_eq!(day("2026-11-10").month_name(), "2026-11");
+    }
 
     #[test]
     fn real_dates_parse_and_print_back() {

@@ -143,3 +143,229 @@ pub async fn token_days(
         })
         .collect())
 }
+
+/// Closed months, oldest first: `(first day, closed at, closed by)`.
+pub async fn closed_months(
+    db: impl PgExecutor<'_>,
+) -> sqlx::Result<Vec<(Day, String, Option<String>)>> {
+    let rows = sqlx::query!(
+        r#"select c.month::text as "month!",
+                  to_char(c.closed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "closed_at!",
+                  u.username as "closed_by?"
+           from chargeback_closed_months c left join users u on u.id = c.closed_by
+           order by c.month"#
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (day(&r.month), r.closed_at, r.closed_by))
+        .collect())
+}
+
+/// The frozen usage of closed days in `[from, to)`.
+pub async fn frozen_usage(
+    db: impl PgExecutor<'_>,
+    from: Day,
+    to: Day,
+) -> sqlx::Result<Vec<UsageDay>> {
+    let rows = sqlx::query!(
+        r#"select day::text as "day!", namespace, flavor, allocated_gpu_microseconds,
+                  busy_gpu_microseconds, observed_gpu_microseconds
+           from chargeback_closed_usage
+           where day >= $1::text::date and day < $2::text::date order by 1, 2, 3"#,
+        from.to_string(),
+        to.to_string()
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| UsageDay {
+            day: day(&r.day),
+            namespace: r.namespace,
+            flavor: r.flavor,
+            allocated_gpu_us: r.allocated_gpu_microseconds,
+            busy_gpu_us: r.busy_gpu_microseconds,
+            observed_gpu_us: r.observed_gpu_microseconds,
+        })
+        .collect())
+}
+
+pub async fn frozen_tokens(
+    db: impl PgExecutor<'_>,
+    from: Day,
+    to: Day,
+) -> sqlx::Result<Vec<TokensDay>> {
+    let rows = sqlx::query!(
+        r#"select day::text as "day!", namespace, model, prompt_tokens, generation_tokens
+           from chargeback_closed_tokens
+           where day >= $1::text::date and day < $2::text::date order by 1, 2, 3"#,
+        from.to_string(),
+        to.to_string()
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| TokensDay {
+            day: day(&r.day),
+            namespace: r.namespace,
+            model: r.model,
+            prompt_tokens: r.prompt_tokens,
+            generation_tokens: r.generation_tokens,
+        })
+        .collect())
+}
+
+/// The frozen capacity and rate per closed day and flavor.
+pub struct FrozenRate {
+    pub day: Day,
+    pub flavor: String,
+    pub gpus: i64,
+    pub cents_per_gpu_hour: Option<i64>,
+}
+
+pub async fn frozen_rates(
+    db: impl PgExecutor<'_>,
+    from: Day,
+    to: Day,
+) -> sqlx::Result<Vec<FrozenRate>> {
+    let rows = sqlx::query!(
+        r#"select day::text as "day!", flavor, gpus, cents_per_gpu_hour
+           from chargeback_closed_rates
+           where day >= $1::text::date and day < $2::text::date order by 1, 2"#,
+        from.to_string(),
+        to.to_string()
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| FrozenRate {
+            day: day(&r.day),
+            flavor: r.flavor,
+            gpus: r.gpus,
+            cents_per_gpu_hour: r.cents_per_gpu_hour,
+        })
+        .collect())
+}
+
+/// Where the usage ingest stands: the earliest watermark of Kueue and DCGM, as a day; `None`
+/// before either has one.
+pub async fn ingested_until(db: impl PgExecutor<'_>) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar!(
+        r#"select to_char(min(watermark) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+           from usage_sources where source in ('kueue', 'dcgm') having count(watermark) = 2"#
+    )
+    .fetch_optional(db)
+    .await
+    .map(Option::flatten)
+}
+
+/// Freezes `month` (its first day): the month row, then every day's usage, tokens and
+/// capacity with the rate in force, in the caller's transaction.
+pub async fn close(
+    tx: &mut sqlx::PgConnection,
+    month: Day,
+    closed_by: Option<i64>,
+    usage: &[UsageDay],
+    tokens: &[TokensDay],
+    rates: &[FrozenRate],
+) -> sqlx::Result<()> {
+    sqlx::query_scalar!(
+        r#"select set_config('gpufleet.closing', $1, true) as "set!""#,
+        month.to_string()
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "insert into chargeback_closed_months (month, closed_by) values ($1::text::date, $2)",
+        month.to_string(),
+        closed_by
+    )
+    .execute(&mut *tx)
+    .await?;
+    let m = month.to_string();
+    sqlx::query!(
+        "insert into chargeback_closed_usage (month, day, namespace, flavor,
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds)
+         select $1::text::date, d::date, ns, fl, a, b, o
+         from unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[])
+              as u(d, ns, fl, a, b, o)",
+        m,
+        &usage.iter().map(|u| u.day.to_string()).collect::<Vec<_>>(),
+        &usage
+            .iter()
+            .map(|u| u.namespace.clone())
+            .collect::<Vec<_>>(),
+        &usage.iter().map(|u| u.flavor.clone()).collect::<Vec<_>>(),
+        &usage.iter().map(|u| u.allocated_gpu_us).collect::<Vec<_>>() as &[Option<i64>],
+        &usage.iter().map(|u| u.busy_gpu_us).collect::<Vec<_>>(),
+        &usage.iter().map(|u| u.observed_gpu_us).collect::<Vec<_>>(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "insert into chargeback_closed_tokens (month, day, namespace, model, prompt_tokens,
+                                               generation_tokens)
+         select $1::text::date, d::date, ns, mo, p, g
+         from unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+              as u(d, ns, mo, p, g)",
+        m,
+        &tokens.iter().map(|t| t.day.to_string()).collect::<Vec<_>>(),
+        &tokens
+            .iter()
+            .map(|t| t.namespace.clone())
+            .collect::<Vec<_>>(),
+        &tokens.iter().map(|t| t.model.clone()).collect::<Vec<_>>(),
+        &tokens.iter().map(|t| t.prompt_tokens).collect::<Vec<_>>(),
+        &tokens
+            .iter()
+            .map(|t| t.generation_tokens)
+            .collect::<Vec<_>>(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "insert into chargeback_closed_rates (month, day, flavor, gpus, cents_per_gpu_hour)
+         select $1::text::date, d::date, fl, g, c
+         from unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) as u(d, fl, g, c)",
+        m,
+        &rates.iter().map(|r| r.day.to_string()).collect::<Vec<_>>(),
+        &rates.iter().map(|r| r.flavor.clone()).collect::<Vec<_>>(),
+        &rates.iter().map(|r| r.gpus).collect::<Vec<_>>(),
+        &rates
+            .iter()
+            .map(|r| r.cents_per_gpu_hour)
+            .collect::<Vec<_>>() as &[Option<i64>],
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Removes a closed month's frozen rows; `false` when it was not closed.
+pub async fn reopen(tx: &mut sqlx::PgConnection, month: Day) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"select set_config('gpufleet.reopening', $1, true) as "set!""#,
+        month.to_string()
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let m = month.to_string();
+    for statement in [
+        "delete from chargeback_closed_usage where month = $1::text::date",
+        "delete from chargeback_closed_tokens where month = $1::text::date",
+        "delete from chargeback_closed_rates where month = $1::text::date",
+    ] {
+        sqlx::query(statement).bind(&m).execute(&mut *tx).await?;
+    }
+    let gone = sqlx::query!(
+        "delete from chargeback_closed_months where month = $1::text::date",
+        m
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(gone.rows_affected() == 1)
+}

@@ -46,6 +46,7 @@ fn one_day(idle: IdleShare) -> StatementInput {
         idle,
         teams: teams(),
         capacity: BTreeMap::from([("h100".to_owned(), 2)]),
+        capacity_by_day: BTreeMap::new(),
         rates: vec![Rate {
             flavor: "h100".into(),
             effective_from: day("2026-01-01"),
@@ -247,6 +248,7 @@ proptest! {
             idle: IdleShare::ALL[idle],
             teams: teams(),
             capacity: BTreeMap::from([("h100".to_owned(), gpus)]),
+            capacity_by_day: BTreeMap::new(),
             rates: Vec::new(),
             usage: Vec::new(),
             tokens: Vec::new(),
@@ -314,4 +316,32 @@ fn queries_are_checked_field_by_field() {
     let missing = StatementQuery::default().checked().expect_err("missing");
     assert_eq!(missing.len(), 2);
     assert!(q("2020-01-01", "2026-01-01", "", "", "").checked().is_err());
+}
+
+#[test]
+fn a_late_ingest_into_a_closed_month_is_an_adjustment() {
+    let frozen = statement(&one_day(IdleShare::Allocation), false);
+    let mut later = one_day(IdleShare::Allocation);
+    // 2 more busy GPU-hours of research arrive after closing (allocated 24 → 26)
+    later.usage[0] = usage("2026-11-01", "team-research", Some(26), 20, 26);
+    let now = statement(&later, false);
+    let adj = adjustments("2026-11", &frozen, &now);
+    assert_eq!(
+        adj,
+        vec![Adjustment {
+            month: "2026-11".into(),
+            team: "research".into(),
+            allocated_gpu_hours: Hours(2 * H),
+            busy_gpu_hours: Hours(2 * H),
+            cost_by_allocation_cents: 2_000,
+            cost_by_use_cents: 2_000,
+        }]
+    );
+    // frozen capacity is used for its day, the inventory's otherwise
+    let mut frozen_day = one_day(IdleShare::Separate);
+    frozen_day
+        .capacity_by_day
+        .insert(day("2026-11-01"), BTreeMap::from([("h100".to_owned(), 3)]));
+    let s = statement(&frozen_day, false);
+    assert_eq!(s.fleet.map(|f| f.capacity_cost_cents), Some(72_000));
 }
