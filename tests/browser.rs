@@ -1242,3 +1242,120 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     browser.close().await;
     let _ = std::fs::remove_file(&kubeconfig);
 }
+
+/// Finance opens the Chargeback page, asks for November's statement, reads a team's figures,
+/// downloads the CSV (the same bytes the API gives), and closes the month.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: PgPool) {
+    use shared::usage::{DeviceMinute, UsageKey, Window};
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "fiona", Role::Finance).await;
+    // 2026-11-10, 10:00-11:00: research holds 8 H100s, 75% busy
+    let start = shared::utc::parse_rfc3339("2026-11-10T10:00:00Z").expect("time");
+    let window = Window::new(start, start + shared::utc::HOUR_MS).expect("window");
+    let teams: std::collections::BTreeMap<String, i64> =
+        sqlx::query_as("select namespace, id from teams")
+            .fetch_all(&pool)
+            .await
+            .expect("teams")
+            .into_iter()
+            .collect();
+    let key = |m: i64| UsageKey {
+        minute_ms: start + m * shared::utc::MINUTE_MS,
+        namespace: "team-research".into(),
+        cluster_queue: String::new(),
+        flavor: "h100-shared".into(),
+    };
+    let allocated = (0..60).map(|m| (key(m), 8 * 60_000_000)).collect();
+    let devices = (0..60)
+        .map(|m| {
+            (
+                key(m),
+                DeviceMinute {
+                    busy_gpu_us: 6 * 60_000_000,
+                    observed_gpu_us: 8 * 60_000_000,
+                    fb_used_mib: 0,
+                },
+            )
+        })
+        .collect();
+    let mut tx = pool.begin().await.expect("tx");
+    backend::usage::db::write_allocation(&mut tx, window, &allocated, &teams)
+        .await
+        .expect("allocation");
+    backend::usage::db::write_devices(&mut tx, window, &devices, &teams)
+        .await
+        .expect("devices");
+    tx.commit().await.expect("commit");
+    sqlx::query("update usage_sources set watermark = '2026-12-01T00:00:00Z'")
+        .execute(&pool)
+        .await
+        .expect("watermarks");
+
+    let (server, browser) = open_console(pool.clone()).await;
+    log_in(&browser, "fiona", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=health-status]", "database up")
+        .await;
+    browser.click("Chargeback").await;
+    browser
+        .wait_for_text("[data-test=usage-ingest]", "GPUFLEET_PROMETHEUS_URL")
+        .await;
+    for (name, value) in [("from", "2026-11-01"), ("to", "2026-11-30")] {
+        browser
+            .client
+            .execute(
+                "const el = document.querySelector(`[data-test=statement-form] input[name=${arguments[0]}]`); \
+                 el.value = arguments[1]; el.dispatchEvent(new Event('change', {bubbles: true}));",
+                vec![name.into(), value.into()],
+            )
+            .await
+            .expect("set the date");
+    }
+    browser.click_css("[data-test=show-statement]").await;
+    // 8 GPU-hours × $8.60 = $68.80 by allocation, 6 busy = $51.60 by use; research is the
+    // only team with an allocation, so by allocation it carries the whole idle pool: its charge
+    // is November's capacity cost, (64 × $8.60 + 96 × $7.91 + 32 × $4.14) × 24 h × 30 days
+    // = $1,442.24 × 720 = $1,038,412.80
+    browser
+        .wait_for_text("[data-team=research]", "$68.80")
+        .await;
+    let row = browser
+        .wait_for_text("[data-team=research]", "$51.60")
+        .await;
+    assert!(row.text().await.expect("text").contains("$1,038,412.80"));
+    browser
+        .wait_for_text("[data-test=fleet-line]", "$1,038,412.80")
+        .await;
+    browser
+        .wait_for_text("[data-test=month-state]", "2026-11 is open")
+        .await;
+    browser.screenshot("chargeback-statement").await;
+
+    browser.click_css("[data-test=statement-csv]").await;
+    let downloaded = browser
+        .downloaded("gpufleet-statement-2026-11-01-2026-11-30.csv")
+        .await;
+    let period = shared::chargeback::StatementQuery {
+        from: Some("2026-11-01".into()),
+        to: Some("2026-11-30".into()),
+        ..Default::default()
+    }
+    .checked()
+    .expect("period");
+    let api = backend::chargeback::build(&pool, &period)
+        .await
+        .expect("statement");
+    assert_eq!(
+        String::from_utf8(downloaded).expect("utf-8"),
+        shared::chargeback::csv(&api)
+    );
+
+    browser.click_css("[data-test=close-month]").await;
+    browser
+        .wait_for_text("[data-test=month-state]", "2026-11 is closed")
+        .await;
+    browser.screenshot("chargeback-closed").await;
+    drop(server);
+    browser.close().await;
+}

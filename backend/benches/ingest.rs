@@ -172,6 +172,42 @@ async fn main() {
 
     let _ = prometheus.kill();
     let _ = prometheus.wait();
+
+    // A month's statement for the same fleet from the day rollups: 30 days of every team on
+    // every flavor (4,500 day rows), timed as the API builds it.
+    sqlx::query(
+        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
+             fb_used_mib_minutes, minutes)
+         select 'day', d, t.namespace, '', f.name, t.id, 60 * 86400000000::bigint,
+                45 * 86400000000::bigint, 58 * 86400000000::bigint, 0, 1440
+         from generate_series('2026-11-01'::timestamptz, '2026-11-30', interval '1 day') d,
+              teams t, flavors f
+         on conflict do nothing",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let query = shared::chargeback::StatementQuery {
+        from: Some("2026-11-01".into()),
+        to: Some("2026-11-30".into()),
+        by: Some("day".into()),
+        ..Default::default()
+    };
+    let period = query.checked().unwrap();
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let statement = backend::chargeback::build(&pool, &period).await.unwrap();
+        times.push(started.elapsed());
+        assert_eq!(statement.teams.len(), TEAMS);
+    }
+    times.sort();
+    println!(
+        "statement: November by day for {gpus} GPUs and {TEAMS} teams from the day rollups: median {:.0} ms, min {:.0} ms (5 runs)",
+        times[2].as_secs_f64() * 1000.0,
+        times[0].as_secs_f64() * 1000.0
+    );
     pool.close().await;
     sqlx::query(&format!("drop database {scratch}"))
         .execute(&mut admin)

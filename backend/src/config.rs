@@ -71,6 +71,14 @@ pub enum ChargebackCommand {
         #[arg(long, default_value = "json")]
         format: String,
     },
+    /// Close a month that has ended (freezes its figures; audited). Reopening is an admin's,
+    /// in the console or through the API, with a reason.
+    Close {
+        #[command(flatten)]
+        db: DbArgs,
+        /// YYYY-MM
+        month: String,
+    },
     /// Set a flavor's rate from a day on (audited).
     SetRate {
         #[command(flatten)]

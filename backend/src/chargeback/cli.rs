@@ -43,6 +43,20 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             }
             Ok(())
         }
+        ChargebackCommand::Close { db, month } => {
+            let first = shared::chargeback::parse_month(&month).ok_or_else(|| {
+                CliError::Input(format!("{month:?} is not a month written YYYY-MM"))
+            })?;
+            let pool = migrated_pool(&db).await?;
+            super::close(&pool, first, Actor::Console)
+                .await
+                .map_err(|err| match err {
+                    crate::error::Error::Conflict(why) => CliError::Failed(why),
+                    other => CliError::from(other),
+                })?;
+            eprintln!("{month} is closed: its figures are frozen");
+            Ok(())
+        }
         ChargebackCommand::SetRate {
             db,
             flavor,

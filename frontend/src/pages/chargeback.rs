@@ -1,11 +1,21 @@
-//! The Chargeback page. Statements are not built yet; what they will rest on is: the usage
-//! ingest from Prometheus, whose state (each source's watermark and lag, errors, open gaps,
-//! unattributed namespaces, demo data or not) this page shows.
+//! The Chargeback page: a statement for any run of UTC days (teams' cost by allocation and by
+//! measured use, idle shares, the fleet, notes, adjustments of closed months), its CSV, closing
+//! and reopening months; and the state of the usage ingest it rests on (each source's
+//! watermark and lag, errors, open gaps, unattributed namespaces, demo data or not).
 
-use leptos::prelude::*;
-use shared::usage::UsageHealth;
+use gloo_net::http::Method;
+use leptos::{prelude::*, task::spawn_local};
+use shared::{
+    ApiError,
+    auth::Role,
+    chargeback::{ClosedMonth, IdleShare, Reopen, Statement},
+    day::Day,
+    money::dollars,
+    usage::UsageHealth,
+};
 
-use crate::{api, ui::ErrorBox};
+use super::quotas::today;
+use crate::{api, auth::use_me, ui::ErrorBox};
 
 #[component]
 pub fn Chargeback() -> impl IntoView {
@@ -13,9 +23,9 @@ pub fn Chargeback() -> impl IntoView {
     view! {
         <section>
             <h1>"Chargeback"</h1>
+            <Statements/>
             <p class="notyet">
-                "Not built yet: statements (cost by allocation and by measured use, idle sharing, "
-                "closed months). Their source, the GPUs' measured use, is ingested as shown below."
+                "Not built yet: the live view, drill-down to minutes and cost per million tokens."
             </p>
             <h2>"Usage ingest"</h2>
             {move || health.get().map(|result| match result {
@@ -102,4 +112,176 @@ fn ingest(usage: UsageHealth) -> impl IntoView {
         })}
     }
     .into_any()
+}
+
+fn statement_path(from: &str, to: &str, idle: IdleShare, csv: bool) -> String {
+    format!(
+        "/api/chargeback/statement?from={from}&to={to}&idle={}{}",
+        idle.name(),
+        if csv { "&format=csv" } else { "" }
+    )
+}
+
+/// The period picker, the statement's tables, its CSV, and closing or reopening its month.
+#[component]
+fn Statements() -> impl IntoView {
+    let me = use_me();
+    let has = move |role: Role| me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&role)));
+    let last_month = today().first_of_month().plus(-1).first_of_month();
+    let from = RwSignal::new(last_month.to_string());
+    let to = RwSignal::new(last_month.next_month().plus(-1).to_string());
+    let idle = RwSignal::new(IdleShare::Allocation);
+    let shown = RwSignal::new(None::<Statement>);
+    let failure = RwSignal::new(None::<ApiError>);
+    let months = RwSignal::new(Vec::<ClosedMonth>::new());
+    let reason = RwSignal::new(String::new());
+    let load = move || {
+        let path = statement_path(
+            &from.get_untracked(),
+            &to.get_untracked(),
+            idle.get_untracked(),
+            false,
+        );
+        spawn_local(async move {
+            match api::get::<Statement>(&path).await {
+                Ok(s) => {
+                    failure.set(None);
+                    shown.set(Some(s));
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+            if let Ok(list) = api::get::<Vec<ClosedMonth>>("/api/chargeback/months").await {
+                months.set(list);
+            }
+        });
+    };
+    load();
+    // The month the period is, when it is exactly one whole month.
+    let whole_month = move || {
+        let (f, t) = (Day::parse(&from.get())?, Day::parse(&to.get())?);
+        (f == f.first_of_month() && t == f.next_month().plus(-1)).then(|| f.month_name())
+    };
+    let act = move |path: String, body: Option<Reopen>| {
+        spawn_local(async move {
+            let result: Result<Vec<ClosedMonth>, ApiError> = match body {
+                Some(b) => api::send(Method::POST, &path, Some(&b)).await,
+                None => api::send::<(), _>(Method::POST, &path, None).await,
+            };
+            match result {
+                Ok(list) => {
+                    months.set(list);
+                    load();
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
+    view! {
+        <form class="period" data-test="statement-form" on:submit=move |ev| { ev.prevent_default(); load(); }>
+            <label>"From (UTC) " <input type="date" name="from" prop:value=move || from.get()
+                on:change=move |ev| from.set(event_target_value(&ev))/></label>
+            <label>" to " <input type="date" name="to" prop:value=move || to.get()
+                on:change=move |ev| to.set(event_target_value(&ev))/></label>
+            <label>" idle shared " <select name="idle" on:change=move |ev| {
+                    if let Some(choice) = IdleShare::parse(&event_target_value(&ev)) { idle.set(choice) }
+                }>
+                {IdleShare::ALL.into_iter().map(|choice| view! {
+                    <option value=choice.name() selected=move || idle.get() == choice>{idle_label(choice)}</option>
+                }).collect_view()}
+            </select></label>
+            " " <button type="submit" data-test="show-statement">"Show"</button>
+            " " <a data-test="statement-csv" download=""
+                href=move || statement_path(&from.get(), &to.get(), idle.get(), true)>"Download CSV"</a>
+        </form>
+        {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+        {move || shown.get().map(statement_view)}
+        {move || whole_month().map(|month| {
+            let closed = months.with(|m| m.iter().find(|c| c.month == month).cloned());
+            match closed {
+                Some(c) => view! {
+                    <p data-test="month-state">{format!("{} is closed ({} by {}): its figures are frozen.",
+                        c.month, c.closed_at, c.closed_by.clone().unwrap_or_else(|| "the command line".to_owned()))}</p>
+                    {has(Role::Admin).then(|| view! {
+                        <p><label>"Why reopen it " <input type="text" name="reason"
+                            prop:value=move || reason.get() on:input=move |ev| reason.set(event_target_value(&ev))/></label>
+                        " " <button type="button" data-test="reopen-month" on:click=move |_| act(
+                            format!("/api/chargeback/months/{}/reopen", c.month),
+                            Some(Reopen { reason: reason.get_untracked() }))>"Reopen"</button></p>
+                    })}
+                }.into_any(),
+                None => view! {
+                    <p data-test="month-state">{format!("{month} is open: its figures follow the usage ingest.")}
+                    {(has(Role::Finance) || has(Role::Admin)).then(|| {
+                        let month = month.clone();
+                        view! { " " <button type="button" data-test="close-month" on:click=move |_| act(
+                            format!("/api/chargeback/months/{month}/close"), None)>"Close the month"</button> }
+                    })}</p>
+                }.into_any(),
+            }
+        })}
+    }
+}
+
+fn idle_label(choice: IdleShare) -> &'static str {
+    match choice {
+        IdleShare::Allocation => "by allocation",
+        IdleShare::Use => "by use",
+        IdleShare::Even => "evenly",
+        IdleShare::Separate => "not: a platform line",
+    }
+}
+
+fn statement_view(s: Statement) -> impl IntoView {
+    let rows: Vec<_> = s
+        .teams
+        .iter()
+        .map(|t| {
+            view! {
+                <tr data-team=t.team.clone()>
+                    <td>{t.team.clone()}</td><td>{t.cost_centre.clone()}</td>
+                    <td class="num">{t.allocated_gpu_hours.to_string()}</td>
+                    <td class="num">{t.busy_gpu_hours.to_string()}</td>
+                    <td class="num">{t.idle_gpu_hours.to_string()}</td>
+                    <td class="num">{t.unobserved_allocated_gpu_hours.to_string()}</td>
+                    <td class="num">{t.utilisation_pct.clone().map(|u| format!("{u}%")).unwrap_or_default()}</td>
+                    <td class="num">{dollars(t.cost_by_allocation_cents)}</td>
+                    <td class="num">{dollars(t.cost_by_use_cents)}</td>
+                    <td class="num">{dollars(t.idle_cost_cents)}</td>
+                    <td class="num charge">{dollars(t.charge_cents)}</td>
+                </tr>
+            }
+        })
+        .collect();
+    let fleet = s.fleet.clone().map(|f| {
+        view! {
+            <p data-test="fleet-line">{format!(
+                "Fleet: {} GPU-hours of capacity costing {}; {} allocated, {} busy; {} unallocated ({}). Idle pool {}; platform line {}.",
+                f.capacity_gpu_hours, dollars(f.capacity_cost_cents), f.allocated_gpu_hours, f.busy_gpu_hours,
+                f.unallocated_gpu_hours, dollars(f.unallocated_cost_cents), dollars(f.idle_pool_cents), dollars(f.platform_cents)
+            )}</p>
+        }
+    });
+    let adjustments: Vec<_> = s
+        .adjustments
+        .iter()
+        .map(|a| view! { <li>{format!("{} (closed): {} {} GPU-hours allocated, {} by allocation, {} by use",
+            a.month, a.team, a.allocated_gpu_hours, dollars(a.cost_by_allocation_cents), dollars(a.cost_by_use_cents))}</li> })
+        .collect();
+    let notes: Vec<_> = s
+        .notes
+        .iter()
+        .map(|n| view! { <li>{n.clone()}</li> })
+        .collect();
+    view! {
+        <table class="statement" data-test="statement">
+            <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
+                <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Utilisation"</th><th>"By allocation"</th>
+                <th>"By use"</th><th>"Idle share"</th><th>"Charge"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
+        {fleet}
+        {(!s.closed_months.is_empty()).then(|| view! { <p>{format!("Closed, figures frozen: {}", s.closed_months.join(", "))}</p> })}
+        {(!adjustments.is_empty()).then(|| view! { <p>"Adjustments of closed months (late data):"</p><ul data-test="adjustments">{adjustments}</ul> })}
+        <ul class="notes">{notes}</ul>
+    }
 }
