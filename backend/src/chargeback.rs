@@ -20,8 +20,8 @@ use shared::{
     audit::Kind,
     auth::Role,
     chargeback::{
-        self as model, ClosedMonth, Period, Rate, Reopen, Statement, StatementInput,
-        StatementQuery, Team, TokensDay, UsageDay,
+        self as model, ClosedMonth, Drill, DrillDay, Period, Rate, Reopen, Statement,
+        StatementInput, StatementQuery, Team, TokensDay, UsageDay,
     },
     day::Day,
 };
@@ -57,6 +57,7 @@ pub fn api() -> Api {
             Access::Roles(&[Role::Admin]),
             set_rate,
         )
+        .route(Method::GET, "/chargeback/drill", Access::SignedIn, drill)
         .route(
             Method::GET,
             "/chargeback/months",
@@ -426,6 +427,81 @@ async fn statement(
     } else {
         Json(statement).into_response()
     })
+}
+
+#[derive(Debug, Deserialize)]
+struct DrillQuery {
+    team: Option<String>,
+    day: Option<String>,
+}
+
+/// The minute rows behind a team's figures on a day, the day's rollups, and, for a closed
+/// month, the frozen figures the statement shows.
+async fn drill(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<DrillQuery>,
+) -> Result<Json<Drill>> {
+    let mut errors = Vec::new();
+    let team = query.team.unwrap_or_default();
+    if team.is_empty() {
+        errors.push(FieldError {
+            path: "team".into(),
+            message: "required: a team's name".into(),
+        });
+    }
+    let day = query.day.as_deref().and_then(Day::parse);
+    if day.is_none() {
+        errors.push(FieldError {
+            path: "day".into(),
+            message: "required: a date written YYYY-MM-DD (UTC)".into(),
+        });
+    }
+    let Some(day) = day.filter(|_| errors.is_empty()) else {
+        return Err(Error::Invalid(errors));
+    };
+    if !caller.has_any(READERS) && !caller.teams.contains(&team) {
+        return Err(Error::Forbidden("a requester sees only their own teams"));
+    }
+    let mut conn = state.pool.acquire().await?;
+    let teams = db::teams(&mut *conn).await?;
+    let Some(owner) = teams.iter().find(|t| t.name == team) else {
+        return Err(Error::NotFound);
+    };
+    let summary = |rows: Vec<UsageDay>| -> Vec<DrillDay> {
+        rows.into_iter()
+            .filter(|u| u.namespace == owner.namespace)
+            .map(|u| DrillDay {
+                flavor: u.flavor,
+                allocated_gpu_hours: u.allocated_gpu_us.map(model::Hours),
+                busy_gpu_hours: model::Hours(u.busy_gpu_us),
+                observed_gpu_hours: model::Hours(u.observed_gpu_us),
+            })
+            .collect()
+    };
+    let closed = db::closed_months(&mut *conn)
+        .await?
+        .iter()
+        .any(|(month, _, _)| *month == day.first_of_month());
+    let frozen = summary(db::frozen_usage(&mut *conn, day, day.plus(1)).await?);
+    let rollups = summary(db::usage_days(&mut *conn, day, day.plus(1)).await?);
+    let minutes = db::drill_minutes(&mut *conn, &owner.namespace, day).await?;
+    let mut notes = Vec::new();
+    if minutes.is_empty() && !rollups.is_empty() {
+        notes.push(
+            "No minute rows: the day is past the minute retention (GPUFLEET_USAGE_MINUTE_RETENTION_DAYS); its rollups remain.".to_owned(),
+        );
+    }
+    Ok(Json(Drill {
+        team: owner.name.clone(),
+        namespace: owner.namespace.clone(),
+        day,
+        closed,
+        frozen,
+        rollups,
+        minutes,
+        notes,
+    }))
 }
 
 async fn rates(State(state): State<AppState>) -> Result<Json<Vec<Rate>>> {

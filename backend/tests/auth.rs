@@ -149,6 +149,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     ("GET", "/chargeback/rates", "approver finance admin"),
     ("PUT", "/chargeback/rates/{flavor}", "admin"),
+    (
+        "GET",
+        "/chargeback/drill",
+        "requester approver finance admin",
+    ),
     ("GET", "/chargeback/months", "approver finance admin"),
     ("POST", "/chargeback/months/{month}/close", "finance admin"),
     ("POST", "/chargeback/months/{month}/reopen", "admin"),

@@ -319,6 +319,65 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     assert_eq!(by_day.days.len(), 1);
     assert_eq!(line(&by_day, "search"), search);
 
+    // the drill-down: research's 1,440 minute rows of the day, each from Kueue and DCGM,
+    // adding up to the statement's figures
+    let drill: shared::chargeback::Drill = send(
+        &app,
+        request(
+            Method::GET,
+            "/api/chargeback/drill?team=research&day=2026-11-10",
+            Some(&rita),
+            None,
+        ),
+    )
+    .await
+    .json();
+    assert_eq!(drill.minutes.len(), 1440);
+    assert!(drill.minutes.iter().all(|m| m.sources == ["kueue", "dcgm"]));
+    let allocated: i64 = drill
+        .minutes
+        .iter()
+        .filter_map(|m| m.allocated_gpu_microseconds)
+        .sum();
+    assert_eq!(allocated, research.allocated_gpu_hours.microseconds());
+    assert_eq!(drill.minutes[0].minute, "2026-11-10T00:00:00Z");
+    assert_eq!(drill.rollups.len(), 1);
+    assert_eq!(drill.rollups[0].busy_gpu_hours, research.busy_gpu_hours);
+    assert!(!drill.closed);
+    let theirs = send(
+        &app,
+        request(
+            Method::GET,
+            "/api/chargeback/drill?team=search&day=2026-11-10",
+            Some(&rita),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(theirs.status, StatusCode::FORBIDDEN);
+    let unknown = send(
+        &app,
+        request(
+            Method::GET,
+            "/api/chargeback/drill?team=nobody&day=2026-11-10",
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let bad = send(
+        &app,
+        request(
+            Method::GET,
+            "/api/chargeback/drill?day=11/10",
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+
     // the CLI prints the same CSV
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args([

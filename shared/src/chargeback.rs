@@ -417,6 +417,46 @@ pub fn statement(input: &StatementInput, by_day: bool) -> Statement {
     }
 }
 
+/// The minute rows behind one team's figures on one day (`GET /api/chargeback/drill`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drill {
+    pub team: String,
+    pub namespace: String,
+    pub day: Day,
+    /// The day's month is closed: the statement shows the frozen figures in `frozen`; the
+    /// minutes below are today's rows (any difference is an adjustment).
+    pub closed: bool,
+    pub frozen: Vec<DrillDay>,
+    /// The day's rollups per flavor, as statements of open days read them.
+    pub rollups: Vec<DrillDay>,
+    /// Every minute row of the day, oldest first; empty past the minute retention.
+    pub minutes: Vec<DrillMinute>,
+    pub notes: Vec<String>,
+}
+
+/// One flavor's figures for the day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrillDay {
+    pub flavor: String,
+    pub allocated_gpu_hours: Option<Hours>,
+    pub busy_gpu_hours: Hours,
+    pub observed_gpu_hours: Hours,
+}
+
+/// One minute row and the sources that wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrillMinute {
+    /// RFC 3339, UTC.
+    pub minute: String,
+    pub flavor: String,
+    pub allocated_gpu_microseconds: Option<i64>,
+    pub busy_gpu_microseconds: Option<i64>,
+    pub observed_gpu_microseconds: Option<i64>,
+    pub fb_used_mib: Option<i64>,
+    /// `kueue` (allocation) and/or `dcgm` (busy, observed, framebuffer).
+    pub sources: Vec<String>,
+}
+
 /// A closed month.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClosedMonth {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use shared::{
-    chargeback::{Rate, Team, TokensDay, UsageDay},
+    chargeback::{DrillMinute, Rate, Team, TokensDay, UsageDay},
     day::Day,
 };
 use sqlx::PgExecutor;
@@ -368,4 +368,47 @@ pub async fn reopen(tx: &mut sqlx::PgConnection, month: Day) -> sqlx::Result<boo
     .execute(&mut *tx)
     .await?;
     Ok(gone.rows_affected() == 1)
+}
+
+/// One namespace's minute rows of a day, oldest first.
+pub async fn drill_minutes(
+    db: impl PgExecutor<'_>,
+    namespace: &str,
+    day: Day,
+) -> sqlx::Result<Vec<DrillMinute>> {
+    let rows = sqlx::query!(
+        r#"select to_char(minute at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "minute!",
+                  flavor, allocated_gpu_microseconds, busy_gpu_microseconds,
+                  observed_gpu_microseconds, fb_used_mib
+           from usage_minutes
+           where namespace = $1 and cluster_queue = ''
+             and minute >= $2::text::date::timestamp at time zone 'UTC'
+             and minute < ($2::text::date + 1)::timestamp at time zone 'UTC'
+           order by minute, flavor"#,
+        namespace,
+        day.to_string()
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let mut sources = Vec::new();
+            if r.allocated_gpu_microseconds.is_some() {
+                sources.push("kueue".to_owned());
+            }
+            if r.observed_gpu_microseconds.is_some() {
+                sources.push("dcgm".to_owned());
+            }
+            DrillMinute {
+                minute: r.minute,
+                flavor: r.flavor,
+                allocated_gpu_microseconds: r.allocated_gpu_microseconds,
+                busy_gpu_microseconds: r.busy_gpu_microseconds,
+                observed_gpu_microseconds: r.observed_gpu_microseconds,
+                fb_used_mib: r.fb_used_mib,
+                sources,
+            }
+        })
+        .collect())
 }
