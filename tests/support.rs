@@ -49,8 +49,9 @@ impl Server {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let state = AppState::new(pool).with_cluster(cluster);
+        let state = AppState::new(pool.clone()).with_cluster(cluster);
         let reconciler = backend::cluster::spawn(state.clone());
+        let live = backend::usage::live::spawn(pool, state.live.clone());
         let work = state.work.clone();
         let router = backend::app(
             state,
@@ -66,6 +67,7 @@ impl Server {
             async move {
                 let _ = stopped.await;
                 reconciler.abort();
+                live.abort();
             },
             work,
         ));

@@ -45,6 +45,8 @@ pub struct AppState {
     pub cluster: Arc<Cluster>,
     /// Where GPU use is read from (a Prometheus, or nowhere).
     pub usage: Arc<Usage>,
+    /// The live view's broadcast of newly ingested minutes.
+    pub live: Arc<crate::usage::live::Live>,
 }
 
 impl AppState {
@@ -64,6 +66,7 @@ impl AppState {
             work,
             cluster: Arc::new(Cluster::off()),
             usage: Arc::new(Usage::off()),
+            live: Arc::new(crate::usage::live::Live::default()),
         }
     }
 
@@ -73,6 +76,10 @@ impl AppState {
 
     pub fn with_usage(self, usage: Arc<Usage>) -> Self {
         Self { usage, ..self }
+    }
+
+    pub fn with_live(self, live: Arc<crate::usage::live::Live>) -> Self {
+        Self { live, ..self }
     }
 }
 
@@ -145,6 +152,7 @@ pub fn api() -> Api {
         .merge(quota::api())
         .merge(cluster::api())
         .merge(crate::chargeback::api())
+        .merge(crate::usage::api())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

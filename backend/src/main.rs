@@ -80,10 +80,12 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let ingest = backend::usage::spawn(pool.clone(), usage);
+    let live = backend::usage::live::spawn(pool.clone(), state.live.clone());
     let work = state.work.clone();
     let router = app(state, &settings);
     app::serve(listener, router, app::shutdown_signal(), work).await?;
     reconciler.abort();
+    live.abort();
     for task in [ingest, exporter].into_iter().flatten() {
         task.abort();
     }

@@ -18,6 +18,7 @@
 pub mod cli;
 pub mod db;
 pub mod demo;
+pub mod live;
 pub mod prom;
 
 use std::time::Duration;
@@ -32,9 +33,18 @@ use shared::{
 use sqlx::PgPool;
 use tokio::sync::Mutex;
 
-use crate::config::UsageArgs;
+use crate::{access::Access, app::Api, config::UsageArgs};
 
 use self::prom::{PromError, PromSettings, Prometheus};
+
+pub fn api() -> Api {
+    Api::default().route(
+        http::Method::GET,
+        "/usage/stream",
+        Access::SignedIn,
+        live::stream,
+    )
+}
 
 /// The sources, in the order a run ingests them (DCGM's check reads Kueue's allocation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

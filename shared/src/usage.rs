@@ -640,6 +640,27 @@ pub fn token_minutes(
         .collect()
 }
 
+/// One minute of the fleet as the live view streams it (`GET /api/usage/stream`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveMinute {
+    /// RFC 3339, UTC; also the event id (its Unix milliseconds) for `Last-Event-ID`.
+    pub minute: String,
+    pub minute_ms: i64,
+    /// GPUs the inventory holds.
+    pub capacity_gpus: i64,
+    pub teams: Vec<LiveTeam>,
+}
+
+/// One team's minute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveTeam {
+    pub team: String,
+    /// `None` when Kueue's allocation is not known for the minute.
+    pub allocated_gpu_microseconds: Option<i64>,
+    pub busy_gpu_microseconds: i64,
+    pub observed_gpu_microseconds: i64,
+}
+
 /// One metrics source's ingest state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceStatus {

@@ -130,6 +130,33 @@ pub async fn send(router: &Router, request: Request<Body>) -> Reply {
     }
 }
 
+/// The status and headers of a response whose body may never end (an event stream); the body
+/// is read only when the answer is not a stream (errors are short JSON).
+pub async fn send_head(router: &Router, request: Request<Body>) -> Reply {
+    let response = router.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let streaming = headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == "text/event-stream");
+    let body = if streaming {
+        Vec::new()
+    } else {
+        response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes()
+            .to_vec()
+    };
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
 /// A request as a browser at `peer` sends it, with the session (cookie and CSRF token) if any.
 pub fn request(
     method: Method,

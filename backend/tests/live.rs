@@ -1,0 +1,240 @@
+//! The live view (`GET /api/usage/stream`) over a real PostgreSQL: the latest minutes on
+//! connect, each newly ingested minute pushed to every viewer from one reader, a requester's
+//! view kept to their teams, a resume with `Last-Event-ID`, and a viewer too slow to keep up
+//! dropped while the others go on.
+
+mod common;
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Method, StatusCode, header},
+};
+use backend::{AppState, app, config::HttpSettings, usage::live::Live};
+use common::{PASSWORD, login, public_fixture, request, user};
+use http_body_util::BodyExt;
+use shared::{
+    auth::Role,
+    usage::{DeviceMinute, LiveMinute, UsageKey, Window},
+    utc::{MINUTE_MS, floor_minute},
+};
+use sqlx::PgPool;
+use tower::ServiceExt;
+
+const GPU_MIN: i64 = 60_000_000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .expect("clock")
+}
+
+/// Research busy `busy` GPUs of 4 allocated, search 1 of 2, in the minute at `at`.
+async fn ingest_minute(pool: &PgPool, at: i64, busy: i64) {
+    let teams: BTreeMap<String, i64> = sqlx::query_as("select namespace, id from teams")
+        .fetch_all(pool)
+        .await
+        .expect("teams")
+        .into_iter()
+        .collect();
+    let key = |ns: &str| UsageKey {
+        minute_ms: at,
+        namespace: ns.to_owned(),
+        cluster_queue: String::new(),
+        flavor: "h100-shared".to_owned(),
+    };
+    let window = Window::new(at, at + MINUTE_MS).expect("window");
+    let allocated = BTreeMap::from([
+        (key("team-research"), 4 * GPU_MIN),
+        (key("team-search"), 2 * GPU_MIN),
+    ]);
+    let devices = BTreeMap::from([
+        (
+            key("team-research"),
+            DeviceMinute {
+                busy_gpu_us: busy * GPU_MIN,
+                observed_gpu_us: 4 * GPU_MIN,
+                fb_used_mib: 0,
+            },
+        ),
+        (
+            key("team-search"),
+            DeviceMinute {
+                busy_gpu_us: GPU_MIN,
+                observed_gpu_us: 2 * GPU_MIN,
+                fb_used_mib: 0,
+            },
+        ),
+    ]);
+    let mut tx = pool.begin().await.expect("tx");
+    backend::usage::db::write_allocation(&mut tx, window, &allocated, &teams)
+        .await
+        .expect("allocation");
+    backend::usage::db::write_devices(&mut tx, window, &devices, &teams)
+        .await
+        .expect("devices");
+    tx.commit().await.expect("commit");
+}
+
+/// A subscriber's stream, read event by event.
+struct Viewer {
+    body: Body,
+    pending: String,
+}
+
+impl Viewer {
+    async fn open(
+        router: &Router,
+        session: &common::Session,
+        last_event_id: Option<i64>,
+    ) -> Viewer {
+        let mut req = request(Method::GET, "/api/usage/stream", Some(session), None);
+        if let Some(id) = last_event_id {
+            req.headers_mut()
+                .insert("last-event-id", id.to_string().parse().expect("header"));
+        }
+        let response = router.clone().oneshot(req).await.expect("infallible");
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream"
+        );
+        Viewer {
+            body: response.into_body(),
+            pending: String::new(),
+        }
+    }
+
+    /// The next `minute` event (heartbeats skipped), or `None` when the stream ended.
+    async fn next(&mut self) -> Option<(i64, LiveMinute)> {
+        loop {
+            if let Some(end) = self.pending.find("\n\n") {
+                let block: String = self.pending.drain(..end + 2).collect();
+                let mut id = None;
+                let mut data = None;
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.parse().ok();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data = Some(v.to_owned());
+                    }
+                }
+                if let (Some(id), Some(data)) = (id, data) {
+                    return Some((id, serde_json::from_str(&data).expect("a live minute")));
+                }
+                continue;
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(10), self.body.frame())
+                .await
+                .expect("an event within 10 s")?;
+            if let Ok(bytes) = frame.expect("a frame").into_data() {
+                self.pending.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn newly_ingested_minutes_reach_every_viewer(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    user(&pool, "rita", &[Role::Requester], &["research"]).await;
+    user(&pool, "nora", &[Role::Requester], &[]).await;
+    let live = Arc::new(Live::with_buffer(Duration::from_millis(100), 2));
+    let state = AppState::new(pool.clone()).with_live(live.clone());
+    let reader = backend::usage::live::spawn(pool.clone(), live.clone());
+    let router = app(
+        state,
+        &HttpSettings {
+            public_dir: public_fixture(),
+            ..Default::default()
+        },
+    );
+    let (fiona, rita, nora) = (
+        login(&router, "fiona", PASSWORD).await,
+        login(&router, "rita", PASSWORD).await,
+        login(&router, "nora", PASSWORD).await,
+    );
+    let first = floor_minute(now_ms()) - 10 * MINUTE_MS;
+    ingest_minute(&pool, first, 3).await;
+
+    // on connect: the latest minute; research 3 of 4 GPUs busy, search 1 of 2
+    let mut finance = Viewer::open(&router, &fiona, None).await;
+    let (id, minute) = finance.next().await.expect("the latest minute");
+    assert_eq!(id, first);
+    assert_eq!(minute.capacity_gpus, 192);
+    let teams: Vec<(&str, Option<i64>, i64)> = minute
+        .teams
+        .iter()
+        .map(|t| {
+            (
+                t.team.as_str(),
+                t.allocated_gpu_microseconds,
+                t.busy_gpu_microseconds,
+            )
+        })
+        .collect();
+    assert_eq!(
+        teams,
+        vec![
+            ("research", Some(4 * GPU_MIN), 3 * GPU_MIN),
+            ("search", Some(2 * GPU_MIN), GPU_MIN)
+        ]
+    );
+    let mut requester = Viewer::open(&router, &rita, None).await;
+    let (_, mine) = requester.next().await.expect("rita's minute");
+    assert_eq!(mine.teams.len(), 1);
+    assert_eq!(mine.teams[0].team, "research");
+    let slow = Viewer::open(&router, &fiona, None).await;
+    assert!(live.subscribers() >= 3);
+
+    // a new minute is ingested: pushed to both viewers within a tick or two
+    ingest_minute(&pool, first + MINUTE_MS, 4).await;
+    let (id, minute) = finance.next().await.expect("the new minute");
+    assert_eq!(id, first + MINUTE_MS);
+    assert_eq!(minute.teams[0].busy_gpu_microseconds, 4 * GPU_MIN);
+    let (id, mine) = requester.next().await.expect("rita's new minute");
+    assert_eq!((id, mine.teams.len()), (first + MINUTE_MS, 1));
+
+    // a viewer that reconnects after the first minute gets the second first
+    let mut resumed = Viewer::open(&router, &fiona, Some(first)).await;
+    assert_eq!(
+        resumed.next().await.map(|(id, _)| id),
+        Some(first + MINUTE_MS)
+    );
+
+    // four more minutes, one per tick, while `slow` reads nothing: its buffer (2) overflows
+    // and it is dropped; the others see every minute
+    for n in 2..6 {
+        ingest_minute(&pool, first + n * MINUTE_MS, 2).await;
+        let (id, _) = finance.next().await.expect("a minute");
+        assert_eq!(id, first + n * MINUTE_MS);
+    }
+    let mut slow = slow;
+    let mut seen = Vec::new();
+    while let Some((id, _)) = slow.next().await {
+        seen.push(id);
+    }
+    assert!(
+        seen.len() < 5,
+        "the slow viewer was dropped after a few: {seen:?}"
+    );
+    // the others are still served
+    ingest_minute(&pool, first + 6 * MINUTE_MS, 1).await;
+    assert_eq!(
+        finance.next().await.map(|(id, _)| id),
+        Some(first + 6 * MINUTE_MS)
+    );
+
+    // a requester in no team gets nothing
+    let refused = router
+        .clone()
+        .oneshot(request(Method::GET, "/api/usage/stream", Some(&nora), None))
+        .await
+        .expect("infallible");
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    reader.abort();
+}
