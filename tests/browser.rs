@@ -1332,6 +1332,67 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .await;
     browser.screenshot("chargeback-statement").await;
 
+    // the live chart: the latest ingested hour on opening, then each new minute as it lands
+    browser
+        .wait_for_text(
+            "[data-test=live-latest]",
+            "60 minutes shown; latest 2026-11-10T10:59:00Z",
+        )
+        .await;
+    let points = "return document.getElementById('live-chart').data[0].x.length";
+    let drawn = browser
+        .client
+        .execute(points, vec![])
+        .await
+        .expect("chart data");
+    assert_eq!(drawn.as_u64(), Some(60));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let next = shared::utc::floor_minute(now) - 5 * shared::utc::MINUTE_MS;
+    let next_window = Window::new(next, next + shared::utc::MINUTE_MS).expect("window");
+    let next_key = UsageKey {
+        minute_ms: next,
+        ..key(0)
+    };
+    let mut tx = pool.begin().await.expect("tx");
+    backend::usage::db::write_allocation(
+        &mut tx,
+        next_window,
+        &[(next_key.clone(), 8 * 60_000_000)].into(),
+        &teams,
+    )
+    .await
+    .expect("allocation");
+    backend::usage::db::write_devices(
+        &mut tx,
+        next_window,
+        &[(
+            next_key,
+            DeviceMinute {
+                busy_gpu_us: 2 * 60_000_000,
+                observed_gpu_us: 8 * 60_000_000,
+                fb_used_mib: 0,
+            },
+        )]
+        .into(),
+        &teams,
+    )
+    .await
+    .expect("devices");
+    tx.commit().await.expect("commit");
+    browser
+        .wait_for_text("[data-test=live-latest]", "61 minutes shown")
+        .await;
+    let drawn = browser
+        .client
+        .execute(points, vec![])
+        .await
+        .expect("chart data");
+    assert_eq!(drawn.as_u64(), Some(61), "the chart extended");
+    browser.screenshot("chargeback-live").await;
+
     browser.click_css("[data-test=statement-csv]").await;
     let downloaded = browser
         .downloaded("gpufleet-statement-2026-11-01-2026-11-30.csv")

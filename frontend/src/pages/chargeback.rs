@@ -14,8 +14,17 @@ use shared::{
     usage::UsageHealth,
 };
 
+use plotly::{Layout, Plot, Scatter, common::Mode};
+use shared::usage::LiveMinute;
+use wasm_bindgen::{JsCast, closure::Closure};
+use web_sys::{EventSource, MessageEvent};
+
 use super::quotas::today;
-use crate::{api, auth::use_me, ui::ErrorBox};
+use crate::{
+    api,
+    auth::use_me,
+    ui::{Chart, ErrorBox},
+};
 
 #[component]
 pub fn Chargeback() -> impl IntoView {
@@ -24,8 +33,9 @@ pub fn Chargeback() -> impl IntoView {
         <section>
             <h1>"Chargeback"</h1>
             <Statements/>
+            <LiveUse/>
             <p class="notyet">
-                "Not built yet: the live view, drill-down to minutes and cost per million tokens."
+                "Not built yet: cost per million tokens, and the drill-down to minutes on this page (it is in the API)."
             </p>
             <h2>"Usage ingest"</h2>
             {move || health.get().map(|result| match result {
@@ -284,4 +294,107 @@ fn statement_view(s: Statement) -> impl IntoView {
         {(!adjustments.is_empty()).then(|| view! { <p>"Adjustments of closed months (late data):"</p><ul data-test="adjustments">{adjustments}</ul> })}
         <ul class="notes">{notes}</ul>
     }
+}
+
+/// The last minutes kept on the live chart.
+const LIVE_MINUTES: usize = 180;
+
+/// Busy against allocated GPUs per team, and the fleet's busy GPUs against its capacity, minute
+/// by minute as the usage ingest stores them (`/api/usage/stream`), the chart extending as
+/// each minute arrives.
+#[component]
+fn LiveUse() -> impl IntoView {
+    let minutes = RwSignal::new(Vec::<LiveMinute>::new());
+    let source = EventSource::new("/api/usage/stream").ok();
+    let handler = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+        let Some(text) = event.data().as_string() else {
+            return;
+        };
+        if let Ok(minute) = serde_json::from_str::<LiveMinute>(&text) {
+            minutes.update(|all| {
+                if all
+                    .last()
+                    .is_none_or(|last| last.minute_ms < minute.minute_ms)
+                {
+                    all.push(minute);
+                    if all.len() > LIVE_MINUTES {
+                        all.remove(0);
+                    }
+                }
+            });
+        }
+    });
+    if let Some(source) = &source {
+        let _ = source.add_event_listener_with_callback("minute", handler.as_ref().unchecked_ref());
+    }
+    // closed (and the handler freed) when the page goes
+    let held = StoredValue::new_local(Some((source, handler)));
+    on_cleanup(move || {
+        if let Some((Some(source), _handler)) = held.try_update_value(|h| h.take()).flatten() {
+            source.close();
+        }
+    });
+    let latest = move || {
+        minutes.with(|all| {
+            all.last().map(|m| {
+                let busy: i64 = m.teams.iter().map(|t| t.busy_gpu_microseconds).sum();
+                format!(
+                    "{} minutes shown; latest {}: {:.1} of {} GPUs busy in teams",
+                    all.len(),
+                    m.minute,
+                    busy as f64 / 60_000_000.0,
+                    m.capacity_gpus
+                )
+            })
+        })
+    };
+    view! {
+        <h2>"Live utilisation"</h2>
+        <p data-test="live-latest">{move || latest().unwrap_or_else(|| "Waiting for the first ingested minute…".to_owned())}</p>
+        <Chart id="live-chart" plot=Box::new(move || minutes.with(|all| (!all.is_empty()).then(|| live_plot(all))))/>
+    }
+}
+
+fn live_plot(all: &[LiveMinute]) -> Plot {
+    let x: Vec<String> = all.iter().map(|m| m.minute.clone()).collect();
+    let mut teams: Vec<&str> = all
+        .iter()
+        .flat_map(|m| m.teams.iter().map(|t| t.team.as_str()))
+        .collect();
+    teams.sort_unstable();
+    teams.dedup();
+    let mut plot = Plot::new();
+    for team in teams {
+        let y: Vec<Option<f64>> = all
+            .iter()
+            .map(|m| {
+                let t = m.teams.iter().find(|t| t.team == team)?;
+                let allocated = t.allocated_gpu_microseconds.filter(|a| *a > 0)?;
+                Some(100.0 * t.busy_gpu_microseconds as f64 / allocated as f64)
+            })
+            .collect();
+        plot.add_trace(
+            Scatter::new(x.clone(), y)
+                .name(format!("{team}: busy / allocated %"))
+                .mode(Mode::Lines),
+        );
+    }
+    let fleet: Vec<f64> = all
+        .iter()
+        .map(|m| {
+            let busy: i64 = m.teams.iter().map(|t| t.busy_gpu_microseconds).sum();
+            100.0 * busy as f64 / (m.capacity_gpus.max(1) as f64 * 60_000_000.0)
+        })
+        .collect();
+    plot.add_trace(
+        Scatter::new(x, fleet)
+            .name("fleet: busy / capacity %")
+            .mode(Mode::Lines),
+    );
+    plot.set_layout(
+        Layout::new()
+            .title("Utilisation, minute by minute (UTC)")
+            .height(320),
+    );
+    plot
 }
