@@ -3,7 +3,11 @@
 //! 1. log-ins per second with 32 clients logging in as fast as they can for 10 s (the hashing
 //!    pool saturated), how many were refused (429), and the process's peak RSS;
 //! 2. `/api/health` latency (p50, p99, max) over 10 s while 4 clients keep the compute pool
-//!    full of week-long evaluations.
+//!    full of week-long evaluations;
+//! 3. the live view with 1,000 subscribers on `/api/usage/stream`: for each of 5 ingested
+//!    minutes, the delay from its commit to each subscriber receiving it (p50, p99, max; the
+//!    reader ticks every second) and the spread between the first and the last subscriber, and
+//!    the process's RSS with them connected.
 //!
 //! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench load`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
@@ -71,7 +75,11 @@ async fn main() {
         .await
         .unwrap();
     backend::MIGRATOR.run(&pool).await.unwrap();
-    let state = AppState::new(pool.clone());
+    backend::fleet::load_demo(&pool).await.unwrap();
+    let state = AppState::new(pool.clone()).with_live(Arc::new(backend::usage::live::Live::new(
+        Duration::from_secs(1),
+    )));
+    let live = backend::usage::live::spawn(pool.clone(), state.live.clone());
     let work = state.work.clone();
     let new = NewUser {
         username: "load".into(),
@@ -207,6 +215,110 @@ async fn main() {
         evaluated.load(Ordering::Relaxed),
         busy.load(Ordering::Relaxed),
     );
+
+    // 3. The live view: 1,000 subscribers, 5 minutes ingested one by one.
+    let subscribers = 1_000;
+    let stream = format!(
+        "GET /api/usage/stream HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    let rss_idle = rss_kib();
+    let (tx, mut arrivals) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    let mut readers = Vec::new();
+    for _ in 0..subscribers {
+        let (stream, addr, tx) = (stream.clone(), addr.clone(), tx.clone());
+        readers.push(tokio::spawn(async move {
+            let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            socket.write_all(stream.as_bytes()).await.unwrap();
+            let mut buffer = vec![0u8; 16 * 1024];
+            let mut seen = String::new();
+            loop {
+                let n = match socket.read(&mut buffer).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                let at = Instant::now();
+                seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+                while let Some(start) = seen.find("id: ") {
+                    let rest = &seen[start + 4..];
+                    let Some(end) = rest.find('\n') else { break };
+                    let _ = tx.send((rest[..end].trim().to_owned(), at));
+                    seen = rest[end..].to_owned();
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss_connected = rss_kib();
+    let teams: std::collections::BTreeMap<String, i64> =
+        sqlx::query_as("select namespace, id from teams")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let first = shared::utc::floor_minute(now_ms) - 30 * shared::utc::MINUTE_MS;
+    let (mut lags, mut spreads) = (Vec::new(), Vec::new());
+    for n in 0..5 {
+        let minute = first + n * shared::utc::MINUTE_MS;
+        let window = shared::usage::Window::new(minute, minute + shared::utc::MINUTE_MS).unwrap();
+        let key = shared::usage::UsageKey {
+            minute_ms: minute,
+            namespace: "team-research".into(),
+            cluster_queue: String::new(),
+            flavor: "h100-shared".into(),
+        };
+        let devices = [(
+            key,
+            shared::usage::DeviceMinute {
+                busy_gpu_us: 60_000_000,
+                observed_gpu_us: 60_000_000,
+                fb_used_mib: 0,
+            },
+        )]
+        .into();
+        let mut tx = pool.begin().await.unwrap();
+        backend::usage::db::write_devices(&mut tx, window, &devices, &teams)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let committed = Instant::now();
+        let id = minute.to_string();
+        let mut got = Vec::new();
+        let deadline = committed + Duration::from_secs(10);
+        while got.len() < subscribers && Instant::now() < deadline {
+            match tokio::time::timeout_at(deadline.into(), arrivals.recv()).await {
+                Ok(Some((event, at))) if event == id => got.push(at),
+                Ok(Some(_)) => {}
+                _ => break,
+            }
+        }
+        assert_eq!(got.len(), subscribers, "every subscriber got minute {n}");
+        got.sort();
+        lags.extend(
+            got.iter()
+                .map(|at| at.duration_since(committed).as_secs_f64() * 1000.0),
+        );
+        spreads.push(got[got.len() - 1].duration_since(got[0]).as_secs_f64() * 1000.0);
+    }
+    lags.sort_by(f64::total_cmp);
+    let at = |q: f64| lags[((lags.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "live view: {subscribers} subscribers, 5 minutes each: commit to delivery p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (the reader ticks every 1 s); first to last subscriber at most {:.0} ms; RSS {} MiB idle, {} MiB with them connected",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        spreads.iter().copied().fold(0.0, f64::max),
+        rss_idle / 1024,
+        rss_connected / 1024,
+    );
+    for reader in readers {
+        reader.abort();
+    }
+    live.abort();
 
     let _ = stop_server.send(());
     server.await.unwrap().unwrap();
