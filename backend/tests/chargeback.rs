@@ -625,3 +625,56 @@ async fn a_closed_month_never_changes(pool: PgPool) {
     assert_eq!(line(&live, "research").cost_by_allocation_cents, 193_000);
     assert!(live.closed_months.is_empty());
 }
+
+/// Rates are part of inventory as code: a file sets them, export writes them back, a second
+/// apply changes nothing, and a file without them removes them.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn rates_travel_with_the_inventory_file(pool: PgPool) {
+    use backend::{audit::Actor, fleet::inventory};
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    let current = inventory::read(&mut pool.acquire().await.expect("conn"))
+        .await
+        .expect("inventory");
+    let mut wanted = current.clone();
+    let flavor = wanted
+        .flavors
+        .iter_mut()
+        .find(|f| f.name == "h100-shared")
+        .expect("h100-shared");
+    flavor.rates = vec![shared::inventory::RateEntry {
+        effective_from: shared::day::Day::parse("2026-12-01").expect("day"),
+        cents_per_gpu_hour: 900,
+    }];
+    let applied = inventory::apply(&pool, &wanted, Actor::Console, false)
+        .await
+        .expect("apply");
+    assert_eq!(
+        applied
+            .changes
+            .iter()
+            .filter(|c| !c.starts_with("keep"))
+            .collect::<Vec<_>>(),
+        ["change flavor h100-shared: rates [] → [900 from 2026-12-01]"]
+    );
+    let rates = backend::chargeback::db::rates(&pool).await.expect("rates");
+    assert!(rates.iter().any(|r| r.flavor == "h100-shared"
+        && r.effective_from.to_string() == "2026-12-01"
+        && r.cents_per_gpu_hour == 900));
+    let exported = inventory::read(&mut pool.acquire().await.expect("conn"))
+        .await
+        .expect("inventory");
+    assert_eq!(exported, wanted.normalised());
+    let again = inventory::apply(&pool, &exported, Actor::Console, false)
+        .await
+        .expect("apply");
+    assert!(!again.applied, "{:?}", again.changes);
+    inventory::apply(&pool, &current, Actor::Console, false)
+        .await
+        .expect("apply");
+    let rates = backend::chargeback::db::rates(&pool).await.expect("rates");
+    assert!(
+        rates
+            .iter()
+            .all(|r| r.effective_from.to_string() == "1970-01-01")
+    );
+}

@@ -50,6 +50,17 @@ pub struct FlavorEntry {
     pub name: String,
     #[serde(default)]
     pub settings: FlavorSettings,
+    /// Chargeback rates from a UTC day on; without any, the model's price applies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<RateEntry>,
+}
+
+/// A flavor's rate from a day on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateEntry {
+    pub effective_from: crate::day::Day,
+    pub cents_per_gpu_hour: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +166,27 @@ impl Inventory {
             |i| format!("flavors[{i}].name"),
             &mut errors,
         );
+        for (i, f) in self.flavors.iter().enumerate() {
+            for (j, r) in f.rates.iter().enumerate() {
+                if r.cents_per_gpu_hour < 0 || r.cents_per_gpu_hour > 10_000_000 {
+                    errors.push(error(
+                        format!("flavors[{i}].rates[{j}].cents_per_gpu_hour"),
+                        "whole cents per GPU-hour, 0 to 10,000,000".into(),
+                    ));
+                }
+            }
+            let days: Vec<String> = f
+                .rates
+                .iter()
+                .map(|r| r.effective_from.to_string())
+                .collect();
+            unique(
+                "rate day",
+                days.iter().map(String::as_str),
+                |j| format!("flavors[{i}].rates[{j}].effective_from"),
+                &mut errors,
+            );
+        }
         unique(
             "team",
             self.teams.iter().map(|t| t.name.as_str()),
@@ -269,6 +301,7 @@ impl Inventory {
                 inv.flavors.push(FlavorEntry {
                     name: name.clone(),
                     settings: FlavorSettings::default(),
+                    rates: Vec::new(),
                 });
             }
             p.flavor = Some(name);
@@ -280,6 +313,9 @@ impl Inventory {
         inv.models.sort_by(|a, b| a.name.cmp(&b.name));
         inv.flavors.sort_by(|a, b| a.name.cmp(&b.name));
         inv.flavors.dedup_by(|a, b| a.name == b.name);
+        for f in &mut inv.flavors {
+            f.rates.sort_by_key(|r| r.effective_from);
+        }
         inv.pools.sort_by(|a, b| a.name.cmp(&b.name));
         inv.teams.sort_by(|a, b| a.name.cmp(&b.name));
         inv
@@ -311,7 +347,7 @@ impl Inventory {
             &want.flavors,
             |f| &f.name,
             |a, b| {
-                (a.settings != b.settings)
+                let mut c: Vec<String> = (a.settings != b.settings)
                     .then(|| {
                         format!(
                             "settings {} → {}",
@@ -320,7 +356,18 @@ impl Inventory {
                         )
                     })
                     .into_iter()
-                    .collect()
+                    .collect();
+                if a.rates != b.rates {
+                    let text = |rates: &[RateEntry]| -> String {
+                        let each: Vec<String> = rates
+                            .iter()
+                            .map(|r| format!("{} from {}", r.cents_per_gpu_hour, r.effective_from))
+                            .collect();
+                        format!("[{}]", each.join(", "))
+                    };
+                    c.push(format!("rates {} → {}", text(&a.rates), text(&b.rates)));
+                }
+                c
             },
             true,
             &mut changes,
@@ -500,6 +547,32 @@ mod tests {
     }
 
     #[test]
+    fn rates_are_part_of_the_file() {
+        let mut wanted = demo().normalised();
+        let rate = |day: &str, cents| RateEntry {
+            effective_from: crate::day::Day::parse(day).expect("day"),
+            cents_per_gpu_hour: cents,
+        };
+        wanted.flavors[0].rates = vec![rate("2026-12-01", 900), rate("2026-11-01", 850)];
+        let name = wanted.flavors[0].name.clone();
+        assert_eq!(
+            wanted.changes_from(&demo()),
+            [format!(
+                "change flavor {name}: rates [] → [850 from 2026-11-01, 900 from 2026-12-01]"
+            )]
+        );
+        wanted.flavors[0].rates.push(rate("2026-12-01", -1));
+        let paths: Vec<String> = wanted.validate().into_iter().map(|e| e.path).collect();
+        assert_eq!(
+            paths,
+            [
+                "flavors[0].rates[2].cents_per_gpu_hour",
+                "flavors[0].rates[2].effective_from"
+            ]
+        );
+    }
+
+    #[test]
     fn problems_are_named_by_path() {
         let mut inv = demo();
         inv.models.push(ModelEntry {
@@ -516,6 +589,7 @@ mod tests {
         inv.flavors.push(FlavorEntry {
             name: "spare".into(),
             settings: FlavorSettings::default(),
+            rates: Vec::new(),
         });
         inv.teams.push(demo().teams[0].clone());
         let paths: Vec<String> = inv.validate().into_iter().map(|e| e.path).collect();

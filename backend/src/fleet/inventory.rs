@@ -6,7 +6,7 @@
 use serde_json::json;
 use shared::{
     audit::Kind,
-    inventory::{FlavorEntry, Inventory, ModelEntry, PoolEntry, TeamEntry},
+    inventory::{FlavorEntry, Inventory, ModelEntry, PoolEntry, RateEntry, TeamEntry},
 };
 use sqlx::{PgConnection, PgPool};
 
@@ -51,9 +51,29 @@ pub async fn read(db: &mut PgConnection) -> Result<Inventory> {
                 Ok(FlavorEntry {
                     name: row.name,
                     settings,
+                    rates: Vec::new(),
                 })
             })
-            .collect::<Result<_>>()?;
+            .collect::<Result<Vec<FlavorEntry>>>()?;
+    let mut flavors = flavors;
+    let rates = sqlx::query!(
+        r#"select f.name, r.effective_from::text as "from!", r.cents_per_gpu_hour
+           from flavor_rates r join flavors f on f.id = r.flavor_id
+           order by f.name, r.effective_from"#
+    )
+    .fetch_all(&mut *db)
+    .await?;
+    for rate in rates {
+        if let (Some(flavor), Some(day)) = (
+            flavors.iter_mut().find(|f| f.name == rate.name),
+            shared::day::Day::parse(&rate.from),
+        ) {
+            flavor.rates.push(RateEntry {
+                effective_from: day,
+                cents_per_gpu_hour: rate.cents_per_gpu_hour,
+            });
+        }
+    }
     let pools = sqlx::query!(
         r#"select p.name, m.name as gpu_model, p.nodes, p.gpus_per_node, f.name as flavor
            from node_pools p join gpu_models m on m.id = p.gpu_model_id
@@ -201,6 +221,35 @@ async fn write(db: &mut PgConnection, wanted: &Inventory) -> Result<()> {
             f.name,
             model,
             settings
+        )
+        .execute(&mut *db)
+        .await?;
+        // the file's rates are the flavor's rates (a closed month keeps its own, frozen)
+        let days: Vec<String> = f
+            .rates
+            .iter()
+            .map(|r| r.effective_from.to_string())
+            .collect();
+        let cents: Vec<i64> = f.rates.iter().map(|r| r.cents_per_gpu_hour).collect();
+        sqlx::query!(
+            "delete from flavor_rates
+             where flavor_id = (select id from flavors where name = $1)
+               and effective_from::text <> all($2::text[])",
+            f.name,
+            &days
+        )
+        .execute(&mut *db)
+        .await?;
+        sqlx::query!(
+            "insert into flavor_rates (flavor_id, effective_from, cents_per_gpu_hour)
+             select f.id, d::date, c from flavors f, unnest($2::text[], $3::bigint[]) as u(d, c)
+             where f.name = $1
+             on conflict (flavor_id, effective_from) do update
+                set cents_per_gpu_hour = excluded.cents_per_gpu_hour, set_by = null, set_at = now()
+             where flavor_rates.cents_per_gpu_hour <> excluded.cents_per_gpu_hour",
+            f.name,
+            &days,
+            &cents
         )
         .execute(&mut *db)
         .await?;
