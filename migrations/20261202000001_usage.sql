@@ -34,6 +34,9 @@ create table usage_token_minutes (
     team_id bigint references teams (id) on delete set null,
     prompt_tokens bigint not null check (prompt_tokens >= 0),
     generation_tokens bigint not null check (generation_tokens >= 0),
+    -- time requests spent in prefill and in decode (vLLM's histogram sums), in microseconds
+    prefill_microseconds bigint not null default 0 check (prefill_microseconds >= 0),
+    decode_microseconds bigint not null default 0 check (decode_microseconds >= 0),
     primary key (minute, namespace, model)
 ) partition by range (minute);
 
@@ -63,6 +66,8 @@ create table usage_token_rollups (
     team_id bigint references teams (id) on delete set null,
     prompt_tokens bigint not null,
     generation_tokens bigint not null,
+    prefill_microseconds bigint not null,
+    decode_microseconds bigint not null,
     primary key (grain, period, namespace, model)
 );
 

@@ -29,6 +29,8 @@ create table chargeback_closed_tokens (
     model text not null,
     prompt_tokens bigint not null,
     generation_tokens bigint not null,
+    prefill_microseconds bigint not null,
+    decode_microseconds bigint not null,
     primary key (day, namespace, model)
 );
 

@@ -25,8 +25,9 @@ use std::time::Duration;
 
 use shared::{
     usage::{
-        self as model, DeviceSums, FB_USED, GENERATION_TOKENS, GPU_UTIL, GR_ENGINE_ACTIVE, Gap,
-        KUEUE_USAGE, PROMPT_TOKENS, Series, SourceStatus, UsageHealth, Window,
+        self as model, DECODE_SECONDS, DeviceSums, FB_USED, GENERATION_TOKENS, GPU_UTIL,
+        GR_ENGINE_ACTIVE, Gap, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series, SourceStatus,
+        UsageHealth, Window,
     },
     utc::{HOUR_MS, MINUTE_MS, floor_minute},
 };
@@ -295,13 +296,22 @@ async fn read_and_store(
         }
         Source::Vllm => {
             let lookback = settings.counter_lookback_ms;
-            let (prompt, generation) = tokio::try_join!(
+            let (prompt, generation, prefill, decode) = tokio::try_join!(
                 prom.samples(PROMPT_TOKENS, window, lookback),
                 prom.samples(GENERATION_TOKENS, window, lookback),
+                prom.samples(PREFILL_SECONDS, window, lookback),
+                prom.samples(DECODE_SECONDS, window, lookback),
             )?;
-            count(&prompt, &mut landed);
-            count(&generation, &mut landed);
-            let rows = model::token_minutes(&prompt, &generation, window);
+            for part in [&prompt, &generation, &prefill, &decode] {
+                count(part, &mut landed);
+            }
+            let served = model::Served {
+                prompt: &prompt,
+                generation: &generation,
+                prefill_seconds: &prefill,
+                decode_seconds: &decode,
+            };
+            let rows = model::token_minutes(&served, window);
             landed.rows = rows.len();
             let mut tx = pool.begin().await?;
             db::write_tokens(&mut tx, window, &rows, &who.teams).await?;

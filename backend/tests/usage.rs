@@ -238,11 +238,27 @@ fn controlled(t0: i64) -> Vec<Point> {
         };
         points.push(at("vllm:prompt_tokens_total", &vllm, ts, prompt));
         points.push(at("vllm:generation_tokens_total", &vllm, ts, generation));
+        // the histograms' sums: 0.25 s of prefill and 1.5 s of decode per scrape, reset too
+        let scrapes = if k < 20 { k + 1 + 40 } else { k - 19 };
+        points.push(at(
+            "vllm:request_prefill_time_seconds_sum",
+            &vllm,
+            ts,
+            format!("{:.2}", 0.25 * scrapes as f64),
+        ));
+        points.push(at(
+            "vllm:request_decode_time_seconds_sum",
+            &vllm,
+            ts,
+            format!("{:.1}", 1.5 * scrapes as f64),
+        ));
     }
     points
 }
 
 type Row = (Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+/// A token row: (minute, namespace, model) → (prompt, generation, prefill µs, decode µs).
+type TokenRows = BTreeMap<(i64, String, String), (i64, i64, i64, i64)>;
 /// A minute row as stored: minute (ms), namespace, queue, flavor, then the four figures.
 type StoredRow = (
     i64,
@@ -331,27 +347,32 @@ async fn minute_rows(pool: &PgPool, t0: i64) -> BTreeMap<Key, Row> {
         .collect()
 }
 
-async fn token_rows(pool: &PgPool, t0: i64) -> BTreeMap<(i64, String, String), (i64, i64)> {
-    let rows: Vec<(i64, String, String, i64, i64)> = sqlx::query_as(
-        "select (extract(epoch from minute) * 1000)::bigint, namespace, model, prompt_tokens, generation_tokens
+async fn token_rows(
+    pool: &PgPool,
+    t0: i64,
+) -> BTreeMap<(i64, String, String), (i64, i64, i64, i64)> {
+    let rows: Vec<(i64, String, String, i64, i64, i64, i64)> = sqlx::query_as(
+        "select (extract(epoch from minute) * 1000)::bigint, namespace, model, prompt_tokens,
+                generation_tokens, prefill_microseconds, decode_microseconds
          from usage_token_minutes order by 1, 2, 3",
     )
     .fetch_all(pool)
     .await
     .expect("token rows");
     rows.into_iter()
-        .map(|(ms, ns, model, p, g)| (((ms - t0) / MINUTE_MS, ns, model), (p, g)))
+        .map(|(ms, ns, model, p, g, pf, dc)| (((ms - t0) / MINUTE_MS, ns, model), (p, g, pf, dc)))
         .collect()
 }
 
-/// Every scrape adds 150 prompt and 30 generation tokens: 4 scrapes a minute → 600 and 120,
-/// in the minute of the restart too (the restarted counter's first value is its increase).
-fn expected_tokens() -> BTreeMap<(i64, String, String), (i64, i64)> {
+/// Every scrape adds 150 prompt and 30 generation tokens, 0.25 s of prefill and 1.5 s of
+/// decode: 4 scrapes a minute → 600 and 120 tokens, 1 s and 6 s, in the minute of the restart
+/// too (the restarted counter's first value is its increase).
+fn expected_tokens() -> TokenRows {
     (0..10)
         .map(|m| {
             (
                 (m, "team-search".to_owned(), "llama-8b".to_owned()),
-                (600, 120),
+                (600, 120, 1_000_000, 6_000_000),
             )
         })
         .collect()

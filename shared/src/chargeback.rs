@@ -103,6 +103,32 @@ pub struct TokensDay {
     pub model: String,
     pub prompt_tokens: i64,
     pub generation_tokens: i64,
+    /// Time its requests spent in prefill and in decode, in microseconds.
+    pub prefill_us: i64,
+    pub decode_us: i64,
+}
+
+/// What a team's served model cost, and its cost per million tokens.
+///
+/// The team's cost (each basis) is attributed to its models in proportion to their serving
+/// time (prefill + decode, from vLLM's histograms; in proportion to tokens where no time was
+/// reported), and a model's cost to input and output in proportion to its prefill and decode
+/// time. A team that also trains or fine-tunes carries that cost here too: read these figures
+/// for teams that serve.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelLine {
+    pub team: String,
+    pub model: String,
+    pub prompt_tokens: i64,
+    pub generation_tokens: i64,
+    pub cost_by_allocation_cents: i64,
+    pub cost_by_use_cents: i64,
+    /// Cents per million prompt (input) tokens; `None` without any.
+    pub input_cents_per_million_by_allocation: Option<i64>,
+    pub input_cents_per_million_by_use: Option<i64>,
+    /// Cents per million generated (output) tokens; `None` without any.
+    pub output_cents_per_million_by_allocation: Option<i64>,
+    pub output_cents_per_million_by_use: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,6 +249,9 @@ pub struct Statement {
     pub teams: Vec<TeamLine>,
     /// Left out for callers who see only their own teams.
     pub fleet: Option<FleetLine>,
+    /// Per team and served model: cost and cost per million tokens.
+    #[serde(default)]
+    pub models: Vec<ModelLine>,
     /// Per day, when asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub days: Vec<DayStatement>,
@@ -409,6 +438,7 @@ pub fn statement(input: &StatementInput, by_day: bool) -> Statement {
         to_inclusive: input.to.plus(-1),
         idle: input.idle,
         teams: whole.team_lines(input),
+        models: whole.model_lines(input),
         fleet: Some(whole.fleet_line(input.idle, &input.teams)),
         days: per_day,
         closed_months: Vec::new(),
@@ -524,6 +554,8 @@ pub fn adjustments(month: &str, frozen: &Statement, now: &Statement) -> Vec<Adju
 #[derive(Default)]
 struct Totals {
     teams: BTreeMap<String, Sums>,
+    /// (team, model) → [prompt, generation, prefill µs, decode µs]
+    served: BTreeMap<(String, String), [i64; 4]>,
     capacity: i64,
     capacity_value: i128,
     allocated: i64,
@@ -587,6 +619,14 @@ impl Totals {
                 let s = p.teams.entry((*team).to_owned()).or_default();
                 s.prompt += t.prompt_tokens;
                 s.generation += t.generation_tokens;
+                let m = p
+                    .served
+                    .entry(((*team).to_owned(), t.model.clone()))
+                    .or_default();
+                m[0] += t.prompt_tokens;
+                m[1] += t.generation_tokens;
+                m[2] += t.prefill_us;
+                m[3] += t.decode_us;
             }
         }
         let capacity = input.capacity_by_day.get(&day).unwrap_or(&input.capacity);
@@ -614,6 +654,12 @@ impl Totals {
             t.busy_value += s.busy_value;
             t.prompt += s.prompt;
             t.generation += s.generation;
+        }
+        for (key, m) in &other.served {
+            let t = self.served.entry(key.clone()).or_default();
+            for (sum, add) in t.iter_mut().zip(m) {
+                *sum += add;
+            }
         }
         self.capacity += other.capacity;
         self.capacity_value += other.capacity_value;
@@ -686,6 +732,73 @@ impl Totals {
             .collect()
     }
 
+    fn model_lines(&self, input: &StatementInput) -> Vec<ModelLine> {
+        let mut lines = Vec::new();
+        for team in &input.teams {
+            let s = self.teams.get(&team.name).copied().unwrap_or_default();
+            let models: Vec<(&String, &[i64; 4])> = self
+                .served
+                .iter()
+                .filter(|((t, _), _)| *t == team.name)
+                .map(|((_, model), m)| (model, m))
+                .collect();
+            // serving time, else tokens, decides each model's share of the team's cost
+            let timed = models.iter().any(|(_, m)| m[2] + m[3] > 0);
+            let weight = |m: &[i64; 4]| -> i128 {
+                i128::from(if timed { m[2] + m[3] } else { m[0] + m[1] })
+            };
+            let total: i128 = models.iter().map(|(_, m)| weight(m)).sum();
+            for (model, m) in models {
+                let share = |value: i128| {
+                    if total == 0 {
+                        0
+                    } else {
+                        div_round(value * weight(m), total)
+                    }
+                };
+                let (by_allocation, by_use) = (share(s.allocated_value), share(s.busy_value));
+                // input and output by prefill and decode time, else by tokens
+                let (input_w, output_w) = if m[2] + m[3] > 0 {
+                    (m[2], m[3])
+                } else {
+                    (m[0], m[1])
+                };
+                let per_million = |value: i128, part: i64, tokens: i64| -> Option<i64> {
+                    (tokens > 0 && input_w + output_w > 0).then(|| {
+                        let part_value =
+                            div_round(value * i128::from(part), i128::from(input_w + output_w));
+                        i64::try_from(div_round(
+                            part_value * 1_000_000,
+                            i128::from(GPU_US_PER_GPU_HOUR) * i128::from(tokens),
+                        ))
+                        .unwrap_or(i64::MAX)
+                    })
+                };
+                lines.push(ModelLine {
+                    team: team.name.clone(),
+                    model: model.clone(),
+                    prompt_tokens: m[0],
+                    generation_tokens: m[1],
+                    cost_by_allocation_cents: cents(by_allocation),
+                    cost_by_use_cents: cents(by_use),
+                    input_cents_per_million_by_allocation: per_million(
+                        by_allocation,
+                        input_w,
+                        m[0],
+                    ),
+                    input_cents_per_million_by_use: per_million(by_use, input_w, m[0]),
+                    output_cents_per_million_by_allocation: per_million(
+                        by_allocation,
+                        output_w,
+                        m[1],
+                    ),
+                    output_cents_per_million_by_use: per_million(by_use, output_w, m[1]),
+                });
+            }
+        }
+        lines
+    }
+
     fn fleet_line(&self, idle: IdleShare, teams: &[Team]) -> FleetLine {
         let shares = self.idle_shares(idle);
         let shared: i128 = teams
@@ -714,6 +827,7 @@ impl Statement {
     pub fn only_teams(mut self, teams: &[String]) -> Statement {
         let keep = |lines: &mut Vec<TeamLine>| lines.retain(|l| teams.contains(&l.team));
         keep(&mut self.teams);
+        self.models.retain(|m| teams.contains(&m.team));
         self.fleet = None;
         self.adjustments.retain(|a| teams.contains(&a.team));
         for d in &mut self.days {

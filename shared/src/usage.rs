@@ -38,6 +38,8 @@ pub const FB_USED: &str = "DCGM_FI_DEV_FB_USED";
 pub const KUEUE_USAGE: &str = "kueue_cluster_queue_resource_usage";
 pub const PROMPT_TOKENS: &str = "vllm:prompt_tokens_total";
 pub const GENERATION_TOKENS: &str = "vllm:generation_tokens_total";
+pub const PREFILL_SECONDS: &str = "vllm:request_prefill_time_seconds_sum";
+pub const DECODE_SECONDS: &str = "vllm:request_decode_time_seconds_sum";
 
 /// GPU-microseconds in one GPU-minute.
 pub const GPU_US_PER_GPU_MINUTE: i64 = 60_000_000;
@@ -587,18 +589,34 @@ pub struct TokenKey {
 pub struct Tokens {
     pub prompt: i64,
     pub generation: i64,
+    /// Time requests spent in prefill and in decode (vLLM's
+    /// `request_prefill_time_seconds_sum`, `request_decode_time_seconds_sum`), in
+    /// microseconds: what splits a model's cost between input and output.
+    pub prefill_us: i64,
+    pub decode_us: i64,
+}
+
+/// vLLM's counters of one window (each series reaching back before the window).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Served<'a> {
+    pub prompt: &'a [Series],
+    pub generation: &'a [Series],
+    pub prefill_seconds: &'a [Series],
+    pub decode_seconds: &'a [Series],
 }
 
 /// The increase of each counter series per minute of the window. The series must reach back
 /// before the window (the backend asks for a lookback) so the first increase inside it has the
 /// sample before it.
-pub fn token_minutes(
-    prompt: &[Series],
-    generation: &[Series],
-    window: Window,
-) -> BTreeMap<TokenKey, Tokens> {
-    let mut rows: BTreeMap<TokenKey, (i128, i128)> = BTreeMap::new();
-    for (series, is_prompt) in [(prompt, true), (generation, false)] {
+pub fn token_minutes(served: &Served, window: Window) -> BTreeMap<TokenKey, Tokens> {
+    let mut rows: BTreeMap<TokenKey, [i128; 4]> = BTreeMap::new();
+    let counters = [
+        served.prompt,
+        served.generation,
+        served.prefill_seconds,
+        served.decode_seconds,
+    ];
+    for (which, series) in counters.into_iter().enumerate() {
         for s in series {
             let ns = namespace(&s.labels).to_owned();
             let model = s.labels.get("model_name").cloned().unwrap_or_default();
@@ -612,28 +630,26 @@ pub fn token_minutes(
                 } else {
                     after.micro
                 };
-                let row = rows
-                    .entry(TokenKey {
-                        minute_ms: crate::utc::floor_minute(after.at_ms),
-                        namespace: ns.clone(),
-                        model: model.clone(),
-                    })
-                    .or_default();
-                if is_prompt {
-                    row.0 += i128::from(increase);
-                } else {
-                    row.1 += i128::from(increase);
-                }
+                rows.entry(TokenKey {
+                    minute_ms: crate::utc::floor_minute(after.at_ms),
+                    namespace: ns.clone(),
+                    model: model.clone(),
+                })
+                .or_default()[which] += i128::from(increase);
             }
         }
     }
+    let whole = |v: i128| i64::try_from(v).unwrap_or(i64::MAX);
     rows.into_iter()
-        .map(|(k, (p, g))| {
+        .map(|(k, [p, g, prefill, decode])| {
             (
                 k,
                 Tokens {
                     prompt: unscale(p),
                     generation: unscale(g),
+                    // seconds in millionths are microseconds
+                    prefill_us: whole(prefill),
+                    decode_us: whole(decode),
                 },
             )
         })

@@ -122,7 +122,7 @@ pub async fn token_days(
 ) -> sqlx::Result<Vec<TokensDay>> {
     let rows = sqlx::query!(
         r#"select (period at time zone 'UTC')::date::text as "day!", namespace, model,
-                  prompt_tokens, generation_tokens
+                  prompt_tokens, generation_tokens, prefill_microseconds, decode_microseconds
            from usage_token_rollups
            where grain = 'day' and period >= $1::text::date::timestamp at time zone 'UTC'
              and period < $2::text::date::timestamp at time zone 'UTC'
@@ -140,6 +140,8 @@ pub async fn token_days(
             model: r.model,
             prompt_tokens: r.prompt_tokens,
             generation_tokens: r.generation_tokens,
+            prefill_us: r.prefill_microseconds,
+            decode_us: r.decode_microseconds,
         })
         .collect())
 }
@@ -198,7 +200,8 @@ pub async fn frozen_tokens(
     to: Day,
 ) -> sqlx::Result<Vec<TokensDay>> {
     let rows = sqlx::query!(
-        r#"select day::text as "day!", namespace, model, prompt_tokens, generation_tokens
+        r#"select day::text as "day!", namespace, model, prompt_tokens, generation_tokens,
+                  prefill_microseconds, decode_microseconds
            from chargeback_closed_tokens
            where day >= $1::text::date and day < $2::text::date order by 1, 2, 3"#,
         from.to_string(),
@@ -214,6 +217,8 @@ pub async fn frozen_tokens(
             model: r.model,
             prompt_tokens: r.prompt_tokens,
             generation_tokens: r.generation_tokens,
+            prefill_us: r.prefill_microseconds,
+            decode_us: r.decode_microseconds,
         })
         .collect())
 }

@@ -175,18 +175,23 @@ pub async fn write_tokens(
         .collect();
     let prompt: Vec<i64> = rows.values().map(|t| t.prompt).collect();
     let generation: Vec<i64> = rows.values().map(|t| t.generation).collect();
+    let prefill: Vec<i64> = rows.values().map(|t| t.prefill_us).collect();
+    let decode: Vec<i64> = rows.values().map(|t| t.decode_us).collect();
     sqlx::query!(
         "insert into usage_token_minutes (minute, namespace, model, team_id, prompt_tokens,
-                                          generation_tokens)
-         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, mo, t, p, g
-         from unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
-              as u(m, ns, mo, t, p, g)",
+                                          generation_tokens, prefill_microseconds,
+                                          decode_microseconds)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, mo, t, p, g, pf, dc
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
+                     $6::bigint[], $7::bigint[], $8::bigint[]) as u(m, ns, mo, t, p, g, pf, dc)",
         &minutes,
         &namespaces,
         &models,
         &team_ids as &[Option<i64>],
         &prompt,
         &generation,
+        &prefill,
+        &decode,
     )
     .execute(&mut **tx)
     .await?;
@@ -314,9 +319,11 @@ async fn refresh_token_rollups(tx: &mut PgConnection, window: Window) -> sqlx::R
         .await?;
         sqlx::query!(
             "insert into usage_token_rollups (grain, period, namespace, model, team_id,
-                                              prompt_tokens, generation_tokens)
+                                              prompt_tokens, generation_tokens,
+                                              prefill_microseconds, decode_microseconds)
              select 'hour', date_trunc('hour', minute, 'UTC'), namespace, model, max(team_id),
-                    sum(prompt_tokens), sum(generation_tokens)
+                    sum(prompt_tokens), sum(generation_tokens), sum(prefill_microseconds),
+                    sum(decode_microseconds)
              from usage_token_minutes
              where $1 = 'hour'
                and minute >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
@@ -324,7 +331,8 @@ async fn refresh_token_rollups(tx: &mut PgConnection, window: Window) -> sqlx::R
              group by 2, 3, 4
              union all
              select 'day', date_trunc('day', period, 'UTC'), namespace, model, max(team_id),
-                    sum(prompt_tokens), sum(generation_tokens)
+                    sum(prompt_tokens), sum(generation_tokens), sum(prefill_microseconds),
+                    sum(decode_microseconds)
              from usage_token_rollups
              where $1 = 'day' and grain = 'hour'
                and period >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'

@@ -99,6 +99,8 @@ pub fn write_history(
         shared::usage::KUEUE_USAGE,
         shared::usage::PROMPT_TOKENS,
         shared::usage::GENERATION_TOKENS,
+        shared::usage::PREFILL_SECONDS,
+        shared::usage::DECODE_SECONDS,
     ];
     let mut written = 0;
     for family in families {

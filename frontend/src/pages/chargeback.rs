@@ -35,7 +35,7 @@ pub fn Chargeback() -> impl IntoView {
             <Statements/>
             <LiveUse/>
             <p class="notyet">
-                "Not built yet: cost per million tokens, and the drill-down to minutes on this page (it is in the API)."
+                "Not built yet: the drill-down to minutes on this page (it is in the API), lending credits and noisy-neighbour latency."
             </p>
             <h2>"Usage ingest"</h2>
             {move || health.get().map(|result| match result {
@@ -282,6 +282,23 @@ fn statement_view(s: Statement) -> impl IntoView {
         .iter()
         .map(|n| view! { <li>{n.clone()}</li> })
         .collect();
+    let per_million = |c: Option<i64>| c.map(dollars).unwrap_or_else(|| "—".to_owned());
+    let models: Vec<_> = s
+        .models
+        .iter()
+        .map(|m| {
+            view! {
+                <tr data-model=m.model.clone()>
+                    <td>{m.team.clone()}</td><td>{m.model.clone()}</td>
+                    <td class="num">{m.prompt_tokens}</td><td class="num">{m.generation_tokens}</td>
+                    <td class="num">{per_million(m.input_cents_per_million_by_use)}</td>
+                    <td class="num">{per_million(m.output_cents_per_million_by_use)}</td>
+                    <td class="num">{per_million(m.input_cents_per_million_by_allocation)}</td>
+                    <td class="num">{per_million(m.output_cents_per_million_by_allocation)}</td>
+                </tr>
+            }
+        })
+        .collect();
     view! {
         <table class="statement" data-test="statement">
             <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
@@ -290,6 +307,14 @@ fn statement_view(s: Statement) -> impl IntoView {
             <tbody>{rows}</tbody>
         </table>
         {fleet}
+        {(!models.is_empty()).then(|| view! {
+            <table class="statement" data-test="models">
+                <caption>"Per million tokens, input and output, by use and by allocation"</caption>
+                <thead><tr><th>"Team"</th><th>"Model"</th><th>"Input tokens"</th><th>"Output tokens"</th>
+                    <th>"Input, by use"</th><th>"Output, by use"</th><th>"Input, by allocation"</th><th>"Output, by allocation"</th></tr></thead>
+                <tbody>{models}</tbody>
+            </table>
+        })}
         {(!s.closed_months.is_empty()).then(|| view! { <p>{format!("Closed, figures frozen: {}", s.closed_months.join(", "))}</p> })}
         {(!adjustments.is_empty()).then(|| view! { <p>"Adjustments of closed months (late data):"</p><ul data-test="adjustments">{adjustments}</ul> })}
         <ul class="notes">{notes}</ul>

@@ -63,6 +63,8 @@ fn one_day(idle: IdleShare) -> StatementInput {
             model: "llama-8b".into(),
             prompt_tokens: 1_000_000,
             generation_tokens: 250_000,
+            prefill_us: 0,
+            decode_us: 0,
         }],
     }
 }
@@ -344,4 +346,63 @@ fn a_late_ingest_into_a_closed_month_is_an_adjustment() {
         .insert(day("2026-11-01"), BTreeMap::from([("h100".to_owned(), 3)]));
     let s = statement(&frozen_day, false);
     assert_eq!(s.fleet.map(|f| f.capacity_cost_cents), Some(72_000));
+}
+
+#[test]
+fn cost_per_million_tokens_follows_serving_time() {
+    let mut input = one_day(IdleShare::Separate);
+    // search served two models: llama-8b 1,000,000 prompt + 250,000 generated tokens with
+    // 1,000 s of prefill and 3,000 s of decode; embed 4,000,000 prompt tokens, 1,000 s prefill
+    input.tokens = vec![
+        TokensDay {
+            day: day("2026-11-01"),
+            namespace: "team-search".into(),
+            model: "llama-8b".into(),
+            prompt_tokens: 1_000_000,
+            generation_tokens: 250_000,
+            prefill_us: 1_000_000_000,
+            decode_us: 3_000_000_000,
+        },
+        TokensDay {
+            day: day("2026-11-01"),
+            namespace: "team-search".into(),
+            model: "embed".into(),
+            prompt_tokens: 4_000_000,
+            generation_tokens: 0,
+            prefill_us: 1_000_000_000,
+            decode_us: 0,
+        },
+    ];
+    let s = statement(&input, false);
+    let line = |model: &str| {
+        s.models
+            .iter()
+            .find(|m| m.model == model)
+            .expect(model)
+            .clone()
+    };
+    // search's cost by use $30.00 (3 busy GPU-h at $10), by allocation $120.00; llama-8b served
+    // 4,000 of the 5,000 s → 4/5: $24.00 and $96.00; embed 1/5: $6.00 and $24.00
+    let llama = line("llama-8b");
+    assert_eq!(
+        (llama.cost_by_use_cents, llama.cost_by_allocation_cents),
+        (2_400, 9_600)
+    );
+    // llama's input: 1/4 of its time → $6.00 by use over 1,000,000 prompt tokens = 600 cents
+    // per million; output: $18.00 over 250,000 tokens = 7,200 cents per million
+    assert_eq!(llama.input_cents_per_million_by_use, Some(600));
+    assert_eq!(llama.output_cents_per_million_by_use, Some(7_200));
+    // by allocation: $24.00 / 1M = 2,400; $72.00 / 0.25M = 28,800
+    assert_eq!(llama.input_cents_per_million_by_allocation, Some(2_400));
+    assert_eq!(llama.output_cents_per_million_by_allocation, Some(28_800));
+    let embed = line("embed");
+    assert_eq!(
+        (embed.cost_by_use_cents, embed.cost_by_allocation_cents),
+        (600, 2_400)
+    );
+    // $6.00 over 4M prompt tokens = 150 cents per million; no output tokens → none
+    assert_eq!(embed.input_cents_per_million_by_use, Some(150));
+    assert_eq!(embed.output_cents_per_million_by_use, None);
+    // research served nothing: no model lines
+    assert!(s.models.iter().all(|m| m.team == "search"));
 }

@@ -43,6 +43,9 @@ pub struct DemoSample {
 /// Served models' token rates at full traffic, prompt and generation per second.
 const PROMPT_PER_S: f64 = 1_800.0;
 const GENERATION_PER_S: f64 = 450.0;
+/// Request-seconds spent in prefill and in decode per second at full traffic.
+const PREFILL_S_PER_S: f64 = 6.0;
+const DECODE_S_PER_S: f64 = 40.0;
 /// Counters count from here (2026-01-01T00:00:00Z), so history and live values agree.
 const COUNTER_EPOCH_MS: i64 = 1_767_225_600_000;
 const SANDBOX: &str = "ml-sandbox";
@@ -207,6 +210,8 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
             for (metric, rate) in [
                 (super::PROMPT_TOKENS, PROMPT_PER_S),
                 (super::GENERATION_TOKENS, GENERATION_PER_S),
+                (super::PREFILL_SECONDS, PREFILL_S_PER_S),
+                (super::DECODE_SECONDS, DECODE_S_PER_S),
             ] {
                 out.push(DemoSample {
                     metric,
@@ -215,7 +220,12 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
                         ("model_name", "llama-3.1-8b-instruct".to_owned()),
                         ("engine", "0".to_owned()),
                     ],
-                    value: ((rate * scale * integral).floor() as i64).to_string(),
+                    value: if metric.ends_with("_seconds_sum") {
+                        // seconds with millisecond digits, as a histogram's sum reads
+                        format!("{:.3}", (rate * scale * integral * 1000.0).floor() / 1000.0)
+                    } else {
+                        ((rate * scale * integral).floor() as i64).to_string()
+                    },
                 });
             }
         }

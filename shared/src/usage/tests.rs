@@ -397,7 +397,26 @@ fn token_counters_survive_resets_and_count_increases_in_the_later_minute() {
         ],
     )];
     let generation = [series(&l, &[(T0 - 1, "0"), (T0 + 5 * SEC, "1000")])];
-    let rows = token_minutes(&prompt, &generation, window(2));
+    // prefill seconds: 1.5 s then 0.25 s more; decode 12.000001 s in minute 1
+    let prefill = [series(
+        &l,
+        &[
+            (T0 - 1, "10"),
+            (T0 + 10 * SEC, "11.5"),
+            (T0 + 70 * SEC, "11.75"),
+        ],
+    )];
+    let decode = [series(
+        &l,
+        &[(T0 + 50 * SEC, "100"), (T0 + 70 * SEC, "112.000001")],
+    )];
+    let served = Served {
+        prompt: &prompt,
+        generation: &generation,
+        prefill_seconds: &prefill,
+        decode_seconds: &decode,
+    };
+    let rows = token_minutes(&served, window(2));
     let k = |minute: i64| TokenKey {
         minute_ms: T0 + minute * MIN,
         namespace: "team-search".into(),
@@ -410,14 +429,18 @@ fn token_counters_survive_resets_and_count_increases_in_the_later_minute() {
                 k(0),
                 Tokens {
                     prompt: 80,
-                    generation: 1000
+                    generation: 1000,
+                    prefill_us: 1_500_000,
+                    decode_us: 0,
                 }
             ),
             (
                 k(1),
                 Tokens {
                     prompt: 20,
-                    generation: 0
+                    generation: 0,
+                    prefill_us: 250_000,
+                    decode_us: 12_000_001,
                 }
             ),
         ])
@@ -480,9 +503,10 @@ proptest! {
         let first = device_minutes(&util, &[], &util, Window::new(T0, T0 + seam * MIN).expect("w"), &flavors());
         let second = device_minutes(&util, &[], &util, Window::new(T0 + seam * MIN, T0 + 10 * MIN).expect("w"), &flavors());
         prop_assert_eq!(&whole, &merged(first, second));
-        let tokens = token_minutes(&util, &[], window(10));
-        let t1 = token_minutes(&util, &[], Window::new(T0, T0 + seam * MIN).expect("w"));
-        let t2 = token_minutes(&util, &[], Window::new(T0 + seam * MIN, T0 + 10 * MIN).expect("w"));
+        let served = Served { prompt: &util, decode_seconds: &util, ..Served::default() };
+        let tokens = token_minutes(&served, window(10));
+        let t1 = token_minutes(&served, Window::new(T0, T0 + seam * MIN).expect("w"));
+        let t2 = token_minutes(&served, Window::new(T0 + seam * MIN, T0 + 10 * MIN).expect("w"));
         prop_assert_eq!(tokens, merged(t1, t2));
         // no device-minute is observed for more than one GPU-minute per device
         for (key, row) in &whole {
