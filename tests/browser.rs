@@ -1253,13 +1253,6 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     // 2026-11-10, 10:00-11:00: research holds 8 H100s, 75% busy
     let start = shared::utc::parse_rfc3339("2026-11-10T10:00:00Z").expect("time");
     let window = Window::new(start, start + shared::utc::HOUR_MS).expect("window");
-    let teams: std::collections::BTreeMap<String, i64> =
-        sqlx::query_as("select namespace, id from teams")
-            .fetch_all(&pool)
-            .await
-            .expect("teams")
-            .into_iter()
-            .collect();
     let key = |m: i64| UsageKey {
         minute_ms: start + m * shared::utc::MINUTE_MS,
         namespace: "team-research".into(),
@@ -1279,14 +1272,9 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
             )
         })
         .collect();
-    let mut tx = pool.begin().await.expect("tx");
-    backend::usage::db::write_allocation(&mut tx, window, &allocated, &teams)
+    backend::usage::db::store_window(&pool, window, &allocated, &devices)
         .await
-        .expect("allocation");
-    backend::usage::db::write_devices(&mut tx, window, &devices, &teams)
-        .await
-        .expect("devices");
-    tx.commit().await.expect("commit");
+        .expect("usage rows");
     sqlx::query("update usage_sources set watermark = '2026-12-01T00:00:00Z'")
         .execute(&pool)
         .await
@@ -1356,32 +1344,23 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         minute_ms: next,
         ..key(0)
     };
-    let mut tx = pool.begin().await.expect("tx");
-    backend::usage::db::write_allocation(
-        &mut tx,
+    let devices = [(
+        next_key.clone(),
+        DeviceMinute {
+            busy_gpu_us: 2 * 60_000_000,
+            observed_gpu_us: 8 * 60_000_000,
+            fb_used_mib: 0,
+        },
+    )]
+    .into();
+    backend::usage::db::store_window(
+        &pool,
         next_window,
-        &[(next_key.clone(), 8 * 60_000_000)].into(),
-        &teams,
+        &[(next_key, 8 * 60_000_000)].into(),
+        &devices,
     )
     .await
-    .expect("allocation");
-    backend::usage::db::write_devices(
-        &mut tx,
-        next_window,
-        &[(
-            next_key,
-            DeviceMinute {
-                busy_gpu_us: 2 * 60_000_000,
-                observed_gpu_us: 8 * 60_000_000,
-                fb_used_mib: 0,
-            },
-        )]
-        .into(),
-        &teams,
-    )
-    .await
-    .expect("devices");
-    tx.commit().await.expect("commit");
+    .expect("usage rows");
     browser
         .wait_for_text("[data-test=live-latest]", "61 minutes shown")
         .await;

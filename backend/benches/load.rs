@@ -249,13 +249,6 @@ async fn main() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_connected = rss_kib();
-    let teams: std::collections::BTreeMap<String, i64> =
-        sqlx::query_as("select namespace, id from teams")
-            .fetch_all(&pool)
-            .await
-            .unwrap()
-            .into_iter()
-            .collect();
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -280,11 +273,9 @@ async fn main() {
             },
         )]
         .into();
-        let mut tx = pool.begin().await.unwrap();
-        backend::usage::db::write_devices(&mut tx, window, &devices, &teams)
+        backend::usage::db::store_window(&pool, window, &Default::default(), &devices)
             .await
             .unwrap();
-        tx.commit().await.unwrap();
         let committed = Instant::now();
         let id = minute.to_string();
         let mut got = Vec::new();

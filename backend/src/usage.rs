@@ -226,7 +226,7 @@ async fn read_and_store(
         landed.series += series.len();
         landed.samples += series.iter().map(|s| s.samples.len()).sum::<usize>();
     };
-    match source {
+    let rows = match source {
         Source::Kueue => {
             let usage = prom.samples(KUEUE_USAGE, window, 0).await?;
             count(&usage, &mut landed);
@@ -245,11 +245,7 @@ async fn read_and_store(
                     landed.note = Some(KUEUE_FALLBACK.to_owned());
                 }
             }
-            landed.rows = rows.len();
-            let mut tx = pool.begin().await?;
-            db::write_allocation(&mut tx, window, &rows, &who.teams).await?;
-            db::succeeded(&mut tx, source.name(), window, landed.note.as_deref()).await?;
-            tx.commit().await?;
+            Rows::Allocation(rows)
         }
         Source::Dcgm => {
             let mut sums = DeviceSums::default();
@@ -287,12 +283,7 @@ async fn read_and_store(
                     _ => landed.note = Some(DCGM_UNLABELLED.to_owned()),
                 }
             }
-            let rows = sums.rows();
-            landed.rows = rows.len();
-            let mut tx = pool.begin().await?;
-            db::write_devices(&mut tx, window, &rows, &who.teams).await?;
-            db::succeeded(&mut tx, source.name(), window, landed.note.as_deref()).await?;
-            tx.commit().await?;
+            Rows::Devices(sums.rows())
         }
         Source::Vllm => {
             let lookback = settings.counter_lookback_ms;
@@ -311,15 +302,35 @@ async fn read_and_store(
                 prefill_seconds: &prefill,
                 decode_seconds: &decode,
             };
-            let rows = model::token_minutes(&served, window);
-            landed.rows = rows.len();
-            let mut tx = pool.begin().await?;
-            db::write_tokens(&mut tx, window, &rows, &who.teams).await?;
-            db::succeeded(&mut tx, source.name(), window, None).await?;
-            tx.commit().await?;
+            Rows::Tokens(model::token_minutes(&served, window))
         }
-    }
+    };
+    // the window whole, or not at all
+    let mut tx = pool.begin().await?;
+    landed.rows = match &rows {
+        Rows::Allocation(rows) => {
+            db::write_allocation(&mut tx, window, rows, &who.teams).await?;
+            rows.len()
+        }
+        Rows::Devices(rows) => {
+            db::write_devices(&mut tx, window, rows, &who.teams).await?;
+            rows.len()
+        }
+        Rows::Tokens(rows) => {
+            db::write_tokens(&mut tx, window, rows, &who.teams).await?;
+            rows.len()
+        }
+    };
+    db::succeeded(&mut tx, source.name(), window, landed.note.as_deref()).await?;
+    tx.commit().await?;
     Ok(landed)
+}
+
+/// What one source's window gives, before it is stored.
+enum Rows {
+    Allocation(std::collections::BTreeMap<model::UsageKey, i64>),
+    Devices(std::collections::BTreeMap<model::UsageKey, model::DeviceMinute>),
+    Tokens(std::collections::BTreeMap<model::TokenKey, model::Tokens>),
 }
 
 /// kube-state-metrics' GPU requests and running pods: the stand-in when Kueue's are absent.

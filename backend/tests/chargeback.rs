@@ -58,20 +58,9 @@ async fn usage_day(pool: &PgPool) {
             );
         }
     }
-    let teams: BTreeMap<String, i64> = sqlx::query_as("select namespace, id from teams")
-        .fetch_all(pool)
+    usage::db::store_window(pool, window, &allocated, &devices)
         .await
-        .expect("teams")
-        .into_iter()
-        .collect();
-    let mut tx = pool.begin().await.expect("tx");
-    usage::db::write_allocation(&mut tx, window, &allocated, &teams)
-        .await
-        .expect("allocation");
-    usage::db::write_devices(&mut tx, window, &devices, &teams)
-        .await
-        .expect("devices");
-    tx.commit().await.expect("commit");
+        .expect("usage rows");
 }
 
 fn line<'a>(statement: &'a Statement, team: &str) -> &'a TeamLine {

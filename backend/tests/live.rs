@@ -34,12 +34,6 @@ fn now_ms() -> i64 {
 
 /// Research busy `busy` GPUs of 4 allocated, search 1 of 2, in the minute at `at`.
 async fn ingest_minute(pool: &PgPool, at: i64, busy: i64) {
-    let teams: BTreeMap<String, i64> = sqlx::query_as("select namespace, id from teams")
-        .fetch_all(pool)
-        .await
-        .expect("teams")
-        .into_iter()
-        .collect();
     let key = |ns: &str| UsageKey {
         minute_ms: at,
         namespace: ns.to_owned(),
@@ -69,14 +63,9 @@ async fn ingest_minute(pool: &PgPool, at: i64, busy: i64) {
             },
         ),
     ]);
-    let mut tx = pool.begin().await.expect("tx");
-    backend::usage::db::write_allocation(&mut tx, window, &allocated, &teams)
+    backend::usage::db::store_window(pool, window, &allocated, &devices)
         .await
-        .expect("allocation");
-    backend::usage::db::write_devices(&mut tx, window, &devices, &teams)
-        .await
-        .expect("devices");
-    tx.commit().await.expect("commit");
+        .expect("usage rows");
 }
 
 /// A subscriber's stream, read event by event.

@@ -544,3 +544,19 @@ pub async fn unlock(conn: &mut PgConnection) -> sqlx::Result<()> {
     .await?;
     Ok(())
 }
+
+/// Writes a window's allocation and device rows in one transaction, attributed to today's
+/// teams, as the Kueue and DCGM ingests write theirs (tests and benchmarks use it to lay down
+/// known minutes without a Prometheus).
+pub async fn store_window(
+    pool: &PgPool,
+    window: Window,
+    allocated: &BTreeMap<UsageKey, i64>,
+    devices: &BTreeMap<UsageKey, DeviceMinute>,
+) -> sqlx::Result<()> {
+    let teams = attribution(pool).await?.teams;
+    let mut tx = pool.begin().await?;
+    write_allocation(&mut tx, window, allocated, &teams).await?;
+    write_devices(&mut tx, window, devices, &teams).await?;
+    tx.commit().await
+}
