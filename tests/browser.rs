@@ -1399,3 +1399,54 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     drop(server);
     browser.close().await;
 }
+
+/// An admin sets a flavor's rate on the Fleet page; it is what the API then prices with.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "ada", Role::Admin).await;
+    let (server, browser) = open_console(pool.clone()).await;
+    log_in(&browser, "ada", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=health-status]", "database up")
+        .await;
+    browser.click("Fleet").await;
+    // each flavor starts at its model's price: H100s at $8.60
+    browser
+        .wait_for_text("[data-test=rates]", "the start (the model's price)")
+        .await;
+    let choice = browser
+        .client
+        .find(Locator::Css("[data-test=new-rate] select[name=flavor]"))
+        .await
+        .expect("flavor choice");
+    choice.select_by_value("h100-shared").await.expect("choose");
+    browser
+        .client
+        .execute(
+            "const el = document.querySelector('[data-test=new-rate] input[name=from]'); \
+             el.value = '2026-12-01'; el.dispatchEvent(new Event('change', {bubbles: true}));",
+            vec![],
+        )
+        .await
+        .expect("set the day");
+    browser
+        .fill_and_submit("[data-test=new-rate]", &[("input[name=price]", "9.25")])
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=rate-saved]",
+            "Saved: h100-shared at $9.25 per GPU-hour from 2026-12-01.",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=rates]", "2026-12-01")
+        .await;
+    browser.screenshot("fleet-rates").await;
+    let rates = backend::chargeback::db::rates(&pool).await.expect("rates");
+    assert!(rates.iter().any(|r| r.flavor == "h100-shared"
+        && r.effective_from.to_string() == "2026-12-01"
+        && r.cents_per_gpu_hour == 925));
+    drop(server);
+    browser.close().await;
+}

@@ -14,13 +14,13 @@ use axum::{
     http::{HeaderMap, Method, header},
     response::{IntoResponse, Response},
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use shared::{
     FieldError,
     audit::Kind,
     auth::Role,
     chargeback::{
-        self as model, ClosedMonth, Drill, DrillDay, Period, Rate, Reopen, Statement,
+        self as model, ClosedMonth, Drill, DrillDay, NewRate, Period, Rate, Reopen, Statement,
         StatementInput, StatementQuery, Team, TokensDay, UsageDay,
     },
     day::Day,
@@ -506,13 +506,6 @@ async fn drill(
 
 async fn rates(State(state): State<AppState>) -> Result<Json<Vec<Rate>>> {
     Ok(Json(db::rates(&state.pool).await?))
-}
-
-/// `PUT /api/chargeback/rates/{flavor}`: a rate from a day on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct NewRate {
-    pub effective_from: Day,
-    pub cents_per_gpu_hour: i64,
 }
 
 async fn set_rate(

@@ -74,6 +74,13 @@ pub struct Rate {
     pub cents_per_gpu_hour: i64,
 }
 
+/// `PUT /api/chargeback/rates/{flavor}`: a rate from a day on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewRate {
+    pub effective_from: Day,
+    pub cents_per_gpu_hour: i64,
+}
+
 /// The rate of `flavor` on `day`: the latest that took effect on or before it.
 pub fn rate_on(rates: &[Rate], flavor: &str, day: Day) -> Option<i64> {
     rates

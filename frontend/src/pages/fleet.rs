@@ -7,8 +7,9 @@ use plotly::{Bar, Layout, Plot, layout::BarMode};
 use shared::{
     ApiError,
     auth::Role,
+    chargeback::{NewRate, Rate},
     fleet::Fleet,
-    money::dollars,
+    money::{dollars, parse_dollars},
     quota::{Allocation, Flavor, FlavorEdit, QueueNames, QuotaWorld, SettingsText, TeamQueue},
 };
 
@@ -33,6 +34,7 @@ pub fn FleetPage() -> impl IntoView {
                 Some(Ok(fleet)) => view! { <FleetTables fleet/> }.into_any(),
             }}
             <QuotaByFlavor/>
+            <Rates/>
         </section>
     }
 }
@@ -370,4 +372,118 @@ fn gpus_by_model_plot(fleet: &Fleet) -> Plot {
     plot.add_trace(Bar::new(names, gpus).name("GPUs"));
     plot.set_layout(Layout::new().title("GPUs by model").height(280));
     plot
+}
+
+/// Chargeback rates per flavor (cents per GPU-hour from a UTC day): shown to approvers, finance
+/// and admins; admins add one.
+#[component]
+fn Rates() -> impl IntoView {
+    let me = use_me();
+    let has = move |roles: &[Role]| {
+        me.with(|m| {
+            m.as_ref()
+                .is_some_and(|m| roles.iter().any(|r| m.roles.contains(r)))
+        })
+    };
+    let rates = RwSignal::new(Vec::<Rate>::new());
+    let failure = RwSignal::new(None::<ApiError>);
+    let saved = RwSignal::new(None::<String>);
+    let (flavor, from, dollars_text) = (
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+    );
+    Effect::new(move || {
+        if has(&[Role::Approver, Role::Finance, Role::Admin]) {
+            spawn_local(async move {
+                match api::get::<Vec<Rate>>("/api/chargeback/rates").await {
+                    Ok(list) => rates.set(list),
+                    Err(err) => failure.set(Some(err)),
+                }
+            });
+        }
+    });
+    let save = move || {
+        let (name, day, text) = (
+            flavor.get_untracked(),
+            from.get_untracked(),
+            dollars_text.get_untracked(),
+        );
+        let cents = match parse_dollars(&text) {
+            Ok(cents) => cents,
+            Err(why) => {
+                saved.set(Some(format!("Not saved: {why}")));
+                return;
+            }
+        };
+        let Some(day) = shared::day::Day::parse(&day) else {
+            saved.set(Some("Not saved: choose the day it applies from".to_owned()));
+            return;
+        };
+        let body = NewRate {
+            effective_from: day,
+            cents_per_gpu_hour: cents,
+        };
+        spawn_local(async move {
+            match api::send::<_, Vec<Rate>>(
+                Method::PUT,
+                &format!("/api/chargeback/rates/{name}"),
+                Some(&body),
+            )
+            .await
+            {
+                Ok(list) => {
+                    rates.set(list);
+                    failure.set(None);
+                    saved.set(Some(format!(
+                        "Saved: {name} at {} per GPU-hour from {day}.",
+                        dollars(cents)
+                    )));
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
+    move || {
+        has(&[Role::Approver, Role::Finance, Role::Admin]).then(|| {
+            let rows: Vec<_> = rates
+                .get()
+                .into_iter()
+                .map(|r| {
+                    let from = if r.effective_from.to_string() == "1970-01-01" {
+                        "the start (the model's price)".to_owned()
+                    } else {
+                        r.effective_from.to_string()
+                    };
+                    view! { <tr><td>{r.flavor.clone()}</td><td>{from}</td><td class="num">{dollars(r.cents_per_gpu_hour)}</td></tr> }
+                })
+                .collect();
+            let flavors: Vec<String> = {
+                let mut names: Vec<String> = rates.get().into_iter().map(|r| r.flavor).collect();
+                names.dedup();
+                names
+            };
+            view! {
+                <h2>"Chargeback rates"</h2>
+                {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+                <table data-test="rates">
+                    <thead><tr><th>"Flavor"</th><th>"From (UTC)"</th><th>"Per GPU-hour"</th></tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+                {has(&[Role::Admin]).then(|| view! {
+                    <form data-test="new-rate" on:submit=move |ev| { ev.prevent_default(); save(); }>
+                        <label>"Flavor " <select name="flavor" on:change=move |ev| flavor.set(event_target_value(&ev))>
+                            <option value="">"choose"</option>
+                            {flavors.into_iter().map(|f| view! { <option value=f.clone()>{f.clone()}</option> }).collect_view()}
+                        </select></label>
+                        <label>" from " <input type="date" name="from" on:change=move |ev| from.set(event_target_value(&ev))/></label>
+                        <label>" at $ " <input type="text" name="price" placeholder="per GPU-hour"
+                            on:input=move |ev| dollars_text.set(event_target_value(&ev))/></label>
+                        " " <button type="submit">"Set the rate"</button>
+                        {move || saved.get().map(|text| view! { <span class="saved" data-test="rate-saved">" "{text}</span> })}
+                    </form>
+                })}
+            }
+        })
+    }
 }
