@@ -1077,6 +1077,29 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
 
 /// Opens the Quotas page and one of its views (its tab's data-test name and its label).
 /// Approves the request open in the inbox's review, with a comment.
+/// Waits until the Cluster page's "Check now" can be clicked (no check in flight).
+async fn check_now_ready(browser: &Browser) {
+    let started = std::time::Instant::now();
+    loop {
+        let enabled = browser
+            .client
+            .execute(
+                "const b = document.querySelector('[data-test=check-now]'); return !!b && !b.disabled;",
+                vec![],
+            )
+            .await
+            .expect("the button");
+        if enabled.as_bool() == Some(true) {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "Check now stayed disabled for 30 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 async fn approve_the_open_review(browser: &Browser) {
     type_into(browser, "[data-test=decision-comment]", "fits the plan").await;
     browser.click_css("[data-test=approve]").await;
@@ -1196,6 +1219,9 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     };
     assert_eq!(search_quota(), serde_json::json!(32));
 
+    // The check asked for above has answered (its button is enabled again): a click on a
+    // disabled button would be lost, and an answer still on its way would show the old state.
+    check_now_ready(&browser).await;
     // Someone edits the queue behind the console's back.
     double
         .edit("kubectl-edit", "ClusterQueue", None, "search", |cq| {

@@ -26,8 +26,7 @@ use std::time::Duration;
 use shared::{
     usage::{
         self as model, DECODE_SECONDS, DeviceSums, FB_USED, GENERATION_TOKENS, GPU_UTIL,
-        GR_ENGINE_ACTIVE, Gap, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series, SourceStatus,
-        UsageHealth, Window,
+        GR_ENGINE_ACTIVE, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series, UsageHealth, Window,
     },
     utc::{HOUR_MS, MINUTE_MS, floor_minute},
 };
@@ -453,32 +452,8 @@ pub fn spawn(pool: PgPool, usage: std::sync::Arc<Usage>) -> Option<tokio::task::
 
 /// The ingest's state, for `/api/health` and `gpufleet usage status`.
 pub async fn health(pool: &PgPool, usage: &Usage) -> sqlx::Result<UsageHealth> {
-    let sources = db::sources(pool)
-        .await?
-        .into_iter()
-        .map(|r| SourceStatus {
-            source: r.source,
-            watermark: r.watermark,
-            lag_seconds: r.lag_seconds,
-            last_success_at: r.last_success_at,
-            last_error: r.last_error,
-            last_error_at: r.last_error_at,
-            note: r.note,
-        })
-        .collect();
-    let open_gaps = db::open_gaps(pool)
-        .await?
-        .into_iter()
-        .map(|g| Gap {
-            source: g.source,
-            from: g.from,
-            to: g.to,
-            error: g.error,
-            attempts: g.attempts,
-            first_failed_at: g.first_failed_at,
-            last_failed_at: g.last_failed_at,
-        })
-        .collect();
+    let sources = db::sources(pool).await?;
+    let open_gaps = db::open_gaps(pool).await?;
     Ok(UsageHealth {
         prometheus: usage
             .prometheus()

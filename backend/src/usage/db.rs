@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use shared::usage::{DeviceMinute, FlavorFacts, Owners, TokenKey, Tokens, UsageKey, Window};
+use shared::usage::{
+    DeviceMinute, FlavorFacts, Gap, Owners, SourceStatus, TokenKey, Tokens, UsageKey, Window,
+};
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
 /// The session-level lock one ingesting replica holds for a run.
@@ -456,19 +458,9 @@ pub async fn drop_old_minutes(db: &PgPool, before_ms: i64) -> sqlx::Result<i32> 
     Ok(dropped)
 }
 
-pub struct SourceRow {
-    pub source: String,
-    pub watermark: Option<String>,
-    pub lag_seconds: Option<i64>,
-    pub last_success_at: Option<String>,
-    pub last_error: Option<String>,
-    pub last_error_at: Option<String>,
-    pub note: Option<String>,
-}
-
-pub async fn sources(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<SourceRow>> {
+pub async fn sources(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<SourceStatus>> {
     sqlx::query_as!(
-        SourceRow,
+        SourceStatus,
         r#"select source,
                   to_char(watermark at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "watermark?",
                   extract(epoch from now() - watermark)::bigint as "lag_seconds?",
@@ -483,19 +475,9 @@ pub async fn sources(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<SourceRow>> {
     .await
 }
 
-pub struct GapRow {
-    pub source: String,
-    pub from: String,
-    pub to: String,
-    pub error: String,
-    pub attempts: i32,
-    pub first_failed_at: String,
-    pub last_failed_at: String,
-}
-
-pub async fn open_gaps(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<GapRow>> {
+pub async fn open_gaps(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<Gap>> {
     sqlx::query_as!(
-        GapRow,
+        Gap,
         r#"select source,
                   to_char(from_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "from!",
                   to_char(to_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "to!",
