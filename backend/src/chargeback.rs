@@ -103,17 +103,10 @@ fn month_of(text: &str) -> Result<Day> {
     })
 }
 
-fn today() -> Day {
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    Day::of_unix_seconds(seconds)
-}
-
 /// Freezes a month that has ended and whose usage is ingested past its end.
 pub async fn close(pool: &PgPool, month: Day, actor: Actor<'_>) -> Result<()> {
     let end = month.next_month();
-    if end > today() {
+    if end > crate::quota::today() {
         return Err(Error::Conflict(format!(
             "{} has not ended (it ends {end} 00:00 UTC)",
             month.month_name()

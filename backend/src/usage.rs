@@ -193,7 +193,7 @@ pub async fn ingest(
     window: Window,
 ) -> Result<Landed, IngestError> {
     if let Some(retention) = settings.minute_retention {
-        let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let keep_ms = millis(retention);
         if window.from_ms < now_ms().saturating_sub(keep_ms) {
             // its minutes would be dropped again, and rewriting its hours from them would
             // lose the rollups that outlive them
@@ -374,10 +374,15 @@ pub fn windows(from_ms: i64, to_ms: i64) -> Vec<Window> {
     out
 }
 
-fn now_ms() -> i64 {
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_or(0, millis)
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// One continuous-ingest run: each source from its watermark up to `now - settle`. Returns
@@ -402,8 +407,8 @@ async fn catch_up(
     settings: &IngestSettings,
     now_ms: i64,
 ) -> Result<bool, IngestError> {
-    let settle_ms = i64::try_from(settings.settle.as_millis()).unwrap_or(i64::MAX);
-    let backfill_ms = i64::try_from(settings.backfill.as_millis()).unwrap_or(i64::MAX);
+    let settle_ms = millis(settings.settle);
+    let backfill_ms = millis(settings.backfill);
     let until = floor_minute(now_ms.saturating_sub(settle_ms));
     let mut caught_up = true;
     for source in Source::ALL {
@@ -422,7 +427,7 @@ async fn catch_up(
         }
     }
     if let Some(retention) = settings.minute_retention {
-        let keep_ms = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        let keep_ms = millis(retention);
         let dropped = db::drop_old_minutes(pool, now_ms.saturating_sub(keep_ms)).await?;
         if dropped > 0 {
             tracing::info!(dropped, "usage: dropped minute partitions past retention");

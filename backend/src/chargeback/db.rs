@@ -14,6 +14,54 @@ fn day(text: &str) -> Day {
     Day::parse(text).unwrap_or_else(|| Day::of_unix_seconds(0))
 }
 
+/// A day's usage as the day rollups and the closed months store it.
+struct UsageRow {
+    day: String,
+    namespace: String,
+    flavor: String,
+    allocated_gpu_microseconds: Option<i64>,
+    busy_gpu_microseconds: i64,
+    observed_gpu_microseconds: i64,
+}
+
+impl From<UsageRow> for UsageDay {
+    fn from(r: UsageRow) -> UsageDay {
+        UsageDay {
+            day: day(&r.day),
+            namespace: r.namespace,
+            flavor: r.flavor,
+            allocated_gpu_us: r.allocated_gpu_microseconds,
+            busy_gpu_us: r.busy_gpu_microseconds,
+            observed_gpu_us: r.observed_gpu_microseconds,
+        }
+    }
+}
+
+/// A day's tokens as the token rollups and the closed months store them.
+struct TokenRow {
+    day: String,
+    namespace: String,
+    model: String,
+    prompt_tokens: i64,
+    generation_tokens: i64,
+    prefill_microseconds: i64,
+    decode_microseconds: i64,
+}
+
+impl From<TokenRow> for TokensDay {
+    fn from(r: TokenRow) -> TokensDay {
+        TokensDay {
+            day: day(&r.day),
+            namespace: r.namespace,
+            model: r.model,
+            prompt_tokens: r.prompt_tokens,
+            generation_tokens: r.generation_tokens,
+            prefill_us: r.prefill_microseconds,
+            decode_us: r.decode_microseconds,
+        }
+    }
+}
+
 /// Every explicit rate, and each flavor's model price as its rate from 1970-01-01.
 pub async fn rates(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<Rate>> {
     let rows = sqlx::query!(
@@ -86,13 +134,14 @@ pub async fn usage_days(
     from: Day,
     to: Day,
 ) -> sqlx::Result<Vec<UsageDay>> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        UsageRow,
         r#"select (period at time zone 'UTC')::date::text as "day!",
                   case when cluster_queue <> '' then 'clusterqueue/' || cluster_queue
                        else namespace end as "namespace!",
                   flavor, allocated_gpu_microseconds,
-                  coalesce(busy_gpu_microseconds, 0) as "busy!",
-                  coalesce(observed_gpu_microseconds, 0) as "observed!"
+                  coalesce(busy_gpu_microseconds, 0) as "busy_gpu_microseconds!",
+                  coalesce(observed_gpu_microseconds, 0) as "observed_gpu_microseconds!"
            from usage_rollups
            where grain = 'day' and period >= $1::text::date::timestamp at time zone 'UTC'
              and period < $2::text::date::timestamp at time zone 'UTC'
@@ -102,17 +151,7 @@ pub async fn usage_days(
     )
     .fetch_all(db)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| UsageDay {
-            day: day(&r.day),
-            namespace: r.namespace,
-            flavor: r.flavor,
-            allocated_gpu_us: r.allocated_gpu_microseconds,
-            busy_gpu_us: r.busy,
-            observed_gpu_us: r.observed,
-        })
-        .collect())
+    Ok(rows.into_iter().map(UsageDay::from).collect())
 }
 
 pub async fn token_days(
@@ -120,7 +159,8 @@ pub async fn token_days(
     from: Day,
     to: Day,
 ) -> sqlx::Result<Vec<TokensDay>> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        TokenRow,
         r#"select (period at time zone 'UTC')::date::text as "day!", namespace, model,
                   prompt_tokens, generation_tokens, prefill_microseconds, decode_microseconds
            from usage_token_rollups
@@ -132,18 +172,7 @@ pub async fn token_days(
     )
     .fetch_all(db)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| TokensDay {
-            day: day(&r.day),
-            namespace: r.namespace,
-            model: r.model,
-            prompt_tokens: r.prompt_tokens,
-            generation_tokens: r.generation_tokens,
-            prefill_us: r.prefill_microseconds,
-            decode_us: r.decode_microseconds,
-        })
-        .collect())
+    Ok(rows.into_iter().map(TokensDay::from).collect())
 }
 
 /// Closed months, oldest first: `(first day, closed at, closed by)`.
@@ -171,7 +200,8 @@ pub async fn frozen_usage(
     from: Day,
     to: Day,
 ) -> sqlx::Result<Vec<UsageDay>> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        UsageRow,
         r#"select day::text as "day!", namespace, flavor, allocated_gpu_microseconds,
                   busy_gpu_microseconds, observed_gpu_microseconds
            from chargeback_closed_usage
@@ -181,17 +211,7 @@ pub async fn frozen_usage(
     )
     .fetch_all(db)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| UsageDay {
-            day: day(&r.day),
-            namespace: r.namespace,
-            flavor: r.flavor,
-            allocated_gpu_us: r.allocated_gpu_microseconds,
-            busy_gpu_us: r.busy_gpu_microseconds,
-            observed_gpu_us: r.observed_gpu_microseconds,
-        })
-        .collect())
+    Ok(rows.into_iter().map(UsageDay::from).collect())
 }
 
 pub async fn frozen_tokens(
@@ -199,7 +219,8 @@ pub async fn frozen_tokens(
     from: Day,
     to: Day,
 ) -> sqlx::Result<Vec<TokensDay>> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        TokenRow,
         r#"select day::text as "day!", namespace, model, prompt_tokens, generation_tokens,
                   prefill_microseconds, decode_microseconds
            from chargeback_closed_tokens
@@ -209,18 +230,7 @@ pub async fn frozen_tokens(
     )
     .fetch_all(db)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| TokensDay {
-            day: day(&r.day),
-            namespace: r.namespace,
-            model: r.model,
-            prompt_tokens: r.prompt_tokens,
-            generation_tokens: r.generation_tokens,
-            prefill_us: r.prefill_microseconds,
-            decode_us: r.decode_microseconds,
-        })
-        .collect())
+    Ok(rows.into_iter().map(TokensDay::from).collect())
 }
 
 /// The frozen capacity and rate per closed day and flavor.

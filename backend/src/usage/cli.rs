@@ -124,9 +124,7 @@ pub async fn run(command: UsageCommand) -> Result<(), CliError> {
             let (pools, teams) = super::demo::fleet(&pool)
                 .await
                 .map_err(|err| CliError::Failed(format!("database: {err}")))?;
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let now = super::now_ms();
             let to = shared::utc::floor_minute(now);
             let from = to - i64::from(hours) * shared::utc::HOUR_MS;
             let file = std::fs::File::create(&out).map_err(|err| {

@@ -59,9 +59,7 @@ pub async fn serve(pool: PgPool, addr: SocketAddr) -> anyhow::Result<tokio::task
 async fn metrics(State(pool): State<PgPool>) -> axum::response::Response {
     match fleet(&pool).await {
         Ok((pools, teams)) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let now = super::now_ms();
             let body = demo::exposition(&demo::samples(&pools, &teams, now));
             (
                 [(
