@@ -348,7 +348,59 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     every_input_is_labelled(&browser).await;
     browser.screenshot("plan-4-constraints").await;
 
-    // 5. Export: the page shows exactly the native export, whose objects validate against
+    // 5. Quotas: the suggestion the page works out (in its worker) is the native one, team by
+    // team; used, it becomes the draft's quotas (and so the export's).
+    browser.click_css("[data-test=step-quotas]").await;
+    browser.click_css("[data-test=suggest]").await;
+    let suggestion = plan::suggest_quotas(&aws).expect("a valid scenario");
+    browser
+        .wait_for_text(
+            "[data-test=suggestion-summary]",
+            &format!(
+                "Targets met: {} of {} teams today, {} with the suggestion.",
+                suggestion.targets_met_today(),
+                suggestion.teams.len(),
+                suggestion.targets_met_suggested()
+            ),
+        )
+        .await;
+    let nominal_cells = browser
+        .client
+        .find_all(Locator::Css("[data-test=suggestion] [data-test=nominal]"))
+        .await
+        .expect("cells");
+    let mut shown = Vec::new();
+    for cell in nominal_cells {
+        shown.push(cell.text().await.expect("text"));
+    }
+    let want: Vec<String> = suggestion
+        .teams
+        .iter()
+        .flat_map(|t| &t.lines)
+        .map(|l| match (l.today.nominal_gpus, l.suggested.nominal_gpus) {
+            (a, b) if a == b => a.to_string(),
+            (a, b) => format!("{a} → {b}"),
+        })
+        .collect();
+    assert_eq!(shown, want);
+    // Every GPU of each flavor is in somebody's quota (by hand: Kueue admits nothing on
+    // capacity no ClusterQueue names).
+    for (f, acc) in suggestion.flavors.iter().zip(&aws.fleet) {
+        assert_eq!(f.nominal_suggested_gpus, acc.count, "{}", f.flavor);
+    }
+    browser
+        .wait_for_text("#suggestion-chart", "Queue wait p95 per team")
+        .await;
+    browser.screenshot("plan-6-quotas").await;
+    browser.click_css("[data-test=use-suggestion]").await;
+    browser
+        .wait_for_text("[data-test=suggestion-applied]", "Done")
+        .await;
+    suggestion.apply(&mut aws);
+    browser.click_css("[data-test=step-json]").await;
+    assert_eq!(json_scenario(&browser).await, aws);
+
+    // 6. Export: the page shows exactly the native export, whose objects validate against
     // the real Kueue and KEDA CRD schemas (shared's planning tests).
     browser.click_css("[data-test=step-export]").await;
     for file in manifests::export(&aws, KueueVersion::V1beta2) {
@@ -402,9 +454,9 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         shared::zip::store(&entries)
     );
     every_input_is_labelled(&browser).await;
-    browser.screenshot("plan-6-export").await;
+    browser.screenshot("plan-7-export").await;
 
-    // 6. Save, reopen by URL: the same scenario comes back.
+    // 7. Save, reopen by URL: the same scenario comes back.
     browser
         .fill_and_submit(
             "[data-test=save-scenario]",

@@ -160,6 +160,9 @@ pub enum FleetCommand {
 pub enum PlanCommand {
     /// Evaluate a scenario (sizing, a week's simulation, decision, isolation) and print JSON.
     Evaluate { scenario: PathBuf },
+    /// Suggest nominal quotas, borrowing and lending limits per team from the simulated week
+    /// (each team's queue-wait target) and print JSON with the week before and after.
+    SuggestQuotas { scenario: PathBuf },
     /// Write the scenario's Kueue and KEDA manifests as YAML into a folder.
     Export {
         scenario: PathBuf,

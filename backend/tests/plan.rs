@@ -58,6 +58,33 @@ async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
     );
 }
 
+/// `gpufleet plan suggest-quotas` prints the library's suggestion (the page's worker calls the
+/// same function), and refuses a bad scenario with exit status 2.
+#[test]
+fn the_cli_suggests_the_library_s_quotas() {
+    let path = example("startup-40");
+    let text = std::fs::read_to_string(&path).expect("example");
+    let want = plan::suggest_quotas(&plan::parse_scenario(&text).expect("parses")).expect("valid");
+    let out = gpufleet(&["plan", "suggest-quotas", path.to_str().expect("utf-8")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(
+        printed.trim_end(),
+        serde_json::to_string_pretty(&want).expect("json")
+    );
+    // By hand (see shared::suggest's tests): all 40 cards in somebody's quota, the chat's
+    // 15-replica peak in product's.
+    assert_eq!(want.flavors[0].nominal_suggested_gpus, 40);
+    assert!(want.teams[1].lines[0].suggested.nominal_gpus >= 15);
+
+    let missing = gpufleet(&["plan", "suggest-quotas", "/nonexistent/scenario.json"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
 /// `POST /api/plan/evaluate` with `body`, as `session`.
 async fn evaluate_via_api(
     router: &axum::Router,

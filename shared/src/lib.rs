@@ -29,6 +29,7 @@ pub mod saved;
 pub mod scenario;
 pub mod simulate;
 pub mod sizing;
+pub mod suggest;
 pub mod usage;
 pub mod utc;
 pub mod validate;

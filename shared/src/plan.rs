@@ -73,6 +73,16 @@ pub fn evaluate_until(
     })
 }
 
+/// Validates, simulates the week under today's quotas, then suggests quotas
+/// ([`crate::suggest`]). The browser's worker and the CLI both call this.
+pub fn suggest_quotas(
+    scenario: &Scenario,
+) -> Result<crate::suggest::QuotaSuggestion, Vec<FieldError>> {
+    scenario.validate()?;
+    let today = simulate::simulate(scenario);
+    Ok(crate::suggest::suggest(scenario, &today))
+}
+
 /// Reads a scenario from JSON, naming the field path of a type error (`fleet[0].count`).
 pub fn parse_scenario(json: &str) -> Result<Scenario, Vec<FieldError>> {
     crate::error::from_json(json).map_err(|err| vec![err.into_field_error()])

@@ -93,7 +93,24 @@ pub struct Team {
     /// Most GPUs per flavor it lends; absent: all its unused quota.
     #[serde(default)]
     pub lending_limit_gpus: std::collections::BTreeMap<String, u32>,
+    /// The p95 queue wait of the team's batch jobs it accepts, in minutes: what the quota
+    /// suggestion sizes its quota for.
+    #[serde(
+        default = "default_wait_target",
+        skip_serializing_if = "is_default_wait_target"
+    )]
+    pub queue_wait_target_min: u32,
     pub workloads: Vec<Workload>,
+}
+
+/// An hour: long enough for a training queue, short enough that nobody waits a day.
+pub const DEFAULT_QUEUE_WAIT_TARGET_MIN: u32 = 60;
+
+fn default_wait_target() -> u32 {
+    DEFAULT_QUEUE_WAIT_TARGET_MIN
+}
+fn is_default_wait_target(v: &u32) -> bool {
+    *v == DEFAULT_QUEUE_WAIT_TARGET_MIN
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -538,6 +555,12 @@ impl Scenario {
                     "borrowing and lending limits need quota.cohort (Kueue rejects them without one)",
                 );
             }
+            if team.queue_wait_target_min == 0 || team.queue_wait_target_min > 60 * 24 * 7 {
+                bad(
+                    p("queue_wait_target_min"),
+                    "must be between 1 and 10,080 minutes (a week)",
+                );
+            }
             if team.workloads.is_empty() {
                 bad(p("workloads"), "give at least one workload class");
             }
@@ -863,6 +886,7 @@ impl Team {
             nominal_gpus: Default::default(),
             borrowing_limit_gpus: Default::default(),
             lending_limit_gpus: Default::default(),
+            queue_wait_target_min: DEFAULT_QUEUE_WAIT_TARGET_MIN,
             workloads: Vec::new(),
         }
     }
@@ -996,6 +1020,7 @@ pub fn bench_scenario() -> Scenario {
                 nominal_gpus: nominal,
                 borrowing_limit_gpus: Default::default(),
                 lending_limit_gpus: Default::default(),
+                queue_wait_target_min: DEFAULT_QUEUE_WAIT_TARGET_MIN,
                 workloads: vec![
                     batch(
                         "train",

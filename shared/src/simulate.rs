@@ -320,6 +320,7 @@ mod properties {
                             nominal_gpus: [(f.clone(), nominal)].into_iter().collect(),
                             borrowing_limit_gpus: one(borrow),
                             lending_limit_gpus: one(lend),
+                            queue_wait_target_min: crate::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
                             workloads: works
                                 .into_iter()
                                 .enumerate()

@@ -1,4 +1,4 @@
-//! `gpufleet plan evaluate`, `plan export` and `plan bench`: planning from files.
+//! `gpufleet plan evaluate`, `plan suggest-quotas`, `plan export` and `plan bench`: planning from files.
 #![allow(clippy::print_stdout)] // a CLI prints
 
 use std::{path::Path, time::Instant};
@@ -16,6 +16,12 @@ pub fn run(command: PlanCommand) -> Result<(), CliError> {
     match command {
         PlanCommand::Evaluate { scenario } => {
             println!("{}", pretty(&evaluate_file(&scenario)?)?);
+        }
+        PlanCommand::SuggestQuotas { scenario } => {
+            let scenario = read_scenario(&scenario)?;
+            let suggestion = plan::suggest_quotas(&scenario)
+                .map_err(|_| CliError::Input("invalid scenario".to_owned()))?;
+            println!("{}", pretty(&suggestion)?);
         }
         PlanCommand::Export {
             scenario,

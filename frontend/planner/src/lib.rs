@@ -1,24 +1,38 @@
 //! The planner off the page's thread. `public/plan-worker.js` loads this module (its own wasm,
 //! fetched only by the Plan page, so the console's first load does not carry the simulation)
-//! in a Web Worker and calls [`evaluate_scenario`] with each settled draft: a 10,000-GPU week
-//! that takes seconds to simulate never freezes the page.
+//! in a Web Worker and calls [`evaluate_scenario`] with each settled draft, or
+//! [`suggest_quotas`] when the manager asks: a 10,000-GPU week that takes seconds to simulate
+//! never freezes the page.
 
+use serde::Serialize;
 use shared::{
     FieldError,
     plan::{self, Evaluation},
+    suggest::QuotaSuggestion,
 };
 use wasm_bindgen::prelude::wasm_bindgen;
 
 /// What the worker answers for one scenario; the page reads it back with the same type.
-pub type Outcome = Result<Evaluation, Vec<FieldError>>;
+pub type Outcome<T = Evaluation> = Result<T, Vec<FieldError>>;
 
 /// Scenario JSON in, [`Outcome`] JSON out.
 #[wasm_bindgen]
 pub fn evaluate_scenario(scenario_json: &str) -> String {
-    let outcome: Outcome = plan::parse_scenario(scenario_json).and_then(|s| plan::evaluate(&s));
+    answer(plan::parse_scenario(scenario_json).and_then(|s| plan::evaluate(&s)))
+}
+
+/// Scenario JSON in, `Outcome<QuotaSuggestion>` JSON out.
+#[wasm_bindgen]
+pub fn suggest_quotas(scenario_json: &str) -> String {
+    let outcome: Outcome<QuotaSuggestion> =
+        plan::parse_scenario(scenario_json).and_then(|s| plan::suggest_quotas(&s));
+    answer(outcome)
+}
+
+fn answer<T: Serialize>(outcome: Outcome<T>) -> String {
     serde_json::to_string(&outcome).unwrap_or_else(|err| {
         // Unreachable for these types; say so rather than answer nothing.
-        let failure: Outcome = Err(vec![FieldError {
+        let failure: Outcome<()> = Err(vec![FieldError {
             path: String::new(),
             message: format!("the result did not serialise: {err}"),
         }]);
@@ -49,6 +63,15 @@ mod tests {
                 serde_json::from_str(&evaluate_scenario(&json)).expect("the answer reads");
             assert_eq!(answer, native, "{name}");
         }
+    }
+
+    #[test]
+    fn the_suggestion_reads_back_as_the_native_one() {
+        let json = preset("aws-300");
+        let native = plan::parse_scenario(&json).and_then(|s| plan::suggest_quotas(&s));
+        let answer: Outcome<QuotaSuggestion> =
+            serde_json::from_str(&suggest_quotas(&json)).expect("the answer reads");
+        assert_eq!(answer, native);
     }
 
     #[test]

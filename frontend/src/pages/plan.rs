@@ -7,6 +7,7 @@ mod evaluator;
 mod export;
 mod fields;
 mod inputs;
+mod quotas;
 mod report;
 mod saved;
 
@@ -56,17 +57,19 @@ enum Step {
     Teams,
     Constraints,
     Results,
+    Quotas,
     Export,
     Json,
 }
 
-const STEPS: [(Step, &str, &str); 7] = [
+const STEPS: [(Step, &str, &str); 8] = [
     (Step::Start, "start", "1 Start"),
     (Step::Fleet, "fleet", "2 Fleet"),
     (Step::Teams, "teams", "3 Teams and workloads"),
     (Step::Constraints, "constraints", "4 Constraints"),
     (Step::Results, "results", "5 Results"),
-    (Step::Export, "export", "6 Export"),
+    (Step::Quotas, "quotas", "6 Quotas"),
+    (Step::Export, "export", "7 Export"),
     (Step::Json, "json", "Scenario as JSON"),
 ];
 
@@ -120,9 +123,10 @@ pub fn Plan() -> impl IntoView {
     };
     provide_context(draft);
     provide_context(results);
+    quotas::Suggestions::provide();
     // Each settled draft gets a number; only the answer for the latest is shown.
     let generation = StoredValue::new(0u64);
-    let evaluator = std::rc::Rc::new(evaluator::Evaluator::new(move |id, answer| {
+    let evaluator = std::rc::Rc::new(evaluator::Evaluator::new("evaluate", move |id, answer| {
         if id != generation.get_value() {
             return; // the draft changed since: its own answer follows
         }
@@ -221,6 +225,7 @@ pub fn Plan() -> impl IntoView {
                     Step::Teams => view! { <inputs::TeamsStep/> }.into_any(),
                     Step::Constraints => view! { <inputs::ConstraintsStep/> }.into_any(),
                     Step::Results => view! { <ResultsStep/> }.into_any(),
+                    Step::Quotas => view! { <quotas::QuotasStep/> }.into_any(),
                     Step::Export => view! { <export::ExportStep/> }.into_any(),
                     Step::Json => view! { <JsonStep/> }.into_any(),
                 }}

@@ -2,34 +2,39 @@
 //! own wasm, `frontend/planner`), so the page stays responsive however long the week takes to
 //! simulate, and the console's first load carries no simulation. One evaluation runs at a time;
 //! a draft that settles meanwhile waits, replacing any that waited before it, so the worker
-//! never works through stale drafts.
+//! never works through stale drafts. Each task (evaluate, suggest quotas) has its own worker,
+//! so a quota suggestion that simulates several weeks never holds up the results.
 
 use std::{
     cell::{Cell, RefCell},
     rc::Rc,
 };
 
+use serde::de::DeserializeOwned;
 use shared::{FieldError, plan::Evaluation};
 use wasm_bindgen::{JsCast, JsValue, closure::Closure};
 use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
 
 /// What the planner answers (`gpufleet_planner::Outcome`, read back as the same type).
-pub type Outcome = Result<Evaluation, Vec<FieldError>>;
+pub type Outcome<T = Evaluation> = Result<T, Vec<FieldError>>;
 
-/// An evaluation's answer: the outcome and how long it took, in milliseconds.
-pub type Answer = Result<(Outcome, f64), String>;
+/// A task's answer: the outcome and how long it took, in milliseconds.
+pub type Answer<T = Evaluation> = Result<(Outcome<T>, f64), String>;
 
-pub struct Evaluator {
+/// A planner task in its worker: `"evaluate"` answers an [`Evaluation`], `"suggest"` a
+/// `QuotaSuggestion` (the names `public/plan-worker.js` knows).
+pub struct Evaluator<T = Evaluation> {
+    task: &'static str,
     worker: Option<Worker>,
     in_flight: Rc<Cell<bool>>,
     waiting: Rc<RefCell<Option<(u64, String)>>>,
-    on_answer: Rc<dyn Fn(u64, Answer)>,
+    on_answer: Rc<dyn Fn(u64, Answer<T>)>,
     _on_message: Option<Closure<dyn FnMut(MessageEvent)>>,
 }
 
-impl Evaluator {
-    pub fn new(on_answer: impl Fn(u64, Answer) + 'static) -> Evaluator {
-        let on_answer: Rc<dyn Fn(u64, Answer)> = Rc::new(on_answer);
+impl<T: DeserializeOwned + 'static> Evaluator<T> {
+    pub fn new(task: &'static str, on_answer: impl Fn(u64, Answer<T>) + 'static) -> Evaluator<T> {
+        let on_answer: Rc<dyn Fn(u64, Answer<T>)> = Rc::new(on_answer);
         let options = WorkerOptions::new();
         options.set_type(WorkerType::Module);
         let worker = Worker::new_with_options("/plan-worker.js", &options).ok();
@@ -47,7 +52,7 @@ impl Evaluator {
                 // The next draft goes before this answer is shown, so the worker is never idle
                 // while one waits.
                 match waiting.borrow_mut().take() {
-                    Some((next, json)) => post(&worker, next, &json),
+                    Some((next, json)) => post(&worker, task, next, &json),
                     None => in_flight.set(false),
                 }
                 on_answer(id, answer);
@@ -56,6 +61,7 @@ impl Evaluator {
             handler
         });
         Evaluator {
+            task,
             worker,
             in_flight,
             waiting,
@@ -73,12 +79,12 @@ impl Evaluator {
         if self.in_flight.replace(true) {
             *self.waiting.borrow_mut() = Some((id, json));
         } else {
-            post(worker, id, &json);
+            post(worker, self.task, id, &json);
         }
     }
 }
 
-impl Drop for Evaluator {
+impl<T> Drop for Evaluator<T> {
     fn drop(&mut self) {
         if let Some(worker) = &self.worker {
             worker.terminate();
@@ -86,14 +92,15 @@ impl Drop for Evaluator {
     }
 }
 
-fn post(worker: &Worker, id: u64, json: &str) {
+fn post(worker: &Worker, task: &str, id: u64, json: &str) {
     let message = js_sys::Object::new();
     let _ = js_sys::Reflect::set(&message, &"id".into(), &JsValue::from_f64(id as f64));
+    let _ = js_sys::Reflect::set(&message, &"task".into(), &JsValue::from_str(task));
     let _ = js_sys::Reflect::set(&message, &"scenario".into(), &JsValue::from_str(json));
     let _ = worker.post_message(&message);
 }
 
-fn read_answer(data: &JsValue) -> (u64, Answer) {
+fn read_answer<T: DeserializeOwned>(data: &JsValue) -> (u64, Answer<T>) {
     let field = |name: &str| js_sys::Reflect::get(data, &name.into()).unwrap_or(JsValue::UNDEFINED);
     let id = field("id").as_f64().unwrap_or(0.0) as u64;
     if let Some(failed) = field("failed").as_string() {
@@ -104,7 +111,7 @@ fn read_answer(data: &JsValue) -> (u64, Answer) {
         .as_string()
         .ok_or_else(|| "the planner answered nothing".to_owned())
         .and_then(|json| {
-            serde_json::from_str::<Outcome>(&json)
+            serde_json::from_str::<Outcome<T>>(&json)
                 .map_err(|err| format!("the planner's answer did not read: {err}"))
         })
         .map(|outcome| (outcome, ms));

@@ -237,6 +237,8 @@ fn TeamForm(t: usize) -> impl IntoView {
                     <fieldset class="row">
                         <Field label="Team" path=format!("teams[{t}].name")
                             bind=bind_text(move |s| s.teams.get(t).map(|x| x.name.clone()), move |s, v| if let Some(x) = team_mut(s, t) { v.clone_into(&mut x.name) })/>
+                        <Field label="Queue-wait target (p95)" unit="min" path=format!("teams[{t}].queue_wait_target_min") mode="numeric"
+                            bind=bind_whole(move |s| s.teams.get(t).map(|x| x.queue_wait_target_min), move |s, v| if let Some(x) = team_mut(s, t) { x.queue_wait_target_min = v })/>
                         <button type="button" class="link" on:click=move |_| draft.edit(|s| { if t < s.teams.len() { s.teams.remove(t); } })>"Remove team"</button>
                     </fieldset>
                     <h4>"Quota per flavor"</h4>
