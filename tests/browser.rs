@@ -231,6 +231,19 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("[data-test=health-status]", "database up")
         .await;
+    // The wizard is its own bundle: signing in and the start page never fetch it.
+    let fetched_plan_page = || async {
+        browser
+            .client
+            .execute(
+                "return performance.getEntriesByType('resource').some(e => e.name.endsWith('/pkg/plan_bg.wasm'))",
+                vec![],
+            )
+            .await
+            .expect("resources")
+            .as_bool()
+    };
+    assert_eq!(fetched_plan_page().await, Some(false));
     browser.click("Plan").await;
     // Time to interactive: from navigation start to the first results on screen.
     browser
@@ -242,6 +255,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await
         .expect("clock");
     browser.screenshot("plan-1-start").await;
+    assert_eq!(fetched_plan_page().await, Some(true));
 
     // 1. Start from a preset: the summary shows what `gpufleet plan evaluate` says of it.
     let mut aws = preset("aws-300");
@@ -489,6 +503,20 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("[data-test=saved-scenarios]", "AWS grown ada")
         .await;
+    // Its link opens it through the console's router (no reload), from another draft.
+    browser.click_css("[data-test=start-startup-40]").await;
+    expect_summary(&browser, &evaluate(&preset("startup-40"))).await;
+    browser.click_css("[data-test=step-start]").await;
+    browser.click("AWS grown").await;
+    expect_summary(&browser, &evaluate(&aws)).await;
+    browser.click_css("[data-test=step-json]").await;
+    assert_eq!(json_scenario(&browser).await, aws);
+    // Leaving the page drops the wizard; coming back mounts it again on the kept draft.
+    browser.click("Fleet").await;
+    browser.wait_for_text("h1", "Fleet").await;
+    browser.click("Plan").await;
+    expect_summary(&browser, &evaluate(&aws)).await;
+    browser.click_css("[data-test=step-start]").await;
 
     // 7. The live inventory as a start: one flavor per pool of the demo fleet.
     browser.click_css("[data-test=start-inventory]").await;

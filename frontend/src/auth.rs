@@ -10,10 +10,7 @@ use shared::{
 
 use crate::{api, ui::ErrorBox};
 
-/// The signed-in user, provided by the app.
-pub fn use_me() -> RwSignal<Option<Me>> {
-    expect_context::<RwSignal<Option<Me>>>()
-}
+pub use gpufleet_web::use_me;
 
 #[component]
 pub fn Login() -> impl IntoView {

@@ -1,11 +1,11 @@
 //! gpufleet's console: a Leptos app rendered in the browser. It holds no business rules: the
 //! math and the access rules come from `shared`, the data from `/api` (see `api.rs`).
 
-mod api;
 mod auth;
 mod pages;
 mod ui;
 
+use gpufleet_web::api;
 use leptos::prelude::*;
 use leptos_router::{
     components::{A, Route, Router, Routes},

@@ -1,12 +1,8 @@
-//! Small generic widgets, and charts (plotly.js, loaded only by the pages that draw one).
+//! The console's own widgets; the shared ones (errors, charts) come from `gpufleet-web`.
 
-use leptos::{html::Div, prelude::*, task::spawn_local};
-use plotly::Plot;
-use shared::{
-    ApiError,
-    health::{DatabaseStatus, Status},
-};
-use wasm_bindgen::{JsCast, JsValue};
+pub use gpufleet_web::ui::{Chart, ErrorBox, draw_chart};
+use leptos::prelude::*;
+use shared::health::{DatabaseStatus, Status};
 
 use crate::api;
 
@@ -40,16 +36,6 @@ pub fn HealthBadge() -> impl IntoView {
     }
 }
 
-/// An error as a person should see it.
-#[component]
-pub fn ErrorBox(error: ApiError) -> impl IntoView {
-    let id = error
-        .request_id
-        .clone()
-        .map(|id| format!(" (request {id})"));
-    view! { <p class="error" role="alert">{error.to_string()}{id}</p> }
-}
-
 /// Shows `children` only to roles that may use `page` (the server refuses the data anyway).
 #[component]
 pub fn Guard(page: shared::auth::Page, children: ChildrenFn) -> impl IntoView {
@@ -68,62 +54,4 @@ pub fn Guard(page: shared::auth::Page, children: ChildrenFn) -> impl IntoView {
             .into_any()
         }
     }
-}
-
-/// A plotly chart that redraws whenever `plot` reads a signal that changed.
-#[component]
-pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<Plot>>) -> impl IntoView {
-    let node = NodeRef::<Div>::new();
-    Effect::new(move |_| {
-        if node.get().is_none() {
-            return;
-        }
-        if let Some(plot) = plot() {
-            spawn_local(async move { draw_chart(id, &plot).await });
-        }
-    });
-    view! { <div id=id class="chart" data-test=id node_ref=node></div> }
-}
-
-/// Where ./dev puts the partial plotly.js bundle (from npm; no CDN).
-const PLOTLY_JS: &str = "/vendor/plotly-cartesian.min.js";
-
-/// Draws `plot` into the element `id`. plotly.js (~450 KB gzip) is fetched the first time a
-/// page draws a chart, so the log-in page and the pages without charts never load it.
-pub async fn draw_chart(id: &str, plot: &plotly::Plot) {
-    match load_plotly().await {
-        Ok(()) => plotly::bindings::new_plot(id, plot).await,
-        Err(err) => leptos::logging::error!("plotly.js did not load: {err:?}"),
-    }
-}
-
-async fn load_plotly() -> Result<(), JsValue> {
-    let window = web_sys::window().ok_or("no window")?;
-    if js_sys::Reflect::has(&window, &JsValue::from_str("Plotly"))? {
-        return Ok(());
-    }
-    let document = window.document().ok_or("no document")?;
-    let script = match document.get_element_by_id("plotly-js") {
-        // Another chart started the load: wait for the same script.
-        Some(script) => script,
-        None => {
-            let script: web_sys::HtmlScriptElement =
-                document.create_element("script")?.dyn_into()?;
-            script.set_id("plotly-js");
-            script.set_src(PLOTLY_JS);
-            document.head().ok_or("no head")?.append_child(&script)?;
-            script.into()
-        }
-    };
-    let loaded = js_sys::Promise::new(&mut |resolve, reject| {
-        let _ = script.add_event_listener_with_callback("load", &resolve);
-        let _ = script.add_event_listener_with_callback("error", &reject);
-    });
-    // It may have finished between the check above and the listeners.
-    if js_sys::Reflect::has(&window, &JsValue::from_str("Plotly"))? {
-        return Ok(());
-    }
-    wasm_bindgen_futures::JsFuture::from(loaded)
-        .await
-        .map(|_| ())
 }

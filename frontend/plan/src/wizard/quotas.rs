@@ -14,7 +14,7 @@ use shared::{
 };
 
 use super::{Run, evaluator::Evaluator, fields::use_draft};
-use crate::ui::Chart;
+use gpufleet_web::ui::Chart;
 
 /// The suggestion and the scenario it was made for, shared by the Plan page's steps (so it
 /// survives moving between them).

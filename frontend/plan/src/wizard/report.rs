@@ -23,7 +23,7 @@ use super::{
     Results,
     fields::{Field, bind_decimal, use_draft},
 };
-use crate::ui::Chart;
+use gpufleet_web::ui::Chart;
 
 /// The week's demand per team, stacked, against the fleet and, once evaluated, against what
 /// each option needs. Redrawn when the draft settles, not on every key.

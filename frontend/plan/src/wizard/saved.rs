@@ -3,14 +3,13 @@
 
 use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
-use leptos_router::hooks::use_navigate;
 use shared::{
     FieldError,
     saved::{SavedScenario, SavedSummary, ScenarioSave},
 };
 
-use super::fields::use_draft;
-use crate::{api, auth::use_me, ui::ErrorBox};
+use super::{Route, fields::use_draft};
+use gpufleet_web::{api, ui::ErrorBox, use_me};
 
 pub type SavedList = LocalResource<api::ApiResult<Vec<SavedSummary>>>;
 
@@ -34,7 +33,7 @@ pub fn SaveForm(
         }
     });
     let outcome = RwSignal::new(None::<Result<String, Vec<FieldError>>>);
-    let navigate = use_navigate();
+    let route = expect_context::<Route>();
     let mine = move || {
         let (Some(summary), Some(me)) = (opened.get(), me.get()) else {
             return None;
@@ -56,7 +55,6 @@ pub fn SaveForm(
             Some(id) => (Method::PUT, format!("/api/scenarios/{id}")),
             None => (Method::POST, "/api/scenarios".to_owned()),
         };
-        let navigate = navigate.clone();
         spawn_local(async move {
             match api::send::<_, SavedScenario>(method, &path, Some(&body)).await {
                 Ok(saved) => {
@@ -66,7 +64,7 @@ pub fn SaveForm(
                     opened.set(Some(summary));
                     on_saved.run(());
                     list.refetch();
-                    navigate(&format!("/plan/{id}"), Default::default());
+                    route.go(&format!("/plan/{id}"));
                 }
                 Err(err) => outcome.set(Some(Err(if err.fields.is_empty() {
                     vec![FieldError {

@@ -1,0 +1,432 @@
+//! Plan: the managers' wizard. Start from a preset, the live inventory, a blank scenario or a
+//! saved one; describe the fleet, the teams and their work, the constraints; read the results,
+//! recomputed in the browser (the same `shared::plan` the API and the CLI run) shortly after
+//! every change; export the manifests; save and share by URL.
+
+mod evaluator;
+mod export;
+mod fields;
+mod inputs;
+mod quotas;
+mod report;
+mod saved;
+
+use std::time::Duration;
+
+use leptos::{prelude::*, task::spawn_local};
+use shared::{
+    ApiError, FieldError,
+    fleet::Fleet,
+    label::Labelled,
+    plan::{self, Evaluation},
+    saved::{SavedScenario, SavedSummary},
+    scenario::Scenario,
+};
+
+use self::fields::Draft;
+use gpufleet_web::{api, ui::ErrorBox};
+use wasm_bindgen::JsValue;
+
+const PRESETS: [(&str, &str); 4] = [
+    (
+        "startup-40",
+        include_str!("../../../shared/scenarios/startup-40.json"),
+    ),
+    (
+        "aws-300",
+        include_str!("../../../shared/scenarios/aws-300.json"),
+    ),
+    (
+        "bank-10000",
+        include_str!("../../../shared/scenarios/bank-10000.json"),
+    ),
+    (
+        "no-own-model",
+        include_str!("../../../shared/scenarios/no-own-model.json"),
+    ),
+];
+
+/// How long the draft must rest before it is evaluated: typing a number runs one evaluation,
+/// not one per key.
+const SETTLE_MS: u64 = 300;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Start,
+    Fleet,
+    Teams,
+    Constraints,
+    Results,
+    Quotas,
+    Export,
+    Json,
+}
+
+const STEPS: [(Step, &str, &str); 8] = [
+    (Step::Start, "start", "1 Start"),
+    (Step::Fleet, "fleet", "2 Fleet"),
+    (Step::Teams, "teams", "3 Teams and workloads"),
+    (Step::Constraints, "constraints", "4 Constraints"),
+    (Step::Results, "results", "5 Results"),
+    (Step::Quotas, "quotas", "6 Quotas"),
+    (Step::Export, "export", "7 Export"),
+    (Step::Json, "json", "Scenario as JSON"),
+];
+
+/// The step where a field lives, for the problem list's links.
+fn step_of(path: &str) -> Step {
+    if path.starts_with("fleet") {
+        Step::Fleet
+    } else if path.starts_with("teams") {
+        Step::Teams
+    } else if path.starts_with("weights") {
+        Step::Results
+    } else {
+        Step::Constraints
+    }
+}
+
+/// Where the wizard is: the saved scenario the URL names, and the console's navigation.
+#[derive(Clone, Copy)]
+pub struct Route {
+    pub saved: RwSignal<Option<String>>,
+    pub navigate: StoredValue<js_sys::Function, LocalStorage>,
+}
+
+impl Route {
+    /// Sends the console (its router, so the URL and the navigation agree) to `path`.
+    pub fn go(&self, path: &str) {
+        self.navigate.with_value(|navigate| {
+            let _ = navigate.call1(&JsValue::NULL, &JsValue::from_str(path));
+        });
+    }
+}
+
+/// The state of the evaluation that follows the draft.
+#[derive(Clone, PartialEq)]
+pub enum Run {
+    /// Waiting for the draft to settle, or evaluating.
+    Computing,
+    /// The last evaluation is of the draft as it is; it took this long.
+    Done { ms: f64 },
+    /// The draft has problems; the results shown (if any) are of an earlier draft.
+    Invalid { problems: usize },
+    /// The planner itself failed (a bug, or the worker could not start).
+    Failed(String),
+}
+
+/// The evaluation of the draft, shared by the steps.
+#[derive(Clone, Copy)]
+pub struct Results {
+    /// The last good evaluation.
+    pub evaluation: RwSignal<Option<Evaluation>>,
+    pub run: RwSignal<Run>,
+    /// Bumped each time the draft settles (charts of the inputs redraw then).
+    pub settled: RwSignal<u64>,
+}
+
+#[component]
+pub fn Plan() -> impl IntoView {
+    let start = stored_draft().unwrap_or_else(|| preset(PRESETS[0].1));
+    // What the draft was when it was last started, opened or saved: edits since then are
+    // asked about before another start replaces them.
+    let baseline = RwSignal::new(start.clone());
+    let draft = Draft::new(start);
+    let results = Results {
+        evaluation: RwSignal::new(None),
+        run: RwSignal::new(Run::Computing),
+        settled: RwSignal::new(0),
+    };
+    provide_context(draft);
+    provide_context(results);
+    quotas::Suggestions::provide();
+    // Each settled draft gets a number; only the answer for the latest is shown.
+    let generation = StoredValue::new(0u64);
+    let evaluator = std::rc::Rc::new(evaluator::Evaluator::new("evaluate", move |id, answer| {
+        if id != generation.get_value() {
+            return; // the draft changed since: its own answer follows
+        }
+        match answer {
+            Ok((Ok(evaluation), ms)) => {
+                results.evaluation.set(Some(evaluation));
+                results.run.set(Run::Done { ms });
+            }
+            Ok((Err(problems), _)) => results.run.set(Run::Invalid {
+                problems: problems.len(),
+            }),
+            Err(failure) => results.run.set(Run::Failed(failure)),
+        }
+        results.settled.update(|n| *n += 1);
+    }));
+    Effect::new(move |_| {
+        draft.scenario.track();
+        let mine = generation.get_value() + 1;
+        generation.set_value(mine);
+        results.run.set(Run::Computing);
+        let evaluator = evaluator.clone();
+        set_timeout(
+            move || {
+                if generation.get_value() != mine {
+                    return; // edited again since: that edit's timer evaluates
+                }
+                let json = draft
+                    .scenario
+                    .with_untracked(serde_json::to_string)
+                    .unwrap_or_default();
+                keep_draft(&json);
+                match draft.problems.with_untracked(Vec::len) {
+                    0 => evaluator.submit(mine, json),
+                    problems => {
+                        results.run.set(Run::Invalid { problems });
+                        results.settled.update(|n| *n += 1);
+                    }
+                }
+            },
+            Duration::from_millis(SETTLE_MS),
+        );
+    });
+    let step = RwSignal::new(Step::Start);
+    let list = saved::saved_list();
+    let opened = RwSignal::new(None::<SavedSummary>);
+    let notice = RwSignal::new(None::<ApiError>);
+    let replace = move |scenario: Scenario, summary: Option<SavedSummary>| {
+        let edited = draft
+            .scenario
+            .with_untracked(|s| baseline.with_untracked(|b| s != b));
+        if edited && !confirm("Replace the scenario you have edited? Unsaved changes are lost.") {
+            return false;
+        }
+        baseline.set(scenario.clone());
+        draft.scenario.set(scenario);
+        opened.set(summary);
+        notice.set(None);
+        true
+    };
+    // A saved scenario opened by its URL (`/plan/{id}`) replaces the draft.
+    let route = expect_context::<Route>();
+    Effect::new(move |_| {
+        let Some(id) = route.saved.get() else {
+            return;
+        };
+        if opened.with_untracked(|o| o.as_ref().is_some_and(|o| o.id.to_string() == id)) {
+            return; // just saved: the draft is that scenario already
+        }
+        spawn_local(async move {
+            match api::get::<SavedScenario>(&format!("/api/scenarios/{id}")).await {
+                Ok(saved) => {
+                    if replace(saved.scenario, Some(saved.summary)) {
+                        step.set(Step::Results);
+                    }
+                }
+                Err(err) => notice.set(Some(err)),
+            }
+        });
+    });
+    let on_saved = Callback::new(move |()| baseline.set(draft.scenario.get_untracked()));
+    view! {
+        <section class="plan">
+            <h1>"Plan"</h1>
+            <nav class="steps" aria-label="Wizard steps">
+                {STEPS.iter().map(|&(s, name, words)| view! {
+                    <button type="button" data-test=format!("step-{name}") aria-current=move || (step.get() == s).then_some("step")
+                        on:click=move |_| step.set(s)>{words}</button>
+                }).collect_view()}
+            </nav>
+            <Summary on_problem=Callback::new(move |path: String| step.set(step_of(&path)))/>
+            {move || notice.get().map(|error| view! { <ErrorBox error/> })}
+            <div class="step">
+                {move || match step.get() {
+                    Step::Start => view! { <StartStep replace=Callback::new(move |(s, summary): (Scenario, Option<SavedSummary>)| {
+                        let fresh = summary.is_none();
+                        if replace(s, summary) {
+                            // A new draft is no saved scenario: the URL says so, and the saved
+                            // one's link opens it again.
+                            if fresh && route.saved.get_untracked().is_some() {
+                                route.go("/plan");
+                            }
+                            step.set(Step::Fleet);
+                        }
+                    }) list/> }.into_any(),
+                    Step::Fleet => view! { <inputs::FleetStep/> }.into_any(),
+                    Step::Teams => view! { <inputs::TeamsStep/> }.into_any(),
+                    Step::Constraints => view! { <inputs::ConstraintsStep/> }.into_any(),
+                    Step::Results => view! { <ResultsStep/> }.into_any(),
+                    Step::Quotas => view! { <quotas::QuotasStep/> }.into_any(),
+                    Step::Export => view! { <export::ExportStep/> }.into_any(),
+                    Step::Json => view! { <JsonStep/> }.into_any(),
+                }}
+            </div>
+            <saved::SaveForm opened list on_saved/>
+        </section>
+    }
+}
+
+fn preset(json: &str) -> Scenario {
+    // The presets are part of the build and tested to parse (shared's planning tests).
+    plan::parse_scenario(json).unwrap_or_else(|_| Scenario::blank())
+}
+
+fn confirm(question: &str) -> bool {
+    web_sys::window().is_some_and(|w| w.confirm_with_message(question).unwrap_or(true))
+}
+
+/// One line on every step: what the draft comes to, or that it is being worked out.
+#[component]
+fn Summary(on_problem: Callback<String>) -> impl IntoView {
+    let results = expect_context::<Results>();
+    let draft = fields::use_draft();
+    view! {
+        <div class="summary" data-test="summary" role="status" aria-live="polite">
+            {move || match results.run.get() {
+                Run::Computing => view! { <span class="muted" data-test="computing">"Computing…"</span> }.into_any(),
+                Run::Invalid { problems } => view! {
+                    <details data-test="problems">
+                        <summary class="problem">{format!("{problems} problem{} to fix before the results follow", if problems == 1 { "" } else { "s" })}</summary>
+                        <ul>
+                            {draft.problems.get().into_iter().map(|FieldError { path, message }| {
+                                let at = path.clone();
+                                view! { <li><button type="button" class="link" on:click=move |_| on_problem.run(at.clone())>{path}</button>": "{message}</li> }
+                            }).collect_view()}
+                        </ul>
+                    </details>
+                }.into_any(),
+                Run::Failed(failure) => view! { <span class="problem" role="alert">{failure}</span> }.into_any(),
+                Run::Done { ms } => results.evaluation.with(|e| e.as_ref().map(|e| {
+                    let (sep, shared_pool) = (&e.sizing.separate_pools, &e.sizing.shared_pool);
+                    view! {
+                        <span>
+                            <strong data-test="summary-recommendation">{e.decision.recommendation.label()}</strong>
+                            {format!(
+                                " · separate pools {} GPUs at {:.1}% busy → shared {} GPUs at {:.1}% · ",
+                                sep.gpus, sep.mean_busy_pct, shared_pool.gpus, shared_pool.mean_busy_pct
+                            )}
+                            <span class="muted" data-test="took">{format!("evaluated in {ms:.0} ms")}</span>
+                        </span>
+                    }
+                })).into_any(),
+            }}
+        </div>
+    }
+}
+
+#[component]
+fn StartStep(
+    replace: Callback<(Scenario, Option<SavedSummary>)>,
+    list: saved::SavedList,
+) -> impl IntoView {
+    let inventory_error = RwSignal::new(None::<ApiError>);
+    let from_inventory = move |_| {
+        spawn_local(async move {
+            match api::get::<Fleet>("/api/fleet").await {
+                Ok(fleet) if fleet.scenario_fleet().is_empty() => {
+                    inventory_error.set(Some(ApiError::new(
+                        shared::ErrorCode::NotFound,
+                        "the inventory has no node pools with GPUs yet: add them on the Fleet page",
+                    )))
+                }
+                Ok(fleet) => {
+                    inventory_error.set(None);
+                    replace.run((
+                        Scenario::starting_from("our fleet", fleet.scenario_fleet()),
+                        None,
+                    ));
+                }
+                Err(err) => inventory_error.set(Some(err)),
+            }
+        });
+    };
+    view! {
+        <h2>"Start from"</h2>
+        <ul class="cards starts">
+            {PRESETS.iter().map(|&(name, json)| {
+                let scenario = preset(json);
+                let title = scenario.name.clone();
+                let gpus = scenario.total_gpus();
+                let teams = scenario.teams.len();
+                view! {
+                    <li>
+                        <button type="button" data-test=format!("start-{name}") on:click=move |_| replace.run((preset(json), None))>{title}</button>
+                        <p class="muted">{format!("{gpus} GPUs, {teams} teams")}</p>
+                    </li>
+                }
+            }).collect_view()}
+            <li>
+                <button type="button" data-test="start-inventory" on:click=from_inventory>"Our fleet today"</button>
+                <p class="muted">"The inventory's node pools and prices (the Fleet page), one team to begin with."</p>
+            </li>
+            <li>
+                <button type="button" data-test="start-blank" on:click=move |_| replace.run((Scenario::blank(), None))>"Blank"</button>
+                <p class="muted">"One node of eight H100s and one team."</p>
+            </li>
+        </ul>
+        {move || inventory_error.get().map(|error| view! { <ErrorBox error/> })}
+        <h3>"Saved scenarios"</h3>
+        <saved::SavedTable list/>
+    }
+}
+
+#[component]
+fn ResultsStep() -> impl IntoView {
+    let results = expect_context::<Results>();
+    let stale = move || !matches!(results.run.get(), Run::Done { .. });
+    view! {
+        {move || (stale() && results.evaluation.with(Option::is_some)).then(|| view! {
+            <p class="warning" data-test="stale" role="status">"These results are for the scenario before your last change."</p>
+        })}
+        {move || match results.evaluation.get() {
+            None => view! { <p class="muted">"No results yet."</p> }.into_any(),
+            Some(evaluation) => view! { <report::Report evaluation/> }.into_any(),
+        }}
+    }
+}
+
+/// The draft as JSON: for those who paste a scenario, or keep one in git.
+#[component]
+fn JsonStep() -> impl IntoView {
+    let draft = fields::use_draft();
+    let text = RwSignal::new(
+        draft
+            .scenario
+            .with_untracked(|s| serde_json::to_string_pretty(s).unwrap_or_default()),
+    );
+    let errors = RwSignal::new(Vec::<FieldError>::new());
+    view! {
+        <h2>"Scenario as JSON"</h2>
+        <p class="muted">"Version " {shared::scenario::SCENARIO_VERSION} " of the format; the other steps edit the same scenario."</p>
+        <textarea class="scenario" aria-label="Scenario (JSON)" spellcheck="false" prop:value=text on:input=move |ev| {
+            let typed = event_target_value(&ev);
+            match plan::parse_scenario(&typed) {
+                Ok(scenario) => {
+                    errors.set(Vec::new());
+                    draft.scenario.set(scenario);
+                }
+                Err(found) => errors.set(found),
+            }
+            text.set(typed);
+        }></textarea>
+        {move || (!errors.with(Vec::is_empty)).then(|| view! {
+            <ul class="error" data-test="scenario-errors">
+                {errors.get().into_iter().map(|e| view! { <li><code>{e.path}</code>": "{e.message}</li> }).collect_view()}
+            </ul>
+        })}
+    }
+}
+
+const DRAFT_KEY: &str = "gpufleet.plan.draft";
+
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok().flatten()
+}
+
+/// The draft left in this browser, if it still reads.
+fn stored_draft() -> Option<Scenario> {
+    let text = storage()?.get_item(DRAFT_KEY).ok().flatten()?;
+    plan::parse_scenario(&text).ok()
+}
+
+fn keep_draft(json: &str) {
+    if let Some(storage) = storage() {
+        // A full or disabled storage only loses the draft, never the page.
+        let _ = storage.set_item(DRAFT_KEY, json);
+    }
+}

@@ -1,0 +1,15 @@
+//! What the console (`frontend/`) and the Plan page's own bundle (`frontend/plan/`) share: the
+//! one API client, the chart and error widgets, the signed-in user, and loading a script the
+//! first time a page needs it. Each bundle links its own copy; nothing here holds state across
+//! them except through the page's `window`.
+
+pub mod api;
+pub mod ui;
+
+use leptos::prelude::*;
+use shared::auth::Me;
+
+/// The signed-in user, provided by the bundle's root.
+pub fn use_me() -> RwSignal<Option<Me>> {
+    expect_context::<RwSignal<Option<Me>>>()
+}

@@ -1,0 +1,94 @@
+//! The widgets every page uses: an error as a person reads it, and charts (plotly.js, loaded
+//! only by the pages that draw one).
+
+use leptos::{html::Div, prelude::*, task::spawn_local};
+use plotly::Plot;
+use shared::ApiError;
+use wasm_bindgen::{JsCast, JsValue};
+
+/// An error as a person should see it.
+#[component]
+pub fn ErrorBox(error: ApiError) -> impl IntoView {
+    let id = error
+        .request_id
+        .clone()
+        .map(|id| format!(" (request {id})"));
+    view! { <p class="error" role="alert">{error.to_string()}{id}</p> }
+}
+
+/// A plotly chart that redraws whenever `plot` reads a signal that changed.
+#[component]
+pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<Plot>>) -> impl IntoView {
+    let node = NodeRef::<Div>::new();
+    Effect::new(move |_| {
+        if node.get().is_none() {
+            return;
+        }
+        if let Some(plot) = plot() {
+            spawn_local(async move { draw_chart(id, &plot).await });
+        }
+    });
+    view! { <div id=id class="chart" data-test=id node_ref=node></div> }
+}
+
+/// Where ./dev puts the partial plotly.js bundle (from npm; no CDN).
+const PLOTLY_JS: &str = "/vendor/plotly-cartesian.min.js";
+
+/// Draws `plot` into the element `id`. plotly.js (~450 KB gzip) is fetched the first time a
+/// page draws a chart, so the log-in page and the pages without charts never load it.
+pub async fn draw_chart(id: &str, plot: &plotly::Plot) {
+    match load_plotly().await {
+        Ok(()) => plotly::bindings::new_plot(id, plot).await,
+        Err(err) => leptos::logging::error!("plotly.js did not load: {err:?}"),
+    }
+}
+
+async fn load_plotly() -> Result<(), JsValue> {
+    load_script("plotly-js", PLOTLY_JS, "Plotly", None).await
+}
+
+/// Makes sure the script at `src` has run and defined `window[global]`: it is added once (as
+/// element `id`; a second caller waits for the same element) and awaited until it has loaded,
+/// or, for a module whose work goes on after loading, until it fires `ready_event` on `window`.
+pub async fn load_script(
+    id: &str,
+    src: &str,
+    global: &str,
+    ready_event: Option<&str>,
+) -> Result<(), JsValue> {
+    let window = web_sys::window().ok_or("no window")?;
+    let defined = || js_sys::Reflect::has(&window, &JsValue::from_str(global));
+    if defined()? {
+        return Ok(());
+    }
+    let document = window.document().ok_or("no document")?;
+    let script: web_sys::HtmlScriptElement = match document.get_element_by_id(id) {
+        // Another caller started the load: wait for the same script.
+        Some(script) => script.dyn_into()?,
+        None => {
+            let script: web_sys::HtmlScriptElement =
+                document.create_element("script")?.dyn_into()?;
+            script.set_id(id);
+            if ready_event.is_some() {
+                script.set_type("module");
+            }
+            script.set_src(src);
+            document.head().ok_or("no head")?.append_child(&script)?;
+            script
+        }
+    };
+    let loaded = js_sys::Promise::new(&mut |resolve, reject| {
+        let _ = match ready_event {
+            Some(event) => window.add_event_listener_with_callback(event, &resolve),
+            None => script.add_event_listener_with_callback("load", &resolve),
+        };
+        let _ = script.add_event_listener_with_callback("error", &reject);
+    });
+    // It may have finished between the check above and the listeners.
+    if defined()? {
+        return Ok(());
+    }
+    wasm_bindgen_futures::JsFuture::from(loaded)
+        .await
+        .map(|_| ())
+}
