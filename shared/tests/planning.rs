@@ -987,6 +987,7 @@ fn batch_team(name: &str, nominal: u32, jobs: Vec<(u32, i32, usize)>) -> shared:
         nominal_gpus: [("h100".to_owned(), nominal)].into_iter().collect(),
         borrowing_limit_gpus: Default::default(),
         lending_limit_gpus: Default::default(),
+        queue_wait_target_min: shared::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
         workloads: jobs
             .into_iter()
             .enumerate()

@@ -1,10 +1,16 @@
 use super::*;
 use crate::scenario::{Accelerator, Demand, Inference, Team, Workload};
 
+/// The presets, compiled in (the shared crate reads no files, tests included).
 fn preset(name: &str) -> Scenario {
-    let path = format!("{}/scenarios/{name}.json", env!("CARGO_MANIFEST_DIR"));
-    let json = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"));
-    crate::plan::parse_scenario(&json).unwrap_or_else(|err| panic!("{name}: {err:?}"))
+    let json = match name {
+        "startup-40" => include_str!("../../scenarios/startup-40.json"),
+        "aws-300" => include_str!("../../scenarios/aws-300.json"),
+        "no-own-model" => include_str!("../../scenarios/no-own-model.json"),
+        "bank-10000" => include_str!("../../scenarios/bank-10000.json"),
+        other => panic!("no preset {other}"),
+    };
+    crate::plan::parse_scenario(json).unwrap_or_else(|err| panic!("{name}: {err:?}"))
 }
 
 fn flat(gpus: f64) -> Demand {
