@@ -226,7 +226,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
 async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
     user(&pool, "ada", Role::Admin).await;
-    let (server, browser) = open_console(pool).await;
+    let (server, browser) = open_console(pool.clone()).await;
     log_in(&browser, "ada", PASSWORD).await;
     browser
         .wait_for_text("[data-test=health-status]", "database up")
@@ -537,7 +537,6 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
             .expect("flavor");
         assert_eq!(flavor.as_str(), Some(acc.flavor.as_str()));
     }
-
     // 8. The bank preset: its results, and how long the browser took.
     browser.click_css("[data-test=step-start]").await;
     let clicked = std::time::Instant::now();
@@ -623,6 +622,49 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await
         .expect("reload");
     expect_summary(&browser, &bank).await;
+
+    // 11. The live inventory's suggested quotas as draft requests of a real team: name the
+    // team as the inventory does, suggest, draft; the draft in PostgreSQL is the native
+    // suggestion's request.
+    browser.click_css("[data-test=step-start]").await;
+    browser.click_css("[data-test=start-inventory]").await;
+    expect_summary(&browser, &evaluate(&inventory)).await;
+    browser.click_css("[data-test=step-teams]").await;
+    browser.click_css("[data-test=team] summary").await;
+    type_into(&browser, "[data-path='teams[0].name'] input", "research").await;
+    let mut ours = inventory.clone();
+    ours.teams[0].name = "research".to_owned();
+    expect_summary(&browser, &evaluate(&ours)).await;
+    browser.click_css("[data-test=step-quotas]").await;
+    browser.click_css("[data-test=suggest]").await;
+    browser
+        .wait_for_text("[data-test=suggestion-summary]", "Targets met")
+        .await;
+    browser.click_css("[data-test=draft-requests]").await;
+    browser
+        .wait_for_text("[data-test=draft-outcomes]", "research: draft request")
+        .await;
+    let today = shared::day::Day::of_unix_seconds(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs() as i64,
+    );
+    let suggestion = plan::suggest_quotas(&ours).expect("valid");
+    let drafts = suggestion.draft_requests(&ours, today);
+    let (state, spec): (String, serde_json::Value) = sqlx::query_as(
+        "select r.state, r.spec from quota_requests r join teams t on t.id = r.team_id \
+         where t.name = 'research' order by r.id desc limit 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("the draft");
+    assert_eq!(state, "draft");
+    assert_eq!(
+        serde_json::from_value::<shared::quota::QuotaSpec>(spec).expect("a spec"),
+        drafts[0].1.spec
+    );
+
     browser.close().await;
 }
 
@@ -1425,6 +1467,57 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .wait_for_text("[data-test=month-state]", "2026-11 is open")
         .await;
     browser.screenshot("chargeback-statement").await;
+
+    // research's 2026-11-10 drilled down to its minutes: by hand, the hour's 60 rows of 8 GPUs
+    // allocated (480 GPU-s a minute) and 6 busy (360 GPU-s), from Kueue and DCGM; 8 allocated
+    // and 6 busy GPU-hours in the day's rollup.
+    browser
+        .client
+        .execute(
+            "const el = document.querySelector('[data-test=drill-form] input[name=day]'); \
+             el.value = '2026-11-10'; el.dispatchEvent(new Event('change', {bubbles: true})); \
+             const team = document.querySelector('[data-test=drill-form] select[name=team]'); \
+             team.value = 'research'; team.dispatchEvent(new Event('change', {bubbles: true}));",
+            vec![],
+        )
+        .await
+        .expect("choose the day");
+    browser.click_css("[data-test=show-drill]").await;
+    browser
+        .wait_for_text(
+            "[data-test=drill-summary]",
+            "research (namespace team-research) on 2026-11-10: 60 minute rows, 6.000000 busy GPU-hours",
+        )
+        .await;
+    let day = browser
+        .wait_for_text("[data-test=drill-day]", "h100-shared")
+        .await
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        day.contains("h100-shared day rollup 8.000000 6.000000 8.000000"),
+        "{day}"
+    );
+    let minutes = browser
+        .client
+        .find_all(Locator::Css("[data-test=drill-minutes] tbody tr"))
+        .await
+        .expect("rows");
+    assert_eq!(minutes.len(), 60);
+    let first = browser
+        .client
+        .execute(
+            "return document.querySelector('[data-test=drill-minutes] tbody tr').textContent",
+            vec![],
+        )
+        .await
+        .expect("first row");
+    assert_eq!(
+        first.as_str(),
+        Some("2026-11-10T10:00:00Zh100-shared480.000000360.000000480.0000000kueue, dcgm")
+    );
+    browser.screenshot("chargeback-drill").await;
 
     // the live chart: the latest ingested hour on opening, then each new minute as it lands
     browser

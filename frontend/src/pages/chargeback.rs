@@ -1,14 +1,15 @@
 //! The Chargeback page: a statement for any run of UTC days (teams' cost by allocation and by
 //! measured use, idle shares, the fleet, notes, adjustments of closed months), its CSV, closing
-//! and reopening months; and the state of the usage ingest it rests on (each source's
-//! watermark and lag, errors, open gaps, unattributed namespaces, demo data or not).
+//! and reopening months; a team's day drilled down to every minute row and its sources; and the
+//! state of the usage ingest it rests on (each source's watermark and lag, errors, open gaps,
+//! unattributed namespaces, demo data or not).
 
 use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError,
     auth::Role,
-    chargeback::{ClosedMonth, IdleShare, Reopen, Statement},
+    chargeback::{ClosedMonth, Drill, DrillDay, Hours, IdleShare, Reopen, Statement},
     day::Day,
     money::dollars,
     usage::UsageHealth,
@@ -318,6 +319,107 @@ fn statement_view(s: Statement) -> impl IntoView {
         {(!s.closed_months.is_empty()).then(|| view! { <p>{format!("Closed, figures frozen: {}", s.closed_months.join(", "))}</p> })}
         {(!adjustments.is_empty()).then(|| view! { <p>"Adjustments of closed months (late data):"</p><ul data-test="adjustments">{adjustments}</ul> })}
         <ul class="notes">{notes}</ul>
+        <DrillDown teams=s.teams.iter().map(|t| t.team.clone()).collect() day=s.from/>
+    }
+}
+
+/// One team's day as the statement reads it, per flavor, and every minute row behind it with
+/// the sources that wrote it (`/api/chargeback/drill`): where a figure comes from.
+#[component]
+fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
+    let team = RwSignal::new(teams.first().cloned().unwrap_or_default());
+    let day = RwSignal::new(day.to_string());
+    let shown = RwSignal::new(None::<Drill>);
+    let failure = RwSignal::new(None::<ApiError>);
+    let load = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let path = format!(
+            "/api/chargeback/drill?team={}&day={}",
+            team.get_untracked(),
+            day.get_untracked()
+        );
+        spawn_local(async move {
+            match api::get::<Drill>(&path).await {
+                Ok(drill) => {
+                    failure.set(None);
+                    shown.set(Some(drill));
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
+    view! {
+        <h3>"Where a team's day comes from"</h3>
+        <form class="period" data-test="drill-form" on:submit=load>
+            <label>"Team " <select name="team" on:change=move |ev| team.set(event_target_value(&ev))>
+                {teams.into_iter().map(|t| view! { <option value=t.clone()>{t.clone()}</option> }).collect_view()}
+            </select></label>
+            <label>" day (UTC) " <input type="date" name="day" prop:value=move || day.get()
+                on:change=move |ev| day.set(event_target_value(&ev))/></label>
+            " " <button type="submit" data-test="show-drill">"Show the day"</button>
+        </form>
+        {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+        {move || shown.get().map(drill_view)}
+    }
+}
+
+/// GPU-microseconds as GPU-seconds, exactly.
+fn gpu_seconds(us: Option<i64>) -> String {
+    us.map_or("—".to_owned(), |us| {
+        let (sign, abs) = (if us < 0 { "-" } else { "" }, us.unsigned_abs());
+        format!("{sign}{}.{:06}", abs / 1_000_000, abs % 1_000_000)
+    })
+}
+
+fn drill_view(d: Drill) -> impl IntoView {
+    let day_rows = |rows: &[DrillDay], read: &'static str| {
+        rows.iter()
+            .map(|r| view! {
+                <tr><td>{r.flavor.clone()}</td><td>{read}</td>
+                <td class="num">{r.allocated_gpu_hours.map_or("unknown".to_owned(), |h| h.to_string())}</td>
+                <td class="num">{r.busy_gpu_hours.to_string()}</td>
+                <td class="num">{r.observed_gpu_hours.to_string()}</td></tr>
+            })
+            .collect_view()
+    };
+    let minute_rows = d
+        .minutes
+        .iter()
+        .map(|m| {
+            view! {
+                <tr><td>{m.minute.clone()}</td><td>{m.flavor.clone()}</td>
+                <td class="num">{gpu_seconds(m.allocated_gpu_microseconds)}</td>
+                <td class="num">{gpu_seconds(m.busy_gpu_microseconds)}</td>
+                <td class="num">{gpu_seconds(m.observed_gpu_microseconds)}</td>
+                <td class="num">{m.fb_used_mib.map_or("—".to_owned(), |v| v.to_string())}</td>
+                <td>{m.sources.join(", ")}</td></tr>
+            }
+        })
+        .collect_view();
+    let busy: i64 = d
+        .minutes
+        .iter()
+        .filter_map(|m| m.busy_gpu_microseconds)
+        .sum();
+    view! {
+        <p data-test="drill-summary">{format!(
+            "{} (namespace {}) on {}: {} minute rows, {} busy GPU-hours in them{}.",
+            d.team, d.namespace, d.day, d.minutes.len(), Hours(busy),
+            if d.closed { "; the month is closed, so the statement reads the frozen figures" } else { "" }
+        )}</p>
+        <table class="statement" data-test="drill-day">
+            <thead><tr><th>"Flavor"</th><th>"Read"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th><th>"Observed GPU-h"</th></tr></thead>
+            <tbody>{day_rows(&d.rollups, "day rollup")}{day_rows(&d.frozen, "frozen at close")}</tbody>
+        </table>
+        <details>
+            <summary>{format!("Every minute row ({})", d.minutes.len())}</summary>
+            <table class="statement" data-test="drill-minutes">
+                <thead><tr><th>"Minute (UTC)"</th><th>"Flavor"</th><th>"Allocated GPU-s"</th><th>"Busy GPU-s"</th>
+                    <th>"Observed GPU-s"</th><th>"Framebuffer MiB"</th><th>"Sources"</th></tr></thead>
+                <tbody>{minute_rows}</tbody>
+            </table>
+        </details>
+        <ul class="notes">{d.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
     }
 }
 

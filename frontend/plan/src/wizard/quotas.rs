@@ -5,9 +5,12 @@
 
 use std::rc::Rc;
 
-use leptos::prelude::*;
+use gloo_net::http::Method;
+use gpufleet_web::api;
+use leptos::{prelude::*, task::spawn_local};
 use plotly::{Bar, Layout, Plot, layout::Axis};
 use shared::{
+    day::Day,
     scenario::Scenario,
     simulate::TeamStats,
     suggest::{self, Limits, QuotaSuggestion},
@@ -116,8 +119,9 @@ pub fn QuotasStep() -> impl IntoView {
         {move || stale().then(|| view! {
             <p class="warning" data-test="suggestion-stale">"This suggestion is for the scenario before your last change."</p>
         })}
-        {move || suggestions.made.get().map(|(_, suggestion)| {
+        {move || suggestions.made.get().map(|(scenario, suggestion)| {
             let apply = suggestion.clone();
+            let drafts = suggestion.draft_requests(&scenario, today());
             view! {
                 <SuggestionTables suggestion/>
                 <p>
@@ -129,6 +133,7 @@ pub fn QuotasStep() -> impl IntoView {
                         <span class="muted" data-test="suggestion-applied">" Done: the Results and the Export now use them."</span>
                     })}
                 </p>
+                <DraftRequests drafts/>
             }
         })}
     }
@@ -250,4 +255,58 @@ fn wait_plot(suggestion: &QuotaSuggestion) -> Plot {
             .y_axis(Axis::new().title("minutes")),
     );
     plot
+}
+
+/// What this page reads of the API's answer to a new request (a `RequestView`).
+#[derive(serde::Deserialize)]
+struct Created {
+    request: CreatedId,
+}
+
+#[derive(serde::Deserialize)]
+struct CreatedId {
+    id: i64,
+}
+
+fn today() -> Day {
+    Day::of_unix_seconds((js_sys::Date::now() / 1000.0) as i64)
+}
+
+/// The suggestion as draft quota requests, one per team, for the live fleet's teams and
+/// flavors (a scenario started from "our fleet today"): each drafted through the quota API,
+/// which checks it as it checks a request typed on the Quotas page; each team's outcome shown.
+#[component]
+fn DraftRequests(drafts: Vec<(String, shared::quota::NewRequest)>) -> impl IntoView {
+    let outcomes = RwSignal::new(Vec::<(String, Result<i64, String>)>::new());
+    let busy = RwSignal::new(false);
+    let create = move |_| {
+        let drafts = drafts.clone();
+        busy.set(true);
+        outcomes.set(Vec::new());
+        spawn_local(async move {
+            for (team, request) in drafts {
+                let path = format!("/api/quota/teams/{team}/requests");
+                let outcome = api::send::<_, Created>(Method::POST, &path, Some(&request))
+                    .await
+                    .map(|created| created.request.id)
+                    .map_err(|err| err.to_string());
+                outcomes.update(|all| all.push((team, outcome)));
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <p>
+            <button type="button" data-test="draft-requests" on:click=create disabled=move || busy.get()>
+                "Draft these quotas as requests"
+            </button>
+            <span class="muted">" One draft per team on the Quotas page, from today, for the team to submit (team members and admins may draft)."</span>
+        </p>
+        <ul data-test="draft-outcomes">
+            {move || outcomes.get().into_iter().map(|(team, outcome)| match outcome {
+                Ok(id) => view! { <li class="ok">{format!("{team}: draft request {id} created")}</li> }.into_any(),
+                Err(err) => view! { <li class="problem">{format!("{team}: {err}")}</li> }.into_any(),
+            }).collect_view()}
+        </ul>
+    }
 }
