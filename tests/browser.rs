@@ -591,7 +591,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         input_to_results.as_millis(),
         bank_to_results.as_millis()
     );
-    std::fs::write(repo_root().join("target/e2e/plan-timings.txt"), timings).expect("timings");
+    std::fs::write(repo_root().join("target/e2e/plan-timings.txt"), &timings).expect("timings");
 
     // 9. A mistyped field in the JSON is named by its path, as the CLI and the API name it.
     browser.click_css("[data-test=step-json]").await;
@@ -622,6 +622,32 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await
         .expect("reload");
     expect_summary(&browser, &bank).await;
+    // The bank's quota suggestion, in its worker, handed the evaluation's week: the native one.
+    browser.click_css("[data-test=step-quotas]").await;
+    browser.click_css("[data-test=suggest]").await;
+    let bank_suggestion = plan::suggest_quotas(&preset("bank-10000")).expect("valid");
+    browser
+        .wait_for_text(
+            "[data-test=suggestion-summary]",
+            &format!(
+                "Targets met: {} of {} teams today, {} with the suggestion.",
+                bank_suggestion.targets_met_today(),
+                bank_suggestion.teams.len(),
+                bank_suggestion.targets_met_suggested()
+            ),
+        )
+        .await;
+    let suggested_in = browser
+        .wait_for_text("[data-test=suggest-took]", "worked out in")
+        .await
+        .text()
+        .await
+        .expect("took");
+    std::fs::write(
+        repo_root().join("target/e2e/plan-timings.txt"),
+        format!("{timings}bank-10000, quota suggestion in the worker: {suggested_in}\n"),
+    )
+    .expect("timings");
 
     // 11. The live inventory's suggested quotas as draft requests of a real team: name the
     // team as the inventory does, suggest, draft; the draft in PostgreSQL is the native

@@ -78,8 +78,26 @@ pub fn evaluate_until(
 pub fn suggest_quotas(
     scenario: &Scenario,
 ) -> Result<crate::suggest::QuotaSuggestion, Vec<FieldError>> {
+    suggest_quotas_with(scenario, None)
+}
+
+/// What the Plan page asks its worker for: the scenario and, when the page has evaluated it,
+/// its week under today's quotas (the evaluation's, the same week for the same scenario), so
+/// the worker need not simulate that week again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuggestRequest {
+    pub scenario: Scenario,
+    #[serde(default)]
+    pub today: Option<Simulation>,
+}
+
+/// [`suggest_quotas`], with today's week when the caller has it.
+pub fn suggest_quotas_with(
+    scenario: &Scenario,
+    today: Option<Simulation>,
+) -> Result<crate::suggest::QuotaSuggestion, Vec<FieldError>> {
     scenario.validate()?;
-    let today = simulate::simulate(scenario);
+    let today = today.unwrap_or_else(|| simulate::simulate(scenario));
     Ok(crate::suggest::suggest(scenario, &today))
 }
 

@@ -21,11 +21,13 @@ pub fn evaluate_scenario(scenario_json: &str) -> String {
     answer(plan::parse_scenario(scenario_json).and_then(|s| plan::evaluate(&s)))
 }
 
-/// Scenario JSON in, `Outcome<QuotaSuggestion>` JSON out.
+/// [`plan::SuggestRequest`] JSON in, `Outcome<QuotaSuggestion>` JSON out.
 #[wasm_bindgen]
-pub fn suggest_quotas(scenario_json: &str) -> String {
+pub fn suggest_quotas(request_json: &str) -> String {
     let outcome: Outcome<QuotaSuggestion> =
-        plan::parse_scenario(scenario_json).and_then(|s| plan::suggest_quotas(&s));
+        shared::error::from_json::<plan::SuggestRequest>(request_json)
+            .map_err(|err| vec![err.into_field_error()])
+            .and_then(|r| plan::suggest_quotas_with(&r.scenario, r.today));
     answer(outcome)
 }
 
@@ -65,13 +67,23 @@ mod tests {
         }
     }
 
+    /// The page's request, with and without the evaluation's week: the same suggestion as
+    /// the native one (which simulates that week itself).
     #[test]
     fn the_suggestion_reads_back_as_the_native_one() {
-        let json = preset("aws-300");
-        let native = plan::parse_scenario(&json).and_then(|s| plan::suggest_quotas(&s));
-        let answer: Outcome<QuotaSuggestion> =
-            serde_json::from_str(&suggest_quotas(&json)).expect("the answer reads");
-        assert_eq!(answer, native);
+        let scenario = plan::parse_scenario(&preset("aws-300")).expect("parses");
+        let native = plan::suggest_quotas(&scenario);
+        let today = plan::evaluate(&scenario).expect("evaluates").simulation;
+        for today in [None, Some(today)] {
+            let request = plan::SuggestRequest {
+                scenario: scenario.clone(),
+                today,
+            };
+            let json = serde_json::to_string(&request).expect("json");
+            let answer: Outcome<QuotaSuggestion> =
+                serde_json::from_str(&suggest_quotas(&json)).expect("the answer reads");
+            assert_eq!(answer, native);
+        }
     }
 
     #[test]

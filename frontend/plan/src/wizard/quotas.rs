@@ -11,12 +11,13 @@ use leptos::{prelude::*, task::spawn_local};
 use plotly::{Bar, Layout, Plot, layout::Axis};
 use shared::{
     day::Day,
+    plan::SuggestRequest,
     scenario::Scenario,
-    simulate::TeamStats,
+    simulate::{Simulation, TeamStats},
     suggest::{self, Limits, QuotaSuggestion},
 };
 
-use super::{Run, evaluator::Evaluator, fields::use_draft};
+use super::{Results, Run, evaluator::Evaluator, fields::use_draft};
 use gpufleet_web::ui::Chart;
 
 /// The suggestion and the scenario it was made for, shared by the Plan page's steps (so it
@@ -45,7 +46,7 @@ impl Suggestions {
         });
     }
 
-    fn ask(self, scenario: Scenario, problems: usize) {
+    fn ask(self, scenario: Scenario, today: Option<Simulation>, problems: usize) {
         if problems > 0 {
             self.run.set(Some(Run::Invalid { problems }));
             return;
@@ -74,7 +75,7 @@ impl Suggestions {
             self.worker.set_value(Some(Rc::new(worker)));
         }
         self.pending.set_value(Some(scenario.clone()));
-        let json = serde_json::to_string(&scenario).unwrap_or_default();
+        let json = serde_json::to_string(&SuggestRequest { scenario, today }).unwrap_or_default();
         self.worker.with_value(|w| {
             if let Some(w) = w {
                 w.submit(id, json);
@@ -87,9 +88,19 @@ impl Suggestions {
 pub fn QuotasStep() -> impl IntoView {
     let draft = use_draft();
     let suggestions = expect_context::<Suggestions>();
+    let results = expect_context::<Results>();
     let ask = move |_| {
         let scenario = draft.scenario.get_untracked();
-        suggestions.ask(scenario, draft.problems.with_untracked(Vec::len));
+        // The evaluation's week is this draft's when it is done: the worker need not simulate
+        // it again.
+        let today = matches!(results.run.get_untracked(), Run::Done { .. })
+            .then(|| {
+                results
+                    .evaluation
+                    .with_untracked(|e| e.as_ref().map(|e| e.simulation.clone()))
+            })
+            .flatten();
+        suggestions.ask(scenario, today, draft.problems.with_untracked(Vec::len));
     };
     let stale = move || {
         suggestions
