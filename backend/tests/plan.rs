@@ -41,11 +41,19 @@ async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
     let want = plan::evaluate(&plan::parse_scenario(&text).expect("parses")).expect("evaluates");
     assert_eq!(reply.text(), serde_json::to_string(&want).expect("json"));
 
-    let out = gpufleet(&[
-        "plan",
-        "evaluate",
-        example("aws-300").to_str().expect("utf-8"),
-    ]);
+    prints(
+        &[
+            "plan",
+            "evaluate",
+            example("aws-300").to_str().expect("utf-8"),
+        ],
+        &want,
+    );
+}
+
+/// `gpufleet args` succeeds and prints `want` as pretty JSON.
+fn prints(args: &[&str], want: &impl serde::Serialize) {
+    let out = gpufleet(args);
     assert!(
         out.status.success(),
         "{}",
@@ -54,7 +62,7 @@ async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
     let printed = String::from_utf8(out.stdout).expect("utf-8");
     assert_eq!(
         printed.trim_end(),
-        serde_json::to_string_pretty(&want).expect("json")
+        serde_json::to_string_pretty(want).expect("json")
     );
 }
 
@@ -65,16 +73,9 @@ fn the_cli_suggests_the_library_s_quotas() {
     let path = example("startup-40");
     let text = std::fs::read_to_string(&path).expect("example");
     let want = plan::suggest_quotas(&plan::parse_scenario(&text).expect("parses")).expect("valid");
-    let out = gpufleet(&["plan", "suggest-quotas", path.to_str().expect("utf-8")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = String::from_utf8(out.stdout).expect("utf-8");
-    assert_eq!(
-        printed.trim_end(),
-        serde_json::to_string_pretty(&want).expect("json")
+    prints(
+        &["plan", "suggest-quotas", path.to_str().expect("utf-8")],
+        &want,
     );
     // By hand (see shared::suggest's tests): all 40 cards in somebody's quota, the chat's
     // 15-replica peak in product's.

@@ -154,13 +154,7 @@ fn Statements() -> impl IntoView {
             false,
         );
         spawn_local(async move {
-            match api::get::<Statement>(&path).await {
-                Ok(s) => {
-                    failure.set(None);
-                    shown.set(Some(s));
-                }
-                Err(err) => failure.set(Some(err)),
-            }
+            show(&path, shown, failure).await;
             if let Ok(list) = api::get::<Vec<ClosedMonth>>("/api/chargeback/months").await {
                 months.set(list);
             }
@@ -230,6 +224,21 @@ fn Statements() -> impl IntoView {
                 }.into_any(),
             }
         })}
+    }
+}
+
+/// `GET path` into `shown`, or its error into `failure`.
+async fn show<T: serde::de::DeserializeOwned + Send + Sync + 'static>(
+    path: impl AsRef<str>,
+    shown: RwSignal<Option<T>>,
+    failure: RwSignal<Option<ApiError>>,
+) {
+    match api::get::<T>(path.as_ref()).await {
+        Ok(value) => {
+            failure.set(None);
+            shown.set(Some(value));
+        }
+        Err(err) => failure.set(Some(err)),
     }
 }
 
@@ -338,15 +347,7 @@ fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
             team.get_untracked(),
             day.get_untracked()
         );
-        spawn_local(async move {
-            match api::get::<Drill>(&path).await {
-                Ok(drill) => {
-                    failure.set(None);
-                    shown.set(Some(drill));
-                }
-                Err(err) => failure.set(Some(err)),
-            }
-        });
+        spawn_local(show(path, shown, failure));
     };
     view! {
         <h3>"Where a team's day comes from"</h3>
