@@ -362,10 +362,20 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     every_input_is_labelled(&browser).await;
     browser.screenshot("plan-4-constraints").await;
 
-    // 5. Quotas: the suggestion the page works out (in its worker) is the native one, team by
-    // team; used, it becomes the draft's quotas (and so the export's).
-    browser.click_css("[data-test=step-quotas]").await;
-    browser.click_css("[data-test=suggest]").await;
+    // 5. Quotas, by keyboard (Enter on the step's button, then on Suggest): the suggestion the
+    // page works out (in its worker) is the native one, team by team; used, it becomes the
+    // draft's quotas (and so the export's).
+    for button in ["[data-test=step-quotas]", "[data-test=suggest]"] {
+        browser
+            .client
+            .wait()
+            .for_element(Locator::Css(button))
+            .await
+            .unwrap_or_else(|e| panic!("{button}: {e}"))
+            .send_keys("\u{E007}")
+            .await
+            .expect("Enter");
+    }
     let suggestion = plan::suggest_quotas(&aws).expect("a valid scenario");
     browser
         .wait_for_text(
