@@ -59,6 +59,17 @@ async fn open_console(pool: PgPool) -> (Server, Browser) {
     (server, browser)
 }
 
+/// The console on `pool`, signed in as a new user `username` with `role`, its health answered.
+async fn signed_in(pool: &PgPool, username: &str, role: Role) -> (Server, Browser) {
+    user(pool, username, role).await;
+    let (server, browser) = open_console(pool.clone()).await;
+    log_in(&browser, username, PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=health-status]", "database up")
+        .await;
+    (server, browser)
+}
+
 async fn link_texts(browser: &Browser, css: &str) -> Vec<String> {
     let links = browser
         .client
@@ -225,12 +236,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    user(&pool, "ada", Role::Admin).await;
-    let (server, browser) = open_console(pool.clone()).await;
-    log_in(&browser, "ada", PASSWORD).await;
-    browser
-        .wait_for_text("[data-test=health-status]", "database up")
-        .await;
+    let (server, browser) = signed_in(&pool, "ada", Role::Admin).await;
     // The wizard is its own bundle: signing in and the start page never fetch it.
     let fetched_plan_page = || async {
         browser
@@ -1433,7 +1439,6 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
 async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: PgPool) {
     use shared::usage::{DeviceMinute, UsageKey, Window};
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    user(&pool, "fiona", Role::Finance).await;
     // 2026-11-10, 10:00-11:00: research holds 8 H100s, 75% busy
     let start = shared::utc::parse_rfc3339("2026-11-10T10:00:00Z").expect("time");
     let window = Window::new(start, start + shared::utc::HOUR_MS).expect("window");
@@ -1464,11 +1469,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .await
         .expect("watermarks");
 
-    let (server, browser) = open_console(pool.clone()).await;
-    log_in(&browser, "fiona", PASSWORD).await;
-    browser
-        .wait_for_text("[data-test=health-status]", "database up")
-        .await;
+    let (server, browser) = signed_in(&pool, "fiona", Role::Finance).await;
     browser.click("Chargeback").await;
     browser
         .wait_for_text("[data-test=usage-ingest]", "GPUFLEET_PROMETHEUS_URL")
@@ -1639,12 +1640,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    user(&pool, "ada", Role::Admin).await;
-    let (server, browser) = open_console(pool.clone()).await;
-    log_in(&browser, "ada", PASSWORD).await;
-    browser
-        .wait_for_text("[data-test=health-status]", "database up")
-        .await;
+    let (server, browser) = signed_in(&pool, "ada", Role::Admin).await;
     browser.click("Fleet").await;
     // each flavor starts at its model's price: H100s at $8.60
     browser
