@@ -191,7 +191,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     // Navigate by clicking, as a person would.
     browser.click("Fleet").await;
     browser
-        .wait_for_text("[data-test=fleet-total]", "192 GPUs in 3 pools")
+        .wait_for_text("[data-test=fleet-total]", "200 GPUs in 4 pools")
         .await;
     let url = browser.client.current_url().await.expect("url");
     assert_eq!(url.path(), "/fleet");
@@ -693,7 +693,23 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
             .as_secs() as i64,
     );
     let suggestion = plan::suggest_quotas(&ours).expect("valid");
-    let drafts = suggestion.draft_requests(&ours, today);
+    let mut db = pool.acquire().await.expect("a connection");
+    let flavors = backend::quota::world(&mut db)
+        .await
+        .expect("the quota world")
+        .flavors;
+    let drafts = suggestion.draft_requests(&ours, today, &flavors);
+    // Every GPU is in somebody's nominal quota: the MIG node's 8 H100s as 8 × 7 = 56 instances.
+    let mig: i64 = drafts
+        .iter()
+        .flat_map(|(_, r)| &r.spec.lines)
+        .filter(|l| l.flavor == "h100-mig")
+        .map(|l| {
+            assert_eq!(l.resource, "nvidia.com/mig-1g.10gb");
+            l.nominal
+        })
+        .sum();
+    assert_eq!(mig, 56);
     let (state, spec): (String, serde_json::Value) = sqlx::query_as(
         "select r.state, r.spec from quota_requests r join teams t on t.id = r.team_id \
          where t.name = 'research' order by r.id desc limit 1",
@@ -1488,17 +1504,17 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser.click_css("[data-test=show-statement]").await;
     // 8 GPU-hours × $8.60 = $68.80 by allocation, 6 busy = $51.60 by use; research is the
     // only team with an allocation, so by allocation it carries the whole idle pool: its charge
-    // is November's capacity cost, (64 × $8.60 + 96 × $7.91 + 32 × $4.14) × 24 h × 30 days
-    // = $1,442.24 × 720 = $1,038,412.80
+    // is November's capacity cost, (64 × $8.60 + 96 × $7.91 + 32 × $4.14 + 8 × $8.60) × 24 h
+    // × 30 days = $1,511.04 × 720 = $1,087,948.80
     browser
         .wait_for_text("[data-team=research]", "$68.80")
         .await;
     let row = browser
         .wait_for_text("[data-team=research]", "$51.60")
         .await;
-    assert!(row.text().await.expect("text").contains("$1,038,412.80"));
+    assert!(row.text().await.expect("text").contains("$1,087,948.80"));
     browser
-        .wait_for_text("[data-test=fleet-line]", "$1,038,412.80")
+        .wait_for_text("[data-test=fleet-line]", "$1,087,948.80")
         .await;
     browser
         .wait_for_text("[data-test=month-state]", "2026-11 is open")

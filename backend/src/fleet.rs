@@ -179,8 +179,8 @@ mod tests {
                 .iter()
                 .all(|p| fleet.models.iter().any(|m| m.name == p.gpu_model))
         );
-        // 12 + 8 + 4 nodes of 8 GPUs (the README's 192).
-        assert_eq!(fleet.total_gpus(), 192);
+        // 12 + 8 + 4 + 1 nodes of 8 GPUs (the README's 200).
+        assert_eq!(fleet.total_gpus(), 200);
         let inventory = demo_inventory().expect("the demo file reads");
         assert_eq!(inventory.validate(), vec![]);
         assert_eq!(inventory.teams.len(), 2);

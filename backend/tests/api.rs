@@ -229,7 +229,7 @@ async fn the_demo_fleet_loads_once_into_an_empty_database(pool: PgPool) {
     let want = fleet::demo_fleet();
     assert_eq!(
         fleet::load_demo(&pool).await.expect("loads"),
-        DemoLoad::Loaded { gpus: 192 }
+        DemoLoad::Loaded { gpus: 200 }
     );
     assert_eq!(
         fleet::load_demo(&pool).await.expect("runs"),
@@ -243,7 +243,7 @@ async fn the_demo_fleet_loads_once_into_an_empty_database(pool: PgPool) {
     .await;
     assert_eq!(reply.status, StatusCode::OK);
     let got: Fleet = reply.json();
-    assert_eq!(got.total_gpus(), 192);
+    assert_eq!(got.total_gpus(), 200);
     let mut want_models = want.models.clone();
     want_models.sort_by(|a, b| a.name.cmp(&b.name));
     assert_eq!(got.models, want_models);

@@ -3,7 +3,8 @@
 //! the API (JSON and CSV) and the CLI, for each role, against hand-computed figures.
 //!
 //! The demo fleet: h100-shared 64 H100s at 860 cents per GPU-hour, h200-train 96 H200s at 791,
-//! rtx-inference 32 RTX PRO 6000s at 414 (the models' prices), teams research and search.
+//! rtx-inference 32 RTX PRO 6000s at 414, h100-mig 8 H100s (split into MIG instances) at 860
+//! (the models' prices), teams research and search.
 
 mod common;
 
@@ -167,23 +168,23 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
         "12.000000"
     );
     let fleet = s.fleet.clone().expect("finance sees the fleet");
-    // capacity: 1,536 H100-h × 860 + 2,304 H200-h × 791 + 768 RTX-h × 500
-    //         = 1,320,960 + 1,822,464 + 384,000 = 3,527,424
-    assert_eq!(fleet.capacity_cost_cents, 3_527_424);
-    // unallocated: (1,536 − 192) × 860 + 2,304 × 791 + (768 − 48) × 500
-    //            = 1,155,840 + 1,822,464 + 360,000 = 3,338,304
-    assert_eq!(fleet.unallocated_cost_cents, 3_338_304);
-    // idle pool: 3,527,424 − (123,840 + 6,000) = 3,397,584, shared 192 : 48 (0.8 : 0.2)
-    // → 2,718,067.2 and 679,516.8
-    assert_eq!(fleet.idle_pool_cents, 3_397_584);
+    // capacity: 1,536 H100-h × 860 + 2,304 H200-h × 791 + 768 RTX-h × 500 + 192 MIG H100-h × 860
+    //         = 1,320,960 + 1,822,464 + 384,000 + 165,120 = 3,692,544
+    assert_eq!(fleet.capacity_cost_cents, 3_692_544);
+    // unallocated: (1,536 − 192) × 860 + 2,304 × 791 + (768 − 48) × 500 + 192 × 860
+    //            = 1,155,840 + 1,822,464 + 360,000 + 165,120 = 3,503,424
+    assert_eq!(fleet.unallocated_cost_cents, 3_503_424);
+    // idle pool: 3,692,544 − (123,840 + 6,000) = 3,562,704, shared 192 : 48 (0.8 : 0.2)
+    // → 2,850,163.2 and 712,540.8
+    assert_eq!(fleet.idle_pool_cents, 3_562_704);
     assert_eq!(
         (research.idle_cost_cents, search.idle_cost_cents),
-        (2_718_067, 679_517)
+        (2_850_163, 712_541)
     );
-    // charges 123,840 + 2,718,067.2 = 2,841,907.2; 6,000 + 679,516.8 = 685,516.8
+    // charges 123,840 + 2,850,163.2 = 2,974,003.2; 6,000 + 712,540.8 = 718,540.8
     assert_eq!(
         (research.charge_cents, search.charge_cents),
-        (2_841_907, 685_517)
+        (2_974_003, 718_541)
     );
 
     // separate: the teams pay their use, the platform the rest
@@ -201,7 +202,7 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     assert_eq!(line(&separate, "research").charge_cents, 123_840);
     assert_eq!(
         separate.fleet.as_ref().map(|f| f.platform_cents),
-        Some(3_397_584)
+        Some(3_562_704)
     );
 
     // CSV: by format=csv and by Accept, the same figures as the JSON
@@ -270,7 +271,7 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
         .json();
     assert_eq!(mine["teams"].as_array().map(Vec::len), Some(1));
     assert_eq!(mine["teams"][0]["team"], "research");
-    assert_eq!(mine["teams"][0]["charge_cents"], 2_841_907);
+    assert_eq!(mine["teams"][0]["charge_cents"], 2_974_003);
     assert!(mine["fleet"].is_null());
     let none = send(&app, request(Method::GET, path, Some(&nora), None)).await;
     assert_eq!(none.status, StatusCode::FORBIDDEN);

@@ -220,13 +220,13 @@ async fn the_inventory_round_trips_through_a_file(pool: PgPool) {
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/inventory.yaml");
     let first = gpufleet(&pool, &["fleet", "import", demo], None);
     assert!(first.status.success(), "{}", stderr(&first));
-    // 3 models, 3 flavors, 3 pools, 2 teams: 11 additions.
+    // 3 models, 4 flavors, 4 pools, 2 teams: 13 additions.
     assert!(
-        stdout(&first).ends_with("applied 11 changes\n"),
+        stdout(&first).ends_with("applied 13 changes\n"),
         "{}",
         stdout(&first)
     );
-    assert_eq!(inventory_rows(&pool).await, (3, 3, 3, 2));
+    assert_eq!(inventory_rows(&pool).await, (3, 4, 4, 2));
 
     let exported = gpufleet(&pool, &["fleet", "export"], None);
     assert!(exported.status.success(), "{}", stderr(&exported));
@@ -316,7 +316,7 @@ async fn the_inventory_round_trips_through_a_file(pool: PgPool) {
     for (text, want) in [
         (
             edited.replacen("nodes: 10", "nodes: -3", 1),
-            "pools[0].nodes: must not be negative",
+            "pools[1].nodes: must not be negative",
         ),
         (
             edited.replacen("gpus_per_node: 8", "gpus_per_node: eight", 1),

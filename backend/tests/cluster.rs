@@ -4,8 +4,8 @@
 //! nothing applied twice), drift and conflicts, the dry run before approval, GitOps output,
 //! one reconciler at a time, and the ClusterRole against the calls actually made.
 //!
-//! The fleet is the demo inventory's: flavors h100-shared (64 GPUs), h200-train (96) and
-//! rtx-inference (32); teams research and search (namespaces team-research, team-search,
+//! The fleet is the demo inventory's: flavors h100-shared (64 GPUs), h200-train (96),
+//! rtx-inference (32) and h100-mig (8 H100s as 56 `1g.10gb` MIG instances); teams research and search (namespaces team-research, team-search,
 //! ClusterQueues and LocalQueues named after the team, cohort gpufleet).
 
 mod common;
@@ -199,9 +199,9 @@ fn nominal(double: &KubeDouble, queue: &str, flavor: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// 3 ResourceFlavors, the gpufleet Cohort, 2 × (ClusterQueue + LocalQueue), and the training
+/// 4 ResourceFlavors, the gpufleet Cohort, 2 × (ClusterQueue + LocalQueue), and the training
 /// and inference WorkloadPriorityClasses.
-const OBJECTS: usize = 3 + 1 + 2 * 2 + 2;
+const OBJECTS: usize = 4 + 1 + 2 * 2 + 2;
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn approved_quota_lands_by_server_side_apply_and_a_revocation_sets_it_to_zero(pool: PgPool) {
@@ -428,7 +428,9 @@ async fn drift_is_reported_and_ownership_is_taken_only_when_an_approver_says_so(
     // Someone edits the queue with kubectl edit: reported as drift, field by field.
     double
         .edit("kubectl-edit", "ClusterQueue", None, "research", |cq| {
-            cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]["nominalQuota"] =
+            // group 0 covers the MIG flavor's nvidia.com/mig-1g.10gb, group 1 nvidia.com/gpu
+            // (h100-shared, h200-train, rtx-inference)
+            cq["spec"]["resourceGroups"][1]["flavors"][1]["resources"][0]["nominalQuota"] =
                 json!(80);
         })
         .expect("edit");
@@ -734,6 +736,7 @@ async fn gitops_mode_writes_one_valid_file_per_object_with_stable_bytes(pool: Pg
             "kustomization.yaml",
             "localqueue-team-research-research.yaml",
             "localqueue-team-search-search.yaml",
+            "resourceflavor-h100-mig.yaml",
             "resourceflavor-h100-shared.yaml",
             "resourceflavor-h200-train.yaml",
             "resourceflavor-rtx-inference.yaml",

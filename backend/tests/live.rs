@@ -154,7 +154,7 @@ async fn newly_ingested_minutes_reach_every_viewer(pool: PgPool) {
     let mut finance = Viewer::open(&router, &fiona, None).await;
     let (id, minute) = finance.next().await.expect("the latest minute");
     assert_eq!(id, first);
-    assert_eq!(minute.capacity_gpus, 192);
+    assert_eq!(minute.capacity_gpus, 200);
     let teams: Vec<(&str, Option<i64>, i64)> = minute
         .teams
         .iter()

@@ -3,8 +3,8 @@
 //! writes nothing, the append-only audit log, flavor and queue edits.
 //!
 //! The fleet is the demo inventory's (backend/demo/inventory.yaml): flavors h200-train (12
-//! nodes × 8 = 96 GPUs), h100-shared (8 × 8 = 64) and rtx-inference (4 × 8 = 32), one per pool,
-//! and the teams research and search.
+//! nodes × 8 = 96 GPUs), h100-shared (8 × 8 = 64), rtx-inference (4 × 8 = 32) and h100-mig
+//! (1 × 8, as 56 `1g.10gb` MIG instances), one per pool, and the teams research and search.
 
 mod common;
 
@@ -132,6 +132,7 @@ async fn a_request_goes_from_draft_to_approved_and_counts(pool: PgPool) {
     assert_eq!(
         gpus,
         [
+            ("h100-mig", 8),
             ("h100-shared", 64),
             ("h200-train", 96),
             ("rtx-inference", 32)
@@ -722,8 +723,12 @@ async fn admins_apply_the_inventory_over_the_api_and_approved_quota_holds(pool: 
     let id = draft(&w, &w.rita, "research", h100(40)).await;
     act(&w, &w.rita, "research", id, "submit", 1).await;
     act(&w, &w.alex, "research", id, "approve", 2).await;
+    let h100 = inventory["pools"]
+        .as_array()
+        .and_then(|pools| pools.iter().position(|p| p["name"] == "h100-shared"))
+        .expect("the h100-shared pool");
     // Four H100 nodes (32 GPUs) would strand 8 of research's GPUs: refused, nothing written.
-    inventory["pools"][0]["nodes"] = json!(4);
+    inventory["pools"][h100]["nodes"] = json!(4);
     let reply = call(
         &w,
         Method::POST,
@@ -738,7 +743,7 @@ async fn admins_apply_the_inventory_over_the_api_and_approved_quota_holds(pool: 
             && error(&reply).message.contains("capacity of 32")
     );
     // Five nodes (40 GPUs) hold it: the dry run says what would change and changes nothing.
-    inventory["pools"][0]["nodes"] = json!(5);
+    inventory["pools"][h100]["nodes"] = json!(5);
     let reply = call(
         &w,
         Method::POST,
@@ -756,7 +761,14 @@ async fn admins_apply_the_inventory_over_the_api_and_approved_quota_holds(pool: 
     let world: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.ada, None)
         .await
         .json();
-    assert_eq!(world.flavors[0].gpus, 64);
+    let gpus = |world: &QuotaWorld| {
+        world
+            .flavors
+            .iter()
+            .find(|f| f.name == "h100-shared")
+            .map(|f| f.gpus)
+    };
+    assert_eq!(gpus(&world), Some(64));
     let reply = call(
         &w,
         Method::POST,
@@ -769,7 +781,7 @@ async fn admins_apply_the_inventory_over_the_api_and_approved_quota_holds(pool: 
     let world: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.ada, None)
         .await
         .json();
-    assert_eq!(world.flavors[0].gpus, 40);
+    assert_eq!(gpus(&world), Some(40));
     // Bad input: 422 with the path, nothing written.
     inventory["teams"][0]["namespace"] = json!("Not A Label");
     let reply = call(&w, Method::POST, "/api/inventory", &w.ada, Some(inventory)).await;

@@ -5,7 +5,7 @@
 //! backfilled once it is back, nothing counted twice; bad configuration → a clear message and
 //! no rows; the real H200's NVML trace → busy GPU-minutes matching its duty cycles.
 //!
-//! The fleet is the demo inventory's (flavors h100-shared, h200-train, rtx-inference; teams
+//! The fleet is the demo inventory's (flavors h100-shared, h200-train, rtx-inference, h100-mig; teams
 //! research and search in namespaces team-research and team-search, ClusterQueues named after
 //! the team), with h200-train split into MIG instances where a test says so.
 
@@ -872,6 +872,70 @@ async fn the_real_h200_trace_gives_its_duty_cycles(pool: PgPool) {
             "{}: {busy_share} vs {duty}",
             phases[*phase]
         );
+    }
+}
+
+/// The demo's own history (what `./dev run` seeds) through promtool, Prometheus and the ingest:
+/// the MIG node's 56 `1g.10gb` instances count a seventh of an H100 each. At 04:00 UTC traffic
+/// is 0 and the serving team holds 25% of them (14 = 2 GPUs), at 16:00 it is 1 and it holds
+/// 85% (47.6 → 48 = 6 6/7 GPUs), each instance 15% + 60% × traffic busy, ±4 points.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
+    fleet(&pool, false).await;
+    let (pools, teams) = usage::demo::fleet(&pool).await.expect("demo fleet");
+    // a day whose 16:00 is at least four hours old
+    let day = (now_ms() - 20 * HOUR_MS).div_euclid(24 * HOUR_MS) * 24 * HOUR_MS;
+    let dir = scratch("demo");
+    let mut windows = Vec::new();
+    for hour in [4, 16] {
+        let from = day + hour * HOUR_MS;
+        let file = dir.join(format!("demo-{hour}.om"));
+        let mut out = std::fs::File::create(&file).expect("history file");
+        usage::demo::write_history(
+            &mut out,
+            &pools,
+            &teams,
+            from,
+            from + 2 * MINUTE_MS,
+            15 * SEC,
+        )
+        .expect("history");
+        common::prometheus::backfill_file(&dir, &file);
+        windows.push(Window::new(from, from + 2 * MINUTE_MS).expect("window"));
+    }
+    let prom = PromServer::start(&dir, &[]).await;
+    for window in &windows {
+        ingest_all(&pool, &prom.client(), 16, *window).await;
+    }
+    let rows = minute_rows(&pool, day).await;
+    let mig = |minute: i64, ns: &str| {
+        rows.get(&(minute, ns.to_owned(), String::new(), "h100-mig".to_owned()))
+            .copied()
+            .unwrap_or_else(|| panic!("minute {minute}, {ns:?}: {rows:?}"))
+    };
+    // (held instances, busy share low, high); 48/7 GPU-min = 411,428,571.43 µs → half up
+    for (hour, held_us, idle_us, low, high) in [
+        (4, 2 * GPU_MIN, 6 * GPU_MIN, 0.11, 0.19),
+        (16, 411_428_571, 68_571_429, 0.71, 0.79),
+    ] {
+        for m in 0..2 {
+            let minute = hour * 60 + m;
+            let (allocated, busy, observed, fb) = mig(minute, "team-search");
+            assert_eq!(allocated, Some(held_us), "{hour}:0{m} allocated");
+            assert_eq!(observed, Some(held_us), "{hour}:0{m} observed");
+            let busy = busy.expect("busy") as f64 / held_us as f64;
+            assert!((low..high).contains(&busy), "{hour}:0{m} busy {busy}");
+            assert!(fb.expect("framebuffer") > 0);
+            // the instances nobody holds: observed, idle, allocated to nobody
+            let (allocated, busy, observed, _) = mig(minute, "");
+            assert_eq!((allocated, busy, observed), (None, Some(0), Some(idle_us)));
+            assert!(!rows.contains_key(&(
+                minute,
+                "team-research".to_owned(),
+                String::new(),
+                "h100-mig".to_owned()
+            )));
+        }
     }
 }
 

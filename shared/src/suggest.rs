@@ -30,7 +30,7 @@ use crate::{
     day::Day,
     interrupt::{Interrupt, Interrupted, Never},
     kueue::{Reclaim, WithinQueue},
-    quota::{NewRequest, QuotaLine, QuotaSpec},
+    quota::{Flavor, NewRequest, QuotaLine, QuotaSpec},
     scenario::{Scenario, WorkloadKind},
     simulate::{self, Simulation, TeamStats},
 };
@@ -118,8 +118,16 @@ impl QuotaSuggestion {
 
     /// The suggestion as one draft quota request per team (`POST
     /// /api/quota/teams/{team}/requests`), open-ended from `starts_on`: whole GPUs of each
-    /// flavor's vendor resource, and the scenario's Kueue policy.
-    pub fn draft_requests(&self, scenario: &Scenario, starts_on: Day) -> Vec<(String, NewRequest)> {
+    /// flavor's vendor resource or, where the cluster's flavor of that name (`flavors`, the
+    /// quota world's) is split into MIG instances, the instances those GPUs hold, profile by
+    /// profile of its layout (7 `nvidia.com/mig-1g.10gb` per H100 as `1g.10gb: 7`); and the
+    /// scenario's Kueue policy.
+    pub fn draft_requests(
+        &self,
+        scenario: &Scenario,
+        starts_on: Day,
+        flavors: &[Flavor],
+    ) -> Vec<(String, NewRequest)> {
         let policy = &scenario.quota;
         self.teams
             .iter()
@@ -128,16 +136,32 @@ impl QuotaSuggestion {
                 let lines = t
                     .lines
                     .iter()
-                    .filter_map(|l| {
-                        let acc = scenario.accelerator(&l.flavor)?;
+                    .flat_map(|l| {
                         let q = &l.suggested;
-                        Some(QuotaLine {
+                        let line = |resource: String, per_gpu: i64| QuotaLine {
                             flavor: l.flavor.clone(),
-                            resource: acc.vendor().resource_name().to_owned(),
-                            nominal: i64::from(q.nominal_gpus),
-                            borrowing_limit: q.borrowing_limit_gpus.map(i64::from),
-                            lending_limit: q.lending_limit_gpus.map(i64::from),
-                        })
+                            resource,
+                            nominal: i64::from(q.nominal_gpus) * per_gpu,
+                            borrowing_limit: q.borrowing_limit_gpus.map(|g| i64::from(g) * per_gpu),
+                            lending_limit: q.lending_limit_gpus.map(|g| i64::from(g) * per_gpu),
+                        };
+                        let layout = flavors
+                            .iter()
+                            .find(|f| f.name == l.flavor)
+                            .map(|f| &f.settings.mig_layout)
+                            .filter(|layout| !layout.is_empty());
+                        match (layout, scenario.accelerator(&l.flavor)) {
+                            (Some(layout), _) => layout
+                                .iter()
+                                .map(|(profile, n)| {
+                                    line(format!("nvidia.com/mig-{profile}"), i64::from(*n))
+                                })
+                                .collect(),
+                            (None, Some(acc)) => {
+                                vec![line(acc.vendor().resource_name().to_owned(), 1)]
+                            }
+                            (None, None) => vec![],
+                        }
                     })
                     .collect();
                 let checkpoint_interval_min = team

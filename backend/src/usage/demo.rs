@@ -13,21 +13,28 @@ use sqlx::PgPool;
 pub async fn fleet(pool: &PgPool) -> sqlx::Result<(Vec<DemoPool>, Vec<DemoTeam>)> {
     let pools = sqlx::query!(
         r#"select f.name as flavor, m.name as model, p.nodes::bigint as "nodes!",
-                  p.gpus_per_node::bigint as "gpus_per_node!"
+                  p.gpus_per_node::bigint as "gpus_per_node!",
+                  coalesce(f.settings -> 'mig_layout', '{}')::text as "mig_layout!"
            from node_pools p join flavors f on f.id = p.flavor_id
            join gpu_models m on m.id = p.gpu_model_id order by p.id"#
     )
     .fetch_all(pool)
     .await?
     .into_iter()
-    .map(|r| DemoPool {
-        flavor: r.flavor,
-        mem_mib: shared::catalogue::find(&r.model).map_or(81_920, |m| i64::from(m.mem_mib)),
-        gpu_model: r.model,
-        nodes: r.nodes,
-        gpus_per_node: r.gpus_per_node,
+    .map(|r| {
+        // validated on the way in: profile → instances per GPU
+        let layout: std::collections::BTreeMap<String, u32> =
+            serde_json::from_str(&r.mig_layout).map_err(|e| sqlx::Error::Decode(e.into()))?;
+        Ok(DemoPool {
+            flavor: r.flavor,
+            mem_mib: shared::catalogue::find(&r.model).map_or(81_920, |m| i64::from(m.mem_mib)),
+            gpu_model: r.model,
+            nodes: r.nodes,
+            gpus_per_node: r.gpus_per_node,
+            mig_layout: layout.into_iter().collect(),
+        })
     })
-    .collect();
+    .collect::<sqlx::Result<_>>()?;
     let teams = sqlx::query!("select namespace, cluster_queue from teams order by id")
         .fetch_all(pool)
         .await?
@@ -93,6 +100,7 @@ pub fn write_history(
     // OpenMetrics wants each family's samples together: one pass per family.
     let families = [
         shared::usage::GPU_UTIL,
+        shared::usage::GR_ENGINE_ACTIVE,
         shared::usage::FB_USED,
         shared::usage::KUEUE_USAGE,
         shared::usage::PROMPT_TOKENS,

@@ -97,9 +97,15 @@ pub fn scratch(name: &str) -> PathBuf {
 pub fn backfill(dir: &Path, points: &[Point]) {
     let input = dir.join("input.om");
     std::fs::write(&input, openmetrics(points)).expect("write openmetrics");
+    backfill_file(dir, &input);
+}
+
+/// Writes an OpenMetrics file's samples into `dir/data` as TSDB blocks (more blocks when the
+/// folder has some already).
+pub fn backfill_file(dir: &Path, input: &Path) {
     let out = Command::new(binary("promtool"))
         .args(["tsdb", "create-blocks-from", "openmetrics"])
-        .arg(&input)
+        .arg(input)
         .arg(dir.join("data"))
         .output()
         .expect("run promtool");

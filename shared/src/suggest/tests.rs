@@ -286,14 +286,14 @@ fn on_every_preset_the_suggestion_is_the_week_it_shows() {
     }
 }
 
-/// As draft quota requests: one per team, whole GPUs of the vendor's resource, the limits as
-/// suggested, the scenario's Kueue policy, and a justification that names the week's figures.
+/// As draft quota requests: one per team, whole GPUs of the vendor's resource (or MIG
+/// instances where the cluster's flavor is split), the limits as suggested, the scenario's Kueue policy, and a justification that names the week's figures.
 #[test]
 fn the_suggestion_becomes_one_draft_request_per_team() {
     let s = three_teams();
     let suggestion = suggest(&s, &simulate::simulate(&s));
     let day = Day::parse("2026-12-02").expect("day");
-    let drafts = suggestion.draft_requests(&s, day);
+    let drafts = suggestion.draft_requests(&s, day, &[]);
     let teams: Vec<&str> = drafts.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(teams, ["serve", "train", "eval"]);
     for ((_, request), team) in drafts.iter().zip(&suggestion.teams) {
@@ -325,6 +325,62 @@ fn the_suggestion_becomes_one_draft_request_per_team() {
     // Training checkpoints every 30 minutes (the class's default); inference does not.
     assert_eq!(drafts[1].1.spec.checkpoint_interval_min, Some(30));
     assert_eq!(drafts[0].1.spec.checkpoint_interval_min, None);
+
+    // Where the cluster splits flavor `a` into MIG instances, the same GPUs as instances of
+    // each profile of its layout: 1g.10gb × 7 per GPU, or one 3g, one 2g and two 1g per GPU.
+    for (layout, want) in [
+        (vec![("1g.10gb", 7)], vec![("nvidia.com/mig-1g.10gb", 7)]),
+        (
+            vec![("3g.40gb", 1), ("2g.20gb", 1), ("1g.10gb", 2)],
+            vec![
+                ("nvidia.com/mig-1g.10gb", 2),
+                ("nvidia.com/mig-2g.20gb", 1),
+                ("nvidia.com/mig-3g.40gb", 1),
+            ],
+        ),
+    ] {
+        let flavor = crate::quota::Flavor {
+            name: "a".into(),
+            gpu_model: s.fleet[0].gpu_model.clone(),
+            pools: vec!["a".into()],
+            gpus: i64::from(s.fleet[0].count),
+            settings: crate::quota::FlavorSettings {
+                mig_layout: layout.iter().map(|(p, n)| ((*p).to_owned(), *n)).collect(),
+                ..Default::default()
+            },
+            version: 1,
+        };
+        let mig = suggestion.draft_requests(&s, day, &[flavor]);
+        for ((_, request), team) in mig.iter().zip(&suggestion.teams) {
+            let q = &team.lines[0].suggested;
+            let got: Vec<(&str, i64, Option<i64>, Option<i64>)> = request
+                .spec
+                .lines
+                .iter()
+                .map(|l| {
+                    assert_eq!(l.flavor, "a");
+                    (
+                        l.resource.as_str(),
+                        l.nominal,
+                        l.borrowing_limit,
+                        l.lending_limit,
+                    )
+                })
+                .collect();
+            let expected: Vec<(&str, i64, Option<i64>, Option<i64>)> = want
+                .iter()
+                .map(|(resource, per_gpu)| {
+                    (
+                        *resource,
+                        i64::from(q.nominal_gpus) * per_gpu,
+                        q.borrowing_limit_gpus.map(|g| i64::from(g) * per_gpu),
+                        q.lending_limit_gpus.map(|g| i64::from(g) * per_gpu),
+                    )
+                })
+                .collect();
+            assert_eq!(got, expected, "{}", team.team);
+        }
+    }
 }
 
 /// A tight target the rule-based proposal misses (applied's LoRA jobs at 5 minutes p95 on the

@@ -8,7 +8,10 @@
 //! Traffic follows a day curve peaking at 16:00 UTC. Training GPUs run ~90% busy with a
 //! checkpoint dip every tenth minute; inference GPUs run 20-80% with traffic; free GPUs idle.
 //! Two GPUs of the first shared pool are held by `ml-sandbox`, a namespace no team owns, so
-//! the console shows unattributed use. Every figure is labelled demo data where shown.
+//! the console shows unattributed use. A pool whose flavor has a MIG layout serves small
+//! models from MIG instances (the other teams, with traffic, GPU by GPU), reported per
+//! instance as dcgm-exporter does (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`, no `GPU_UTIL`) and to
+//! Kueue as `nvidia.com/mig-<profile>`. Every figure is labelled demo data where shown.
 
 use std::f64::consts::PI;
 
@@ -23,6 +26,8 @@ pub struct DemoPool {
     pub mem_mib: i64,
     pub nodes: i64,
     pub gpus_per_node: i64,
+    /// MIG instances per GPU by profile (the flavor's layout); empty for whole GPUs.
+    pub mig_layout: Vec<(String, u32)>,
 }
 
 /// A team: its namespace and ClusterQueue.
@@ -90,11 +95,17 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
     let servers: &[DemoTeam] = if teams.len() > 1 { &teams[1..] } else { teams };
     let d = traffic(at_ms);
     let minute = at_ms.div_euclid(MINUTE_MS);
-    let mut kueue: Vec<(String, String, i64)> = Vec::new();
+    // (ClusterQueue, flavor, resource, count)
+    let mut kueue: Vec<(String, String, String, i64)> = Vec::new();
     let mut inference_gpus = 0i64;
     let mut sandbox_placed = false;
     for (p, pool) in pools.iter().enumerate() {
         let gpus = pool.nodes * pool.gpus_per_node;
+        if !pool.mig_layout.is_empty() {
+            mig_samples(p, pool, servers, at_ms, &mut out, &mut kueue);
+            continue;
+        }
+        let gpu = "nvidia.com/gpu".to_owned();
         let (training, inference) = if pool.flavor.contains("train") {
             (((0.95 - 0.15 * d) * gpus as f64).round() as i64, 0)
         } else if pool.flavor.contains("inference") {
@@ -116,34 +127,20 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
         };
         inference_gpus += inference;
         if training > 0 {
-            kueue.push((trainer.cluster_queue.clone(), pool.flavor.clone(), training));
+            let (cq, flavor) = (trainer.cluster_queue.clone(), pool.flavor.clone());
+            kueue.push((cq, flavor, gpu.clone(), training));
         }
         for (i, server) in servers.iter().enumerate() {
             let share = inference / servers.len() as i64
                 + i64::from((i as i64) < inference % servers.len() as i64);
             if share > 0 {
-                kueue.push((server.cluster_queue.clone(), pool.flavor.clone(), share));
+                let (cq, flavor) = (server.cluster_queue.clone(), pool.flavor.clone());
+                kueue.push((cq, flavor, gpu.clone(), share));
             }
         }
-        let product = format!("NVIDIA {}", pool.gpu_model.replace('-', " "));
         for g in 0..gpus {
-            let (node, index) = (g / pool.gpus_per_node, g % pool.gpus_per_node);
             let key = ((p as u64) << 40) ^ (g as u64);
-            let mut labels = vec![
-                ("gpu", index.to_string()),
-                (
-                    "UUID",
-                    format!(
-                        "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
-                        (noise(key) * 4_294_967_296.0) as u64,
-                        p,
-                        g
-                    ),
-                ),
-                ("device", format!("nvidia{index}")),
-                ("modelName", product.clone()),
-                ("Hostname", format!("{}-node-{node:02}", pool.flavor)),
-            ];
+            let mut labels = gpu_labels(p, pool, g);
             let work = if g < training {
                 Some((
                     Work::Training,
@@ -191,14 +188,14 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
             });
         }
     }
-    for (cluster_queue, flavor, count) in kueue {
+    for (cluster_queue, flavor, resource, count) in kueue {
         out.push(DemoSample {
             metric: super::KUEUE_USAGE,
             labels: vec![
                 ("cluster_queue", cluster_queue),
                 ("cohort", "gpufleet".to_owned()),
                 ("flavor", flavor),
-                ("resource", "nvidia.com/gpu".to_owned()),
+                ("resource", resource),
             ],
             value: count.to_string(),
         });
@@ -231,6 +228,100 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
         }
     }
     out
+}
+
+/// dcgm-exporter's fixed labels of GPU `g` of pool `p`, in its order.
+fn gpu_labels(p: usize, pool: &DemoPool, g: i64) -> Vec<(&'static str, String)> {
+    let (node, index) = (g / pool.gpus_per_node, g % pool.gpus_per_node);
+    let key = ((p as u64) << 40) ^ (g as u64);
+    vec![
+        ("gpu", index.to_string()),
+        (
+            "UUID",
+            format!(
+                "GPU-{:08x}-{:04x}-4000-8000-{:012x}",
+                (noise(key) * 4_294_967_296.0) as u64,
+                p,
+                g
+            ),
+        ),
+        ("device", format!("nvidia{index}")),
+        (
+            "modelName",
+            format!("NVIDIA {}", pool.gpu_model.replace('-', " ")),
+        ),
+        ("Hostname", format!("{}-node-{node:02}", pool.flavor)),
+    ]
+}
+
+/// A MIG pool's instances at `at_ms`: the serving teams hold `25% + 60% × traffic` of them,
+/// GPU by GPU (one instance each in turn), busy 11-79% with traffic; the rest idle.
+fn mig_samples(
+    p: usize,
+    pool: &DemoPool,
+    servers: &[DemoTeam],
+    at_ms: i64,
+    out: &mut Vec<DemoSample>,
+    kueue: &mut Vec<(String, String, String, i64)>,
+) {
+    let slots: Vec<&str> = pool
+        .mig_layout
+        .iter()
+        .flat_map(|(profile, n)| std::iter::repeat_n(profile.as_str(), *n as usize))
+        .collect();
+    let gpus = pool.nodes * pool.gpus_per_node;
+    let instances = gpus * slots.len() as i64;
+    let d = traffic(at_ms);
+    let minute = at_ms.div_euclid(MINUTE_MS);
+    let held = ((0.25 + 0.6 * d) * instances as f64).round() as i64;
+    let model = crate::catalogue::find(&pool.gpu_model).ok();
+    let mut counts: Vec<(usize, &str, i64)> = Vec::new();
+    for j in 0..instances {
+        let (g, s) = (j / slots.len() as i64, (j % slots.len() as i64) as usize);
+        let profile = slots[s];
+        let mut labels = gpu_labels(p, pool, g);
+        let hostname = labels.pop().expect("the labels end with Hostname");
+        labels.push(("GPU_I_PROFILE", profile.to_owned()));
+        labels.push(("GPU_I_ID", (s + 1).to_string()));
+        labels.push(hostname);
+        let profile_mib = model
+            .and_then(|m| m.mig.as_ref())
+            .and_then(|g| g.profiles.iter().find(|x| x.name == profile))
+            .map_or(9_856, |x| i64::from(x.mem_mib));
+        let (busy, fb) = if j < held && !servers.is_empty() {
+            let k = j as usize % servers.len();
+            match counts.iter_mut().find(|(t, x, _)| *t == k && *x == profile) {
+                Some(c) => c.2 += 1,
+                None => counts.push((k, profile, 1)),
+            }
+            labels.push(("container", "main".to_owned()));
+            labels.push(("namespace", servers[k].namespace.clone()));
+            labels.push(("pod", format!("vllm-small-{j}")));
+            let wobble = noise((((p as u64) << 40) ^ (j as u64)) ^ ((minute as u64) << 20));
+            let busy = (0.15 + 0.6 * d + 0.08 * wobble - 0.04).clamp(0.0, 1.0);
+            (busy, profile_mib * 6 / 10)
+        } else {
+            (0.0, 12)
+        };
+        out.push(DemoSample {
+            metric: super::GR_ENGINE_ACTIVE,
+            labels: labels.clone(),
+            value: format!("{busy:.6}"),
+        });
+        out.push(DemoSample {
+            metric: super::FB_USED,
+            labels,
+            value: fb.to_string(),
+        });
+    }
+    for (k, profile, count) in counts {
+        kueue.push((
+            servers[k].cluster_queue.clone(),
+            pool.flavor.clone(),
+            format!("nvidia.com/mig-{profile}"),
+            count,
+        ));
+    }
 }
 
 /// The samples in the Prometheus text format (one family per metric).
@@ -275,12 +366,17 @@ mod tests {
             mem_mib,
             nodes,
             gpus_per_node: 8,
+            mig_layout: vec![],
         };
         (
             vec![
                 pool("h100-shared", "H100-SXM5-80GB", 81_559, 8),
                 pool("h200-train", "H200-SXM-141GB", 143_771, 12),
                 pool("rtx-inference", "RTX-PRO-6000-96GB", 97_887, 4),
+                DemoPool {
+                    mig_layout: vec![("1g.10gb".into(), 7)],
+                    ..pool("h100-mig", "H100-SXM5-80GB", 81_559, 1)
+                },
             ],
             vec![
                 DemoTeam {
@@ -309,8 +405,9 @@ mod tests {
     #[test]
     fn kueue_allocation_matches_the_gpus_its_teams_hold() {
         let (pools, teams) = fleet();
+        let day = 1_796_000_400_000 - 1_796_000_400_000 % DAY_MS;
         for hour in [4, 10, 16, 22] {
-            let at = 1_796_000_400_000 + hour * 3_600_000;
+            let at = day + hour * 3_600_000;
             let samples = samples(&pools, &teams, at);
             let held = |ns: &str| {
                 samples
@@ -319,21 +416,55 @@ mod tests {
                     .filter(|s| s.labels.iter().any(|(k, v)| *k == "namespace" && v == ns))
                     .count() as i64
             };
-            let allocated = |cq: &str| {
+            let allocated = |cq: &str, resource: &str| {
                 samples
                     .iter()
                     .filter(|s| s.metric == super::super::KUEUE_USAGE)
                     .filter(|s| {
-                        s.labels
-                            .iter()
-                            .any(|(k, v)| *k == "cluster_queue" && v == cq)
+                        let has = |key: &str, value: &str| {
+                            s.labels.iter().any(|(k, v)| *k == key && v == value)
+                        };
+                        has("cluster_queue", cq) && has("resource", resource)
                     })
                     .map(|s| s.value.parse::<i64>().expect("count"))
                     .sum::<i64>()
             };
-            assert_eq!(held("team-research"), allocated("research"), "{hour}:00");
-            assert_eq!(held("team-search"), allocated("search"), "{hour}:00");
+            let gpu = "nvidia.com/gpu";
+            assert_eq!(
+                held("team-research"),
+                allocated("research", gpu),
+                "{hour}:00"
+            );
+            assert_eq!(held("team-search"), allocated("search", gpu), "{hour}:00");
             assert_eq!(held("ml-sandbox"), 2);
+            // the MIG node's 56 instances: the serving team holds 25% + 60% × traffic of them,
+            // each reported once with its profile and never as GPU_UTIL
+            let instances: Vec<&DemoSample> = samples
+                .iter()
+                .filter(|s| s.metric == super::super::GR_ENGINE_ACTIVE)
+                .collect();
+            assert_eq!(instances.len(), 56);
+            assert!(instances.iter().all(|s| {
+                s.labels
+                    .iter()
+                    .any(|(k, v)| *k == "GPU_I_PROFILE" && v == "1g.10gb")
+            }));
+            let searching = instances
+                .iter()
+                .filter(|s| {
+                    s.labels
+                        .iter()
+                        .any(|(k, v)| *k == "namespace" && v == "team-search")
+                })
+                .count() as i64;
+            assert_eq!(searching, allocated("search", "nvidia.com/mig-1g.10gb"));
+            assert_eq!(allocated("research", "nvidia.com/mig-1g.10gb"), 0);
+            // traffic 0 at 04:00 (0.25 × 56 = 14), 1 at 16:00 (0.85 × 56 = 47.6 → 48)
+            match hour {
+                4 => assert_eq!(searching, 14),
+                16 => assert_eq!(searching, 48),
+                _ => assert!((14..=48).contains(&searching)),
+            }
             // 192 GPUs, each reported once per metric
             assert_eq!(
                 samples

@@ -132,7 +132,7 @@ pub fn QuotasStep() -> impl IntoView {
         })}
         {move || suggestions.made.get().map(|(scenario, suggestion)| {
             let apply = suggestion.clone();
-            let drafts = suggestion.draft_requests(&scenario, today());
+            let for_drafts = (scenario.clone(), suggestion.clone());
             view! {
                 <SuggestionTables suggestion/>
                 <p>
@@ -144,7 +144,7 @@ pub fn QuotasStep() -> impl IntoView {
                         <span class="muted" data-test="suggestion-applied">" Done: the Results and the Export now use them."</span>
                     })}
                 </p>
-                <DraftRequests drafts/>
+                <DraftRequests made=for_drafts/>
             }
         })}
     }
@@ -286,16 +286,27 @@ fn today() -> Day {
 /// The suggestion as draft quota requests, one per team, for the live fleet's teams and
 /// flavors (a scenario started from "our fleet today"): each drafted through the quota API,
 /// which checks it as it checks a request typed on the Quotas page; each team's outcome shown.
+/// The cluster's flavors are read first, so a flavor split into MIG instances is requested in
+/// its instances.
 #[component]
-fn DraftRequests(drafts: Vec<(String, shared::quota::NewRequest)>) -> impl IntoView {
+fn DraftRequests(made: (Scenario, QuotaSuggestion)) -> impl IntoView {
     let outcomes = RwSignal::new(Vec::<(String, Result<i64, String>)>::new());
     let busy = RwSignal::new(false);
     let create = move |_| {
-        let drafts = drafts.clone();
+        let (scenario, suggestion) = made.clone();
         busy.set(true);
         outcomes.set(Vec::new());
         spawn_local(async move {
-            for (team, request) in drafts {
+            let world = match api::get::<shared::quota::QuotaWorld>("/api/quota/world").await {
+                Ok(world) => world,
+                Err(err) => {
+                    let why = format!("the cluster's flavors cannot be read: {err}");
+                    outcomes.set(vec![("every team".to_owned(), Err(why))]);
+                    busy.set(false);
+                    return;
+                }
+            };
+            for (team, request) in suggestion.draft_requests(&scenario, today(), &world.flavors) {
                 let path = format!("/api/quota/teams/{team}/requests");
                 let outcome = api::send::<_, Created>(Method::POST, &path, Some(&request))
                     .await
