@@ -122,7 +122,7 @@ fn mechanisms(architecture: Architecture, isolation: &IsolationPlan, mig: &[Flav
         })
         .collect();
     if counts.iter().any(|(m, _)| *m == Mechanism::HamiFractions) {
-        needs.push("HAMi's device plugin and scheduler; hami-limits.yaml (each class's nvidia.com/gpumem and nvidia.com/gpucores limits)".to_owned());
+        needs.push("HAMi's device plugin and scheduler; hami-limits.yaml (each class's memory and compute limits in its vendor's HAMi names)".to_owned());
     }
     if counts.iter().any(|(m, _)| *m == Mechanism::Mps) {
         needs.push(

@@ -244,12 +244,19 @@ pub fn mig_layouts(scenario: &Scenario, plan: &IsolationPlan) -> Vec<FlavorMig> 
         .collect()
 }
 
-/// What the plan's HAMi classes set in each container's `resources.limits` (HAMi v2.10's
-/// NVIDIA names: `nvidia.com/gpu`, `nvidia.com/gpumem` in MiB, `nvidia.com/gpucores` in % of
-/// the card): the memory one job needs, and the card's compute shared as the sizing packs it
-/// (100 ÷ jobs per card). YAML, one entry per class; `None` when no class is on HAMi. Other
-/// vendors' HAMi names are not in the reference this build knows: those classes get a comment
-/// with the figures to set by hand.
+/// What the plan's HAMi classes set in each container's `resources.limits`: the memory one
+/// job needs, and the card's compute shared as the sizing packs it (100 ÷ jobs per card).
+/// YAML, one entry per class; `None` when no class is on HAMi. HAMi's names per vendor:
+/// - NVIDIA (HAMi v2.10, `../shared/reference/hami`): `nvidia.com/gpu`, `nvidia.com/gpumem` in
+///   MiB, `nvidia.com/gpucores` in % of the card;
+/// - AMD (HAMi's docs, `userguide/amd-device/enable-amd-gpu-sharing.md`): `amd.com/gpu`,
+///   `amd.com/gpumem` in MiB per GPU, `amd.com/gpucores` in % of the compute units (0-100);
+/// - Huawei Ascend 910B (HAMi's docs, `userguide/ascend-device/enable-ascend-sharing.md`, and
+///   the chart's resource list): `huawei.com/Ascend910B` and `huawei.com/Ascend910B-memory` in
+///   MiB. Hard slicing cuts a 910B into 1/4 or 1/2 (vNPU templates) and aligns the memory asked
+///   up to the nearest; compute follows the memory share, so no core limit is set, and a job
+///   over half a card gets a whole NPU. Where the template holds fewer jobs than the sizing
+///   packs, a comment says so.
 pub fn hami_limits(scenario: &Scenario, plan: &IsolationPlan) -> Option<String> {
     let mut yaml = String::from(
         "# HAMi fractions: the resources.limits of each container of these classes.\n",
@@ -274,17 +281,43 @@ pub fn hami_limits(scenario: &Scenario, plan: &IsolationPlan) -> Option<String> 
                 crate::sizing::jobs_per_card(card.mem_mib, job_mib, f64::from(w.busy_pct) / 100.0);
             let cores = 100 / per_card.max(1);
             let name = format!("{}/{}", team.name, w.name);
-            if acc.vendor() == Vendor::Nvidia {
-                yaml.push_str(&format!(
-                    "\"{name}\":\n  flavor: \"{}\"\n  limits:\n    nvidia.com/gpu: 1\n    nvidia.com/gpumem: {job_mib}\n    nvidia.com/gpucores: {cores}\n",
-                    acc.flavor
-                ));
-            } else {
-                yaml.push_str(&format!(
-                    "# {name} on {} ({}): set HAMi's memory limit to {job_mib} MiB and compute to {cores}% with that vendor's resource names.\n",
-                    acc.flavor,
-                    acc.vendor().label()
-                ));
+            let head = format!("\"{name}\":\n  flavor: \"{}\"\n  limits:\n", acc.flavor);
+            match acc.vendor() {
+                Vendor::Nvidia | Vendor::Amd => {
+                    let domain = acc.vendor().resource_name().trim_end_matches("/gpu");
+                    yaml.push_str(&format!(
+                        "{head}    {domain}/gpu: 1\n    {domain}/gpumem: {job_mib}\n    {domain}/gpucores: {cores}\n"
+                    ));
+                }
+                Vendor::Huawei => {
+                    let slice = [4u32, 2]
+                        .into_iter()
+                        .map(|parts| (parts, card.mem_mib / parts))
+                        .find(|(_, mib)| *mib >= job_mib);
+                    match slice {
+                        Some((parts, mib)) => {
+                            if per_card > parts {
+                                yaml.push_str(&format!(
+                                    "# {name}: {job_mib} MiB aligns up to the 1/{parts} vNPU template ({mib} MiB): {parts} jobs per card, not the {per_card} the sizing packs.\n"
+                                ));
+                            }
+                            yaml.push_str(&format!(
+                                "{head}    huawei.com/Ascend910B: 1\n    huawei.com/Ascend910B-memory: {mib}\n"
+                            ));
+                        }
+                        None => {
+                            yaml.push_str(&format!(
+                                "# {name}: {job_mib} MiB is more than half a card, the largest vNPU template: a whole NPU each.\n{head}    huawei.com/Ascend910B: 1\n"
+                            ));
+                        }
+                    }
+                }
+                Vendor::Intel => {
+                    yaml.push_str(&format!(
+                        "# {name} on {}: HAMi does not share Intel accelerators; give each job a whole card.\n",
+                        acc.flavor
+                    ));
+                }
             }
         }
     }
@@ -802,6 +835,60 @@ mod tests {
         );
         s.teams[0].workloads[0].mem_mib_per_job = None;
         assert_eq!(hami_limits(&s, &plan(&s, Architecture::B)), None);
+    }
+
+    /// Other vendors in HAMi's own names. An MI300X (192 GB = 196,608 MiB) holds nine 20 GiB
+    /// jobs, three by time at 30% busy: amd.com/gpumem 20480, gpucores 33. An Ascend 910B
+    /// (64 GB = 65,536 MiB) is cut in quarters (16,384 MiB) or halves (32,768): 10 GiB → a
+    /// quarter; 20 GiB → a half, so two jobs per card where the sizing packs three; 40 GiB →
+    /// a whole NPU.
+    #[test]
+    fn hami_limits_in_each_vendors_names() {
+        let mut s = bench_scenario();
+        s.constraints.hardware_isolation_between_tenants = false;
+        s.teams.truncate(1);
+        s.teams[0].workloads = vec![Workload {
+            busy_pct: 30,
+            ..class(WorkloadKind::FineTuning, 1, false)
+        }];
+        let limits = |s: &Scenario| {
+            let p = plan(s, Architecture::B);
+            assert_eq!(p.classes[0].mechanism, Mechanism::HamiFractions);
+            hami_limits(s, &p).expect("one HAMi class")
+        };
+        s.fleet[0].gpu_model = "MI300X-192GB".into();
+        assert!(
+            limits(&s).ends_with("\"team-00/w\":\n  flavor: \"f0\"\n  limits:\n    amd.com/gpu: 1\n    amd.com/gpumem: 20480\n    amd.com/gpucores: 33\n"),
+            "{}",
+            limits(&s)
+        );
+        s.fleet[0].gpu_model = "Ascend-910B-64GB".into();
+        let npu = |mib: &str| {
+            format!(
+                "\"team-00/w\":\n  flavor: \"f0\"\n  limits:\n    huawei.com/Ascend910B: 1\n{mib}"
+            )
+        };
+        s.teams[0].workloads[0].mem_mib_per_job = Some(10_240);
+        let yaml = limits(&s);
+        assert!(
+            yaml.ends_with(&npu("    huawei.com/Ascend910B-memory: 16384\n")),
+            "{yaml}"
+        );
+        assert!(!yaml.contains("jobs per card"), "{yaml}");
+        s.teams[0].workloads[0].mem_mib_per_job = Some(20_480);
+        let yaml = limits(&s);
+        assert!(
+            yaml.ends_with(&npu("    huawei.com/Ascend910B-memory: 32768\n")),
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("# team-00/w: 20480 MiB aligns up to the 1/2 vNPU template (32768 MiB): 2 jobs per card, not the 3 the sizing packs."),
+            "{yaml}"
+        );
+        s.teams[0].workloads[0].mem_mib_per_job = Some(40_960);
+        let yaml = limits(&s);
+        assert!(yaml.ends_with(&npu("")), "{yaml}");
+        assert!(yaml.contains("more than half a card"), "{yaml}");
     }
 
     #[test]
