@@ -30,7 +30,7 @@ use crate::{
     day::Day,
     interrupt::{Interrupt, Interrupted, Never},
     kueue::{Reclaim, WithinQueue},
-    quota::{Flavor, NewRequest, QuotaLine, QuotaSpec},
+    quota::{NewRequest, QuotaLine, QuotaSpec},
     scenario::{Scenario, WorkloadKind},
     simulate::{self, Simulation, TeamStats},
 };
@@ -118,15 +118,15 @@ impl QuotaSuggestion {
 
     /// The suggestion as one draft quota request per team (`POST
     /// /api/quota/teams/{team}/requests`), open-ended from `starts_on`: whole GPUs of each
-    /// flavor's vendor resource or, where the cluster's flavor of that name (`flavors`, the
-    /// quota world's) is split into MIG instances, the instances those GPUs hold, profile by
-    /// profile of its layout (7 `nvidia.com/mig-1g.10gb` per H100 as `1g.10gb: 7`); and the
-    /// scenario's Kueue policy.
+    /// flavor's vendor resource or, where the cluster splits the flavor of that name into MIG
+    /// instances (`mig_layouts`: flavor → instances per GPU by profile, the flavors' settings),
+    /// the instances those GPUs hold, profile by profile (7 `nvidia.com/mig-1g.10gb` per H100
+    /// under `1g.10gb: 7`); and the scenario's Kueue policy.
     pub fn draft_requests(
         &self,
         scenario: &Scenario,
         starts_on: Day,
-        flavors: &[Flavor],
+        mig_layouts: &BTreeMap<String, BTreeMap<String, u32>>,
     ) -> Vec<(String, NewRequest)> {
         let policy = &scenario.quota;
         self.teams
@@ -145,10 +145,8 @@ impl QuotaSuggestion {
                             borrowing_limit: q.borrowing_limit_gpus.map(|g| i64::from(g) * per_gpu),
                             lending_limit: q.lending_limit_gpus.map(|g| i64::from(g) * per_gpu),
                         };
-                        let layout = flavors
-                            .iter()
-                            .find(|f| f.name == l.flavor)
-                            .map(|f| &f.settings.mig_layout)
+                        let layout = mig_layouts
+                            .get(&l.flavor)
                             .filter(|layout| !layout.is_empty());
                         match (layout, scenario.accelerator(&l.flavor)) {
                             (Some(layout), _) => layout

@@ -293,7 +293,7 @@ fn the_suggestion_becomes_one_draft_request_per_team() {
     let s = three_teams();
     let suggestion = suggest(&s, &simulate::simulate(&s));
     let day = Day::parse("2026-12-02").expect("day");
-    let drafts = suggestion.draft_requests(&s, day, &[]);
+    let drafts = suggestion.draft_requests(&s, day, &BTreeMap::new());
     let teams: Vec<&str> = drafts.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(teams, ["serve", "train", "eval"]);
     for ((_, request), team) in drafts.iter().zip(&suggestion.teams) {
@@ -339,18 +339,11 @@ fn the_suggestion_becomes_one_draft_request_per_team() {
             ],
         ),
     ] {
-        let flavor = crate::quota::Flavor {
-            name: "a".into(),
-            gpu_model: s.fleet[0].gpu_model.clone(),
-            pools: vec!["a".into()],
-            gpus: i64::from(s.fleet[0].count),
-            settings: crate::quota::FlavorSettings {
-                mig_layout: layout.iter().map(|(p, n)| ((*p).to_owned(), *n)).collect(),
-                ..Default::default()
-            },
-            version: 1,
-        };
-        let mig = suggestion.draft_requests(&s, day, &[flavor]);
+        let layouts = BTreeMap::from([(
+            "a".to_owned(),
+            layout.iter().map(|(p, n)| ((*p).to_owned(), *n)).collect(),
+        )]);
+        let mig = suggestion.draft_requests(&s, day, &layouts);
         for ((_, request), team) in mig.iter().zip(&suggestion.teams) {
             let q = &team.lines[0].suggested;
             let got: Vec<(&str, i64, Option<i64>, Option<i64>)> = request

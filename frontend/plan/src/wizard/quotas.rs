@@ -283,6 +283,25 @@ fn today() -> Day {
     Day::of_unix_seconds((js_sys::Date::now() / 1000.0) as i64)
 }
 
+/// What drafting reads of `GET /api/quota/world`: each flavor's MIG layout (the rest of the
+/// world stays unread, so the page carries no code to read it).
+#[derive(serde::Deserialize)]
+struct FlavorsOfWorld {
+    flavors: Vec<FlavorOfWorld>,
+}
+
+#[derive(serde::Deserialize)]
+struct FlavorOfWorld {
+    name: String,
+    settings: MigOfFlavor,
+}
+
+#[derive(serde::Deserialize)]
+struct MigOfFlavor {
+    #[serde(default)]
+    mig_layout: std::collections::BTreeMap<String, u32>,
+}
+
 /// The suggestion as draft quota requests, one per team, for the live fleet's teams and
 /// flavors (a scenario started from "our fleet today"): each drafted through the quota API,
 /// which checks it as it checks a request typed on the Quotas page; each team's outcome shown.
@@ -297,8 +316,12 @@ fn DraftRequests(made: (Scenario, QuotaSuggestion)) -> impl IntoView {
         busy.set(true);
         outcomes.set(Vec::new());
         spawn_local(async move {
-            let world = match api::get::<shared::quota::QuotaWorld>("/api/quota/world").await {
-                Ok(world) => world,
+            let layouts = match api::get::<FlavorsOfWorld>("/api/quota/world").await {
+                Ok(world) => world
+                    .flavors
+                    .into_iter()
+                    .map(|f| (f.name, f.settings.mig_layout))
+                    .collect(),
                 Err(err) => {
                     let why = format!("the cluster's flavors cannot be read: {err}");
                     outcomes.set(vec![("every team".to_owned(), Err(why))]);
@@ -306,7 +329,7 @@ fn DraftRequests(made: (Scenario, QuotaSuggestion)) -> impl IntoView {
                     return;
                 }
             };
-            for (team, request) in suggestion.draft_requests(&scenario, today(), &world.flavors) {
+            for (team, request) in suggestion.draft_requests(&scenario, today(), &layouts) {
                 let path = format!("/api/quota/teams/{team}/requests");
                 let outcome = api::send::<_, Created>(Method::POST, &path, Some(&request))
                     .await
