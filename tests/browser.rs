@@ -262,12 +262,13 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .expect("clock");
     browser.screenshot("plan-1-start").await;
     assert_eq!(fetched_plan_page().await, Some(true));
+    watch_layout_shifts(&browser).await;
 
     // 1. Start from a preset: the summary shows what `gpufleet plan evaluate` says of it.
     let mut aws = preset("aws-300");
     browser.click_css("[data-test=start-aws-300]").await;
     expect_summary(&browser, &evaluate(&aws)).await;
-    every_input_is_labelled(&browser).await;
+    usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("plan-2-fleet").await;
 
     // 2. Fleet: a word where a number belongs is refused at its field; the scenario keeps
@@ -360,12 +361,12 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("[data-test=workload]", "Per job")
         .await;
-    every_input_is_labelled(&browser).await;
+    usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("plan-3-teams").await;
     browser.click_css("[data-test=step-constraints]").await;
     type_into(&browser, "[data-path='name'] input", "AWS, 80 more H100s").await;
     aws.name = "AWS, 80 more H100s".to_owned();
-    every_input_is_labelled(&browser).await;
+    usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("plan-4-constraints").await;
 
     // 5. Quotas, by keyboard (Enter on the step's button, then on Suggest): the suggestion the
@@ -483,8 +484,15 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         browser.downloaded("gpufleet-manifests.zip").await,
         shared::zip::store(&entries)
     );
-    every_input_is_labelled(&browser).await;
+    usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("plan-7-export").await;
+    // No layout jumps from the first results to here: results, plots and steps never pushed
+    // what a person was reading (Web Vitals' "good" cumulative layout shift is under 0.1).
+    let (shift_aws, shifts) = layout_shift_score(&browser).await;
+    assert!(
+        shift_aws < 0.1,
+        "cumulative layout shift {shift_aws} (aws-300): {shifts:#}"
+    );
 
     // 7. Save, reopen by URL: the same scenario comes back.
     browser
@@ -507,6 +515,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .goto(&server.url(&format!("/plan/{id}")))
         .await
         .expect("reload");
+    watch_layout_shifts(&browser).await;
     expect_summary(&browser, &reweighted).await;
     browser.click_css("[data-test=step-json]").await;
     assert_eq!(
@@ -590,7 +599,22 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         "the planner runs in plan-worker.js"
     );
     browser.screenshot("plan-5-results-bank").await;
-    // The same on a 1920-pixel monitor, for people to look at.
+    // Nor from the reopened scenario to the bank's results, computed seconds after the click.
+    let (shift_bank, shifts) = layout_shift_score(&browser).await;
+    assert!(
+        shift_bank < 0.1,
+        "cumulative layout shift {shift_bank} (the bank): {shifts:#}"
+    );
+    // The same on a 1920-pixel monitor, for people to look at, and on a 1366-pixel laptop:
+    // nothing wider than the window.
+    for (width, height) in [(1920, 1080), (1366, 768)] {
+        browser
+            .client
+            .set_window_size(width, height)
+            .await
+            .expect("window size");
+        usable_by_keyboard_in_the_window(&browser).await;
+    }
     browser
         .client
         .set_window_size(1920, 1080)
@@ -603,7 +627,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await
         .expect("window size");
     let timings = format!(
-        "time to interactive (navigation start to first results): {interactive_ms} ms\naws-300, input change to updated results: {} ms\nbank-10000, start click to results: {} ms ({took})\n",
+        "time to interactive (navigation start to first results): {interactive_ms} ms\naws-300, input change to updated results: {} ms\nbank-10000, start click to results: {} ms ({took})\ncumulative layout shift (Web Vitals, good < 0.1): {shift_aws:.4} from the console's load through aws-300's export, {shift_bank:.4} from a reopened scenario through the bank's results\n",
         input_to_results.as_millis(),
         bank_to_results.as_millis()
     );
@@ -694,11 +718,14 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     );
     let suggestion = plan::suggest_quotas(&ours).expect("valid");
     let mut db = pool.acquire().await.expect("a connection");
-    let flavors = backend::quota::world(&mut db)
+    let layouts = backend::quota::world(&mut db)
         .await
         .expect("the quota world")
-        .flavors;
-    let drafts = suggestion.draft_requests(&ours, today, &flavors);
+        .flavors
+        .into_iter()
+        .map(|f| (f.name, f.settings.mig_layout))
+        .collect();
+    let drafts = suggestion.draft_requests(&ours, today, &layouts);
     // Every GPU is in somebody's nominal quota: the MIG node's 8 H100s as 8 × 7 = 56 instances.
     let mig: i64 = drafts
         .iter()
@@ -726,6 +753,86 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser.close().await;
 }
 
+/// What a person on a keyboard, or on a laptop, needs of the page as it stands: every input
+/// labelled, nothing that answers a click without taking the focus (an element with a pointer
+/// cursor outside any focusable element, a label, or a plot), and nothing wider than the
+/// window.
+async fn usable_by_keyboard_in_the_window(browser: &Browser) {
+    every_input_is_labelled(browser).await;
+    let pointer_only = browser
+        .client
+        .execute(
+            "const reachable = e => (e.tabIndex >= 0 && !e.disabled) || e.tagName === 'LABEL';
+             return [...document.body.querySelectorAll('*')]
+                .filter(e => e.getClientRects().length > 0 && !e.closest('.js-plotly-plot'))
+                .filter(e => getComputedStyle(e).cursor === 'pointer')
+                .filter(e => { for (let x = e; x && x !== document.body; x = x.parentElement) { if (reachable(x)) return false; } return true; })
+                .map(e => e.outerHTML.slice(0, 120))",
+            vec![],
+        )
+        .await
+        .expect("controls");
+    assert_eq!(
+        pointer_only,
+        serde_json::json!([]),
+        "controls a keyboard cannot reach"
+    );
+    let (page, window) = browser
+        .client
+        .execute(
+            "return [document.documentElement.scrollWidth, window.innerWidth]",
+            vec![],
+        )
+        .await
+        .ok()
+        .and_then(|v| serde_json::from_value::<(i64, i64)>(v).ok())
+        .expect("widths");
+    assert!(
+        page <= window,
+        "the page is {page} px wide in a {window} px window"
+    );
+}
+
+/// Records the page's layout shifts from its load on (`buffered`), for [`layout_shift_score`].
+async fn watch_layout_shifts(browser: &Browser) {
+    browser
+        .client
+        .execute(
+            "window.__shifts = [];
+             const name = n => !n ? '?' : n.nodeType === 1
+                 ? `${n.tagName.toLowerCase()}${n.className ? '.' + n.className : ''}${n.dataset.test ? '[' + n.dataset.test + ']' : ''} in ${n.parentElement ? n.parentElement.tagName.toLowerCase() + '.' + n.parentElement.className : ''}: ${(n.textContent || '').slice(0, 40)}`
+                 : `text ${(n.textContent || '').slice(0, 40)}`;
+             new PerformanceObserver(list => { for (const e of list.getEntries()) window.__shifts.push({
+                 startTime: e.startTime, value: e.value, hadRecentInput: e.hadRecentInput,
+                 sources: e.sources.map(s => `${name(s.node)} y ${Math.round(s.previousRect.y)}→${Math.round(s.currentRect.y)} h ${Math.round(s.previousRect.height)}→${Math.round(s.currentRect.height)}`),
+             }); }).observe({ type: 'layout-shift', buffered: true });",
+            vec![],
+        )
+        .await
+        .expect("a layout-shift observer");
+}
+
+/// Cumulative layout shift as Web Vitals defines it: the largest session window (shifts less
+/// than 1 s apart, at most 5 s long) of the shifts no input caused; with the shifts themselves
+/// (time, score, what moved) for the message when it is too high.
+async fn layout_shift_score(browser: &Browser) -> (f64, serde_json::Value) {
+    let got = browser
+        .client
+        .execute(
+            "const shifts = window.__shifts.filter(e => !e.hadRecentInput);
+             let worst = 0, sum = 0, first = 0, last = -1e9;
+             for (const e of shifts) {
+                 if (e.startTime - last > 1000 || e.startTime - first > 5000) { sum = 0; first = e.startTime; }
+                 sum += e.value; last = e.startTime; worst = Math.max(worst, sum);
+             }
+             return [worst, shifts.map(e => [Math.round(e.startTime), e.value, e.sources])];",
+            vec![],
+        )
+        .await
+        .expect("layout shifts");
+    serde_json::from_value(got).expect("a score and its shifts")
+}
+
 /// Every input, select and text area on the page has a label a screen reader reads.
 async fn every_input_is_labelled(browser: &Browser) {
     let unlabelled = browser
@@ -750,15 +857,19 @@ fn evaluate(s: &Scenario) -> Evaluation {
     plan::evaluate(s).unwrap_or_else(|err| panic!("{}: {err:?}", s.name))
 }
 
-/// Sets an input's text as typing would (an `input` event).
+/// Types `text` into an input as a person does: the field emptied (select all, delete), then
+/// key by key, each a trusted input event (so the page's layout-shift record knows what the
+/// person caused, as a browser does).
 async fn type_into(browser: &Browser, css: &str, text: &str) {
     browser.wait_for_text(css, "").await;
-    browser
+    let input = browser
         .client
-        .execute(
-            "const i = document.querySelector(arguments[0]); i.value = arguments[1]; i.dispatchEvent(new Event('input', { bubbles: true }));",
-            vec![css.into(), text.into()],
-        )
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|err| panic!("{css}: {err}"));
+    // Control+A, then Delete (WebDriver's key codes), then the text
+    input
+        .send_keys(&format!("\u{E009}a\u{E009}\u{E017}{text}"))
         .await
         .unwrap_or_else(|err| panic!("type into {css}: {err}"));
 }
@@ -1052,11 +1163,12 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=current-quota]", "No approved quota in force")
         .await;
     every_input_is_labelled(&browser).await;
-    // Flavors by name: h100-shared is the first line. 30 + search's 40 = 70 > 64.
-    type_into(&browser, "#line-0-nominal", "30").await;
+    // Flavors by name: h100-mig (in MIG instances) is the first line, h100-shared the second.
+    // 30 + search's 40 = 70 > 64.
+    type_into(&browser, "#line-1-nominal", "30").await;
     browser
         .wait_for_text(
-            "td:has(#line-0-nominal) .field-error",
+            "td:has(#line-1-nominal) .field-error",
             "the nominal quotas would add up to 70",
         )
         .await;
@@ -1070,13 +1182,13 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         Some("true"),
         "an invalid request cannot be sent"
     );
-    type_into(&browser, "#line-0-nominal", "many").await;
+    type_into(&browser, "#line-1-nominal", "many").await;
     browser
-        .wait_for_text("td:has(#line-0-nominal) .field-error", "a whole number")
+        .wait_for_text("td:has(#line-1-nominal) .field-error", "a whole number")
         .await;
     browser.screenshot("quota-form-error").await;
     // 24 + 40 = 64: allowed, with the warning that nothing is left unassigned.
-    type_into(&browser, "#line-0-nominal", "24").await;
+    type_into(&browser, "#line-1-nominal", "24").await;
     type_into(&browser, "#justification", "fine-tuning the 8B model").await;
     browser
         .wait_for_text("[data-test=warnings]", "whole capacity of 64")
@@ -1360,10 +1472,11 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     browser
         .wait_for_text("[data-test=dry-run]", "ClusterQueue search (update)")
         .await;
+    // group 0 covers the MIG flavor's nvidia.com/mig-1g.10gb, group 1 nvidia.com/gpu
     browser
         .wait_for_text(
             "[data-test=dry-run]",
-            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: 0 → 32",
+            "spec.resourceGroups[1].flavors[0].resources[0].nominalQuota: 0 → 32",
         )
         .await;
     browser.screenshot("cluster-dry-run").await;
@@ -1394,7 +1507,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
         .await;
     let search_quota = || {
         double.object("ClusterQueue", None, "search").expect("search's queue")["spec"]
-            ["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+            ["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"]
             .clone()
     };
     assert_eq!(search_quota(), serde_json::json!(32));
@@ -1405,7 +1518,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     // Someone edits the queue behind the console's back.
     double
         .edit("kubectl-edit", "ClusterQueue", None, "search", |cq| {
-            cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+            cq["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"] =
                 serde_json::json!(50);
         })
         .expect("edit");
@@ -1416,7 +1529,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     browser
         .wait_for_text(
             "[data-test=object-clusterqueue-search]",
-            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: 50 → 32",
+            "spec.resourceGroups[1].flavors[0].resources[0].nominalQuota: 50 → 32",
         )
         .await;
     browser

@@ -234,6 +234,9 @@ pub fn Plan() -> impl IntoView {
             </nav>
             <Summary on_problem=Callback::new(move |path: String| step.set(step_of(&path)))/>
             {move || notice.get().map(|error| view! { <ErrorBox error/> })}
+            // Above the step, so a step whose content grows (results from the worker, files
+            // being written) never moves it.
+            <saved::SaveForm opened list on_saved/>
             <div class="step">
                 {move || match step.get() {
                     Step::Start => view! { <StartStep replace=Callback::new(move |(s, summary): (Scenario, Option<SavedSummary>)| {
@@ -256,7 +259,6 @@ pub fn Plan() -> impl IntoView {
                     Step::Json => view! { <JsonStep/> }.into_any(),
                 }}
             </div>
-            <saved::SaveForm opened list on_saved/>
         </section>
     }
 }
@@ -369,9 +371,16 @@ fn StartStep(
 fn ResultsStep() -> impl IntoView {
     let results = expect_context::<Results>();
     let stale = move || !matches!(results.run.get(), Run::Done { .. });
+    // Always one line, whatever it says, so the results below never jump when it changes.
     view! {
-        {move || (stale() && results.evaluation.with(Option::is_some)).then(|| view! {
-            <p class="warning" data-test="stale" role="status">"These results are for the scenario before your last change."</p>
+        {move || results.evaluation.with(Option::is_some).then(|| view! {
+            <p class=move || if stale() { "warning" } else { "muted" } data-test="freshness" role="status">
+                {move || if stale() {
+                    "These results are for the scenario before your last change."
+                } else {
+                    "These results follow your last change."
+                }}
+            </p>
         })}
         {move || match results.evaluation.get() {
             None => view! { <p class="muted">"No results yet."</p> }.into_any(),
