@@ -1590,7 +1590,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
             )
         })
         .collect();
-    backend::usage::db::store_window(&pool, window, &allocated, &devices)
+    backend::usage::db::store_window(&pool, window, &allocated, &Default::default(), &devices)
         .await
         .expect("usage rows");
     sqlx::query("update usage_sources set watermark = '2026-12-01T00:00:00Z'")
@@ -1722,6 +1722,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         &pool,
         next_window,
         &[(next_key, 8 * 60_000_000)].into(),
+        &Default::default(),
         &devices,
     )
     .await
@@ -1755,6 +1756,26 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         String::from_utf8(downloaded).expect("utf-8"),
         shared::chargeback::csv(&api)
     );
+
+    // A lending credit outside 0-100 is held at its field by the browser, with its message,
+    // and never sent (the API's own refusal is tested with the API).
+    let credit = "[data-test=statement-form] input[name=lend_credit]";
+    type_into(&browser, credit, "150").await;
+    browser.click_css("[data-test=show-statement]").await;
+    let validity = browser
+        .client
+        .execute(
+            "const i = document.querySelector(arguments[0]); return [i.validity.rangeOverflow, i.validationMessage];",
+            vec![credit.into()],
+        )
+        .await
+        .expect("validity");
+    assert_eq!(validity[0], serde_json::json!(true), "{validity}");
+    assert!(
+        !validity[1].as_str().unwrap_or_default().is_empty(),
+        "{validity}"
+    );
+    type_into(&browser, credit, "0").await;
 
     browser.click_css("[data-test=close-month]").await;
     browser

@@ -273,9 +273,15 @@ async fn main() {
             },
         )]
         .into();
-        backend::usage::db::store_window(&pool, window, &Default::default(), &devices)
-            .await
-            .unwrap();
+        backend::usage::db::store_window(
+            &pool,
+            window,
+            &Default::default(),
+            &Default::default(),
+            &devices,
+        )
+        .await
+        .unwrap();
         let committed = Instant::now();
         let id = minute.to_string();
         let mut got = Vec::new();

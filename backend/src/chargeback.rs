@@ -272,6 +272,7 @@ pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
             to: closed_month.next_month(),
             by_day: false,
             idle: period.idle,
+            lend_credit_pct: period.lend_credit_pct,
             csv: false,
         };
         let facts = Facts {
@@ -373,6 +374,7 @@ impl Facts {
             from: period.from,
             to: period.to,
             idle: period.idle,
+            lend_credit_pct: period.lend_credit_pct,
             teams: teams.to_vec(),
             capacity: capacity.clone(),
             capacity_by_day,

@@ -67,6 +67,10 @@ pub enum ChargebackCommand {
         /// How the idle pool is shared: allocation, use, even or separate.
         #[arg(long, default_value = "allocation")]
         idle_share: String,
+        /// Lending credit: the percentage of the rate (0-100) borrowing teams pay lending ones
+        /// per GPU-hour lent.
+        #[arg(long, default_value = "0")]
+        lend_credit_pct: String,
         /// json or csv.
         #[arg(long, default_value = "json")]
         format: String,

@@ -26,7 +26,8 @@ use std::time::Duration;
 use shared::{
     usage::{
         self as model, DECODE_SECONDS, DeviceSums, FB_USED, GENERATION_TOKENS, GPU_UTIL,
-        GR_ENGINE_ACTIVE, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series, UsageHealth, Window,
+        GR_ENGINE_ACTIVE, KUEUE_NOMINAL, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series,
+        UsageHealth, Window,
     },
     utc::{HOUR_MS, MINUTE_MS, floor_minute},
 };
@@ -227,9 +228,14 @@ async fn read_and_store(
     };
     let rows = match source {
         Source::Kueue => {
-            let usage = prom.samples(KUEUE_USAGE, window, 0).await?;
+            let (usage, nominal) = tokio::try_join!(
+                prom.samples(KUEUE_USAGE, window, 0),
+                prom.samples(KUEUE_NOMINAL, window, 0),
+            )?;
             count(&usage, &mut landed);
+            count(&nominal, &mut landed);
             let (mut rows, _known) = model::allocation_minutes(&usage, window, &who.owners);
+            let lending = model::lending_minutes(&usage, &nominal, window, &who.owners, &rows);
             if usage.is_empty() {
                 let (requests, phases) = tokio::try_join!(
                     prom.samples(KSM_REQUESTS, window, 0),
@@ -244,7 +250,7 @@ async fn read_and_store(
                     landed.note = Some(KUEUE_FALLBACK.to_owned());
                 }
             }
-            Rows::Allocation(rows)
+            Rows::Allocation(rows, lending)
         }
         Source::Dcgm => {
             let mut sums = DeviceSums::default();
@@ -307,8 +313,8 @@ async fn read_and_store(
     // the window whole, or not at all
     let mut tx = pool.begin().await?;
     landed.rows = match &rows {
-        Rows::Allocation(rows) => {
-            db::write_allocation(&mut tx, window, rows, &who.teams).await?;
+        Rows::Allocation(rows, lending) => {
+            db::write_allocation(&mut tx, window, rows, lending, &who.teams).await?;
             rows.len()
         }
         Rows::Devices(rows) => {
@@ -327,7 +333,10 @@ async fn read_and_store(
 
 /// What one source's window gives, before it is stored.
 enum Rows {
-    Allocation(std::collections::BTreeMap<model::UsageKey, i64>),
+    Allocation(
+        std::collections::BTreeMap<model::UsageKey, i64>,
+        std::collections::BTreeMap<model::UsageKey, model::Lending>,
+    ),
     Devices(std::collections::BTreeMap<model::UsageKey, model::DeviceMinute>),
     Tokens(std::collections::BTreeMap<model::TokenKey, model::Tokens>),
 }

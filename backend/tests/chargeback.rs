@@ -26,6 +26,8 @@ const GPU_MIN: i64 = 60_000_000;
 
 /// 2026-11-10, all day: research holds 8 H100s, 75% busy, every minute observed; search holds
 /// 4 RTX PRO 6000s from 00:00 to 12:00, 25% busy, one of the four never reporting to DCGM.
+/// Kueue's quota on the H100s: research 6, search 4 (using none), so research borrows 2 GPUs
+/// all day and search lends them.
 async fn usage_day(pool: &PgPool) {
     let day = parse_rfc3339("2026-11-10T00:00:00Z").expect("day");
     let window = Window::new(day, day + DAY_MS).expect("window");
@@ -37,8 +39,21 @@ async fn usage_day(pool: &PgPool) {
     };
     let mut allocated = BTreeMap::new();
     let mut devices = BTreeMap::new();
+    let mut lending = BTreeMap::new();
     for m in 0..1440 {
         allocated.insert(key(m, "team-research", "h100-shared"), 8 * GPU_MIN);
+        allocated.insert(key(m, "team-search", "h100-shared"), 0);
+        for (ns, nominal, borrowed, lent) in [("team-research", 6, 2, 0), ("team-search", 4, 0, 2)]
+        {
+            lending.insert(
+                key(m, ns, "h100-shared"),
+                shared::usage::Lending {
+                    nominal_gpu_us: nominal * GPU_MIN,
+                    borrowed_gpu_us: borrowed * GPU_MIN,
+                    lent_gpu_us: lent * GPU_MIN,
+                },
+            );
+        }
         devices.insert(
             key(m, "team-research", "h100-shared"),
             DeviceMinute {
@@ -59,7 +74,7 @@ async fn usage_day(pool: &PgPool) {
             );
         }
     }
-    usage::db::store_window(pool, window, &allocated, &devices)
+    usage::db::store_window(pool, window, &allocated, &lending, &devices)
         .await
         .expect("usage rows");
 }
@@ -186,6 +201,50 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
         (research.charge_cents, search.charge_cents),
         (2_974_003, 718_541)
     );
+    assert_eq!(research.borrowed_gpu_hours.to_string(), "48.000000");
+    assert_eq!(search.lent_gpu_hours.to_string(), "48.000000");
+    assert_eq!(
+        research.lending_fee_cents, 0,
+        "no lending credit unless asked"
+    );
+
+    // a 50% lending credit: 48 GPU-hours lent × $8.60 × 50% = $206.40 from research to search
+    let lent: Statement = send(
+        &app,
+        request(
+            Method::GET,
+            &format!("{path}&lend_credit=50"),
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await
+    .json();
+    let (research_lent, search_lent) = (line(&lent, "research"), line(&lent, "search"));
+    assert_eq!(lent.lend_credit_pct, 50);
+    assert_eq!(
+        (
+            research_lent.lending_fee_cents,
+            search_lent.lending_credit_cents
+        ),
+        (20_640, 20_640)
+    );
+    assert_eq!(
+        (research_lent.charge_cents, search_lent.charge_cents),
+        (2_974_003 + 20_640, 718_541 - 20_640)
+    );
+    let bad = send(
+        &app,
+        request(
+            Method::GET,
+            &format!("{path}&lend_credit=150"),
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(bad.text().contains("lend_credit"), "{}", bad.text());
 
     // separate: the teams pay their use, the platform the rest
     let separate: Statement = send(
@@ -400,12 +459,18 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
             "2026-11-09",
             "--idle-share",
             "weighted",
+            "--lend-credit-pct",
+            "150",
         ])
         .env("DATABASE_URL", common::database_url(&pool))
         .output()
         .expect("gpufleet");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--lend-credit-pct: \"150\": a whole percentage of the rate, 0 to 100"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("--idle-share: \"weighted\": allocation, use, even or separate"),
         "{stderr}"
@@ -526,6 +591,7 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         &mut tx,
         Window::new(late_day, late_day + MINUTE_MS).expect("w"),
         &late,
+        &BTreeMap::new(),
         &BTreeMap::new(),
     )
     .await

@@ -63,7 +63,7 @@ async fn ingest_minute(pool: &PgPool, at: i64, busy: i64) {
             },
         ),
     ]);
-    backend::usage::db::store_window(pool, window, &allocated, &devices)
+    backend::usage::db::store_window(pool, window, &allocated, &Default::default(), &devices)
         .await
         .expect("usage rows");
 }

@@ -937,6 +937,35 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
             )));
         }
     }
+    // Borrowing and lending on the shared H100s, whose nominal quota is half each (32): at
+    // 04:00 training holds round(0.7 × 64) = 45 (13 borrowed) and serving round(0.15 × 64) = 10
+    // (22 unused, 13 of it lent); at 16:00 training holds round(0.1 × 64) = 6 (26 unused) and
+    // serving round(0.75 × 64) = 48 (16 borrowed, all of it lent by training).
+    let lending: Vec<(i64, String, i64, i64, i64)> = sqlx::query_as(
+        "select (extract(epoch from minute) * 1000)::bigint, namespace, nominal_gpu_microseconds,
+                borrowed_gpu_microseconds, lent_gpu_microseconds
+         from usage_minutes where flavor = 'h100-shared' and namespace <> ''
+           and nominal_gpu_microseconds is not null order by 1, 2",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("lending rows");
+    let mut want = Vec::new();
+    for (hour, research, search) in [(4, (13, 0), (0, 13)), (16, (0, 16), (16, 0))] {
+        for m in 0..2 {
+            let at = day + hour * HOUR_MS + m * MINUTE_MS;
+            for (ns, (borrowed, lent)) in [("team-research", research), ("team-search", search)] {
+                want.push((
+                    at,
+                    ns.to_owned(),
+                    32 * GPU_MIN,
+                    borrowed * GPU_MIN,
+                    lent * GPU_MIN,
+                ));
+            }
+        }
+    }
+    assert_eq!(lending, want);
 }
 
 fn gpufleet(pool: &PgPool, prometheus: &str, args: &[&str]) -> std::process::Output {
@@ -1162,7 +1191,7 @@ async fn retention_drops_old_minute_months_and_keeps_rollups(pool: PgPool) {
             GPU_MIN,
         )]);
         let mut tx = pool.begin().await.expect("tx");
-        usage::db::write_allocation(&mut tx, window, &rows, &BTreeMap::new())
+        usage::db::write_allocation(&mut tx, window, &rows, &BTreeMap::new(), &BTreeMap::new())
             .await
             .expect("write");
         tx.commit().await.expect("commit");

@@ -11,7 +11,12 @@
 //!   team used (teams' idle, unallocated capacity, namespaces no team owns). A statement shares
 //!   it in proportion to allocation, to use, evenly among teams with an allocation, or keeps it
 //!   separate as a platform line (OpenCost's choices), so teams' cost by use + their idle shares
-//!   + the platform line = the capacity cost.
+//!   + the platform line = the capacity cost;
+//! - lending credits (a statement's `lend_credit` percentage, 0 by default): per flavor and
+//!   day, the teams' borrowing that ran on other teams' lent quota, min(Σ borrowed, Σ lent)
+//!   GPU-hours, is priced at that percentage of the rate; the lending teams are credited it in
+//!   proportion to the GPU-hours they lent, the borrowing teams pay it in proportion to the
+//!   GPU-hours they borrowed. It moves money between teams and never changes a total.
 //!
 //! Invariants: GPU time is integer GPU-microseconds and money integer cents; every cent figure
 //! is rounded half up once from its own exact value (GPU-µs × cents per GPU-hour, kept exact),
@@ -100,6 +105,10 @@ pub struct UsageDay {
     pub allocated_gpu_us: Option<i64>,
     pub busy_gpu_us: i64,
     pub observed_gpu_us: i64,
+    /// Used above the queue's nominal quota, and of its unused quota what others' borrowing is
+    /// attributed to (`shared::usage::lending_minutes`); 0 where Kueue reported no quota.
+    pub borrowed_gpu_us: i64,
+    pub lent_gpu_us: i64,
 }
 
 /// Tokens one namespace's model served on one day.
@@ -152,6 +161,8 @@ pub struct StatementInput {
     pub from: Day,
     pub to: Day,
     pub idle: IdleShare,
+    /// Percentage of the rate the borrowing teams pay the lending teams per GPU-hour lent.
+    pub lend_credit_pct: u8,
     pub teams: Vec<Team>,
     /// GPUs per flavor (the inventory's capacity).
     pub capacity: BTreeMap<String, i64>,
@@ -179,7 +190,17 @@ pub struct TeamLine {
     pub cost_by_use_cents: i64,
     /// The team's share of the idle pool (0 when it is kept separate).
     pub idle_cost_cents: i64,
-    /// cost by use + idle share.
+    /// GPU-hours used above its nominal quota, and of its unused quota lent to others.
+    #[serde(default)]
+    pub borrowed_gpu_hours: Hours,
+    #[serde(default)]
+    pub lent_gpu_hours: Hours,
+    /// What it pays the lenders for its borrowing, and is paid for its lending.
+    #[serde(default)]
+    pub lending_fee_cents: i64,
+    #[serde(default)]
+    pub lending_credit_cents: i64,
+    /// cost by use + idle share + lending fee − lending credit.
     pub charge_cents: i64,
 }
 
@@ -253,6 +274,9 @@ pub struct Statement {
     /// The last day included.
     pub to_inclusive: Day,
     pub idle: IdleShare,
+    /// The lending credit chosen, in percent of the rate.
+    #[serde(default)]
+    pub lend_credit_pct: u8,
     pub teams: Vec<TeamLine>,
     /// Left out for callers who see only their own teams.
     pub fleet: Option<FleetLine>,
@@ -284,6 +308,9 @@ pub struct StatementQuery {
     pub by: Option<String>,
     /// `allocation` (default), `use`, `even` or `separate`.
     pub idle: Option<String>,
+    /// Lending credit, 0 (default) to 100: the percentage of the rate borrowing teams pay the
+    /// lending ones per GPU-hour lent.
+    pub lend_credit: Option<String>,
     /// `json` (default) or `csv`.
     pub format: Option<String>,
 }
@@ -296,6 +323,7 @@ pub struct Period {
     pub to: Day,
     pub by_day: bool,
     pub idle: IdleShare,
+    pub lend_credit_pct: u8,
     pub csv: bool,
 }
 
@@ -343,6 +371,20 @@ impl StatementQuery {
                 IdleShare::default()
             }),
         };
+        let lend_credit_pct = match self.lend_credit.as_deref() {
+            None | Some("") => 0,
+            Some(text) => text
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= 100)
+                .unwrap_or_else(|| {
+                    bad(
+                        "lend_credit",
+                        format!("{text:?}: a whole percentage of the rate, 0 to 100"),
+                    );
+                    0
+                }),
+        };
         let csv = match self.format.as_deref() {
             None | Some("") | Some("json") => false,
             Some("csv") => true,
@@ -368,6 +410,7 @@ impl StatementQuery {
                 to: to.plus(1),
                 by_day,
                 idle,
+                lend_credit_pct,
                 csv,
             }),
             _ => Err(errors),
@@ -399,6 +442,11 @@ struct Sums {
     busy_value: i128,
     prompt: i64,
     generation: i64,
+    borrowed: i64,
+    lent: i64,
+    /// Lending fee paid and credit received, exact (GPU-µs × cents per GPU-hour).
+    fee_value: i128,
+    credit_value: i128,
 }
 
 /// The statement of `input`, for the whole period, and per day when `by_day`.
@@ -444,6 +492,7 @@ pub fn statement(input: &StatementInput, by_day: bool) -> Statement {
         from: input.from,
         to_inclusive: input.to.plus(-1),
         idle: input.idle,
+        lend_credit_pct: input.lend_credit_pct,
         teams: whole.team_lines(input),
         models: whole.model_lines(input),
         fleet: Some(whole.fleet_line(input.idle, &input.teams)),
@@ -598,6 +647,8 @@ impl Totals {
         };
         let mut p = Totals::default();
         let mut allocated_by_flavor: BTreeMap<&str, i64> = BTreeMap::new();
+        // per flavor: each team's borrowed and lent GPU-µs
+        let mut lending: BTreeMap<&str, BTreeMap<&str, (i64, i64)>> = BTreeMap::new();
         for u in input.usage.iter().filter(|u| u.day == day) {
             let r = rate(&u.flavor);
             if u.allocated_gpu_us.is_none() && team_of.contains_key(u.namespace.as_str()) {
@@ -614,11 +665,37 @@ impl Totals {
                     s.observed_of_allocated += u.observed_gpu_us.min(allocated);
                     s.allocated_value += i128::from(allocated) * r;
                     s.busy_value += i128::from(u.busy_gpu_us) * r;
+                    s.borrowed += u.borrowed_gpu_us;
+                    s.lent += u.lent_gpu_us;
+                    let l = lending
+                        .entry(&u.flavor)
+                        .or_default()
+                        .entry(team)
+                        .or_default();
+                    l.0 += u.borrowed_gpu_us;
+                    l.1 += u.lent_gpu_us;
                 }
                 None => {
                     p.unattributed_allocated += allocated;
                     p.unattributed_busy += u.busy_gpu_us;
                 }
+            }
+        }
+        for (flavor, teams) in lending {
+            let borrowed: i64 = teams.values().map(|l| l.0).sum();
+            let lent: i64 = teams.values().map(|l| l.1).sum();
+            // the borrowing that ran on teams' lent quota, at the credit's share of the rate
+            let transfer = div_round(
+                i128::from(borrowed.min(lent)) * rate(flavor) * i128::from(input.lend_credit_pct),
+                100,
+            );
+            if transfer == 0 {
+                continue;
+            }
+            for (team, (b, l)) in teams {
+                let s = p.teams.entry(team.to_owned()).or_default();
+                s.fee_value += div_round(transfer * i128::from(b), i128::from(borrowed));
+                s.credit_value += div_round(transfer * i128::from(l), i128::from(lent));
             }
         }
         for t in input.tokens.iter().filter(|t| t.day == day) {
@@ -661,6 +738,10 @@ impl Totals {
             t.busy_value += s.busy_value;
             t.prompt += s.prompt;
             t.generation += s.generation;
+            t.borrowed += s.borrowed;
+            t.lent += s.lent;
+            t.fee_value += s.fee_value;
+            t.credit_value += s.credit_value;
         }
         for (key, m) in &other.served {
             let t = self.served.entry(key.clone()).or_default();
@@ -733,7 +814,11 @@ impl Totals {
                     cost_by_allocation_cents: cents(s.allocated_value),
                     cost_by_use_cents: cents(s.busy_value),
                     idle_cost_cents: cents(share),
-                    charge_cents: cents(s.busy_value + share),
+                    borrowed_gpu_hours: Hours(s.borrowed),
+                    lent_gpu_hours: Hours(s.lent),
+                    lending_fee_cents: cents(s.fee_value),
+                    lending_credit_cents: cents(s.credit_value),
+                    charge_cents: cents(s.busy_value + share + s.fee_value - s.credit_value),
                 }
             })
             .collect()
@@ -846,7 +931,7 @@ impl Statement {
 }
 
 /// The CSV columns of a statement, units in their names.
-pub const CSV_HEADER: &str = "period_from,period_to,day,team,cost_centre,allocated_gpu_hours,busy_gpu_hours,idle_gpu_hours,unobserved_allocated_gpu_hours,utilisation_pct,prompt_tokens,generation_tokens,cost_by_allocation_cents,cost_by_use_cents,idle_cost_cents,charge_cents,idle_share";
+pub const CSV_HEADER: &str = "period_from,period_to,day,team,cost_centre,allocated_gpu_hours,busy_gpu_hours,idle_gpu_hours,unobserved_allocated_gpu_hours,utilisation_pct,prompt_tokens,generation_tokens,cost_by_allocation_cents,cost_by_use_cents,idle_cost_cents,borrowed_gpu_hours,lent_gpu_hours,lending_fee_cents,lending_credit_cents,charge_cents,idle_share,lend_credit_pct";
 
 /// The statement as CSV: one row per team (each day's first when the statement has days, then
 /// the period's), and after each block a `(platform)` row holding the idle pool's part no team
@@ -858,7 +943,7 @@ pub fn csv(statement: &Statement) -> String {
         let day = day.map(|d| d.to_string()).unwrap_or_default();
         for t in teams {
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
                 statement.from,
                 statement.to_inclusive,
                 day,
@@ -874,19 +959,25 @@ pub fn csv(statement: &Statement) -> String {
                 t.cost_by_allocation_cents,
                 t.cost_by_use_cents,
                 t.idle_cost_cents,
+                t.borrowed_gpu_hours,
+                t.lent_gpu_hours,
+                t.lending_fee_cents,
+                t.lending_credit_cents,
                 t.charge_cents,
                 statement.idle.name(),
+                statement.lend_credit_pct,
             ));
         }
         if let Some(fleet) = fleet {
             out.push_str(&format!(
-                "{},{},{},(platform),,,,,,,,,,,{},{},{}\r\n",
+                "{},{},{},(platform),,,,,,,,,,,{},,,,,{},{},{}\r\n",
                 statement.from,
                 statement.to_inclusive,
                 day,
                 fleet.platform_cents,
                 fleet.platform_cents,
                 statement.idle.name(),
+                statement.lend_credit_pct,
             ));
         }
     };

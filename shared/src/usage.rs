@@ -36,6 +36,8 @@ pub const FB_USED: &str = "DCGM_FI_DEV_FB_USED";
 /// Kueue's quota in use per ClusterQueue, flavor and resource (needs
 /// `metrics.enableClusterQueueResources` in Kueue's configuration).
 pub const KUEUE_USAGE: &str = "kueue_cluster_queue_resource_usage";
+/// A ClusterQueue's nominal quota of one resource in one flavor (same labels as the usage).
+pub const KUEUE_NOMINAL: &str = "kueue_cluster_queue_nominal_quota";
 pub const PROMPT_TOKENS: &str = "vllm:prompt_tokens_total";
 pub const GENERATION_TOKENS: &str = "vllm:generation_tokens_total";
 pub const PREFILL_SECONDS: &str = "vllm:request_prefill_time_seconds_sum";
@@ -182,6 +184,17 @@ pub struct Owners {
     /// ClusterQueue name → the owning team's namespace.
     pub cluster_queues: BTreeMap<String, String>,
     pub flavors: Vec<FlavorFacts>,
+}
+
+impl Owners {
+    /// The row a ClusterQueue's figures land in: `(its team's namespace, "")`, or `("", the
+    /// queue)` when no team owns it.
+    pub fn queue_row(&self, cluster_queue: &str) -> (String, String) {
+        match self.cluster_queues.get(cluster_queue) {
+            Some(ns) => (ns.clone(), String::new()),
+            None => (String::new(), cluster_queue.to_owned()),
+        }
+    }
 }
 
 /// The row a minute's usage lands in. Allocation of a ClusterQueue no team owns keeps the
@@ -468,11 +481,7 @@ pub fn allocation_minutes(
         let flavor_name = get("flavor");
         let flavor = owners.flavors.iter().find(|f| f.name == flavor_name);
         let share = resource_share(get("resource"), flavor);
-        let cluster_queue = get("cluster_queue");
-        let (namespace, cluster_queue) = match owners.cluster_queues.get(cluster_queue) {
-            Some(ns) => (ns.clone(), String::new()),
-            None => (String::new(), cluster_queue.to_owned()),
-        };
+        let (namespace, cluster_queue) = owners.queue_row(get("cluster_queue"));
         let mut by_minute: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
         for sample in s.samples.iter().filter(|x| window.holds(x.at_ms)) {
             let minute = crate::utc::floor_minute(sample.at_ms);
@@ -500,6 +509,131 @@ pub fn allocation_minutes(
     }
     let rows = exact.into_iter().map(|(k, v)| (k, unscale(v))).collect();
     (rows, known)
+}
+
+/// A row's nominal quota in one minute, and what it borrowed from its cohort and lent to it,
+/// in GPU-microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lending {
+    pub nominal_gpu_us: i64,
+    pub borrowed_gpu_us: i64,
+    pub lent_gpu_us: i64,
+}
+
+/// Who borrowed and who lent, minute by minute, from Kueue's usage (`allocated`, the rows
+/// [`allocation_minutes`] made of it) and nominal quota series ([`KUEUE_NOMINAL`]), per cohort
+/// and flavor (the series' `cohort` and `flavor` labels):
+/// - a queue borrowed what it used above its nominal quota, `max(0, used − nominal)`;
+/// - its unused quota, `max(0, nominal − used)`, is what it could lend; Kueue does not say whose
+///   unused quota a borrower ran on, so the minute's borrowing (at most the cohort's unused
+///   quota; a Cohort's own quota covers any rest) is attributed to the lenders in proportion to
+///   their unused quota, largest remainder, so the lent figures add up to it exactly;
+/// - a queue in no cohort neither borrows nor lends.
+///
+/// Empty when Kueue reported no nominal quota at all (lending unknown, not zero).
+pub fn lending_minutes(
+    usage: &[Series],
+    nominal: &[Series],
+    window: Window,
+    owners: &Owners,
+    allocated: &BTreeMap<UsageKey, i64>,
+) -> BTreeMap<UsageKey, Lending> {
+    let (quota, _) = allocation_minutes(nominal, window, owners);
+    if quota.is_empty() {
+        return BTreeMap::new();
+    }
+    let mut cohort_of: BTreeMap<(String, String), String> = BTreeMap::new();
+    for s in usage.iter().chain(nominal) {
+        let get = |k: &str| s.labels.get(k).map_or("", String::as_str);
+        cohort_of.insert(
+            owners.queue_row(get("cluster_queue")),
+            get("cohort").to_owned(),
+        );
+    }
+    let mut groups: BTreeMap<(i64, &str, &str), Vec<&UsageKey>> = BTreeMap::new();
+    for key in quota.keys().chain(allocated.keys()) {
+        let cohort = cohort_of
+            .get(&(key.namespace.clone(), key.cluster_queue.clone()))
+            .map_or("", String::as_str);
+        let group = groups
+            .entry((key.minute_ms, cohort, key.flavor.as_str()))
+            .or_default();
+        if !group.contains(&key) {
+            group.push(key);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for ((_, cohort, _), keys) in groups {
+        let figures: Vec<(i64, i64)> = keys
+            .iter()
+            .map(|k| {
+                let used = allocated.get(*k).copied().unwrap_or(0);
+                (quota.get(*k).copied().unwrap_or(0), used)
+            })
+            .collect();
+        let borrowed: Vec<i64> = figures
+            .iter()
+            .map(|(n, used)| {
+                if cohort.is_empty() {
+                    0
+                } else {
+                    (used - n).max(0)
+                }
+            })
+            .collect();
+        let unused: Vec<i64> = figures
+            .iter()
+            .map(|(n, used)| {
+                if cohort.is_empty() {
+                    0
+                } else {
+                    (n - used).max(0)
+                }
+            })
+            .collect();
+        let lendable: i64 = unused.iter().sum();
+        let lent_total = borrowed.iter().sum::<i64>().min(lendable);
+        let lent = apportion(lent_total, &unused);
+        for (i, key) in keys.into_iter().enumerate() {
+            out.insert(
+                key.clone(),
+                Lending {
+                    nominal_gpu_us: figures[i].0,
+                    borrowed_gpu_us: borrowed[i],
+                    lent_gpu_us: lent[i],
+                },
+            );
+        }
+    }
+    out
+}
+
+/// `total` split in proportion to `weights` in whole units, largest remainder (ties to the
+/// first), so the parts add up to `total`; all zero when the weights are.
+fn apportion(total: i64, weights: &[i64]) -> Vec<i64> {
+    let sum: i128 = weights.iter().map(|w| i128::from(*w)).sum();
+    if sum == 0 {
+        return vec![0; weights.len()];
+    }
+    let exact: Vec<(i64, i128)> = weights
+        .iter()
+        .map(|w| {
+            let num = i128::from(total) * i128::from(*w);
+            (i64::try_from(num / sum).unwrap_or(i64::MAX), num % sum)
+        })
+        .collect();
+    let mut parts: Vec<i64> = exact.iter().map(|(q, _)| *q).collect();
+    let mut left = total - parts.iter().sum::<i64>();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|a, b| exact[*b].1.cmp(&exact[*a].1).then(a.cmp(b)));
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        parts[i] += 1;
+        left -= 1;
+    }
+    parts
 }
 
 /// kube-state-metrics' requests of running pods, for when Kueue's series are absent: GPU

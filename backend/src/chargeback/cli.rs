@@ -12,6 +12,7 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             to,
             by_day,
             idle_share,
+            lend_credit_pct,
             format,
         } => {
             let query = StatementQuery {
@@ -19,6 +20,7 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
                 to: Some(to),
                 by: by_day.then(|| "day".to_owned()),
                 idle: Some(idle_share),
+                lend_credit: Some(lend_credit_pct),
                 format: Some(format),
             };
             let period = query.checked().map_err(|errors| {
@@ -94,6 +96,7 @@ fn flag(path: &str) -> &str {
     match path {
         "idle" => "idle-share",
         "by" => "by-day",
+        "lend_credit" => "lend-credit-pct",
         other => other,
     }
 }

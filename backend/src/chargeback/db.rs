@@ -22,6 +22,8 @@ struct UsageRow {
     allocated_gpu_microseconds: Option<i64>,
     busy_gpu_microseconds: i64,
     observed_gpu_microseconds: i64,
+    borrowed_gpu_microseconds: i64,
+    lent_gpu_microseconds: i64,
 }
 
 impl From<UsageRow> for UsageDay {
@@ -33,6 +35,8 @@ impl From<UsageRow> for UsageDay {
             allocated_gpu_us: r.allocated_gpu_microseconds,
             busy_gpu_us: r.busy_gpu_microseconds,
             observed_gpu_us: r.observed_gpu_microseconds,
+            borrowed_gpu_us: r.borrowed_gpu_microseconds,
+            lent_gpu_us: r.lent_gpu_microseconds,
         }
     }
 }
@@ -141,7 +145,9 @@ pub async fn usage_days(
                        else namespace end as "namespace!",
                   flavor, allocated_gpu_microseconds,
                   coalesce(busy_gpu_microseconds, 0) as "busy_gpu_microseconds!",
-                  coalesce(observed_gpu_microseconds, 0) as "observed_gpu_microseconds!"
+                  coalesce(observed_gpu_microseconds, 0) as "observed_gpu_microseconds!",
+                  coalesce(borrowed_gpu_microseconds, 0) as "borrowed_gpu_microseconds!",
+                  coalesce(lent_gpu_microseconds, 0) as "lent_gpu_microseconds!"
            from usage_rollups
            where grain = 'day' and period >= $1::text::date::timestamp at time zone 'UTC'
              and period < $2::text::date::timestamp at time zone 'UTC'
@@ -203,7 +209,9 @@ pub async fn frozen_usage(
     let rows = sqlx::query_as!(
         UsageRow,
         r#"select day::text as "day!", namespace, flavor, allocated_gpu_microseconds,
-                  busy_gpu_microseconds, observed_gpu_microseconds
+                  busy_gpu_microseconds, observed_gpu_microseconds,
+                  coalesce(borrowed_gpu_microseconds, 0) as "borrowed_gpu_microseconds!",
+                  coalesce(lent_gpu_microseconds, 0) as "lent_gpu_microseconds!"
            from chargeback_closed_usage
            where day >= $1::text::date and day < $2::text::date order by 1, 2, 3"#,
         from.to_string(),
@@ -304,10 +312,12 @@ pub async fn close(
     let m = month.to_string();
     sqlx::query!(
         "insert into chargeback_closed_usage (month, day, namespace, flavor,
-             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds)
-         select $1::text::date, d::date, ns, fl, a, b, o
-         from unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[])
-              as u(d, ns, fl, a, b, o)",
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
+             borrowed_gpu_microseconds, lent_gpu_microseconds)
+         select $1::text::date, d::date, ns, fl, a, b, o, bo, le
+         from unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
+                     $8::bigint[], $9::bigint[])
+              as u(d, ns, fl, a, b, o, bo, le)",
         m,
         &usage.iter().map(|u| u.day.to_string()).collect::<Vec<_>>(),
         &usage
@@ -318,6 +328,8 @@ pub async fn close(
         &usage.iter().map(|u| u.allocated_gpu_us).collect::<Vec<_>>() as &[Option<i64>],
         &usage.iter().map(|u| u.busy_gpu_us).collect::<Vec<_>>(),
         &usage.iter().map(|u| u.observed_gpu_us).collect::<Vec<_>>(),
+        &usage.iter().map(|u| u.borrowed_gpu_us).collect::<Vec<_>>(),
+        &usage.iter().map(|u| u.lent_gpu_us).collect::<Vec<_>>(),
     )
     .execute(&mut *tx)
     .await?;

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use shared::usage::{
-    DeviceMinute, FlavorFacts, Gap, Owners, SourceStatus, TokenKey, Tokens, UsageKey, Window,
+    DeviceMinute, FlavorFacts, Gap, Lending, Owners, SourceStatus, TokenKey, Tokens, UsageKey,
+    Window,
 };
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
@@ -60,41 +61,57 @@ async fn ensure_partitions(tx: &mut PgConnection, window: Window) -> sqlx::Resul
     Ok(())
 }
 
-/// Replaces the window's allocation with `rows` (minutes Kueue said nothing of stay null).
+/// Replaces the window's allocation with `rows`, and its borrowing and lending with `lending`
+/// (minutes Kueue said nothing of stay null).
 pub async fn write_allocation(
     tx: &mut Transaction<'_, Postgres>,
     window: Window,
     rows: &BTreeMap<UsageKey, i64>,
+    lending: &BTreeMap<UsageKey, Lending>,
     teams: &BTreeMap<String, i64>,
 ) -> sqlx::Result<()> {
     ensure_partitions(tx, window).await?;
     sqlx::query!(
-        "update usage_minutes set allocated_gpu_microseconds = null
+        "update usage_minutes
+         set allocated_gpu_microseconds = null, nominal_gpu_microseconds = null,
+             borrowed_gpu_microseconds = null, lent_gpu_microseconds = null
          where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
            and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
-           and allocated_gpu_microseconds is not null",
+           and (allocated_gpu_microseconds is not null or nominal_gpu_microseconds is not null)",
         window.from_ms,
         window.to_ms
     )
     .execute(&mut **tx)
     .await?;
-    let keys = Keys::of(rows.keys(), teams);
-    let values: Vec<i64> = rows.values().copied().collect();
+    let all: std::collections::BTreeSet<&UsageKey> = rows.keys().chain(lending.keys()).collect();
+    let keys = Keys::of(all.iter().copied(), teams);
+    let allocated: Vec<Option<i64>> = all.iter().map(|k| rows.get(*k).copied()).collect();
+    let lent = |f: fn(&Lending) -> i64| -> Vec<Option<i64>> {
+        all.iter().map(|k| lending.get(*k).map(f)).collect()
+    };
     sqlx::query!(
         "insert into usage_minutes (minute, namespace, cluster_queue, flavor, team_id,
-                                    allocated_gpu_microseconds)
-         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, cq, fl, t, v
-         from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-              as u(m, ns, cq, fl, t, v)
+                                    allocated_gpu_microseconds, nominal_gpu_microseconds,
+                                    borrowed_gpu_microseconds, lent_gpu_microseconds)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, cq, fl, t, a, n, b, l
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[],
+                     $7::bigint[], $8::bigint[], $9::bigint[])
+              as u(m, ns, cq, fl, t, a, n, b, l)
          on conflict (minute, namespace, cluster_queue, flavor) do update set
              team_id = excluded.team_id,
-             allocated_gpu_microseconds = excluded.allocated_gpu_microseconds",
+             allocated_gpu_microseconds = excluded.allocated_gpu_microseconds,
+             nominal_gpu_microseconds = excluded.nominal_gpu_microseconds,
+             borrowed_gpu_microseconds = excluded.borrowed_gpu_microseconds,
+             lent_gpu_microseconds = excluded.lent_gpu_microseconds",
         &keys.minutes,
         &keys.namespaces,
         &keys.cluster_queues,
         &keys.flavors,
         &keys.teams as &[Option<i64>],
-        &values,
+        &allocated as &[Option<i64>],
+        &lent(|l| l.nominal_gpu_us) as &[Option<i64>],
+        &lent(|l| l.borrowed_gpu_us) as &[Option<i64>],
+        &lent(|l| l.lent_gpu_us) as &[Option<i64>],
     )
     .execute(&mut **tx)
     .await?;
@@ -234,7 +251,8 @@ async fn clear_empty(tx: &mut PgConnection, window: Window) -> sqlx::Result<()> 
         "delete from usage_minutes
          where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
            and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
-           and allocated_gpu_microseconds is null and observed_gpu_microseconds is null",
+           and allocated_gpu_microseconds is null and observed_gpu_microseconds is null
+           and nominal_gpu_microseconds is null",
         window.from_ms,
         window.to_ms
     )
@@ -279,10 +297,14 @@ async fn refresh_rollups(tx: &mut PgConnection, window: Window) -> sqlx::Result<
         sqlx::query!(
             "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
                                         allocated_gpu_microseconds, busy_gpu_microseconds,
-                                        observed_gpu_microseconds, fb_used_mib_minutes, minutes)
+                                        observed_gpu_microseconds, fb_used_mib_minutes, minutes,
+                                        nominal_gpu_microseconds, borrowed_gpu_microseconds,
+                                        lent_gpu_microseconds)
              select 'hour', date_trunc('hour', minute, 'UTC'), namespace, cluster_queue, flavor,
                     max(team_id), sum(allocated_gpu_microseconds), sum(busy_gpu_microseconds),
-                    sum(observed_gpu_microseconds), sum(fb_used_mib), count(*)
+                    sum(observed_gpu_microseconds), sum(fb_used_mib), count(*),
+                    sum(nominal_gpu_microseconds), sum(borrowed_gpu_microseconds),
+                    sum(lent_gpu_microseconds)
              from usage_minutes
              where $1 = 'hour'
                and minute >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
@@ -291,7 +313,9 @@ async fn refresh_rollups(tx: &mut PgConnection, window: Window) -> sqlx::Result<
              union all
              select 'day', date_trunc('day', period, 'UTC'), namespace, cluster_queue, flavor,
                     max(team_id), sum(allocated_gpu_microseconds), sum(busy_gpu_microseconds),
-                    sum(observed_gpu_microseconds), sum(fb_used_mib_minutes), sum(minutes)
+                    sum(observed_gpu_microseconds), sum(fb_used_mib_minutes), sum(minutes),
+                    sum(nominal_gpu_microseconds), sum(borrowed_gpu_microseconds),
+                    sum(lent_gpu_microseconds)
              from usage_rollups
              where $1 = 'day' and grain = 'hour'
                and period >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
@@ -527,18 +551,19 @@ pub async fn unlock(conn: &mut PgConnection) -> sqlx::Result<()> {
     Ok(())
 }
 
-/// Writes a window's allocation and device rows in one transaction, attributed to today's
+/// Writes a window's allocation (with its borrowing and lending) and device rows in one transaction, attributed to today's
 /// teams, as the Kueue and DCGM ingests write theirs (tests and benchmarks use it to lay down
 /// known minutes without a Prometheus).
 pub async fn store_window(
     pool: &PgPool,
     window: Window,
     allocated: &BTreeMap<UsageKey, i64>,
+    lending: &BTreeMap<UsageKey, Lending>,
     devices: &BTreeMap<UsageKey, DeviceMinute>,
 ) -> sqlx::Result<()> {
     let teams = attribution(pool).await?.teams;
     let mut tx = pool.begin().await?;
-    write_allocation(&mut tx, window, allocated, &teams).await?;
+    write_allocation(&mut tx, window, allocated, lending, &teams).await?;
     write_devices(&mut tx, window, devices, &teams).await?;
     tx.commit().await
 }

@@ -103,6 +103,7 @@ pub fn write_history(
         shared::usage::GR_ENGINE_ACTIVE,
         shared::usage::FB_USED,
         shared::usage::KUEUE_USAGE,
+        shared::usage::KUEUE_NOMINAL,
         shared::usage::PROMPT_TOKENS,
         shared::usage::GENERATION_TOKENS,
         shared::usage::PREFILL_SECONDS,

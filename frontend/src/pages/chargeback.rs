@@ -125,10 +125,11 @@ fn ingest(usage: UsageHealth) -> impl IntoView {
     .into_any()
 }
 
-fn statement_path(from: &str, to: &str, idle: IdleShare, csv: bool) -> String {
+fn statement_path(from: &str, to: &str, idle: IdleShare, lend_credit: &str, csv: bool) -> String {
     format!(
-        "/api/chargeback/statement?from={from}&to={to}&idle={}{}",
+        "/api/chargeback/statement?from={from}&to={to}&idle={}&lend_credit={}{}",
         idle.name(),
+        js_sys::encode_uri_component(lend_credit),
         if csv { "&format=csv" } else { "" }
     )
 }
@@ -142,6 +143,7 @@ fn Statements() -> impl IntoView {
     let from = RwSignal::new(last_month.to_string());
     let to = RwSignal::new(last_month.next_month().plus(-1).to_string());
     let idle = RwSignal::new(IdleShare::Allocation);
+    let lend_credit = RwSignal::new("0".to_owned());
     let shown = RwSignal::new(None::<Statement>);
     let failure = RwSignal::new(None::<ApiError>);
     let months = RwSignal::new(Vec::<ClosedMonth>::new());
@@ -151,6 +153,7 @@ fn Statements() -> impl IntoView {
             &from.get_untracked(),
             &to.get_untracked(),
             idle.get_untracked(),
+            &lend_credit.get_untracked(),
             false,
         );
         spawn_local(async move {
@@ -194,9 +197,13 @@ fn Statements() -> impl IntoView {
                     <option value=choice.name() selected=move || idle.get() == choice>{idle_label(choice)}</option>
                 }).collect_view()}
             </select></label>
+            <label>" lenders credited " <input type="number" name="lend_credit" min="0" max="100" step="1"
+                style="width: 4rem" prop:value=move || lend_credit.get()
+                on:change=move |ev| lend_credit.set(event_target_value(&ev))/>
+                " % of the rate per GPU-hour lent"</label>
             " " <button type="submit" data-test="show-statement">"Show"</button>
             " " <a data-test="statement-csv" download=""
-                href=move || statement_path(&from.get(), &to.get(), idle.get(), true)>"Download CSV"</a>
+                href=move || statement_path(&from.get(), &to.get(), idle.get(), &lend_credit.get(), true)>"Download CSV"</a>
         </form>
         {move || failure.get().map(|error| view! { <ErrorBox error/> })}
         {move || shown.get().map(statement_view)}
@@ -267,6 +274,9 @@ fn statement_view(s: Statement) -> impl IntoView {
                     <td class="num">{dollars(t.cost_by_allocation_cents)}</td>
                     <td class="num">{dollars(t.cost_by_use_cents)}</td>
                     <td class="num">{dollars(t.idle_cost_cents)}</td>
+                    <td class="num">{t.borrowed_gpu_hours.to_string()}</td>
+                    <td class="num">{t.lent_gpu_hours.to_string()}</td>
+                    <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
                     <td class="num charge">{dollars(t.charge_cents)}</td>
                 </tr>
             }
@@ -313,7 +323,8 @@ fn statement_view(s: Statement) -> impl IntoView {
         <table class="statement" data-test="statement">
             <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
                 <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Utilisation"</th><th>"By allocation"</th>
-                <th>"By use"</th><th>"Idle share"</th><th>"Charge"</th></tr></thead>
+                <th>"By use"</th><th>"Idle share"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th>
+                <th title="paid for borrowing less credited for lending">"Lending, net"</th><th>"Charge"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
         {fleet}

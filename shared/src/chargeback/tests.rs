@@ -33,6 +33,8 @@ fn usage(d: &str, ns: &str, allocated_h: Option<i64>, busy_h: i64, observed_h: i
         allocated_gpu_us: allocated_h.map(|h| h * H),
         busy_gpu_us: busy_h * H,
         observed_gpu_us: observed_h * H,
+        borrowed_gpu_us: 0,
+        lent_gpu_us: 0,
     }
 }
 
@@ -44,6 +46,7 @@ fn one_day(idle: IdleShare) -> StatementInput {
         from: day("2026-11-01"),
         to: day("2026-11-02"),
         idle,
+        lend_credit_pct: 0,
         teams: teams(),
         capacity: BTreeMap::from([("h100".to_owned(), 2)]),
         capacity_by_day: BTreeMap::new(),
@@ -168,6 +171,8 @@ fn cents_round_half_up_from_their_own_exact_hours() {
         allocated_gpu_us: Some(1_800_000),
         busy_gpu_us: 1_000_000,
         observed_gpu_us: 1_800_000,
+        borrowed_gpu_us: 0,
+        lent_gpu_us: 0,
     }];
     let s = statement(&input, false);
     assert_eq!(s.teams[0].cost_by_allocation_cents, 1);
@@ -208,11 +213,11 @@ fn csv_has_one_row_per_team_and_the_platform_line() {
     assert_eq!(lines[0], CSV_HEADER);
     assert_eq!(
         lines[1],
-        "2026-11-01,2026-11-01,,research,CC-1001,24.000000,18.000000,6.000000,0.000000,75.00,0,0,24000,18000,0,18000,separate"
+        "2026-11-01,2026-11-01,,research,CC-1001,24.000000,18.000000,6.000000,0.000000,75.00,0,0,24000,18000,0,0.000000,0.000000,0,0,18000,separate,0"
     );
     assert_eq!(
         lines[3],
-        "2026-11-01,2026-11-01,,(platform),,,,,,,,,,,27000,27000,separate"
+        "2026-11-01,2026-11-01,,(platform),,,,,,,,,,,27000,,,,,27000,separate,0"
     );
     assert_eq!(lines.len(), 4);
     // a requester's view: their team's row, no platform line
@@ -241,6 +246,8 @@ proptest! {
         rows in proptest::collection::vec((0i32..3, 0usize..3, 0i64..=24, 0i64..=100, 0i64..=100, 1i64..2_000), 1..20),
         gpus in 3i64..10,
         idle in 0usize..4,
+        lend_credit_pct in 0u8..=100,
+        lending in proptest::collection::vec((0i64..=12, 0i64..=12), 9),
     ) {
         let namespaces = ["team-research", "team-search", "ml-sandbox"];
         let from = day("2026-11-01");
@@ -248,6 +255,7 @@ proptest! {
             from,
             to: from.plus(3),
             idle: IdleShare::ALL[idle],
+            lend_credit_pct,
             teams: teams(),
             capacity: BTreeMap::from([("h100".to_owned(), gpus)]),
             capacity_by_day: BTreeMap::new(),
@@ -268,6 +276,8 @@ proptest! {
                 allocated_gpu_us: Some(allocated),
                 busy_gpu_us: allocated * busy_pct / 100,
                 observed_gpu_us: allocated * observed_pct / 100,
+                borrowed_gpu_us: lending[d as usize * 3 + ns].0 * H / 7,
+                lent_gpu_us: lending[d as usize * 3 + ns].1 * H / 3,
             });
             input.rates.push(Rate { flavor: "h100".into(), effective_from: from.plus(d), cents_per_gpu_hour: rate });
         }
@@ -278,6 +288,10 @@ proptest! {
         prop_assert!((charged - fleet.capacity_cost_cents).abs() <= 3, "{charged} vs {}", fleet.capacity_cost_cents);
         let shared: i64 = s.teams.iter().map(|t| t.idle_cost_cents).sum::<i64>() + fleet.platform_cents;
         prop_assert!((shared - fleet.idle_pool_cents).abs() <= 3);
+        // lending moves money between teams and never changes a total
+        let fees: i64 = s.teams.iter().map(|t| t.lending_fee_cents).sum();
+        let credits: i64 = s.teams.iter().map(|t| t.lending_credit_cents).sum();
+        prop_assert!((fees - credits).abs() <= 2, "{fees} vs {credits}");
         for (i, t) in s.teams.iter().enumerate() {
             let by_day: i64 = s.days.iter().map(|d| d.teams[i].cost_by_allocation_cents).sum();
             prop_assert!((by_day - t.cost_by_allocation_cents).abs() <= 3);
@@ -287,6 +301,61 @@ proptest! {
     }
 }
 
+/// Two teams on one H100 flavor at $10.00 per GPU-hour, a 50% lending credit. On 2026-11-01
+/// research borrowed 6 GPU-hours and search lent 4 (a Cohort's own quota covered the other
+/// 2): 4 GPU-hours × $10 × 50% = $20.00 moves from research to search. On 2026-11-02 both
+/// borrowed (research 3, search 1) from what research lent (2) and search lent (2) — 4 lent
+/// against 4 borrowed: $20.00, paid 3:1 ($15.00, $5.00) and credited 2:2 ($10.00 each).
+#[test]
+fn lending_credits_move_money_from_borrowers_to_lenders() {
+    let mut input = one_day(IdleShare::Separate);
+    input.to = day("2026-11-03");
+    input.lend_credit_pct = 50;
+    let lend = |d: &str, ns: &str, borrowed_h: i64, lent_h: i64| UsageDay {
+        borrowed_gpu_us: borrowed_h * H,
+        lent_gpu_us: lent_h * H,
+        ..usage(d, ns, Some(0), 0, 0)
+    };
+    input.usage = vec![
+        lend("2026-11-01", "team-research", 6, 0),
+        lend("2026-11-01", "team-search", 0, 4),
+        lend("2026-11-02", "team-research", 3, 2),
+        lend("2026-11-02", "team-search", 1, 2),
+    ];
+    let s = statement(&input, true);
+    let [research, search] = [&s.teams[0], &s.teams[1]];
+    assert_eq!(s.lend_credit_pct, 50);
+    assert_eq!(research.borrowed_gpu_hours.to_string(), "9.000000");
+    assert_eq!(research.lent_gpu_hours.to_string(), "2.000000");
+    assert_eq!(search.lent_gpu_hours.to_string(), "6.000000");
+    assert_eq!(
+        (research.lending_fee_cents, research.lending_credit_cents),
+        (3_500, 1_000)
+    );
+    assert_eq!(
+        (search.lending_fee_cents, search.lending_credit_cents),
+        (500, 3_000)
+    );
+    // kept separate, the teams pay their use (none here) and the lending: +$25.00 and −$25.00
+    assert_eq!(
+        (research.charge_cents, search.charge_cents),
+        (2_500, -2_500)
+    );
+    let first = &s.days[0].teams;
+    assert_eq!(
+        (first[0].lending_fee_cents, first[1].lending_credit_cents),
+        (2_000, 2_000)
+    );
+    // at 0% nothing moves
+    input.lend_credit_pct = 0;
+    let none = statement(&input, false);
+    assert!(
+        none.teams
+            .iter()
+            .all(|t| t.lending_fee_cents == 0 && t.lending_credit_cents == 0)
+    );
+}
+
 #[test]
 fn queries_are_checked_field_by_field() {
     let q = |from: &str, to: &str, by: &str, idle: &str, format: &str| StatementQuery {
@@ -294,23 +363,32 @@ fn queries_are_checked_field_by_field() {
         to: Some(to.into()),
         by: Some(by.into()),
         idle: Some(idle.into()),
+        lend_credit: None,
         format: Some(format.into()),
     };
     assert_eq!(
-        q("2026-11-01", "2026-11-30", "day", "use", "csv").checked(),
+        StatementQuery {
+            lend_credit: Some("25".into()),
+            ..q("2026-11-01", "2026-11-30", "day", "use", "csv")
+        }
+        .checked(),
         Ok(Period {
             from: day("2026-11-01"),
             to: day("2026-12-01"),
             by_day: true,
             idle: IdleShare::Use,
+            lend_credit_pct: 25,
             csv: true,
         })
     );
-    let errors = q("2026-11-31", "2026-10-01", "week", "weighted", "xml")
-        .checked()
-        .expect_err("all wrong");
+    let errors = StatementQuery {
+        lend_credit: Some("101".into()),
+        ..q("2026-11-31", "2026-10-01", "week", "weighted", "xml")
+    }
+    .checked()
+    .expect_err("all wrong");
     let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(paths, vec!["from", "by", "idle", "format"]);
+    assert_eq!(paths, vec!["from", "by", "idle", "lend_credit", "format"]);
     let backwards = q("2026-11-02", "2026-11-01", "", "", "")
         .checked()
         .expect_err("backwards");

@@ -95,17 +95,41 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
     let servers: &[DemoTeam] = if teams.len() > 1 { &teams[1..] } else { teams };
     let d = traffic(at_ms);
     let minute = at_ms.div_euclid(MINUTE_MS);
-    // (ClusterQueue, flavor, resource, count)
+    // (ClusterQueue, flavor, resource, count): in use, and nominal quota
     let mut kueue: Vec<(String, String, String, i64)> = Vec::new();
+    let mut nominal: Vec<(String, String, String, i64)> = Vec::new();
     let mut inference_gpus = 0i64;
     let mut sandbox_placed = false;
     for (p, pool) in pools.iter().enumerate() {
         let gpus = pool.nodes * pool.gpus_per_node;
         if !pool.mig_layout.is_empty() {
-            mig_samples(p, pool, servers, at_ms, &mut out, &mut kueue);
+            mig_samples(p, pool, servers, at_ms, &mut out, &mut kueue, &mut nominal);
             continue;
         }
         let gpu = "nvidia.com/gpu".to_owned();
+        // nominal quota: a training pool is the trainer's, an inference pool the servers', a
+        // shared pool half each, so the night's training backlog borrows the servers' idle half
+        let trainer_quota = if pool.flavor.contains("train") {
+            gpus
+        } else if pool.flavor.contains("inference") {
+            0
+        } else {
+            gpus / 2
+        };
+        nominal.push((
+            trainer.cluster_queue.clone(),
+            pool.flavor.clone(),
+            gpu.clone(),
+            trainer_quota,
+        ));
+        for (server, n) in split(servers, gpus - trainer_quota) {
+            nominal.push((
+                server.cluster_queue.clone(),
+                pool.flavor.clone(),
+                gpu.clone(),
+                n,
+            ));
+        }
         let (training, inference) = if pool.flavor.contains("train") {
             (((0.95 - 0.15 * d) * gpus as f64).round() as i64, 0)
         } else if pool.flavor.contains("inference") {
@@ -188,9 +212,11 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
             });
         }
     }
-    for (cluster_queue, flavor, resource, count) in kueue {
+    let usage = kueue.into_iter().map(|k| (super::KUEUE_USAGE, k));
+    let quota = nominal.into_iter().map(|k| (super::KUEUE_NOMINAL, k));
+    for (metric, (cluster_queue, flavor, resource, count)) in usage.chain(quota) {
         out.push(DemoSample {
-            metric: super::KUEUE_USAGE,
+            metric,
             labels: vec![
                 ("cluster_queue", cluster_queue),
                 ("cohort", "gpufleet".to_owned()),
@@ -230,6 +256,16 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
     out
 }
 
+/// `n` split evenly among `teams`, the first ones taking one more where it does not divide.
+fn split(teams: &[DemoTeam], n: i64) -> Vec<(&DemoTeam, i64)> {
+    let count = teams.len().max(1) as i64;
+    teams
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t, n / count + i64::from((i as i64) < n % count)))
+        .collect()
+}
+
 /// dcgm-exporter's fixed labels of GPU `g` of pool `p`, in its order.
 fn gpu_labels(p: usize, pool: &DemoPool, g: i64) -> Vec<(&'static str, String)> {
     let (node, index) = (g / pool.gpus_per_node, g % pool.gpus_per_node);
@@ -263,6 +299,7 @@ fn mig_samples(
     at_ms: i64,
     out: &mut Vec<DemoSample>,
     kueue: &mut Vec<(String, String, String, i64)>,
+    nominal: &mut Vec<(String, String, String, i64)>,
 ) {
     let slots: Vec<&str> = pool
         .mig_layout
@@ -313,6 +350,17 @@ fn mig_samples(
             labels,
             value: fb.to_string(),
         });
+    }
+    for (profile, per_gpu) in &pool.mig_layout {
+        let resource = format!("nvidia.com/mig-{profile}");
+        for (server, n) in split(servers, gpus * i64::from(*per_gpu)) {
+            nominal.push((
+                server.cluster_queue.clone(),
+                pool.flavor.clone(),
+                resource.clone(),
+                n,
+            ));
+        }
     }
     for (k, profile, count) in counts {
         kueue.push((
@@ -459,6 +507,30 @@ mod tests {
                 .count() as i64;
             assert_eq!(searching, allocated("search", "nvidia.com/mig-1g.10gb"));
             assert_eq!(allocated("research", "nvidia.com/mig-1g.10gb"), 0);
+            // every GPU (MIG instance) of every pool is in some queue's nominal quota; the
+            // shared pool half the trainer's
+            let quota = |cq: &str, flavor: &str| -> i64 {
+                samples
+                    .iter()
+                    .filter(|s| s.metric == super::super::KUEUE_NOMINAL)
+                    .filter(|s| {
+                        let has = |key: &str, value: &str| {
+                            s.labels.iter().any(|(k, v)| *k == key && v == value)
+                        };
+                        (cq.is_empty() || has("cluster_queue", cq)) && has("flavor", flavor)
+                    })
+                    .map(|s| s.value.parse::<i64>().expect("count"))
+                    .sum()
+            };
+            for (flavor, capacity) in [
+                ("h100-shared", 64),
+                ("h200-train", 96),
+                ("rtx-inference", 32),
+                ("h100-mig", 56),
+            ] {
+                assert_eq!(quota("", flavor), capacity, "{flavor}");
+            }
+            assert_eq!(quota("research", "h100-shared"), 32);
             // traffic 0 at 04:00 (0.25 × 56 = 14), 1 at 16:00 (0.85 × 56 = 47.6 → 48)
             match hour {
                 4 => assert_eq!(searching, 14),

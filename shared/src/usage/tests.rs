@@ -306,6 +306,101 @@ fn kueue_allocation_counts_gpus_and_mig_shares_per_team() {
     assert_eq!(known, BTreeSet::from([T0, T0 + MIN, T0 + 2 * MIN]));
 }
 
+/// Three queues in cohort `gpufleet` on h100-shared (research 8 nominal, search 4, eval 4) and
+/// one in no cohort (solo, 2 nominal, using 3), one reading a minute:
+/// - minute 0: research uses 11 (3 over its 8: borrowed), search 1 (3 unused), eval 2 (2
+///   unused): 3 GPU-minutes borrowed from 5 unused → lent 3 × 3/5 = 1.8 and 3 × 2/5 = 1.2
+///   GPU-minutes (108 and 72 GPU-s); solo borrows nothing (no cohort), lends nothing;
+/// - minute 1: research uses 18 (10 over), search 0 (4 unused), eval 0 (4 unused): only 8 of
+///   the 10 borrowed GPUs are the queues' unused quota (a Cohort's own quota holds the rest),
+///   so each lends 4 (240 GPU-s);
+/// - minute 2: a third each way: 1 GPU borrowed from three lenders with 1 unused each: 20 GPU-s
+///   each, exactly 60 in all.
+#[test]
+fn borrowing_and_lending_follow_quota_and_use_within_a_cohort() {
+    let owners = Owners {
+        cluster_queues: BTreeMap::from([
+            ("research".to_owned(), "team-research".to_owned()),
+            ("search".to_owned(), "team-search".to_owned()),
+        ]),
+        flavors: flavors(),
+    };
+    let kueue = |cq: &str, cohort: &str, values: [&str; 3]| {
+        series(
+            &[
+                ("cluster_queue", cq),
+                ("cohort", cohort),
+                ("flavor", "h100-shared"),
+                ("resource", "nvidia.com/gpu"),
+            ],
+            &[
+                (T0, values[0]),
+                (T0 + MIN, values[1]),
+                (T0 + 2 * MIN, values[2]),
+            ],
+        )
+    };
+    let usage = [
+        kueue("research", "gpufleet", ["11", "18", "4"]),
+        kueue("search", "gpufleet", ["1", "0", "0"]),
+        kueue("eval", "gpufleet", ["2", "0", "0"]),
+        kueue("d", "gpufleet", ["0", "0", "0"]),
+        kueue("solo", "", ["3", "3", "3"]),
+    ];
+    let nominal = [
+        kueue("research", "gpufleet", ["8", "8", "3"]),
+        kueue("search", "gpufleet", ["4", "4", "1"]),
+        kueue("eval", "gpufleet", ["4", "4", "1"]),
+        kueue("d", "gpufleet", ["0", "0", "1"]),
+        kueue("solo", "", ["2", "2", "2"]),
+    ];
+    let (allocated, _) = allocation_minutes(&usage, window(3), &owners);
+    let lending = lending_minutes(&usage, &nominal, window(3), &owners, &allocated);
+    let row = |minute: i64, ns: &str, cq: &str| {
+        let k = UsageKey {
+            minute_ms: T0 + minute * MIN,
+            namespace: ns.into(),
+            cluster_queue: cq.into(),
+            flavor: "h100-shared".into(),
+        };
+        let l = lending.get(&k).copied().unwrap_or_else(|| panic!("{k:?}"));
+        (
+            l.nominal_gpu_us / GPU_US_PER_GPU_MINUTE,
+            l.borrowed_gpu_us,
+            l.lent_gpu_us,
+        )
+    };
+    const G: i64 = GPU_US_PER_GPU_MINUTE;
+    assert_eq!(row(0, "team-research", ""), (8, 3 * G, 0));
+    assert_eq!(row(0, "team-search", ""), (4, 0, 108_000_000));
+    assert_eq!(row(0, "", "eval"), (4, 0, 72_000_000));
+    assert_eq!(row(0, "", "d"), (0, 0, 0));
+    assert_eq!(row(0, "", "solo"), (2, 0, 0));
+    assert_eq!(row(1, "team-research", ""), (8, 10 * G, 0));
+    assert_eq!(row(1, "team-search", ""), (4, 0, 4 * G));
+    assert_eq!(row(1, "", "eval"), (4, 0, 4 * G));
+    assert_eq!(row(2, "team-research", ""), (3, G, 0));
+    assert_eq!(
+        [
+            row(2, "team-search", "").2,
+            row(2, "", "eval").2,
+            row(2, "", "d").2
+        ],
+        [20_000_000; 3]
+    );
+    // Without nominal quota series, lending is unknown: no figures rather than zeros.
+    assert!(lending_minutes(&usage, &[], window(3), &owners, &allocated).is_empty());
+}
+
+/// Largest remainder: 10 in proportion to 1:1:1 is 4, 3, 3 (the first takes the extra unit);
+/// to 2:1 it is 7 and 3 (6.67 → 7, 3.33 → 3).
+#[test]
+fn apportioning_adds_up_exactly() {
+    assert_eq!(apportion(10, &[1, 1, 1]), [4, 3, 3]);
+    assert_eq!(apportion(10, &[2, 1]), [7, 3]);
+    assert_eq!(apportion(5, &[0, 0]), [0, 0]);
+}
+
 #[test]
 fn requests_of_running_pods_stand_in_for_kueue() {
     let requests = [
