@@ -571,26 +571,17 @@ pub fn lending_minutes(
                 (quota.get(*k).copied().unwrap_or(0), used)
             })
             .collect();
-        let borrowed: Vec<i64> = figures
+        // (borrowed, unused): in no cohort, neither
+        let (borrowed, unused): (Vec<i64>, Vec<i64>) = figures
             .iter()
             .map(|(n, used)| {
                 if cohort.is_empty() {
-                    0
+                    (0, 0)
                 } else {
-                    (used - n).max(0)
+                    ((used - n).max(0), (n - used).max(0))
                 }
             })
-            .collect();
-        let unused: Vec<i64> = figures
-            .iter()
-            .map(|(n, used)| {
-                if cohort.is_empty() {
-                    0
-                } else {
-                    (n - used).max(0)
-                }
-            })
-            .collect();
+            .unzip();
         let lendable: i64 = unused.iter().sum();
         let lent_total = borrowed.iter().sum::<i64>().min(lendable);
         let lent = apportion(lent_total, &unused);

@@ -464,19 +464,27 @@ mod tests {
                     .filter(|s| s.labels.iter().any(|(k, v)| *k == "namespace" && v == ns))
                     .count() as i64
             };
-            let allocated = |cq: &str, resource: &str| {
+            // Kueue's figures of one metric for the labels given ("" matches any value)
+            let kueue = |metric: &str, cq: &str, flavor: &str, resource: &str| -> i64 {
                 samples
                     .iter()
-                    .filter(|s| s.metric == super::super::KUEUE_USAGE)
+                    .filter(|s| s.metric == metric)
                     .filter(|s| {
-                        let has = |key: &str, value: &str| {
-                            s.labels.iter().any(|(k, v)| *k == key && v == value)
-                        };
-                        has("cluster_queue", cq) && has("resource", resource)
+                        [
+                            ("cluster_queue", cq),
+                            ("flavor", flavor),
+                            ("resource", resource),
+                        ]
+                        .iter()
+                        .all(|(key, value)| {
+                            value.is_empty() || s.labels.iter().any(|(k, v)| k == key && v == value)
+                        })
                     })
                     .map(|s| s.value.parse::<i64>().expect("count"))
-                    .sum::<i64>()
+                    .sum()
             };
+            let allocated =
+                |cq: &str, resource: &str| kueue(super::super::KUEUE_USAGE, cq, "", resource);
             let gpu = "nvidia.com/gpu";
             assert_eq!(
                 held("team-research"),
@@ -509,19 +517,7 @@ mod tests {
             assert_eq!(allocated("research", "nvidia.com/mig-1g.10gb"), 0);
             // every GPU (MIG instance) of every pool is in some queue's nominal quota; the
             // shared pool half the trainer's
-            let quota = |cq: &str, flavor: &str| -> i64 {
-                samples
-                    .iter()
-                    .filter(|s| s.metric == super::super::KUEUE_NOMINAL)
-                    .filter(|s| {
-                        let has = |key: &str, value: &str| {
-                            s.labels.iter().any(|(k, v)| *k == key && v == value)
-                        };
-                        (cq.is_empty() || has("cluster_queue", cq)) && has("flavor", flavor)
-                    })
-                    .map(|s| s.value.parse::<i64>().expect("count"))
-                    .sum()
-            };
+            let quota = |cq: &str, flavor: &str| kueue(super::super::KUEUE_NOMINAL, cq, flavor, "");
             for (flavor, capacity) in [
                 ("h100-shared", 64),
                 ("h200-train", 96),
