@@ -1568,16 +1568,34 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
 async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: PgPool) {
     use shared::usage::{DeviceMinute, UsageKey, Window};
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    // 2026-11-10, 10:00-11:00: research holds 8 H100s, 75% busy
+    // 2026-11-10, 10:00-11:00: research holds 8 H100s, 75% busy, 2 of them above its quota
+    // of 6, borrowed from search's unused quota of 2
     let start = shared::utc::parse_rfc3339("2026-11-10T10:00:00Z").expect("time");
     let window = Window::new(start, start + shared::utc::HOUR_MS).expect("window");
-    let key = |m: i64| UsageKey {
+    let key_of = |m: i64, ns: &str| UsageKey {
         minute_ms: start + m * shared::utc::MINUTE_MS,
-        namespace: "team-research".into(),
+        namespace: ns.into(),
         cluster_queue: String::new(),
         flavor: "h100-shared".into(),
     };
-    let allocated = (0..60).map(|m| (key(m), 8 * 60_000_000)).collect();
+    let key = |m: i64| key_of(m, "team-research");
+    let allocated = (0..60)
+        .flat_map(|m| [(key(m), 8 * 60_000_000), (key_of(m, "team-search"), 0)])
+        .collect();
+    let lending = (0..60)
+        .flat_map(|m| {
+            [("team-research", 6, 2, 0), ("team-search", 2, 0, 2)].map(|(ns, n, b, l)| {
+                (
+                    key_of(m, ns),
+                    shared::usage::Lending {
+                        nominal_gpu_us: n * 60_000_000,
+                        borrowed_gpu_us: b * 60_000_000,
+                        lent_gpu_us: l * 60_000_000,
+                    },
+                )
+            })
+        })
+        .collect();
     let devices = (0..60)
         .map(|m| {
             (
@@ -1590,7 +1608,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
             )
         })
         .collect();
-    backend::usage::db::store_window(&pool, window, &allocated, &Default::default(), &devices)
+    backend::usage::db::store_window(&pool, window, &allocated, &lending, &devices)
         .await
         .expect("usage rows");
     sqlx::query("update usage_sources set watermark = '2026-12-01T00:00:00Z'")
@@ -1757,9 +1775,23 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         shared::chargeback::csv(&api)
     );
 
+    // Lenders credited 50% of the rate: research's 2 borrowed GPU-hours × $8.60 × 50% = $8.60
+    // move from research ($1,087,948.80 → $1,087,957.40) to search, which lent them (−$8.60).
+    let credit = "[data-test=statement-form] input[name=lend_credit]";
+    type_into(&browser, credit, "50").await;
+    browser.click_css("[data-test=show-statement]").await;
+    let row = browser
+        .wait_for_text("[data-team=research]", "$1,087,957.40")
+        .await;
+    // its net lending, a fee of $8.60; search's row: 2 GPU-hours lent, credited $8.60
+    let text = row.text().await.expect("text");
+    assert!(text.contains("$8.60") && !text.contains("-$8.60"), "{text}");
+    let search = browser.wait_for_text("[data-team=search]", "-$8.60").await;
+    assert!(search.text().await.expect("text").contains("2.000000"));
+    browser.screenshot("chargeback-lending").await;
+
     // A lending credit outside 0-100 is held at its field by the browser, with its message,
     // and never sent (the API's own refusal is tested with the API).
-    let credit = "[data-test=statement-form] input[name=lend_credit]";
     type_into(&browser, credit, "150").await;
     browser.click_css("[data-test=show-statement]").await;
     let validity = browser
