@@ -1788,6 +1788,8 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     assert!(text.contains("$8.60") && !text.contains("-$8.60"), "{text}");
     let search = browser.wait_for_text("[data-team=search]", "-$8.60").await;
     assert!(search.text().await.expect("text").contains("2.000000"));
+    // fourteen columns on a laptop: the table scrolls in its own box, the page does not
+    usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("chargeback-lending").await;
 
     // A lending credit outside 0-100 is held at its field by the browser, with its message,

@@ -320,6 +320,7 @@ fn statement_view(s: Statement) -> impl IntoView {
         })
         .collect();
     view! {
+        <div class="wide" tabindex="0" role="region" aria-label="The statement per team">
         <table class="statement" data-test="statement">
             <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
                 <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Utilisation"</th><th>"By allocation"</th>
@@ -327,6 +328,7 @@ fn statement_view(s: Statement) -> impl IntoView {
                 <th title="paid for borrowing less credited for lending">"Lending, net"</th><th>"Charge"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
+        </div>
         {fleet}
         {(!models.is_empty()).then(|| view! {
             <table class="statement" data-test="models">
