@@ -266,6 +266,7 @@ fn statement_view(s: Statement) -> impl IntoView {
             view! {
                 <tr data-team=t.team.clone()>
                     <td>{t.team.clone()}</td><td>{t.cost_centre.clone()}</td>
+                    <td class="num charge">{dollars(t.charge_cents)}</td>
                     <td class="num">{t.allocated_gpu_hours.to_string()}</td>
                     <td class="num">{t.busy_gpu_hours.to_string()}</td>
                     <td class="num">{t.idle_gpu_hours.to_string()}</td>
@@ -277,7 +278,6 @@ fn statement_view(s: Statement) -> impl IntoView {
                     <td class="num">{t.borrowed_gpu_hours.to_string()}</td>
                     <td class="num">{t.lent_gpu_hours.to_string()}</td>
                     <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
-                    <td class="num charge">{dollars(t.charge_cents)}</td>
                 </tr>
             }
         })
@@ -322,10 +322,10 @@ fn statement_view(s: Statement) -> impl IntoView {
     view! {
         <div class="wide" tabindex="0" role="region" aria-label="The statement per team">
         <table class="statement" data-test="statement">
-            <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
+            <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Charge"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
                 <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Utilisation"</th><th>"By allocation"</th>
                 <th>"By use"</th><th>"Idle share"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th>
-                <th title="paid for borrowing less credited for lending">"Lending, net"</th><th>"Charge"</th></tr></thead>
+                <th title="paid for borrowing less credited for lending">"Lending, net"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
         </div>
