@@ -235,7 +235,7 @@ async fn read_and_store(
             count(&usage, &mut landed);
             count(&nominal, &mut landed);
             let (mut rows, _known) = model::allocation_minutes(&usage, window, &who.owners);
-            let lending = model::lending_minutes(&usage, &nominal, window, &who.owners, &rows);
+            let lending = model::lending_minutes(&usage, &nominal, window, &who.owners, &mut rows);
             if usage.is_empty() {
                 let (requests, phases) = tokio::try_join!(
                     prom.samples(KSM_REQUESTS, window, 0),

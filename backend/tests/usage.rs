@@ -966,6 +966,15 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
         }
     }
     assert_eq!(lending, want);
+    // a queue with quota of a flavor it does not use is using none of it, not unknown
+    let unknown: i64 = sqlx::query_scalar(
+        "select count(*) from usage_minutes
+         where nominal_gpu_microseconds is not null and allocated_gpu_microseconds is null",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert_eq!(unknown, 0);
 }
 
 fn gpufleet(pool: &PgPool, prometheus: &str, args: &[&str]) -> std::process::Output {

@@ -528,7 +528,10 @@ pub struct Lending {
 ///   unused quota a borrower ran on, so the minute's borrowing (at most the cohort's unused
 ///   quota; a Cohort's own quota covers any rest) is attributed to the lenders in proportion to
 ///   their unused quota, largest remainder, so the lent figures add up to it exactly;
-/// - a queue in no cohort neither borrows nor lends.
+/// - a queue in no cohort neither borrows nor lends;
+/// - a queue Kueue reports quota for and no usage of uses none of it: its row in `allocated`
+///   is set to 0 (Kueue's usage and quota series come and go together, with
+///   `metrics.enableClusterQueueResources`).
 ///
 /// Empty when Kueue reported no nominal quota at all (lending unknown, not zero).
 pub fn lending_minutes(
@@ -536,12 +539,16 @@ pub fn lending_minutes(
     nominal: &[Series],
     window: Window,
     owners: &Owners,
-    allocated: &BTreeMap<UsageKey, i64>,
+    allocated: &mut BTreeMap<UsageKey, i64>,
 ) -> BTreeMap<UsageKey, Lending> {
     let (quota, _) = allocation_minutes(nominal, window, owners);
     if quota.is_empty() {
         return BTreeMap::new();
     }
+    for key in quota.keys() {
+        allocated.entry(key.clone()).or_insert(0);
+    }
+    let allocated = &*allocated;
     let mut cohort_of: BTreeMap<(String, String), String> = BTreeMap::new();
     for s in usage.iter().chain(nominal) {
         let get = |k: &str| s.labels.get(k).map_or("", String::as_str);

@@ -212,6 +212,15 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
             });
         }
     }
+    // Kueue reports the usage of every flavor and resource a queue has quota of, 0 included
+    for (cq, flavor, resource, _) in &nominal {
+        if !kueue
+            .iter()
+            .any(|(c, f, r, _)| c == cq && f == flavor && r == resource)
+        {
+            kueue.push((cq.clone(), flavor.clone(), resource.clone(), 0));
+        }
+    }
     let usage = kueue.into_iter().map(|k| (super::KUEUE_USAGE, k));
     let quota = nominal.into_iter().map(|k| (super::KUEUE_NOMINAL, k));
     for (metric, (cluster_queue, flavor, resource, count)) in usage.chain(quota) {

@@ -353,9 +353,11 @@ fn borrowing_and_lending_follow_quota_and_use_within_a_cohort() {
         kueue("eval", "gpufleet", ["4", "4", "1"]),
         kueue("d", "gpufleet", ["0", "0", "1"]),
         kueue("solo", "", ["2", "2", "2"]),
+        // a quota (of 0) and no usage series at all: it uses none of it
+        kueue("e", "gpufleet", ["0", "0", "0"]),
     ];
-    let (allocated, _) = allocation_minutes(&usage, window(3), &owners);
-    let lending = lending_minutes(&usage, &nominal, window(3), &owners, &allocated);
+    let (mut allocated, _) = allocation_minutes(&usage, window(3), &owners);
+    let lending = lending_minutes(&usage, &nominal, window(3), &owners, &mut allocated);
     let row = |minute: i64, ns: &str, cq: &str| {
         let k = UsageKey {
             minute_ms: T0 + minute * MIN,
@@ -388,8 +390,18 @@ fn borrowing_and_lending_follow_quota_and_use_within_a_cohort() {
         ],
         [20_000_000; 3]
     );
+    // A queue with quota and no usage series is using none of it (0, not unknown).
+    let e = UsageKey {
+        minute_ms: T0,
+        namespace: String::new(),
+        cluster_queue: "e".into(),
+        flavor: "h100-shared".into(),
+    };
+    assert_eq!(allocated.get(&e), Some(&0));
     // Without nominal quota series, lending is unknown: no figures rather than zeros.
-    assert!(lending_minutes(&usage, &[], window(3), &owners, &allocated).is_empty());
+    let before = allocated.clone();
+    assert!(lending_minutes(&usage, &[], window(3), &owners, &mut allocated).is_empty());
+    assert_eq!(allocated, before);
 }
 
 /// Largest remainder: 10 in proportion to 1:1:1 is 4, 3, 3 (the first takes the extra unit);
