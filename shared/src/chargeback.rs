@@ -665,8 +665,6 @@ impl Totals {
                     s.observed_of_allocated += u.observed_gpu_us.min(allocated);
                     s.allocated_value += i128::from(allocated) * r;
                     s.busy_value += i128::from(u.busy_gpu_us) * r;
-                    s.borrowed += u.borrowed_gpu_us;
-                    s.lent += u.lent_gpu_us;
                     let l = lending
                         .entry(&u.flavor)
                         .or_default()
@@ -689,13 +687,14 @@ impl Totals {
                 i128::from(borrowed.min(lent)) * rate(flavor) * i128::from(input.lend_credit_pct),
                 100,
             );
-            if transfer == 0 {
-                continue;
-            }
             for (team, (b, l)) in teams {
                 let s = p.teams.entry(team.to_owned()).or_default();
-                s.fee_value += div_round(transfer * i128::from(b), i128::from(borrowed));
-                s.credit_value += div_round(transfer * i128::from(l), i128::from(lent));
+                s.borrowed += b;
+                s.lent += l;
+                if transfer != 0 {
+                    s.fee_value += div_round(transfer * i128::from(b), i128::from(borrowed));
+                    s.credit_value += div_round(transfer * i128::from(l), i128::from(lent));
+                }
             }
         }
         for t in input.tokens.iter().filter(|t| t.day == day) {
