@@ -24,6 +24,7 @@ use shared::{
         StatementInput, StatementQuery, Team, TokensDay, UsageDay,
     },
     day::Day,
+    usage::neighbours::{self, NeighbourReport},
 };
 use sqlx::PgPool;
 
@@ -58,6 +59,12 @@ pub fn api() -> Api {
             set_rate,
         )
         .route(Method::GET, "/chargeback/drill", Access::SignedIn, drill)
+        .route(
+            Method::GET,
+            "/chargeback/neighbours",
+            Access::SignedIn,
+            neighbours,
+        )
         .route(
             Method::GET,
             "/chargeback/months",
@@ -422,6 +429,65 @@ async fn statement(
     } else {
         Json(statement).into_response()
     })
+}
+
+/// Each inference service's latency beside how its GPUs are shared and its co-tenants' load,
+/// flagged when latency degrades while a neighbour's load rises. Same access as statements.
+async fn neighbours(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<StatementQuery>,
+) -> Result<Json<NeighbourReport>> {
+    let period = query.checked().map_err(Error::Invalid)?;
+    if !caller.has_any(READERS) && caller.teams.is_empty() {
+        return Err(Error::Forbidden(
+            "latency reports are for finance, approvers, admins and team members",
+        ));
+    }
+    let only = (!caller.has_any(READERS)).then_some(caller.teams.as_slice());
+    Ok(Json(neighbour_report(&state.pool, &period, only).await?))
+}
+
+/// The report of `period`, of only the teams named when some are.
+pub async fn neighbour_report(
+    pool: &PgPool,
+    period: &Period,
+    only_teams: Option<&[String]>,
+) -> Result<NeighbourReport> {
+    let days = period.from.days_until(period.to);
+    if days > neighbours::MAX_DAYS {
+        return Err(Error::Invalid(vec![FieldError {
+            path: "to".into(),
+            message: format!(
+                "{days} days: the latency report covers at most {} (it reads minutes)",
+                neighbours::MAX_DAYS
+            ),
+        }]));
+    }
+    let mut conn = pool.acquire().await?;
+    let teams = db::teams(&mut *conn).await?;
+    let own: Option<Vec<String>> = only_teams.map(|only| {
+        teams
+            .iter()
+            .filter(|t| only.contains(&t.name))
+            .map(|t| t.namespace.clone())
+            .collect()
+    });
+    let day_ms = |d: Day| i64::from(d.days_since_epoch()) * shared::utc::DAY_MS;
+    let minutes = crate::usage::db::served_minutes(
+        &mut *conn,
+        day_ms(period.from),
+        day_ms(period.to),
+        own.as_deref(),
+    )
+    .await?;
+    let names = teams.into_iter().map(|t| (t.namespace, t.name)).collect();
+    Ok(neighbours::report(
+        period.from,
+        period.to.plus(-1),
+        &minutes,
+        &names,
+    ))
 }
 
 #[derive(Debug, Deserialize)]

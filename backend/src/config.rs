@@ -75,6 +75,19 @@ pub enum ChargebackCommand {
         #[arg(long, default_value = "json")]
         format: String,
     },
+    /// Print each inference service's latency (vLLM's TTFT and queue time, p95/p99) beside
+    /// how its GPUs are shared and its co-tenants' load, flagged when latency degrades while a
+    /// neighbour's load rises (JSON).
+    Neighbours {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The first day, YYYY-MM-DD (UTC).
+        #[arg(long)]
+        from: String,
+        /// The last day, included (at most 31 days).
+        #[arg(long)]
+        to: String,
+    },
     /// Close a month that has ended (freezes its figures; audited). Reopening is an admin's,
     /// in the console or through the API, with a reason.
     Close {

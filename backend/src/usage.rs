@@ -1,5 +1,5 @@
-//! Real GPU use into PostgreSQL: windows of raw Prometheus samples (DCGM busy time, Kueue
-//! allocation, vLLM tokens) turned into exact minute rows (`shared::usage`) and stored with
+//! Real GPU use into PostgreSQL: windows of raw Prometheus samples (DCGM busy time and who
+//! shares each GPU, Kueue allocation, vLLM tokens and latency histograms) turned into exact minute rows (`shared::usage`) and stored with
 //! their rollups (`db.rs`). The server ingests continuously; `gpufleet usage ingest` ingests a
 //! chosen window on demand (`cli.rs`).
 //!
@@ -21,13 +21,14 @@ pub mod demo;
 pub mod live;
 pub mod prom;
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use shared::{
     usage::{
         self as model, DECODE_SECONDS, DeviceSums, FB_USED, GENERATION_TOKENS, GPU_UTIL,
         GR_ENGINE_ACTIVE, KUEUE_NOMINAL, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series,
         UsageHealth, Window,
+        neighbours::{self, Latency},
     },
     utc::{HOUR_MS, MINUTE_MS, floor_minute},
 };
@@ -254,6 +255,7 @@ async fn read_and_store(
         }
         Source::Dcgm => {
             let mut sums = DeviceSums::default();
+            let mut pods: BTreeMap<neighbours::PodKey, neighbours::PodMinute> = BTreeMap::new();
             let mut attributed = false;
             let mut any = false;
             for shard in shard_matchers(settings.shards) {
@@ -276,6 +278,17 @@ async fn read_and_store(
                     window,
                     &who.owners.flavors,
                 ));
+                // a pod whose GPUs lie in several shards: its figures add up
+                for (key, row) in neighbours::cotenancy(&util, &engine, window, &who.owners.flavors)
+                {
+                    pods.entry(key)
+                        .and_modify(|p| {
+                            p.neighbours += row.neighbours;
+                            p.neighbour_busy_gpu_us += row.neighbour_busy_gpu_us;
+                            p.neighbour_observed_gpu_us += row.neighbour_observed_gpu_us;
+                        })
+                        .or_insert(row);
+                }
             }
             if any && !attributed {
                 match db::allocated_in(pool, window).await? {
@@ -288,26 +301,32 @@ async fn read_and_store(
                     _ => landed.note = Some(DCGM_UNLABELLED.to_owned()),
                 }
             }
-            Rows::Devices(sums.rows())
+            Rows::Devices(sums.rows(), pods)
         }
         Source::Vllm => {
             let lookback = settings.counter_lookback_ms;
-            let (prompt, generation, prefill, decode) = tokio::try_join!(
+            let (prompt, generation, prefill, decode, ttft, queue) = tokio::try_join!(
                 prom.samples(PROMPT_TOKENS, window, lookback),
                 prom.samples(GENERATION_TOKENS, window, lookback),
                 prom.samples(PREFILL_SECONDS, window, lookback),
                 prom.samples(DECODE_SECONDS, window, lookback),
+                prom.samples(Latency::Ttft.metric(), window, lookback),
+                prom.samples(Latency::Queue.metric(), window, lookback),
             )?;
-            for part in [&prompt, &generation, &prefill, &decode] {
+            for part in [&prompt, &generation, &prefill, &decode, &ttft, &queue] {
                 count(part, &mut landed);
             }
+            let latency = neighbours::latency_minutes(
+                &[(Latency::Ttft, &ttft[..]), (Latency::Queue, &queue[..])],
+                window,
+            );
             let served = model::Served {
                 prompt: &prompt,
                 generation: &generation,
                 prefill_seconds: &prefill,
                 decode_seconds: &decode,
             };
-            Rows::Tokens(model::token_minutes(&served, window))
+            Rows::Tokens(model::token_minutes(&served, window), latency)
         }
     };
     // the window whole, or not at all
@@ -317,13 +336,15 @@ async fn read_and_store(
             db::write_allocation(&mut tx, window, rows, lending, &who.teams).await?;
             rows.len()
         }
-        Rows::Devices(rows) => {
+        Rows::Devices(rows, pods) => {
             db::write_devices(&mut tx, window, rows, &who.teams).await?;
-            rows.len()
+            db::write_pods(&mut tx, window, pods).await?;
+            rows.len() + pods.len()
         }
-        Rows::Tokens(rows) => {
+        Rows::Tokens(rows, latency) => {
             db::write_tokens(&mut tx, window, rows, &who.teams).await?;
-            rows.len()
+            db::write_latency(&mut tx, window, latency).await?;
+            rows.len() + latency.len()
         }
     };
     db::succeeded(&mut tx, source.name(), window, landed.note.as_deref()).await?;
@@ -334,11 +355,17 @@ async fn read_and_store(
 /// What one source's window gives, before it is stored.
 enum Rows {
     Allocation(
-        std::collections::BTreeMap<model::UsageKey, i64>,
-        std::collections::BTreeMap<model::UsageKey, model::Lending>,
+        BTreeMap<model::UsageKey, i64>,
+        BTreeMap<model::UsageKey, model::Lending>,
     ),
-    Devices(std::collections::BTreeMap<model::UsageKey, model::DeviceMinute>),
-    Tokens(std::collections::BTreeMap<model::TokenKey, model::Tokens>),
+    Devices(
+        BTreeMap<model::UsageKey, model::DeviceMinute>,
+        BTreeMap<neighbours::PodKey, neighbours::PodMinute>,
+    ),
+    Tokens(
+        BTreeMap<model::TokenKey, model::Tokens>,
+        BTreeMap<neighbours::LatencyKey, neighbours::Histogram>,
+    ),
 }
 
 /// kube-state-metrics' GPU requests and running pods: the stand-in when Kueue's are absent.

@@ -1245,3 +1245,303 @@ async fn retention_drops_old_minute_months_and_keeps_rollups(pool: PgPool) {
         .expect("rollups");
     assert_eq!(hours, 2);
 }
+
+/// Twenty minutes from `t0` of two inference services and their co-tenants (DCGM every 15 s,
+/// vLLM every minute at :30, one vLLM scrape before the window):
+/// - GPU-a1 (H100 in MIG, flavor h100-mig): team-search's `vllm-llama-0` (model llama-8b) on
+///   a 1g.10gb instance at 0.3 engine-active; team-research's `train-0` on a 3g.40gb instance
+///   at 0.1 in minutes 0-9 and 0.9 in minutes 10-19;
+/// - GPU-b2 (H100, flavor h100-shared, declared time-sliced): team-research's
+///   `vllm-mistral-0` (model mistral-7b) and team-search's `etl-0`, the card 30% busy;
+/// - llama's time to first token, per minute 30 requests: in minutes 0-9, 29 within 0.1 s and
+///   1 within 0.25 s; in minutes 10-19, 10, 10 and 10 within 0.1, 0.25 and 0.5 s. Its queue
+///   time, and mistral's, always within 10 ms; mistral's first token: 28 within 0.1 s, 2 within
+///   0.25 s, every minute.
+fn neighbours(t0: i64) -> Vec<Point> {
+    let mut points = Vec::new();
+    let h100 = "NVIDIA H100 80GB HBM3";
+    let mig = |gi: &'static str, profile: &'static str, ns: &'static str, pod: &'static str| {
+        dcgm(
+            "0",
+            "GPU-a1000000-0000-0000-0000-000000000001",
+            "node-m",
+            h100,
+            &[
+                ("GPU_I_PROFILE", profile),
+                ("GPU_I_ID", gi),
+                ("namespace", ns),
+                ("pod", pod),
+                ("container", "main"),
+            ],
+        )
+    };
+    let sliced = |ns: &'static str, pod: &'static str| {
+        dcgm(
+            "0",
+            "GPU-b2000000-0000-0000-0000-000000000002",
+            "node-s",
+            h100,
+            &[("namespace", ns), ("pod", pod), ("container", "main")],
+        )
+    };
+    let llama = mig("1", "1g.10gb", "team-search", "vllm-llama-0");
+    let train = mig("2", "3g.40gb", "team-research", "train-0");
+    for minute in 0..20 {
+        for s in [0, 15, 30, 45] {
+            let t = t0 + minute * MINUTE_MS + s * SEC;
+            points.push(at(GR_ENGINE, &llama, t, "0.3"));
+            let busy = if minute < 10 { "0.1" } else { "0.9" };
+            points.push(at(GR_ENGINE, &train, t, busy));
+            for (ns, pod) in [
+                ("team-research", "vllm-mistral-0"),
+                ("team-search", "etl-0"),
+            ] {
+                points.push(at(UTIL, &sliced(ns, pod), t, 30));
+            }
+        }
+    }
+    let vllm = |ns: &str, pod: &str, model: &str, le: &str| {
+        vec![
+            ("namespace".to_owned(), ns.to_owned()),
+            ("pod".to_owned(), pod.to_owned()),
+            ("model_name".to_owned(), model.to_owned()),
+            ("engine".to_owned(), "0".to_owned()),
+            ("le".to_owned(), le.to_owned()),
+        ]
+    };
+    // cumulative counts after each minute
+    let (mut llama_ttft, mut mistral_ttft) = ([0i64; 4], [0i64; 4]);
+    let mut queue = 0i64;
+    for minute in -1..20i64 {
+        if minute >= 0 {
+            let add = if minute < 10 {
+                [29, 30, 30, 30]
+            } else {
+                [10, 20, 30, 30]
+            };
+            for (c, a) in llama_ttft.iter_mut().zip(add) {
+                *c += a;
+            }
+            for (c, a) in mistral_ttft.iter_mut().zip([28, 30, 30, 30]) {
+                *c += a;
+            }
+            queue += 30;
+        }
+        let t = t0 + minute * MINUTE_MS + 30 * SEC;
+        for (i, le) in ["0.1", "0.25", "0.5", "+Inf"].into_iter().enumerate() {
+            let l = vllm("team-search", "vllm-llama-0", "llama-8b", le);
+            points.push(at(TTFT, &l, t, llama_ttft[i]));
+            let m = vllm("team-research", "vllm-mistral-0", "mistral-7b", le);
+            points.push(at(TTFT, &m, t, mistral_ttft[i]));
+        }
+        for le in ["0.01", "+Inf"] {
+            for (ns, pod, model) in [
+                ("team-search", "vllm-llama-0", "llama-8b"),
+                ("team-research", "vllm-mistral-0", "mistral-7b"),
+            ] {
+                points.push(at(QUEUE, &vllm(ns, pod, model, le), t, queue));
+            }
+        }
+    }
+    points
+}
+
+const GR_ENGINE: &str = "DCGM_FI_PROF_GR_ENGINE_ACTIVE";
+const UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
+const TTFT: &str = "vllm:time_to_first_token_seconds_bucket";
+const QUEUE: &str = "vllm:request_queue_time_seconds_bucket";
+
+/// Latency beside co-tenancy: ingested from a real Prometheus, read through the API for each
+/// role and through the CLI, against hand-computed figures and Prometheus's own
+/// `histogram_quantile`.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
+    use axum::http::{Method, StatusCode};
+    use common::{login, request, send, user};
+    use shared::{auth::Role, usage::neighbours::NeighbourReport};
+
+    fleet(&pool, false).await;
+    sqlx::query(
+        r#"update flavors set settings = settings || '{"sharing": "time_slicing"}'
+           where name = 'h100-shared'"#,
+    )
+    .execute(&pool)
+    .await
+    .expect("time-sliced flavor");
+    let t0 = t0();
+    let dir = scratch("neighbours");
+    backfill(&dir, &neighbours(t0));
+    let prom = PromServer::start(&dir, &[]).await;
+    let window = Window::new(t0, t0 + 20 * MINUTE_MS).expect("window");
+    ingest_all(&pool, &prom.client(), 16, window).await;
+
+    // co-tenancy per minute, by hand: llama's neighbour is train's 3g (3/7 of a GPU) at 0.1
+    // then 0.9: 0.1 × 3/7 × 60 s = 2.571429 s, 0.9 × … = 23.142857 s, of 25.714286 s;
+    // train's is llama's 1g at 0.3: 0.3 × 1/7 × 60 s = 2.571429 s of 8.571429 s; the
+    // time-sliced card's two pods see the card: 0.3 × 60 s of 60 s
+    let pods: Vec<(i64, String, String, i32, i64, i64)> = sqlx::query_as(
+        "select (extract(epoch from minute) * 1000)::bigint, pod, sharing, neighbours,
+                neighbour_busy_gpu_microseconds, neighbour_observed_gpu_microseconds
+         from usage_pod_minutes
+         where minute in ('epoch'::timestamptz + $1 * interval '1 millisecond',
+                          'epoch'::timestamptz + $2 * interval '1 millisecond')
+         order by 1, 2",
+    )
+    .bind(t0)
+    .bind(t0 + 10 * MINUTE_MS)
+    .fetch_all(&pool)
+    .await
+    .expect("pod minutes");
+    let row = |minute: i64, pod: &str, sharing: &str, busy: i64, observed: i64| {
+        (
+            t0 + minute * MINUTE_MS,
+            pod.to_owned(),
+            sharing.to_owned(),
+            1,
+            busy,
+            observed,
+        )
+    };
+    assert_eq!(
+        pods,
+        vec![
+            row(0, "etl-0", "time_slicing", 18_000_000, GPU_MIN),
+            row(0, "train-0", "mig", 2_571_429, 8_571_429),
+            row(0, "vllm-llama-0", "mig", 2_571_429, 25_714_286),
+            row(0, "vllm-mistral-0", "time_slicing", 18_000_000, GPU_MIN),
+            row(10, "etl-0", "time_slicing", 18_000_000, GPU_MIN),
+            row(10, "train-0", "mig", 2_571_429, 8_571_429),
+            row(10, "vllm-llama-0", "mig", 23_142_857, 25_714_286),
+            row(10, "vllm-mistral-0", "time_slicing", 18_000_000, GPU_MIN),
+        ]
+    );
+    let (latency_rows, pod_rows): (i64, i64) = sqlx::query_as(
+        "select (select count(*) from usage_latency_minutes), (select count(*) from usage_pod_minutes)",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("counts");
+    // 2 services × 2 histograms × 20 minutes; 4 pods × 20 minutes
+    assert_eq!((latency_rows, pod_rows), (80, 80));
+
+    let router = common::router(pool.clone());
+    user(&pool, "fin", &[Role::Finance], &[]).await;
+    user(&pool, "res", &[Role::Requester], &["research"]).await;
+    user(&pool, "nobody", &[Role::Requester], &[]).await;
+    let day = shared::day::Day::of_unix_seconds(t0 / 1000);
+    let uri = format!("/api/chargeback/neighbours?from={day}&to={day}");
+    let finance = login(&router, "fin", common::PASSWORD).await;
+    let reply = send(&router, request(Method::GET, &uri, Some(&finance), None)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let report: NeighbourReport = reply.json();
+    let service = |ns: &str| {
+        report
+            .services
+            .iter()
+            .find(|s| s.namespace == ns)
+            .unwrap_or_else(|| panic!("{ns} in {report:#?}"))
+    };
+    let llama = service("team-search");
+    assert_eq!(
+        (llama.model.as_str(), llama.team.as_deref(), llama.pods),
+        ("llama-8b", Some("search"), 1)
+    );
+    assert_eq!(
+        (llama.sharing.as_slice(), llama.max_neighbours),
+        (&["mig".to_owned()][..], 1)
+    );
+    // quiet half (minutes 0-9, co-tenant at 10%): 300 requests, 290 within 0.1 s: p95 rank
+    // 285 in the first bucket: 0.1 × 285 / 290 = 0.098276 s; p99 rank 297 in (0.1, 0.25]
+    // holding 10: 0.1 + 0.15 × 7 / 10 = 0.205 s
+    assert_eq!(llama.quiet.requests, 300);
+    assert_eq!(llama.quiet.ttft_p95_microseconds, Some(98_276));
+    assert_eq!(llama.quiet.ttft_p99_microseconds, Some(205_000));
+    assert_eq!(llama.quiet.neighbour_load_pct(), 10);
+    // busy half (minutes 10-19, 90%): 100, 200, 300 within 0.1, 0.25, 0.5 s: p95 rank 285:
+    // 0.25 + 0.25 × 85 / 100 = 0.4625 s; p99 0.25 + 0.25 × 97 / 100 = 0.4925 s
+    assert_eq!(llama.busy.ttft_p95_microseconds, Some(462_500));
+    assert_eq!(llama.busy.ttft_p99_microseconds, Some(492_500));
+    assert_eq!(llama.busy.neighbour_load_pct(), 90);
+    // queue time: every request within 10 ms: p95 = 0.01 × 0.95
+    assert_eq!(llama.busy.queue_p95_microseconds, Some(9_500));
+    // all twenty minutes: 390, 500, 600 within 0.1, 0.25, 0.5 s: p95 rank 570:
+    // 0.25 + 0.25 × 70 / 100 = 0.425 s
+    assert_eq!(llama.overall.requests, 600);
+    assert_eq!(llama.overall.ttft_p95_microseconds, Some(425_000));
+    assert!(llama.flagged, "{}", llama.verdict);
+    assert!(
+        llama
+            .verdict
+            .contains("time to first token p95 98.3 ms → 462.5 ms")
+            && llama.verdict.contains("10% → 90%")
+            && llama.verdict.contains("30.00 → 30.00 per minute"),
+        "{}",
+        llama.verdict
+    );
+    let mistral = service("team-research");
+    assert_eq!(mistral.sharing, ["time_slicing"]);
+    assert!(!mistral.flagged);
+    assert!(mistral.verdict.contains("30% → 30%"), "{}", mistral.verdict);
+
+    // Prometheus's own histogram_quantile over the same increases agrees
+    let quantile = |q: &str, offset: &str, at_ms: i64| {
+        let expr = format!(
+            r#"histogram_quantile({q}, sum by (le) ({TTFT}{{namespace="team-search"}} - {TTFT}{{namespace="team-search"}} offset {offset}))"#
+        );
+        let url = prom.url.clone();
+        async move {
+            let answer = common::prometheus::instant(&url, &expr, at_ms).await;
+            let value = answer["data"]["result"][0]["value"][1]
+                .as_str()
+                .unwrap_or_else(|| panic!("{answer}"))
+                .parse::<f64>()
+                .expect("a number");
+            (value * 1e6).round() as i64
+        }
+    };
+    let end_of_quiet = t0 + 9 * MINUTE_MS + 30 * SEC;
+    let end = t0 + 19 * MINUTE_MS + 30 * SEC;
+    assert_eq!(quantile("0.95", "10m", end_of_quiet).await, 98_276);
+    assert_eq!(quantile("0.99", "10m", end_of_quiet).await, 205_000);
+    assert_eq!(quantile("0.95", "10m", end).await, 462_500);
+    assert_eq!(quantile("0.95", "20m", end).await, 425_000);
+
+    // a requester sees their own team's services only; one without a team, none
+    let res = login(&router, "res", common::PASSWORD).await;
+    let reply = send(&router, request(Method::GET, &uri, Some(&res), None)).await;
+    let own: NeighbourReport = reply.json();
+    let namespaces: Vec<&str> = own.services.iter().map(|s| s.namespace.as_str()).collect();
+    assert_eq!(namespaces, ["team-research"]);
+    let nobody = login(&router, "nobody", common::PASSWORD).await;
+    let reply = send(&router, request(Method::GET, &uri, Some(&nobody), None)).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+    // a period too long, a bad date: clear errors
+    let long = "/api/chargeback/neighbours?from=2026-01-01&to=2026-03-01";
+    let reply = send(&router, request(Method::GET, long, Some(&finance), None)).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.text());
+    assert!(reply.text().contains("at most 31"), "{}", reply.text());
+    let bad = "/api/chargeback/neighbours?from=soon&to=2026-03-01";
+    let reply = send(&router, request(Method::GET, bad, Some(&finance), None)).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.text());
+
+    // the CLI prints the same report
+    let out = gpufleet(
+        &pool,
+        &prom.url,
+        &[
+            "chargeback",
+            "neighbours",
+            "--from",
+            &day.to_string(),
+            "--to",
+            &day.to_string(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: NeighbourReport = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(printed, report);
+}

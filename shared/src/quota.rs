@@ -62,6 +62,11 @@ pub struct FlavorSettings {
     /// MIG instances per GPU by profile (`"1g.18gb": 7`); empty for whole GPUs.
     #[serde(default)]
     pub mig_layout: BTreeMap<String, u32>,
+    /// How several pods share one of its devices (a card or a MIG instance) when the device
+    /// plugin lets them: time-slicing, MPS or HAMi fractions. What the noisy-neighbour view
+    /// reports; `None` when pods do not share or admins did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<crate::isolation::Mechanism>,
 }
 
 /// One resource a flavor offers and how much of it.
@@ -185,6 +190,14 @@ impl FlavorSettings {
                 error("mig_layout".into(), problem);
             }
         }
+        if let Some(m) = self.sharing
+            && !SOFTWARE_SHARING.contains(&m)
+        {
+            error(
+                "sharing".into(),
+                "pods share a device by time_slicing, mps or hami_fractions (MIG is the MIG layout; leave it out for whole GPUs)".into(),
+            );
+        }
         if errors.is_empty() {
             Ok(())
         } else {
@@ -192,6 +205,13 @@ impl FlavorSettings {
         }
     }
 }
+
+/// The ways several pods share one device.
+pub const SOFTWARE_SHARING: [crate::isolation::Mechanism; 3] = [
+    crate::isolation::Mechanism::TimeSlicing,
+    crate::isolation::Mechanism::Mps,
+    crate::isolation::Mechanism::HamiFractions,
+];
 
 /// A flavor's settings as lines a person types, one entry per line: node labels `key=value`;
 /// taints `key=value:Effect` or `key:Effect`; tolerations `key=value:Effect` (Equal),
@@ -202,6 +222,9 @@ pub struct SettingsText {
     pub node_taints: String,
     pub tolerations: String,
     pub mig_layout: String,
+    /// `time_slicing`, `mps`, `hami_fractions`, or empty.
+    #[serde(default)]
+    pub sharing: String,
 }
 
 fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
@@ -271,6 +294,10 @@ impl SettingsText {
                     .map(|(p, n)| format!("{p}={n}"))
                     .collect(),
             ),
+            sharing: settings
+                .sharing
+                .map(|m| crate::usage::neighbours::sharing_name(Some(m)).to_owned())
+                .unwrap_or_default(),
         }
     }
 
@@ -351,6 +378,16 @@ impl SettingsText {
                     format!("line {n}: write profile=instances per GPU (1g.10gb=7), not {line:?}"),
                 )),
             }
+        }
+        match self.sharing.trim() {
+            "" => {}
+            text => match crate::usage::neighbours::parse_sharing(text) {
+                Some(Some(m)) if SOFTWARE_SHARING.contains(&m) => settings.sharing = Some(m),
+                _ => errors.push(field(
+                    "sharing",
+                    format!("time_slicing, mps, hami_fractions or empty, not {text:?}"),
+                )),
+            },
         }
         if errors.is_empty() {
             Ok(settings)
@@ -1304,6 +1341,7 @@ fn field(path: &str, message: String) -> FieldError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::isolation::Mechanism;
 
     fn day(s: &str) -> Day {
         Day::parse(s).expect("a date")
@@ -1658,6 +1696,7 @@ mod tests {
             node_taints: "nvidia.com/gpu:NoSchedule\ndedicated=ml:NoExecute".into(),
             tolerations: "nvidia.com/gpu:NoSchedule\ndedicated=ml\n*".into(),
             mig_layout: "1g.10gb=7".into(),
+            sharing: "time_slicing".into(),
         };
         let settings = text.parse().expect("reads");
         assert_eq!(settings.node_labels["gpufleet.io/pool"], "a");
@@ -1667,6 +1706,7 @@ mod tests {
         assert_eq!(settings.tolerations[1].effect, None);
         assert_eq!(settings.tolerations[2].key, "");
         assert_eq!(settings.mig_layout["1g.10gb"], 7);
+        assert_eq!(settings.sharing, Some(Mechanism::TimeSlicing));
         assert_eq!(settings.validate("H100-SXM5-80GB"), Ok(()));
         // Printed and read again, the same settings.
         assert_eq!(SettingsText::of(&settings).parse(), Ok(settings));
@@ -1675,6 +1715,7 @@ mod tests {
             node_taints: "k:Sometimes".into(),
             tolerations: "k:Never".into(),
             mig_layout: "1g.10gb=0".into(),
+            sharing: "mig".into(),
         };
         let paths: Vec<String> = bad
             .parse()
@@ -1684,7 +1725,13 @@ mod tests {
             .collect();
         assert_eq!(
             paths,
-            ["node_labels", "node_taints", "tolerations", "mig_layout"]
+            [
+                "node_labels",
+                "node_taints",
+                "tolerations",
+                "mig_layout",
+                "sharing"
+            ]
         );
     }
 
@@ -1717,6 +1764,7 @@ mod tests {
                 },
             ],
             mig_layout: BTreeMap::new(),
+            sharing: Some(Mechanism::Mig),
         };
         let errors = settings.validate("H100-SXM5-80GB").expect_err("bad");
         assert_eq!(
@@ -1725,7 +1773,8 @@ mod tests {
                 "node_labels.Bad Key",
                 "node_labels.pool",
                 "tolerations[0].operator",
-                "tolerations[1].value"
+                "tolerations[1].value",
+                "sharing"
             ]
         );
     }

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::{catalogue, utc::MINUTE_MS};
 
 pub mod demo;
+pub mod neighbours;
 
 /// Busy time of whole GPUs, in percent (dcgm-exporter's default counters).
 pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
@@ -176,6 +177,8 @@ pub struct FlavorFacts {
     pub gpu_model: String,
     /// `true` when the flavor's GPUs are split into MIG instances.
     pub mig: bool,
+    /// How pods share one of its devices, when admins said ([`crate::quota::FlavorSettings`]).
+    pub sharing: Option<crate::isolation::Mechanism>,
 }
 
 /// Who owns what: teams' namespaces and ClusterQueues, and the flavors.

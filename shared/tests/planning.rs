@@ -1277,6 +1277,7 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
                 effect: Some(TaintEffect::NoSchedule),
             }],
             mig_layout: mig.iter().map(|(p, n)| ((*p).to_owned(), *n)).collect(),
+            sharing: None,
         },
         version: 1,
     };

@@ -1,4 +1,4 @@
-//! `gpufleet chargeback statement | set-rate`.
+//! `gpufleet chargeback statement | neighbours | close | set-rate`.
 
 use shared::{chargeback::StatementQuery, day::Day};
 
@@ -23,13 +23,7 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
                 lend_credit: Some(lend_credit_pct),
                 format: Some(format),
             };
-            let period = query.checked().map_err(|errors| {
-                let lines: Vec<String> = errors
-                    .iter()
-                    .map(|e| format!("--{}: {}", flag(&e.path), e.message))
-                    .collect();
-                CliError::Input(lines.join("; "))
-            })?;
+            let period = checked(&query)?;
             let pool = migrated_pool(&db).await?;
             let statement = super::build(&pool, &period).await?;
             let text = if period.csv {
@@ -42,6 +36,27 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             #[allow(clippy::print_stdout)]
             {
                 print!("{text}");
+            }
+            Ok(())
+        }
+        ChargebackCommand::Neighbours { db, from, to } => {
+            let period = checked(&StatementQuery {
+                from: Some(from),
+                to: Some(to),
+                ..StatementQuery::default()
+            })?;
+            let pool = migrated_pool(&db).await?;
+            let report = super::neighbour_report(&pool, &period, None)
+                .await
+                .map_err(|err| match err {
+                    crate::error::Error::Invalid(errors) => CliError::Input(flags(&errors)),
+                    other => CliError::from(other),
+                })?;
+            let text = serde_json::to_string_pretty(&report)
+                .map_err(|err| CliError::Failed(err.to_string()))?;
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{text}");
             }
             Ok(())
         }
@@ -90,6 +105,20 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+fn checked(query: &StatementQuery) -> Result<shared::chargeback::Period, CliError> {
+    query
+        .checked()
+        .map_err(|errors| CliError::Input(flags(&errors)))
+}
+
+fn flags(errors: &[shared::FieldError]) -> String {
+    let lines: Vec<String> = errors
+        .iter()
+        .map(|e| format!("--{}: {}", flag(&e.path), e.message))
+        .collect();
+    lines.join("; ")
 }
 
 fn flag(path: &str) -> &str {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use shared::usage::{
     DeviceMinute, FlavorFacts, Gap, Lending, Owners, SourceStatus, TokenKey, Tokens, UsageKey,
     Window,
+    neighbours::{self, Histogram, Latency, LatencyKey, PodKey, PodMinute, ServedMinute},
 };
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
@@ -25,7 +26,8 @@ pub async fn attribution(db: &PgPool) -> sqlx::Result<Attribution> {
         .fetch_all(db)
         .await?;
     let flavors = sqlx::query!(
-        r#"select f.name, m.name as model, coalesce(f.settings -> 'mig_layout', '{}') <> '{}' as "mig!"
+        r#"select f.name, m.name as model, coalesce(f.settings -> 'mig_layout', '{}') <> '{}' as "mig!",
+                  f.settings ->> 'sharing' as sharing
            from flavors f join gpu_models m on m.id = f.gpu_model_id order by f.name"#
     )
     .fetch_all(db)
@@ -42,6 +44,11 @@ pub async fn attribution(db: &PgPool) -> sqlx::Result<Attribution> {
                     name: f.name,
                     gpu_model: f.model,
                     mig: f.mig,
+                    sharing: f
+                        .sharing
+                        .as_deref()
+                        .and_then(shared::usage::neighbours::parse_sharing)
+                        .flatten(),
                 })
                 .collect(),
         },
@@ -215,6 +222,186 @@ pub async fn write_tokens(
     .execute(&mut **tx)
     .await?;
     refresh_token_rollups(tx, window).await
+}
+
+/// Replaces the window's latency histograms with `rows`.
+pub async fn write_latency(
+    tx: &mut Transaction<'_, Postgres>,
+    window: Window,
+    rows: &BTreeMap<LatencyKey, Histogram>,
+) -> sqlx::Result<()> {
+    ensure_partitions(tx, window).await?;
+    sqlx::query!(
+        "delete from usage_latency_minutes
+         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'",
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut **tx)
+    .await?;
+    // arrays of differing lengths cross as array literals, one per row
+    let literal = |values: &mut dyn Iterator<Item = i64>| {
+        let items: Vec<String> = values.map(|v| v.to_string()).collect();
+        format!("{{{}}}", items.join(","))
+    };
+    let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
+    let namespaces: Vec<String> = rows.keys().map(|k| k.namespace.clone()).collect();
+    let models: Vec<String> = rows.keys().map(|k| k.model.clone()).collect();
+    let pods: Vec<String> = rows.keys().map(|k| k.pod.clone()).collect();
+    let latencies: Vec<String> = rows.keys().map(|k| k.latency.name().to_owned()).collect();
+    let bounds: Vec<String> = rows
+        .values()
+        .map(|h| literal(&mut h.buckets.keys().copied()))
+        .collect();
+    let counts: Vec<String> = rows
+        .values()
+        .map(|h| literal(&mut h.buckets.values().copied()))
+        .collect();
+    let observations: Vec<Option<i64>> = rows.values().map(|h| h.count).collect();
+    sqlx::query!(
+        "insert into usage_latency_minutes (minute, namespace, model, pod, latency,
+                                            le_microseconds, counts, observations)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, mo, po, la,
+                le::bigint[], c::bigint[], o
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::text[], $8::bigint[]) as u(m, ns, mo, po, la, le, c, o)",
+        &minutes,
+        &namespaces,
+        &models,
+        &pods,
+        &latencies,
+        &bounds,
+        &counts,
+        &observations as &[Option<i64>],
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Replaces the window's co-tenancy with `rows`.
+pub async fn write_pods(
+    tx: &mut Transaction<'_, Postgres>,
+    window: Window,
+    rows: &BTreeMap<PodKey, PodMinute>,
+) -> sqlx::Result<()> {
+    ensure_partitions(tx, window).await?;
+    sqlx::query!(
+        "delete from usage_pod_minutes
+         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'",
+        window.from_ms,
+        window.to_ms
+    )
+    .execute(&mut **tx)
+    .await?;
+    let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
+    let namespaces: Vec<String> = rows.keys().map(|k| k.namespace.clone()).collect();
+    let pods: Vec<String> = rows.keys().map(|k| k.pod.clone()).collect();
+    let sharing: Vec<String> = rows
+        .values()
+        .map(|r| neighbours::sharing_name(r.sharing).to_owned())
+        .collect();
+    let counts: Vec<i32> = rows.values().map(|r| r.neighbours).collect();
+    let busy: Vec<i64> = rows.values().map(|r| r.neighbour_busy_gpu_us).collect();
+    let observed: Vec<i64> = rows.values().map(|r| r.neighbour_observed_gpu_us).collect();
+    sqlx::query!(
+        "insert into usage_pod_minutes (minute, namespace, pod, sharing, neighbours,
+                                        neighbour_busy_gpu_microseconds,
+                                        neighbour_observed_gpu_microseconds)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, po, sh, n, b, o
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::bigint[],
+                     $7::bigint[]) as u(m, ns, po, sh, n, b, o)",
+        &minutes,
+        &namespaces,
+        &pods,
+        &sharing,
+        &counts,
+        &busy,
+        &observed,
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The serving pods' minutes in `[from_ms, to_ms)` with their co-tenancy, of the namespaces
+/// given (all when `None`).
+pub async fn served_minutes(
+    db: impl PgExecutor<'_>,
+    from_ms: i64,
+    to_ms: i64,
+    namespaces: Option<&[String]>,
+) -> sqlx::Result<Vec<ServedMinute>> {
+    let rows = sqlx::query!(
+        r#"select (extract(epoch from l.minute) * 1000)::bigint as "minute_ms!",
+                  l.namespace, l.model, l.pod, l.latency, l.le_microseconds, l.counts,
+                  l.observations,
+                  p.sharing as "sharing?", p.neighbours as "neighbours?",
+                  p.neighbour_busy_gpu_microseconds as "busy?",
+                  p.neighbour_observed_gpu_microseconds as "observed?"
+           from usage_latency_minutes l
+           left join usage_pod_minutes p
+                  on p.minute = l.minute and p.namespace = l.namespace and p.pod = l.pod
+           where l.minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+             and l.minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+             and ($3::text[] is null or l.namespace = any($3))
+           order by l.minute, l.namespace, l.model, l.pod"#,
+        from_ms,
+        to_ms,
+        namespaces as Option<&[String]>,
+    )
+    .fetch_all(db)
+    .await?;
+    let mut out: Vec<ServedMinute> = Vec::new();
+    for r in rows {
+        let histogram = Histogram {
+            buckets: r.le_microseconds.into_iter().zip(r.counts).collect(),
+            count: r.observations,
+        };
+        let same = out.last().is_some_and(|m| {
+            (
+                m.minute_ms,
+                m.namespace.as_str(),
+                m.model.as_str(),
+                m.pod.as_str(),
+            ) == (
+                r.minute_ms,
+                r.namespace.as_str(),
+                r.model.as_str(),
+                r.pod.as_str(),
+            )
+        });
+        if !same {
+            let cotenancy = match (r.sharing, r.neighbours, r.busy, r.observed) {
+                (Some(sharing), Some(n), Some(busy), Some(observed)) => Some(PodMinute {
+                    sharing: neighbours::parse_sharing(&sharing).flatten(),
+                    neighbours: n,
+                    neighbour_busy_gpu_us: busy,
+                    neighbour_observed_gpu_us: observed,
+                }),
+                _ => None,
+            };
+            out.push(ServedMinute {
+                minute_ms: r.minute_ms,
+                namespace: r.namespace,
+                model: r.model,
+                pod: r.pod,
+                ttft: Histogram::default(),
+                queue: Histogram::default(),
+                cotenancy,
+            });
+        }
+        if let Some(m) = out.last_mut() {
+            match Latency::parse(&r.latency) {
+                Some(Latency::Ttft) => m.ttft = histogram,
+                Some(Latency::Queue) => m.queue = histogram,
+                None => {}
+            }
+        }
+    }
+    Ok(out)
 }
 
 struct Keys {

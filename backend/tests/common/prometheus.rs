@@ -272,3 +272,32 @@ pub fn tls_web_config(dir: &Path) -> String {
     .expect("web config");
     format!("--web.config.file={}", web.display())
 }
+
+/// Prometheus's own answer to an instant query at `at_ms` (`/api/v1/query`), as JSON: what
+/// tests compare gpufleet's arithmetic with.
+pub async fn instant(url: &str, expr: &str, at_ms: i64) -> serde_json::Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = url.trim_start_matches("http://");
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("query", expr)
+        .append_pair(
+            "time",
+            &format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000)),
+        )
+        .finish();
+    let mut stream = tokio::net::TcpStream::connect(host)
+        .await
+        .expect("connect to Prometheus");
+    let request = format!("GET /api/v1/query?{query} HTTP/1.0\r\nHost: {host}\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send the query");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .await
+        .expect("read the answer");
+    let (_, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    serde_json::from_str(body).unwrap_or_else(|err| panic!("{err}: {body}"))
+}

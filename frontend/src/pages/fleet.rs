@@ -193,6 +193,18 @@ fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
                 {area("taints", "Node taints", |t| t.node_taints.clone(), |t, v| t.node_taints = v)}
                 {area("tolerations", "Tolerations", |t| t.tolerations.clone(), |t, v| t.tolerations = v)}
                 {area("mig", "MIG layout", |t| t.mig_layout.clone(), |t, v| t.mig_layout = v)}
+                <p class="field">
+                    <label for=id("sharing")>"Pods share a device by"</label>
+                    <select id=id("sharing")
+                        prop:value=move || text.with(|t| t.sharing.clone())
+                        on:change=move |ev| { let v = event_target_value(&ev); text.update(|t| t.sharing = v); }
+                    >
+                        <option value="">"— (not shared, or not said)"</option>
+                        <option value="time_slicing">"time-slicing"</option>
+                        <option value="mps">"MPS"</option>
+                        <option value="hami_fractions">"HAMi fractions"</option>
+                    </select>
+                </p>
             </div>
             <button type="button" data-test="save-flavor" on:click=save>"Save flavor"</button>
         </details>

@@ -34,11 +34,13 @@ fn flavors() -> Vec<FlavorFacts> {
             name: "h100-shared".into(),
             gpu_model: "H100-SXM5-80GB".into(),
             mig: false,
+            sharing: None,
         },
         FlavorFacts {
             name: "h200-mig".into(),
             gpu_model: "H200-SXM-141GB".into(),
             mig: true,
+            sharing: None,
         },
     ]
 }

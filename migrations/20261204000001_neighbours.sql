@@ -1,0 +1,80 @@
+-- Noisy neighbours (shared::usage::neighbours): vLLM's latency histograms per serving pod and
+-- minute (the vllm source), and who shares each pod's GPUs and how busy they are (the dcgm
+-- source). Partitioned by UTC month like the other minute tables, and dropped with them by
+-- retention.
+
+create table usage_latency_minutes (
+    minute timestamptz not null check (date_trunc('minute', minute) = minute),
+    namespace text not null,
+    -- vLLM's model_name
+    model text not null,
+    pod text not null,
+    -- vllm:time_to_first_token_seconds or vllm:request_queue_time_seconds
+    latency text not null check (latency in ('ttft', 'queue')),
+    -- finite bucket bounds (le) in microseconds, ascending, and each bucket's increase in the
+    -- minute (cumulative, as Prometheus's buckets are)
+    le_microseconds bigint[] not null,
+    counts bigint[] not null check (cardinality(counts) = cardinality(le_microseconds)),
+    -- the +Inf bucket's increase (every observation); null when no +Inf series was seen
+    observations bigint check (observations >= 0),
+    primary key (minute, namespace, model, pod, latency)
+) partition by range (minute);
+
+-- Pods on MIG instances or on devices shared with other pods, per minute (a pod alone on
+-- whole cards has no row).
+create table usage_pod_minutes (
+    minute timestamptz not null check (date_trunc('minute', minute) = minute),
+    namespace text not null,
+    pod text not null,
+    -- 'shared' when pods share a device and the flavor does not say how
+    sharing text not null
+        check (sharing in ('mig', 'time_slicing', 'mps', 'hami_fractions', 'shared')),
+    neighbours integer not null check (neighbours >= 0),
+    neighbour_busy_gpu_microseconds bigint not null check (neighbour_busy_gpu_microseconds >= 0),
+    neighbour_observed_gpu_microseconds bigint not null
+        check (neighbour_observed_gpu_microseconds >= 0),
+    primary key (minute, namespace, pod)
+) partition by range (minute);
+
+create or replace function usage_ensure_partitions(from_at timestamptz, to_at timestamptz)
+returns void language plpgsql as $$
+declare
+    month timestamp := date_trunc('month', from_at at time zone 'UTC');
+    parent text;
+begin
+    while (month at time zone 'UTC') < to_at loop
+        foreach parent in array array['usage_minutes', 'usage_token_minutes',
+                                      'usage_latency_minutes', 'usage_pod_minutes'] loop
+            execute format(
+                'create table if not exists %I partition of %I for values from (%L) to (%L)',
+                parent || '_' || to_char(month, 'YYYY_MM'), parent,
+                month at time zone 'UTC', (month + interval '1 month') at time zone 'UTC');
+        end loop;
+        month := month + interval '1 month';
+    end loop;
+end;
+$$;
+
+create or replace function usage_drop_partitions(before timestamptz)
+returns integer language plpgsql as $$
+declare
+    part record;
+    dropped integer := 0;
+begin
+    for part in
+        select c.relname, p.relname as parent
+        from pg_inherits i
+        join pg_class c on c.oid = i.inhrelid
+        join pg_class p on p.oid = i.inhparent
+        where p.relname in ('usage_minutes', 'usage_token_minutes',
+                            'usage_latency_minutes', 'usage_pod_minutes')
+    loop
+        if (to_date(right(part.relname, 7), 'YYYY_MM')::timestamp + interval '1 month')
+               at time zone 'UTC' <= before then
+            execute format('drop table %I', part.relname);
+            dropped := dropped + 1;
+        end if;
+    end loop;
+    return dropped;
+end;
+$$;

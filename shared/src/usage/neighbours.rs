@@ -1,0 +1,717 @@
+//! Noisy neighbours: vLLM's latency histograms per serving pod and minute, who shares that
+//! pod's GPUs (DCGM's pod mapping) and how busy they are, and per service the verdict of a
+//! period: does its latency degrade while its co-tenants' load rises?
+//!
+//! - Histograms follow Prometheus: `_bucket` series are cumulative counters per upper bound
+//!   `le`; a minute holds each bucket's increase (a fall is a reset, as for every counter
+//!   here), histograms add by `le` (`sum by (le)`), and quantiles are `histogram_quantile`'s:
+//!   linear within the bucket holding the rank, the highest finite bound when the rank falls
+//!   in `+Inf`, none without observations or without a `+Inf` bucket. Computed exactly, in
+//!   integer microseconds, rounded half up.
+//! - Co-tenancy comes from the DCGM series: pods on the same physical GPU (host and UUID) in
+//!   the same minute share it. A MIG instance's co-tenants are the other instances' pods
+//!   (hardware-isolated; their load is their own `GR_ENGINE_ACTIVE`); pods on one card or one
+//!   instance share it in software (time-slicing, MPS, HAMi: the flavor says which) and DCGM
+//!   reports only the device's busy time, own load included.
+//! - The verdict ranks a service's minutes with requests by its co-tenants' load and compares
+//!   the quieter half with the busier half (the middle minute of an odd count is left out).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    FlavorFacts, GPU_US_PER_GPU_MINUTE, Labels, SCALE, Series, Window, device_flavor, div_round,
+    hostname, mig_share, namespace, unscale,
+};
+use crate::{isolation::Mechanism, utc::floor_minute};
+
+/// vLLM's time to first token, a histogram in seconds.
+pub const TTFT_BUCKET: &str = "vllm:time_to_first_token_seconds_bucket";
+/// vLLM's time requests waited to be scheduled, a histogram in seconds.
+pub const QUEUE_BUCKET: &str = "vllm:request_queue_time_seconds_bucket";
+
+/// Both halves need this many requests before latency is compared.
+pub const MIN_REQUESTS: i64 = 20;
+/// The co-tenants' load must be this many percentage points higher in the busier half.
+pub const LOAD_RISE_PCT: i64 = 20;
+/// Latency (p95 of time to first token or of queue time) degraded: this many times the quieter
+/// half's, in tenths (15 = ×1.5).
+pub const DEGRADED_TENTHS: i64 = 15;
+/// The service's own requests per minute may be at most this many tenths of the quieter half's
+/// in the busier one (12 = ×1.2); above, its own load explains its latency.
+pub const OWN_LOAD_TENTHS: i64 = 12;
+/// The longest period a report covers, in days.
+pub const MAX_DAYS: i32 = 31;
+
+/// Which latency a histogram measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Latency {
+    /// Time to first token.
+    Ttft,
+    /// Queue time.
+    Queue,
+}
+
+impl Latency {
+    pub const ALL: [Latency; 2] = [Latency::Ttft, Latency::Queue];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Latency::Ttft => "ttft",
+            Latency::Queue => "queue",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Latency> {
+        Latency::ALL.into_iter().find(|l| l.name() == text)
+    }
+
+    pub fn metric(self) -> &'static str {
+        match self {
+            Latency::Ttft => TTFT_BUCKET,
+            Latency::Queue => QUEUE_BUCKET,
+        }
+    }
+}
+
+/// A histogram: cumulative counts per finite upper bound (microseconds), and the `+Inf`
+/// bucket's (every observation), `None` when no `+Inf` series was seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Histogram {
+    pub buckets: BTreeMap<i64, i64>,
+    pub count: Option<i64>,
+}
+
+impl Histogram {
+    /// `sum by (le)`.
+    pub fn add(&mut self, other: &Histogram) {
+        for (le, n) in &other.buckets {
+            *self.buckets.entry(*le).or_default() += n;
+        }
+        if let Some(n) = other.count {
+            self.count = Some(self.count.unwrap_or(0) + n);
+        }
+    }
+
+    /// Observations (the `+Inf` bucket), 0 without one.
+    pub fn observations(&self) -> i64 {
+        self.count.unwrap_or(0)
+    }
+
+    /// `histogram_quantile(num / den, …)` in microseconds, rounded half up; `None` where
+    /// Prometheus answers NaN (no `+Inf` bucket, no other bucket, no observations).
+    pub fn quantile(&self, num: i64, den: i64) -> Option<i64> {
+        let total = i128::from(self.count?);
+        if self.buckets.is_empty() || total <= 0 || !(0..=den).contains(&num) || den <= 0 {
+            return None;
+        }
+        // cumulative counts made monotonic, as Prometheus does before interpolating
+        let mut bounds: Vec<(i64, i128)> = Vec::with_capacity(self.buckets.len());
+        let mut high = i128::MIN;
+        for (le, n) in &self.buckets {
+            high = high.max(i128::from(*n));
+            bounds.push((*le, high));
+        }
+        let total = total.max(high);
+        let (num, den) = (i128::from(num), i128::from(den));
+        // the first bucket whose count reaches the rank q × total
+        let Some(b) = bounds.iter().position(|(_, n)| n * den >= num * total) else {
+            return bounds.last().map(|(le, _)| *le);
+        };
+        let (end, count) = bounds[b];
+        if b == 0 && end <= 0 {
+            return Some(end);
+        }
+        let (start, before) = if b == 0 { (0, 0) } else { bounds[b - 1] };
+        let inside = count - before;
+        if inside == 0 {
+            return Some(end);
+        }
+        // start + (end − start) × (rank − before) / inside, rank = num × total / den
+        let offset = div_round(
+            i128::from(end - start) * (num * total - den * before),
+            den * inside,
+        );
+        i64::try_from(i128::from(start) + offset).ok()
+    }
+}
+
+/// A serving pod's latency in one minute.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LatencyKey {
+    pub minute_ms: i64,
+    pub namespace: String,
+    /// vLLM's `model_name`.
+    pub model: String,
+    pub pod: String,
+    pub latency: Latency,
+}
+
+/// The pod a series belongs to: `exported_pod` when Prometheus renamed a clashing label, else
+/// `pod` (`pod_name` with dcgm-exporter's `--use-old-namespace`).
+pub fn pod(labels: &Labels) -> &str {
+    ["exported_pod", "pod", "pod_name"]
+        .iter()
+        .filter_map(|key| labels.get(*key))
+        .find(|value| !value.is_empty())
+        .map_or("", String::as_str)
+}
+
+/// A bucket bound as Prometheus writes `le` (`0.25`, `+Inf`), in microseconds; `None` for
+/// `+Inf`, `Err` for anything unreadable.
+fn bound(le: &str) -> Result<Option<i64>, ()> {
+    match le {
+        "+Inf" | "Inf" | "inf" | "+inf" => Ok(None),
+        text => super::parse_micro(text).map(Some).ok_or(()),
+    }
+}
+
+/// Each minute's increase of every bucket of the histograms' `_bucket` series (one slice per
+/// [`Latency`]); series reach back before the window like every counter here.
+pub fn latency_minutes(
+    buckets: &[(Latency, &[Series])],
+    window: Window,
+) -> BTreeMap<LatencyKey, Histogram> {
+    let mut rows: BTreeMap<LatencyKey, Histogram> = BTreeMap::new();
+    for (latency, series) in buckets {
+        for s in *series {
+            let Some(Ok(le)) = s.labels.get("le").map(|le| bound(le)) else {
+                continue;
+            };
+            let ns = namespace(&s.labels).to_owned();
+            let model = s.labels.get("model_name").cloned().unwrap_or_default();
+            let pod = pod(&s.labels).to_owned();
+            let mut by_minute: BTreeMap<i64, i64> = BTreeMap::new();
+            for pair in s.samples.windows(2) {
+                let (before, after) = (pair[0], pair[1]);
+                if !window.holds(after.at_ms) {
+                    continue;
+                }
+                let increase = if after.micro >= before.micro {
+                    after.micro - before.micro
+                } else {
+                    after.micro
+                };
+                *by_minute.entry(floor_minute(after.at_ms)).or_default() += increase;
+            }
+            for (minute_ms, micro) in by_minute {
+                let row = rows
+                    .entry(LatencyKey {
+                        minute_ms,
+                        namespace: ns.clone(),
+                        model: model.clone(),
+                        pod: pod.clone(),
+                        latency: *latency,
+                    })
+                    .or_default();
+                // counts in millionths → whole observations
+                let n = unscale(i128::from(micro));
+                match le {
+                    Some(le) => *row.buckets.entry(le).or_default() += n,
+                    None => row.count = Some(row.count.unwrap_or(0) + n),
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// A pod in one minute.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodKey {
+    pub minute_ms: i64,
+    pub namespace: String,
+    pub pod: String,
+}
+
+/// How a pod's GPUs were shared in one minute, and how busy its co-tenants were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodMinute {
+    /// MIG when its devices are MIG instances it holds alone; the flavor's software sharing
+    /// (time-slicing, MPS, HAMi) when it shares a device with other pods; `None` when it shares
+    /// one and the flavor does not say how.
+    pub sharing: Option<Mechanism>,
+    /// Other pods on its physical GPUs.
+    pub neighbours: i32,
+    /// Σ over the devices its co-tenants hold: mean busy ratio × share of a GPU × a minute.
+    pub neighbour_busy_gpu_us: i64,
+    /// Σ over those devices: share of a GPU × a minute.
+    pub neighbour_observed_gpu_us: i64,
+}
+
+/// One device (a whole card or a MIG instance) in one minute.
+#[derive(Default)]
+struct Device<'a> {
+    share: (i64, i64),
+    mig: bool,
+    sharing: Option<Mechanism>,
+    /// busy ratios in 10⁻⁸
+    busy: Vec<i64>,
+    pods: BTreeSet<(&'a str, &'a str)>,
+}
+
+/// Co-tenancy per pod and minute from the DCGM busy series ([`super::GPU_UTIL`] for whole
+/// cards, [`super::GR_ENGINE_ACTIVE`] for MIG instances). Only pods on MIG instances or on devices
+/// shared with other pods have a row: a pod alone on whole cards has no co-tenant. Each
+/// physical GPU must lie wholly in the series given (the backend's shards split by UUID).
+pub fn cotenancy(
+    util: &[Series],
+    engine: &[Series],
+    window: Window,
+    flavors: &[FlavorFacts],
+) -> BTreeMap<PodKey, PodMinute> {
+    // (host, uuid, minute) → instance id ("" for the whole card) → device
+    let mut gpus: BTreeMap<(&str, &str, i64), BTreeMap<&str, Device>> = BTreeMap::new();
+    for (series, is_engine) in [(util, false), (engine, true)] {
+        for s in series {
+            let profile = s.labels.get("GPU_I_PROFILE");
+            if profile.is_some() != is_engine {
+                continue;
+            }
+            let flavor = device_flavor(&s.labels, flavors);
+            let share = match profile {
+                None => (1, 1),
+                Some(p) => mig_share(p, flavor.map(|f| f.gpu_model.as_str())),
+            };
+            let get = |k: &str| s.labels.get(k).map_or("", String::as_str);
+            let uuid = if get("UUID").is_empty() {
+                get("uuid")
+            } else {
+                get("UUID")
+            };
+            let who = (namespace(&s.labels), pod(&s.labels));
+            for sample in s.samples.iter().filter(|x| window.holds(x.at_ms)) {
+                let device = gpus
+                    .entry((hostname(&s.labels), uuid, floor_minute(sample.at_ms)))
+                    .or_default()
+                    .entry(get("GPU_I_ID"))
+                    .or_default();
+                device.share = share;
+                device.mig = profile.is_some();
+                device.sharing = flavor.and_then(|f| f.sharing);
+                device.busy.push(if is_engine {
+                    sample.micro * 100
+                } else {
+                    sample.micro
+                });
+                if !who.1.is_empty() {
+                    device.pods.insert(who);
+                }
+            }
+        }
+    }
+    let mut exact: BTreeMap<PodKey, (Option<Mechanism>, BTreeSet<(&str, &str)>, i128, i128)> =
+        BTreeMap::new();
+    for ((_, _, minute_ms), devices) in &gpus {
+        let on_gpu: BTreeSet<(&str, &str)> = devices
+            .values()
+            .flat_map(|d| d.pods.iter().copied())
+            .collect();
+        for me in &on_gpu {
+            let mine: Vec<&Device> = devices.values().filter(|d| d.pods.contains(me)).collect();
+            let shared = mine.iter().find(|d| d.pods.len() > 1);
+            if shared.is_none() && !mine.iter().any(|d| d.mig) {
+                continue;
+            }
+            let sharing = match shared {
+                Some(d) => d.sharing,
+                None => Some(Mechanism::Mig),
+            };
+            let entry = exact
+                .entry(PodKey {
+                    minute_ms: *minute_ms,
+                    namespace: me.0.to_owned(),
+                    pod: me.1.to_owned(),
+                })
+                .or_insert((sharing, BTreeSet::new(), 0, 0));
+            if shared.is_some() {
+                entry.0 = sharing;
+            }
+            entry.1.extend(on_gpu.iter().filter(|p| *p != me).copied());
+            for d in devices.values().filter(|d| d.pods.iter().any(|p| p != me)) {
+                let (num, den) = (i128::from(d.share.0), i128::from(d.share.1));
+                let n = i128::try_from(d.busy.len()).unwrap_or(i128::MAX);
+                let sum: i128 = d.busy.iter().map(|b| i128::from(*b)).sum();
+                let minute_us = i128::from(GPU_US_PER_GPU_MINUTE);
+                entry.2 += div_round(sum * num * minute_us * SCALE, 100_000_000 * den * n);
+                entry.3 += div_round(num * minute_us * SCALE, den);
+            }
+        }
+    }
+    exact
+        .into_iter()
+        .map(|(key, (sharing, others, busy, observed))| {
+            (
+                key,
+                PodMinute {
+                    sharing,
+                    neighbours: i32::try_from(others.len()).unwrap_or(i32::MAX),
+                    neighbour_busy_gpu_us: unscale(busy),
+                    neighbour_observed_gpu_us: unscale(observed),
+                },
+            )
+        })
+        .collect()
+}
+
+/// A sharing mechanism as stored and reported: [`Mechanism`]'s names, `shared` when pods share
+/// a device and the flavor does not say how.
+pub fn sharing_name(sharing: Option<Mechanism>) -> &'static str {
+    match sharing {
+        Some(Mechanism::WholeGpu) => "whole_gpu",
+        Some(Mechanism::Mig) => "mig",
+        Some(Mechanism::Mps) => "mps",
+        Some(Mechanism::TimeSlicing) => "time_slicing",
+        Some(Mechanism::HamiFractions) => "hami_fractions",
+        None => "shared",
+    }
+}
+
+/// The inverse of [`sharing_name`].
+pub fn parse_sharing(text: &str) -> Option<Option<Mechanism>> {
+    if text == "shared" {
+        return Some(None);
+    }
+    Mechanism::ALL
+        .into_iter()
+        .find(|m| sharing_name(Some(*m)) == text)
+        .map(Some)
+}
+
+/// One serving pod's minute, as the report reads it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedMinute {
+    pub minute_ms: i64,
+    pub namespace: String,
+    pub model: String,
+    pub pod: String,
+    pub ttft: Histogram,
+    pub queue: Histogram,
+    /// `None` when the pod had no co-tenant that minute (alone on whole cards, or not seen).
+    pub cotenancy: Option<PodMinute>,
+}
+
+/// Latency over a set of minutes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyFigures {
+    pub minutes: i64,
+    /// Requests with a first token (the TTFT histogram's observations).
+    pub requests: i64,
+    pub ttft_p95_microseconds: Option<i64>,
+    pub ttft_p99_microseconds: Option<i64>,
+    pub queue_p95_microseconds: Option<i64>,
+    pub queue_p99_microseconds: Option<i64>,
+    pub neighbour_busy_gpu_microseconds: i64,
+    pub neighbour_observed_gpu_microseconds: i64,
+}
+
+impl LatencyFigures {
+    /// The co-tenants' busy time over their observed time, in whole percent (half up); 0
+    /// without co-tenants.
+    pub fn neighbour_load_pct(&self) -> i64 {
+        if self.neighbour_observed_gpu_microseconds == 0 {
+            return 0;
+        }
+        i64::try_from(div_round(
+            i128::from(self.neighbour_busy_gpu_microseconds) * 100,
+            i128::from(self.neighbour_observed_gpu_microseconds),
+        ))
+        .unwrap_or(0)
+    }
+
+    /// Requests per minute in hundredths (half up).
+    pub fn requests_per_minute_centi(&self) -> i64 {
+        if self.minutes == 0 {
+            return 0;
+        }
+        i64::try_from(div_round(
+            i128::from(self.requests) * 100,
+            i128::from(self.minutes),
+        ))
+        .unwrap_or(0)
+    }
+}
+
+/// One inference service (a namespace and served model) over a period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceLatency {
+    pub team: Option<String>,
+    pub namespace: String,
+    pub model: String,
+    pub pods: i64,
+    /// How its GPUs were shared: `whole_gpu` when no minute showed a co-tenant, else the
+    /// mechanisms seen ([`sharing_name`]).
+    pub sharing: Vec<String>,
+    /// The most co-tenants any of its minutes had.
+    pub max_neighbours: i32,
+    pub overall: LatencyFigures,
+    /// Its minutes with requests, ranked by co-tenants' load: the quieter half…
+    pub quiet: LatencyFigures,
+    /// … and the busier half.
+    pub busy: LatencyFigures,
+    /// Latency degraded while the co-tenants' load rose and its own did not.
+    pub flagged: bool,
+    pub verdict: String,
+}
+
+/// The report over a period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighbourReport {
+    pub from: crate::day::Day,
+    /// The last day included.
+    pub to_inclusive: crate::day::Day,
+    pub services: Vec<ServiceLatency>,
+    /// The rule the flags follow, for the reader.
+    pub rule: String,
+}
+
+/// The rule, in words.
+pub fn rule() -> String {
+    format!(
+        "A service's minutes with requests are ranked by its co-tenants' load (busy over observed GPU time of the devices sharing its GPUs) and split in halves. It is flagged when both halves hold at least {MIN_REQUESTS} requests, the co-tenants' load is at least {LOAD_RISE_PCT} points higher in the busier half, the p95 time to first token or queue time there is at least ×{}.{} the quieter half's, and its own requests per minute are at most ×{}.{} the quieter half's. Percentiles follow Prometheus's histogram_quantile.",
+        DEGRADED_TENTHS / 10,
+        DEGRADED_TENTHS % 10,
+        OWN_LOAD_TENTHS / 10,
+        OWN_LOAD_TENTHS % 10
+    )
+}
+
+#[derive(Default)]
+struct Acc {
+    minutes: i64,
+    ttft: Histogram,
+    queue: Histogram,
+    busy: i64,
+    observed: i64,
+}
+
+impl Acc {
+    fn add(&mut self, other: &Acc) {
+        self.minutes += other.minutes;
+        self.ttft.add(&other.ttft);
+        self.queue.add(&other.queue);
+        self.busy += other.busy;
+        self.observed += other.observed;
+    }
+
+    fn figures(&self) -> LatencyFigures {
+        LatencyFigures {
+            minutes: self.minutes,
+            requests: self.ttft.observations(),
+            ttft_p95_microseconds: self.ttft.quantile(95, 100),
+            ttft_p99_microseconds: self.ttft.quantile(99, 100),
+            queue_p95_microseconds: self.queue.quantile(95, 100),
+            queue_p99_microseconds: self.queue.quantile(99, 100),
+            neighbour_busy_gpu_microseconds: self.busy,
+            neighbour_observed_gpu_microseconds: self.observed,
+        }
+    }
+}
+
+/// The report of the pods' minutes; `teams` maps namespaces to team names.
+pub fn report(
+    from: crate::day::Day,
+    to_inclusive: crate::day::Day,
+    minutes: &[ServedMinute],
+    teams: &BTreeMap<String, String>,
+) -> NeighbourReport {
+    struct Service {
+        pods: BTreeSet<String>,
+        sharing: BTreeSet<&'static str>,
+        max_neighbours: i32,
+        by_minute: BTreeMap<i64, Acc>,
+    }
+    let mut services: BTreeMap<(String, String), Service> = BTreeMap::new();
+    for m in minutes {
+        let service = services
+            .entry((m.namespace.clone(), m.model.clone()))
+            .or_insert_with(|| Service {
+                pods: BTreeSet::new(),
+                sharing: BTreeSet::new(),
+                max_neighbours: 0,
+                by_minute: BTreeMap::new(),
+            });
+        service.pods.insert(m.pod.clone());
+        let acc = service.by_minute.entry(m.minute_ms).or_default();
+        acc.minutes = 1;
+        acc.ttft.add(&m.ttft);
+        acc.queue.add(&m.queue);
+        if let Some(c) = m.cotenancy {
+            service.sharing.insert(sharing_name(c.sharing));
+            service.max_neighbours = service.max_neighbours.max(c.neighbours);
+            acc.busy += c.neighbour_busy_gpu_us;
+            acc.observed += c.neighbour_observed_gpu_us;
+        }
+    }
+    let services = services
+        .into_iter()
+        .map(|((namespace, model), s)| {
+            let mut ranked: Vec<(i64, &Acc)> = s
+                .by_minute
+                .iter()
+                .filter(|(_, a)| a.ttft.observations() > 0)
+                .map(|(minute, a)| (*minute, a))
+                .collect();
+            // by load (busy over observed, compared exactly), then by time
+            let load = |a: &Acc| match a.observed {
+                0 => (0, 1),
+                observed => (i128::from(a.busy), i128::from(observed)),
+            };
+            ranked.sort_by(|(ma, a), (mb, b)| {
+                let ((na, da), (nb, db)) = (load(a), load(b));
+                (na * db).cmp(&(nb * da)).then(ma.cmp(mb))
+            });
+            let half = ranked.len() / 2;
+            let mut overall = Acc::default();
+            let mut quiet = Acc::default();
+            let mut busy = Acc::default();
+            for (_, a) in s.by_minute.iter() {
+                overall.add(a);
+            }
+            for (_, a) in &ranked[..half] {
+                quiet.add(a);
+            }
+            for (_, a) in &ranked[ranked.len() - half..] {
+                busy.add(a);
+            }
+            let (quiet, busy) = (quiet.figures(), busy.figures());
+            let (flagged, verdict) = verdict(&s.sharing, &quiet, &busy);
+            let sharing = if s.sharing.is_empty() {
+                vec![sharing_name(Some(Mechanism::WholeGpu)).to_owned()]
+            } else {
+                s.sharing.iter().map(|x| (*x).to_owned()).collect()
+            };
+            ServiceLatency {
+                team: teams.get(&namespace).cloned(),
+                namespace,
+                model,
+                pods: i64::try_from(s.pods.len()).unwrap_or(i64::MAX),
+                sharing,
+                max_neighbours: s.max_neighbours,
+                overall: overall.figures(),
+                quiet,
+                busy,
+                flagged,
+                verdict,
+            }
+        })
+        .collect();
+    NeighbourReport {
+        from,
+        to_inclusive,
+        services,
+        rule: rule(),
+    }
+}
+
+/// `µs` as milliseconds for people: `412.5 ms`.
+pub fn format_ms(us: Option<i64>) -> String {
+    match us {
+        None => "–".to_owned(),
+        Some(us) => {
+            let tenths = div_round(i128::from(us), 100);
+            format!("{}.{} ms", tenths / 10, tenths % 10)
+        }
+    }
+}
+
+fn verdict(
+    sharing: &BTreeSet<&'static str>,
+    quiet: &LatencyFigures,
+    busy: &LatencyFigures,
+) -> (bool, String) {
+    if sharing.is_empty() {
+        return (
+            false,
+            "no co-tenant: its GPUs were not shared in this period".to_owned(),
+        );
+    }
+    if quiet.requests < MIN_REQUESTS || busy.requests < MIN_REQUESTS {
+        return (
+            false,
+            format!(
+                "too few requests to tell ({} and {}; at least {MIN_REQUESTS} in each half)",
+                quiet.requests, busy.requests
+            ),
+        );
+    }
+    let (load_quiet, load_busy) = (quiet.neighbour_load_pct(), busy.neighbour_load_pct());
+    if load_busy - load_quiet < LOAD_RISE_PCT {
+        return (
+            false,
+            format!("co-tenants' load steady ({load_quiet}% → {load_busy}%): nothing to compare"),
+        );
+    }
+    let degraded = |q: Option<i64>, b: Option<i64>| match (q, b) {
+        (Some(q), Some(b)) => i128::from(b) * 10 >= i128::from(q) * i128::from(DEGRADED_TENTHS),
+        _ => false,
+    };
+    let ttft = degraded(quiet.ttft_p95_microseconds, busy.ttft_p95_microseconds);
+    let queue = degraded(quiet.queue_p95_microseconds, busy.queue_p95_microseconds);
+    let rate = |f: &LatencyFigures| {
+        let c = f.requests_per_minute_centi();
+        format!("{}.{:02}", c / 100, c % 100)
+    };
+    let change = |what: &str, q: Option<i64>, b: Option<i64>| {
+        format!("{what} p95 {} → {}", format_ms(q), format_ms(b))
+    };
+    let latency = [
+        (
+            ttft,
+            change(
+                "time to first token",
+                quiet.ttft_p95_microseconds,
+                busy.ttft_p95_microseconds,
+            ),
+        ),
+        (
+            queue,
+            change(
+                "queue time",
+                quiet.queue_p95_microseconds,
+                busy.queue_p95_microseconds,
+            ),
+        ),
+    ];
+    if !ttft && !queue {
+        return (
+            false,
+            format!(
+                "latency held while co-tenants' load rose {load_quiet}% → {load_busy}% ({})",
+                latency.map(|(_, t)| t).join(", ")
+            ),
+        );
+    }
+    let own_rose = i128::from(busy.requests) * i128::from(quiet.minutes) * 10
+        > i128::from(quiet.requests) * i128::from(busy.minutes) * i128::from(OWN_LOAD_TENTHS);
+    let what: Vec<String> = latency
+        .into_iter()
+        .filter(|(bad, _)| *bad)
+        .map(|(_, t)| t)
+        .collect();
+    if own_rose {
+        return (
+            false,
+            format!(
+                "{} as co-tenants' load rose {load_quiet}% → {load_busy}%, but its own requests rose too ({} → {} per minute)",
+                what.join(", "),
+                rate(quiet),
+                rate(busy)
+            ),
+        );
+    }
+    (
+        true,
+        format!(
+            "{} while co-tenants' load rose {load_quiet}% → {load_busy}% and its own requests held ({} → {} per minute)",
+            what.join(", "),
+            rate(quiet),
+            rate(busy)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests;
