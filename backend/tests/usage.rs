@@ -1205,11 +1205,12 @@ async fn retention_drops_old_minute_months_and_keeps_rollups(pool: PgPool) {
             .expect("write");
         tx.commit().await.expect("commit");
     }
-    // keep 90 days before 2026-12-02: June's minutes go (both minute tables' partitions)
+    // keep 90 days before 2026-12-02: June's minutes go (the partitions of the four minute
+    // tables: usage, tokens, latency, pods)
     let cut = shared::utc::parse_rfc3339("2026-09-03T00:00:00Z").expect("time");
     assert_eq!(
         usage::db::drop_old_minutes(&pool, cut).await.expect("drop"),
-        2
+        4
     );
     let minutes: Vec<i64> = sqlx::query_scalar(
         "select (extract(epoch from minute) * 1000)::bigint from usage_minutes order by 1",
@@ -1518,11 +1519,21 @@ async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
     // a period too long, a bad date: clear errors
     let long = "/api/chargeback/neighbours?from=2026-01-01&to=2026-03-01";
     let reply = send(&router, request(Method::GET, long, Some(&finance), None)).await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.text());
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.text()
+    );
     assert!(reply.text().contains("at most 31"), "{}", reply.text());
     let bad = "/api/chargeback/neighbours?from=soon&to=2026-03-01";
     let reply = send(&router, request(Method::GET, bad, Some(&finance), None)).await;
-    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.text());
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.text()
+    );
 
     // the CLI prints the same report
     let out = gpufleet(

@@ -108,6 +108,8 @@ pub fn write_history(
         shared::usage::GENERATION_TOKENS,
         shared::usage::PREFILL_SECONDS,
         shared::usage::DECODE_SECONDS,
+        shared::usage::neighbours::TTFT_BUCKET,
+        shared::usage::neighbours::QUEUE_BUCKET,
     ];
     let mut written = 0;
     for family in families {

@@ -2,7 +2,8 @@
 //! measured use, idle shares, the fleet, notes, adjustments of closed months), its CSV, closing
 //! and reopening months; a team's day drilled down to every minute row and its sources; and the
 //! state of the usage ingest it rests on (each source's watermark and lag, errors, open gaps,
-//! unattributed namespaces, demo data or not).
+//! unattributed namespaces, demo data or not); and each inference service's latency beside
+//! how its GPUs are shared and its co-tenants' load (noisy neighbours).
 
 use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
@@ -12,7 +13,10 @@ use shared::{
     chargeback::{ClosedMonth, Drill, DrillDay, Hours, IdleShare, Reopen, Statement},
     day::Day,
     money::dollars,
-    usage::UsageHealth,
+    usage::{
+        UsageHealth,
+        neighbours::{LatencyFigures, NeighbourReport, ServiceLatency, format_ms},
+    },
 };
 
 use plotly::{Layout, Plot, Scatter, common::Mode};
@@ -35,9 +39,7 @@ pub fn Chargeback() -> impl IntoView {
             <h1>"Chargeback"</h1>
             <Statements/>
             <LiveUse/>
-            <p class="notyet">
-                "Not built yet: the drill-down to minutes on this page (it is in the API), lending credits and noisy-neighbour latency."
-            </p>
+            <Neighbours/>
             <h2>"Usage ingest"</h2>
             {move || health.get().map(|result| match result {
                 Ok(h) => match h.usage {
@@ -538,4 +540,110 @@ fn live_plot(all: &[LiveMinute]) -> Plot {
             .height(320),
     );
     plot
+}
+
+/// Each inference service's p95/p99 time to first token and queue time beside how its GPUs
+/// are shared, with the quieter and busier halves of its minutes by co-tenants' load, flagged
+/// when latency degrades while a neighbour's load rises (`/api/chargeback/neighbours`).
+#[component]
+fn Neighbours() -> impl IntoView {
+    let day = today().to_string();
+    let from = RwSignal::new(day.clone());
+    let to = RwSignal::new(day);
+    let shown = RwSignal::new(None::<NeighbourReport>);
+    let failure = RwSignal::new(None::<ApiError>);
+    let load = move || {
+        let path = format!(
+            "/api/chargeback/neighbours?from={}&to={}",
+            from.get_untracked(),
+            to.get_untracked()
+        );
+        spawn_local(async move { show(&path, shown, failure).await });
+    };
+    load();
+    view! {
+        <h2 id="neighbours">"Noisy neighbours"</h2>
+        <form class="period" data-test="neighbours-form" on:submit=move |ev| { ev.prevent_default(); load(); }>
+            <label>"From (UTC) " <input type="date" name="from" prop:value=move || from.get()
+                on:change=move |ev| from.set(event_target_value(&ev))/></label>
+            <label>" to " <input type="date" name="to" prop:value=move || to.get()
+                on:change=move |ev| to.set(event_target_value(&ev))/></label>
+            " " <button type="submit" data-test="show-neighbours">"Show"</button>
+        </form>
+        {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+        {move || shown.get().map(neighbours_view)}
+    }
+}
+
+fn sharing_label(name: &str) -> &str {
+    match name {
+        "whole_gpu" => "whole GPUs",
+        "mig" => "MIG",
+        "time_slicing" => "time-slicing",
+        "mps" => "MPS",
+        "hami_fractions" => "HAMi fractions",
+        "shared" => "shared (how: not said)",
+        other => other,
+    }
+}
+
+fn halves(
+    quiet: &LatencyFigures,
+    busy: &LatencyFigures,
+    what: fn(&LatencyFigures) -> String,
+) -> String {
+    format!("{} → {}", what(quiet), what(busy))
+}
+
+fn service_row(s: ServiceLatency) -> impl IntoView {
+    let sharing: Vec<&str> = s.sharing.iter().map(|x| sharing_label(x)).collect();
+    let pair =
+        |p95: Option<i64>, p99: Option<i64>| format!("{} / {}", format_ms(p95), format_ms(p99));
+    view! {
+        <tr data-service=format!("{}/{}", s.namespace, s.model) class:flagged=s.flagged>
+            <td>{s.model.clone()}<br/><small>{s.namespace.clone()}</small></td>
+            <td>{s.team.clone().unwrap_or_else(|| "—".to_owned())}</td>
+            <td>{sharing.join(", ")}</td>
+            <td class="num">{s.max_neighbours}</td>
+            <td class="num">{s.overall.requests}</td>
+            <td class="num">{pair(s.overall.ttft_p95_microseconds, s.overall.ttft_p99_microseconds)}</td>
+            <td class="num">{pair(s.overall.queue_p95_microseconds, s.overall.queue_p99_microseconds)}</td>
+            <td class="num">{halves(&s.quiet, &s.busy, |f| format!("{}%", f.neighbour_load_pct()))}</td>
+            <td class="num">{halves(&s.quiet, &s.busy, |f| format_ms(f.ttft_p95_microseconds))}</td>
+            <td class="num">{halves(&s.quiet, &s.busy, |f| format_ms(f.queue_p95_microseconds))}</td>
+            <td data-test="verdict">{if s.flagged { "⚠ noisy neighbour: " } else { "" }}{s.verdict.clone()}</td>
+        </tr>
+    }
+}
+
+fn neighbours_view(r: NeighbourReport) -> impl IntoView {
+    let flagged = r.services.iter().filter(|s| s.flagged).count();
+    let summary = if r.services.is_empty() {
+        "No vLLM latency was ingested in this period (vllm:time_to_first_token_seconds and vllm:request_queue_time_seconds).".to_owned()
+    } else {
+        format!(
+            "{} inference services from {} to {}; {} flagged.",
+            r.services.len(),
+            r.from,
+            r.to_inclusive,
+            flagged
+        )
+    };
+    let empty = r.services.is_empty();
+    let rows: Vec<_> = r.services.into_iter().map(service_row).collect();
+    view! {
+        <p data-test="neighbours-summary">{summary}</p>
+        {(!empty).then(|| view! {
+            <div class="wide" tabindex="0" role="region" aria-label="Latency beside co-tenancy per service">
+            <table class="statement" data-test="neighbours">
+                <thead><tr><th>"Service"</th><th>"Team"</th><th>"GPUs shared by"</th><th>"Co-tenants"</th>
+                    <th>"Requests"</th><th>"First token p95 / p99"</th><th>"Queue p95 / p99"</th>
+                    <th title="co-tenants' busy over observed time, the quieter half of the minutes → the busier">"Co-tenants' load"</th>
+                    <th>"First token p95, quieter → busier"</th><th>"Queue p95, quieter → busier"</th><th>"Verdict"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+            </div>
+        })}
+        <p class="notes">{r.rule}</p>
+    }
 }

@@ -11,7 +11,10 @@
 //! the console shows unattributed use. A pool whose flavor has a MIG layout serves small
 //! models from MIG instances (the other teams, with traffic, GPU by GPU), reported per
 //! instance as dcgm-exporter does (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`, no `GPU_UTIL`) and to
-//! Kueue as `nvidia.com/mig-<profile>`. Every figure is labelled demo data where shown.
+//! Kueue as `nvidia.com/mig-<profile>`. vLLM's latency histograms: the served models' steady
+//! ones, and a small model on the MIG pool's first instance at a steady request rate whose time
+//! to first token degrades as the other instances of its GPU get busy with traffic (the
+//! noisy-neighbour view's flagged example). Every figure is labelled demo data where shown.
 
 use std::f64::consts::PI;
 
@@ -51,6 +54,22 @@ const GENERATION_PER_S: f64 = 450.0;
 /// Request-seconds spent in prefill and in decode per second at full traffic.
 const PREFILL_S_PER_S: f64 = 6.0;
 const DECODE_S_PER_S: f64 = 40.0;
+/// Histogram bounds (vLLM's defaults, the low end) and the share of requests within each:
+/// time to first token and queue time, with idle co-tenants and with fully busy ones.
+const TTFT_LE: [&str; 10] = [
+    "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75", "1", "2.5",
+];
+const TTFT_QUIET: [f64; 10] = [0.30, 0.70, 0.90, 0.96, 0.98, 1.0, 1.0, 1.0, 1.0, 1.0];
+const TTFT_BUSY: [f64; 10] = [0.02, 0.10, 0.25, 0.40, 0.55, 0.80, 0.92, 0.97, 0.99, 1.0];
+/// The big models' steady time to first token.
+const TTFT_STEADY: [f64; 10] = [0.05, 0.20, 0.45, 0.65, 0.80, 0.95, 0.99, 1.0, 1.0, 1.0];
+const QUEUE_LE: [&str; 5] = ["0.3", "0.5", "0.8", "1", "1.5"];
+const QUEUE_QUIET: [f64; 5] = [0.99, 1.0, 1.0, 1.0, 1.0];
+const QUEUE_BUSY: [f64; 5] = [0.80, 0.90, 0.95, 0.97, 1.0];
+/// Requests per second: the small MIG model's, steady; the big models' at full traffic.
+const SMALL_RPS: f64 = 2.0;
+const BIG_RPS: f64 = 5.0;
+const SMALL_MODEL: &str = "llama-3.2-1b-instruct";
 /// Counters count from here (2026-01-01T00:00:00Z), so history and live values agree.
 const COUNTER_EPOCH_MS: i64 = 1_767_225_600_000;
 const SANDBOX: &str = "ml-sandbox";
@@ -260,9 +279,88 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
                     },
                 });
             }
+            let labels = vec![
+                ("namespace", server.namespace.clone()),
+                ("model_name", "llama-3.1-8b-instruct".to_owned()),
+                ("engine", "0".to_owned()),
+            ];
+            // requests follow traffic; each bucket holds a fixed share of them
+            let requests = BIG_RPS * scale * integral;
+            for (metric, bounds, shares) in [
+                (
+                    super::neighbours::TTFT_BUCKET,
+                    &TTFT_LE[..],
+                    &TTFT_STEADY[..],
+                ),
+                (
+                    super::neighbours::QUEUE_BUCKET,
+                    &QUEUE_LE[..],
+                    &QUEUE_QUIET[..],
+                ),
+            ] {
+                histogram(&mut out, metric, &labels, bounds, |k| {
+                    shares.get(k).map_or(requests, |f| requests * f)
+                });
+            }
+        }
+    }
+    if let Some(server) = servers.first()
+        && pools.iter().any(|p| !p.mig_layout.is_empty())
+    {
+        // the small model on the MIG pool's first instance, always held by the first server
+        let labels = vec![
+            ("namespace", server.namespace.clone()),
+            ("pod", "vllm-small-0".to_owned()),
+            ("model_name", SMALL_MODEL.to_owned()),
+            ("engine", "0".to_owned()),
+        ];
+        // ∫ R × (quiet + (busy − quiet) × traffic) dt: the share within a bound falls as the
+        // co-tenants (the GPU's other instances, busy with traffic) load it
+        let seconds = (at_ms - COUNTER_EPOCH_MS) as f64 / 1000.0;
+        let integral = traffic_integral_s(at_ms);
+        for (metric, bounds, quiet, busy) in [
+            (
+                super::neighbours::TTFT_BUCKET,
+                &TTFT_LE[..],
+                &TTFT_QUIET[..],
+                &TTFT_BUSY[..],
+            ),
+            (
+                super::neighbours::QUEUE_BUCKET,
+                &QUEUE_LE[..],
+                &QUEUE_QUIET[..],
+                &QUEUE_BUSY[..],
+            ),
+        ] {
+            histogram(&mut out, metric, &labels, bounds, |k| {
+                match (quiet.get(k), busy.get(k)) {
+                    (Some(q), Some(b)) => SMALL_RPS * (q * seconds + (b - q) * integral),
+                    _ => SMALL_RPS * seconds,
+                }
+            });
         }
     }
     out
+}
+
+/// A histogram's `_bucket` series: `cumulative(k)` observations within `bounds[k]`, and
+/// `cumulative(bounds.len())` in `+Inf`, as whole counts.
+fn histogram(
+    out: &mut Vec<DemoSample>,
+    metric: &'static str,
+    labels: &[(&'static str, String)],
+    bounds: &[&str],
+    cumulative: impl Fn(usize) -> f64,
+) {
+    for (k, le) in bounds.iter().copied().chain(["+Inf"]).enumerate() {
+        let mut labels = labels.to_vec();
+        labels.push(("le", le.to_owned()));
+        out.push(DemoSample {
+            metric,
+            labels,
+            value: (cumulative(k).max(0.0).floor() as i64).to_string(),
+        });
+    }
 }
 
 /// `n` split evenly among `teams`, the first ones taking one more where it does not divide.
@@ -583,6 +681,118 @@ mod tests {
             let tokens = sum(&s, super::super::PROMPT_TOKENS, Some("team-search"));
             assert!(tokens >= last, "minute {minute}");
             last = tokens;
+        }
+    }
+
+    /// The samples of `metric` at each instant as series, grouped by labels.
+    fn series(at: &[i64], metric: &str) -> Vec<super::super::Series> {
+        let (pools, teams) = fleet();
+        let mut by: std::collections::BTreeMap<Vec<(&str, String)>, Vec<super::super::Sample>> =
+            std::collections::BTreeMap::new();
+        for t in at {
+            for s in samples(&pools, &teams, *t) {
+                if s.metric == metric {
+                    by.entry(s.labels.clone())
+                        .or_default()
+                        .push(super::super::Sample {
+                            at_ms: *t,
+                            micro: super::super::parse_micro(&s.value).expect("a value"),
+                        });
+                }
+            }
+        }
+        by.into_iter()
+            .map(|(labels, samples)| super::super::Series {
+                labels: labels.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                samples,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_small_mig_model_slows_as_its_gpus_other_instances_get_busy() {
+        use super::super::{Window, neighbours};
+        let day = 1_796_000_400_000 - 1_796_000_400_000 % DAY_MS;
+        let p95 = |hour: i64| {
+            let minute = day + hour * 3_600_000;
+            let at = [minute - 30_000, minute + 30_000];
+            let ttft = series(&at, neighbours::TTFT_BUCKET);
+            let window = Window::new(minute, minute + MINUTE_MS).expect("window");
+            let rows =
+                neighbours::latency_minutes(&[(neighbours::Latency::Ttft, &ttft[..])], window);
+            let small = rows
+                .iter()
+                .find(|(k, _)| k.pod == "vllm-small-0")
+                .map(|(_, h)| h.clone())
+                .expect("the small model's minute");
+            // a steady 2 requests per second
+            assert!((119..=121).contains(&small.observations()), "{small:?}");
+            small.quantile(95, 100).expect("a p95")
+        };
+        // traffic 0 at 04:00: the quiet shares, p95 between 0.06 s (90%) and 0.08 s (96%):
+        // 0.06 + 0.02 × 5 / 6 ≈ 0.0767 s; traffic 1 at 16:00: the busy shares, between 0.5 s
+        // (92%) and 0.75 s (97%): 0.5 + 0.25 × 3 / 5 = 0.65 s (whole counts move these a little)
+        let (quiet, busy) = (p95(4), p95(16));
+        assert!((70_000..=85_000).contains(&quiet), "{quiet}");
+        assert!((600_000..=700_000).contains(&busy), "{busy}");
+        // its co-tenants: the six other instances of its GPU, busy with traffic
+        let minute = day + 16 * 3_600_000;
+        let engine = series(&[minute + 10_000], super::super::GR_ENGINE_ACTIVE);
+        let (pools, _) = fleet();
+        let flavors: Vec<super::super::FlavorFacts> = pools
+            .iter()
+            .map(|p| super::super::FlavorFacts {
+                name: p.flavor.clone(),
+                gpu_model: p.gpu_model.clone(),
+                mig: !p.mig_layout.is_empty(),
+                sharing: None,
+            })
+            .collect();
+        let window = Window::new(minute, minute + MINUTE_MS).expect("window");
+        let pods = neighbours::cotenancy(&[], &engine, window, &flavors);
+        let small = pods
+            .iter()
+            .find(|(k, _)| k.pod == "vllm-small-0")
+            .map(|(_, p)| *p)
+            .expect("its co-tenancy");
+        assert_eq!(small.neighbours, 6);
+        assert_eq!(small.sharing, Some(crate::isolation::Mechanism::Mig));
+        // six 1g instances of seven slices each: 6/7 of a GPU-minute observed
+        assert_eq!(small.neighbour_observed_gpu_us, 51_428_571);
+    }
+
+    #[test]
+    fn histogram_buckets_never_fall_across_bounds_or_time() {
+        let (pools, teams) = fleet();
+        let day = 1_796_000_400_000 - 1_796_000_400_000 % DAY_MS;
+        let counts = |at: i64| -> Vec<(Vec<(&'static str, String)>, i64)> {
+            samples(&pools, &teams, at)
+                .into_iter()
+                .filter(|s| s.metric.ends_with("_bucket"))
+                .map(|s| {
+                    let mut labels = s.labels;
+                    labels.push(("__name__", s.metric.to_owned()));
+                    (labels, s.value.parse::<i64>().expect("a count"))
+                })
+                .collect()
+        };
+        let mut before = counts(day);
+        assert!(!before.is_empty());
+        for minute in (1..1440).step_by(37) {
+            let now = counts(day + minute * MINUTE_MS);
+            for ((labels, was), (_, is)) in before.iter().zip(&now) {
+                assert!(is >= was, "{labels:?} fell at minute {minute}");
+            }
+            // within one series' buckets, counts grow with the bound (+Inf last)
+            for pair in now.windows(2) {
+                let same = |l: &Vec<(&'static str, String)>| -> Vec<(&'static str, String)> {
+                    l.iter().filter(|(k, _)| *k != "le").cloned().collect()
+                };
+                if same(&pair[0].0) == same(&pair[1].0) {
+                    assert!(pair[1].1 >= pair[0].1, "{pair:?}");
+                }
+            }
+            before = now;
         }
     }
 }

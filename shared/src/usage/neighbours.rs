@@ -302,8 +302,9 @@ pub fn cotenancy(
             }
         }
     }
-    let mut exact: BTreeMap<PodKey, (Option<Mechanism>, BTreeSet<(&str, &str)>, i128, i128)> =
-        BTreeMap::new();
+    /// A pod's minute while it is summed: sharing, co-tenants, busy and observed to 10⁻⁶ µs.
+    type Tally<'a> = (Option<Mechanism>, BTreeSet<(&'a str, &'a str)>, i128, i128);
+    let mut exact: BTreeMap<PodKey, Tally> = BTreeMap::new();
     for ((_, _, minute_ms), devices) in &gpus {
         let on_gpu: BTreeSet<(&str, &str)> = devices
             .values()
