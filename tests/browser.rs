@@ -1816,8 +1816,119 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .wait_for_text("[data-test=month-state]", "2026-11 is closed")
         .await;
     browser.screenshot("chargeback-closed").await;
+
+    noisy_neighbours(&pool, &browser).await;
     drop(server);
     browser.close().await;
+}
+
+/// search's llama-8b on a MIG instance for 20 minutes of 2026-11-10 from 12:00, 30 requests a
+/// minute: with its co-tenant (research's training on the GPU's 3g instance) at 10% in the
+/// first ten, 29 first tokens within 0.1 s and 1 within 0.25 s each minute; at 90% in the
+/// last ten, 10 within each of 0.1, 0.25 and 0.5 s. The Noisy neighbours table flags it with
+/// the hand-computed p95s: 0.1 × 285 / 290 = 98.3 ms in the quieter half, 0.25 + 0.25 × 85 /
+/// 100 = 462.5 ms in the busier one.
+async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
+    use shared::usage::{
+        Window,
+        neighbours::{Histogram, Latency, LatencyKey, PodKey, PodMinute},
+    };
+    let start = shared::utc::parse_rfc3339("2026-11-10T12:00:00Z").expect("time");
+    let window = Window::new(start, start + 20 * shared::utc::MINUTE_MS).expect("window");
+    let mut latency = std::collections::BTreeMap::new();
+    let mut pods = std::collections::BTreeMap::new();
+    for m in 0..20 {
+        let minute_ms = start + m * shared::utc::MINUTE_MS;
+        let key = |latency| LatencyKey {
+            minute_ms,
+            namespace: "team-search".into(),
+            model: "llama-8b".into(),
+            pod: "vllm-llama-0".into(),
+            latency,
+        };
+        let ttft = if m < 10 { [29, 30, 30] } else { [10, 20, 30] };
+        latency.insert(
+            key(Latency::Ttft),
+            Histogram {
+                buckets: [(100_000, ttft[0]), (250_000, ttft[1]), (500_000, ttft[2])].into(),
+                count: Some(30),
+            },
+        );
+        latency.insert(
+            key(Latency::Queue),
+            Histogram {
+                buckets: [(10_000, 30)].into(),
+                count: Some(30),
+            },
+        );
+        pods.insert(
+            PodKey {
+                minute_ms,
+                namespace: "team-search".into(),
+                pod: "vllm-llama-0".into(),
+            },
+            PodMinute {
+                sharing: Some(shared::isolation::Mechanism::Mig),
+                neighbours: 1,
+                neighbour_busy_gpu_us: if m < 10 { 2_571_429 } else { 23_142_857 },
+                neighbour_observed_gpu_us: 25_714_286,
+            },
+        );
+    }
+    let mut tx = pool.begin().await.expect("tx");
+    backend::usage::db::write_latency(&mut tx, window, &latency)
+        .await
+        .expect("latency rows");
+    backend::usage::db::write_pods(&mut tx, window, &pods)
+        .await
+        .expect("pod rows");
+    tx.commit().await.expect("commit");
+
+    for name in ["from", "to"] {
+        browser
+            .client
+            .execute(
+                "const el = document.querySelector(`[data-test=neighbours-form] input[name=${arguments[0]}]`); \
+                 el.value = '2026-11-10'; el.dispatchEvent(new Event('change', {bubbles: true}));",
+                vec![name.into()],
+            )
+            .await
+            .expect("set the date");
+    }
+    browser.click_css("[data-test=show-neighbours]").await;
+    browser
+        .wait_for_text(
+            "[data-test=neighbours-summary]",
+            "1 inference service from 2026-11-10 to 2026-11-10; 1 flagged.",
+        )
+        .await;
+    let row = browser
+        .wait_for_text("[data-service='team-search/llama-8b']", "noisy neighbour")
+        .await;
+    let text = row.text().await.expect("text");
+    for part in [
+        "search",
+        "MIG",
+        "600",
+        "10% → 90%",
+        "98.3 ms → 462.5 ms",
+        "9.5 ms → 9.5 ms",
+        "its own requests held (30.00 → 30.00 per minute)",
+    ] {
+        assert!(text.contains(part), "{part:?} in {text:?}");
+    }
+    let class = row.attr("class").await.expect("class");
+    assert_eq!(class.as_deref(), Some("flagged"));
+    usable_by_keyboard_in_the_window(browser).await;
+    browser
+        .client
+        .execute(
+            "document.getElementById('neighbours').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .expect("scroll");
+    browser.screenshot("chargeback-neighbours").await;
 }
 
 /// An admin sets a flavor's rate on the Fleet page; it is what the API then prices with.
@@ -1862,6 +1973,36 @@ async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
     assert!(rates.iter().any(|r| r.flavor == "h100-shared"
         && r.effective_from.to_string() == "2026-12-01"
         && r.cents_per_gpu_hour == 925));
+
+    // its pods share its cards by time-slicing: what the noisy-neighbour view then says
+    browser
+        .client
+        .execute(
+            "document.querySelector('[data-test=flavor-h100-shared]').open = true",
+            vec![],
+        )
+        .await
+        .expect("open the flavor");
+    browser
+        .client
+        .find(Locator::Css("#flavor-h100-shared-sharing"))
+        .await
+        .expect("sharing choice")
+        .select_by_value("time_slicing")
+        .await
+        .expect("choose");
+    browser
+        .click_css("[data-test=flavor-h100-shared] [data-test=save-flavor]")
+        .await;
+    browser
+        .wait_for_text("[data-test=settings-saved]", "flavor h100-shared saved")
+        .await;
+    let sharing: Option<String> =
+        sqlx::query_scalar("select settings ->> 'sharing' from flavors where name = 'h100-shared'")
+            .fetch_one(&pool)
+            .await
+            .expect("settings");
+    assert_eq!(sharing.as_deref(), Some("time_slicing"));
     drop(server);
     browser.close().await;
 }

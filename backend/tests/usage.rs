@@ -975,6 +975,39 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
     .await
     .expect("count");
     assert_eq!(unknown, 0);
+
+    // the noisy-neighbour view of the day: the small model on the MIG node's first instance
+    // serves a steady 2 requests a second, its six co-tenants (the GPU's other instances) busy
+    // with traffic; its time to first token slows with them, so it is flagged; the big models
+    // on whole GPUs have no co-tenant
+    let day = shared::day::Day::of_unix_seconds(day / 1000).to_string();
+    let period = shared::chargeback::StatementQuery {
+        from: Some(day.clone()),
+        to: Some(day),
+        ..Default::default()
+    }
+    .checked()
+    .expect("period");
+    let report = backend::chargeback::neighbour_report(&pool, &period, None)
+        .await
+        .expect("report");
+    let small = report
+        .services
+        .iter()
+        .find(|s| s.model == "llama-3.2-1b-instruct")
+        .unwrap_or_else(|| panic!("{report:#?}"));
+    assert_eq!(
+        (small.sharing.as_slice(), small.max_neighbours),
+        (&["mig".to_owned()][..], 6)
+    );
+    assert!(small.flagged, "{}", small.verdict);
+    let big = report
+        .services
+        .iter()
+        .find(|s| s.model == "llama-3.1-8b-instruct" && s.namespace == "team-search")
+        .unwrap_or_else(|| panic!("{report:#?}"));
+    assert_eq!(big.sharing, ["whole_gpu"]);
+    assert!(big.verdict.starts_with("no co-tenant"), "{}", big.verdict);
 }
 
 fn gpufleet(pool: &PgPool, prometheus: &str, args: &[&str]) -> std::process::Output {

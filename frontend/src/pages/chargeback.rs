@@ -622,8 +622,9 @@ fn neighbours_view(r: NeighbourReport) -> impl IntoView {
         "No vLLM latency was ingested in this period (vllm:time_to_first_token_seconds and vllm:request_queue_time_seconds).".to_owned()
     } else {
         format!(
-            "{} inference services from {} to {}; {} flagged.",
+            "{} inference service{} from {} to {}; {} flagged.",
             r.services.len(),
+            if r.services.len() == 1 { "" } else { "s" },
             r.from,
             r.to_inclusive,
             flagged
