@@ -55,12 +55,8 @@ pub enum ChargebackCommand {
     Statement {
         #[command(flatten)]
         db: DbArgs,
-        /// The first day, YYYY-MM-DD (UTC).
-        #[arg(long)]
-        from: String,
-        /// The last day, included.
-        #[arg(long)]
-        to: String,
+        #[command(flatten)]
+        days: DaysArgs,
         /// Each day as well as the period.
         #[arg(long)]
         by_day: bool,
@@ -77,16 +73,12 @@ pub enum ChargebackCommand {
     },
     /// Print each inference service's latency (vLLM's TTFT and queue time, p95/p99) beside
     /// how its GPUs are shared and its co-tenants' load, flagged when latency degrades while a
-    /// neighbour's load rises (JSON).
+    /// neighbour's load rises (JSON; at most 31 days).
     Neighbours {
         #[command(flatten)]
         db: DbArgs,
-        /// The first day, YYYY-MM-DD (UTC).
-        #[arg(long)]
-        from: String,
-        /// The last day, included (at most 31 days).
-        #[arg(long)]
-        to: String,
+        #[command(flatten)]
+        days: DaysArgs,
     },
     /// Close a month that has ended (freezes its figures; audited). Reopening is an admin's,
     /// in the console or through the API, with a reason.
@@ -108,6 +100,17 @@ pub enum ChargebackCommand {
         #[arg(long)]
         cents_per_gpu_hour: i64,
     },
+}
+
+/// A run of whole UTC days.
+#[derive(Debug, Args)]
+pub struct DaysArgs {
+    /// The first day, YYYY-MM-DD (UTC).
+    #[arg(long)]
+    pub from: String,
+    /// The last day, included.
+    #[arg(long)]
+    pub to: String,
 }
 
 #[derive(Debug, Subcommand)]

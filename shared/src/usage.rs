@@ -740,6 +740,23 @@ pub struct Served<'a> {
     pub decode_seconds: &'a [Series],
 }
 
+/// A counter series' increases inside `window`, each with the minute of the later sample: the
+/// difference of consecutive samples, or after a fall (a restart) the new value.
+fn increases(samples: &[Sample], window: Window) -> impl Iterator<Item = (i64, i64)> + '_ {
+    samples
+        .windows(2)
+        .filter(move |pair| window.holds(pair[1].at_ms))
+        .map(|pair| {
+            let (before, after) = (pair[0], pair[1]);
+            let increase = if after.micro >= before.micro {
+                after.micro - before.micro
+            } else {
+                after.micro
+            };
+            (crate::utc::floor_minute(after.at_ms), increase)
+        })
+}
+
 /// The increase of each counter series per minute of the window. The series must reach back
 /// before the window (the backend asks for a lookback) so the first increase inside it has the
 /// sample before it.
@@ -755,18 +772,9 @@ pub fn token_minutes(served: &Served, window: Window) -> BTreeMap<TokenKey, Toke
         for s in series {
             let ns = namespace(&s.labels).to_owned();
             let model = s.labels.get("model_name").cloned().unwrap_or_default();
-            for pair in s.samples.windows(2) {
-                let (before, after) = (pair[0], pair[1]);
-                if !window.holds(after.at_ms) {
-                    continue;
-                }
-                let increase = if after.micro >= before.micro {
-                    after.micro - before.micro
-                } else {
-                    after.micro
-                };
+            for (minute_ms, increase) in increases(&s.samples, window) {
                 rows.entry(TokenKey {
-                    minute_ms: crate::utc::floor_minute(after.at_ms),
+                    minute_ms,
                     namespace: ns.clone(),
                     model: model.clone(),
                 })

@@ -8,16 +8,15 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
     match command {
         ChargebackCommand::Statement {
             db,
-            from,
-            to,
+            days,
             by_day,
             idle_share,
             lend_credit_pct,
             format,
         } => {
             let query = StatementQuery {
-                from: Some(from),
-                to: Some(to),
+                from: Some(days.from),
+                to: Some(days.to),
                 by: by_day.then(|| "day".to_owned()),
                 idle: Some(idle_share),
                 lend_credit: Some(lend_credit_pct),
@@ -39,10 +38,10 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             }
             Ok(())
         }
-        ChargebackCommand::Neighbours { db, from, to } => {
+        ChargebackCommand::Neighbours { db, days } => {
             let period = checked(&StatementQuery {
-                from: Some(from),
-                to: Some(to),
+                from: Some(days.from),
+                to: Some(days.to),
                 ..StatementQuery::default()
             })?;
             let pool = migrated_pool(&db).await?;

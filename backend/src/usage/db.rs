@@ -182,16 +182,7 @@ pub async fn write_tokens(
     rows: &BTreeMap<TokenKey, Tokens>,
     teams: &BTreeMap<String, i64>,
 ) -> sqlx::Result<()> {
-    ensure_partitions(tx, window).await?;
-    sqlx::query!(
-        "delete from usage_token_minutes
-         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
-           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'",
-        window.from_ms,
-        window.to_ms
-    )
-    .execute(&mut **tx)
-    .await?;
+    clear_window(tx, "usage_token_minutes", window).await?;
     let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
     let namespaces: Vec<String> = rows.keys().map(|k| k.namespace.clone()).collect();
     let models: Vec<String> = rows.keys().map(|k| k.model.clone()).collect();
@@ -224,22 +215,33 @@ pub async fn write_tokens(
     refresh_token_rollups(tx, window).await
 }
 
+/// Deletes the window's rows of a minute table one source writes whole (`table` is one of
+/// ours, never input), making its partitions first.
+async fn clear_window(
+    tx: &mut Transaction<'_, Postgres>,
+    table: &'static str,
+    window: Window,
+) -> sqlx::Result<()> {
+    ensure_partitions(tx, window).await?;
+    sqlx::query(&format!(
+        "delete from {table}
+         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'"
+    ))
+    .bind(window.from_ms)
+    .bind(window.to_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Replaces the window's latency histograms with `rows`.
 pub async fn write_latency(
     tx: &mut Transaction<'_, Postgres>,
     window: Window,
     rows: &BTreeMap<LatencyKey, Histogram>,
 ) -> sqlx::Result<()> {
-    ensure_partitions(tx, window).await?;
-    sqlx::query!(
-        "delete from usage_latency_minutes
-         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
-           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'",
-        window.from_ms,
-        window.to_ms
-    )
-    .execute(&mut **tx)
-    .await?;
+    clear_window(tx, "usage_latency_minutes", window).await?;
     // arrays of differing lengths cross as array literals, one per row
     let literal = |values: &mut dyn Iterator<Item = i64>| {
         let items: Vec<String> = values.map(|v| v.to_string()).collect();
@@ -286,16 +288,7 @@ pub async fn write_pods(
     window: Window,
     rows: &BTreeMap<PodKey, PodMinute>,
 ) -> sqlx::Result<()> {
-    ensure_partitions(tx, window).await?;
-    sqlx::query!(
-        "delete from usage_pod_minutes
-         where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
-           and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'",
-        window.from_ms,
-        window.to_ms
-    )
-    .execute(&mut **tx)
-    .await?;
+    clear_window(tx, "usage_pod_minutes", window).await?;
     let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
     let namespaces: Vec<String> = rows.keys().map(|k| k.namespace.clone()).collect();
     let pods: Vec<String> = rows.keys().map(|k| k.pod.clone()).collect();

@@ -184,17 +184,8 @@ pub fn latency_minutes(
             let model = s.labels.get("model_name").cloned().unwrap_or_default();
             let pod = pod(&s.labels).to_owned();
             let mut by_minute: BTreeMap<i64, i64> = BTreeMap::new();
-            for pair in s.samples.windows(2) {
-                let (before, after) = (pair[0], pair[1]);
-                if !window.holds(after.at_ms) {
-                    continue;
-                }
-                let increase = if after.micro >= before.micro {
-                    after.micro - before.micro
-                } else {
-                    after.micro
-                };
-                *by_minute.entry(floor_minute(after.at_ms)).or_default() += increase;
+            for (minute_ms, increase) in super::increases(&s.samples, window) {
+                *by_minute.entry(minute_ms).or_default() += increase;
             }
             for (minute_ms, micro) in by_minute {
                 let row = rows
@@ -412,27 +403,24 @@ impl LatencyFigures {
     /// The co-tenants' busy time over their observed time, in whole percent (half up); 0
     /// without co-tenants.
     pub fn neighbour_load_pct(&self) -> i64 {
-        if self.neighbour_observed_gpu_microseconds == 0 {
-            return 0;
-        }
-        i64::try_from(div_round(
-            i128::from(self.neighbour_busy_gpu_microseconds) * 100,
-            i128::from(self.neighbour_observed_gpu_microseconds),
-        ))
-        .unwrap_or(0)
+        hundredfold(
+            self.neighbour_busy_gpu_microseconds,
+            self.neighbour_observed_gpu_microseconds,
+        )
     }
 
     /// Requests per minute in hundredths (half up).
     pub fn requests_per_minute_centi(&self) -> i64 {
-        if self.minutes == 0 {
-            return 0;
-        }
-        i64::try_from(div_round(
-            i128::from(self.requests) * 100,
-            i128::from(self.minutes),
-        ))
-        .unwrap_or(0)
+        hundredfold(self.requests, self.minutes)
     }
+}
+
+/// `100 × num / den`, rounded half up; 0 when `den` is.
+fn hundredfold(num: i64, den: i64) -> i64 {
+    if den == 0 {
+        return 0;
+    }
+    i64::try_from(div_round(i128::from(num) * 100, i128::from(den))).unwrap_or(0)
 }
 
 /// One inference service (a namespace and served model) over a period.

@@ -15,7 +15,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
-fn series(pairs: &[(&str, &str)], samples: &[(i64, &str)]) -> Series {
+pub(crate) fn series(pairs: &[(&str, &str)], samples: &[(i64, &str)]) -> Series {
     Series {
         labels: labels(pairs),
         samples: samples

@@ -3,27 +3,11 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::usage::{Sample, parse_micro};
+use crate::usage::tests::series;
 
 const T0: i64 = 1_796_000_400_000; // 2026-11-30T00:00:00Z
 const SEC: i64 = 1_000;
 const MIN: i64 = 60_000;
-
-fn series(pairs: &[(&str, &str)], samples: &[(i64, &str)]) -> Series {
-    Series {
-        labels: pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        samples: samples
-            .iter()
-            .map(|(at_ms, v)| Sample {
-                at_ms: *at_ms,
-                micro: parse_micro(v).expect("a value"),
-            })
-            .collect(),
-    }
-}
 
 /// Cumulative counts per bound in seconds' millionths (µs), and the +Inf count.
 fn histogram(buckets: &[(i64, i64)], count: Option<i64>) -> Histogram {
