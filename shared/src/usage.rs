@@ -153,17 +153,17 @@ fn div_round(num: i128, den: i128) -> i128 {
 /// label (the scrape target's own namespace then sits in `namespace`), else `namespace`; `""`
 /// for a device no pod holds.
 pub fn namespace(labels: &Labels) -> &str {
-    ["exported_namespace", "namespace"]
-        .iter()
-        .filter_map(|key| labels.get(*key))
-        .find(|value| !value.is_empty())
-        .map_or("", String::as_str)
+    first_label(labels, &["exported_namespace", "namespace"])
 }
 
 /// dcgm-exporter writes `Hostname`; its NVLink series and older set-ups write `hostname`.
 pub fn hostname(labels: &Labels) -> &str {
-    ["Hostname", "hostname", "instance"]
-        .iter()
+    first_label(labels, &["Hostname", "hostname", "instance"])
+}
+
+/// The value of the first of `keys` the labels hold, not empty; `""` when none.
+fn first_label<'a>(labels: &'a Labels, keys: &[&str]) -> &'a str {
+    keys.iter()
         .filter_map(|key| labels.get(*key))
         .find(|value| !value.is_empty())
         .map_or("", String::as_str)

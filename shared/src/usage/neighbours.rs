@@ -152,11 +152,7 @@ pub struct LatencyKey {
 /// The pod a series belongs to: `exported_pod` when Prometheus renamed a clashing label, else
 /// `pod` (`pod_name` with dcgm-exporter's `--use-old-namespace`).
 pub fn pod(labels: &Labels) -> &str {
-    ["exported_pod", "pod", "pod_name"]
-        .iter()
-        .filter_map(|key| labels.get(*key))
-        .find(|value| !value.is_empty())
-        .map_or("", String::as_str)
+    super::first_label(labels, &["exported_pod", "pod", "pod_name"])
 }
 
 /// A bucket bound as Prometheus writes `le` (`0.25`, `+Inf`), in microseconds; `None` for
