@@ -1,23 +1,28 @@
--- Noisy neighbours (shared::usage::neighbours): vLLM's latency histograms per serving pod and
--- minute (the vllm source), and who shares each pod's GPUs and how busy they are (the dcgm
--- source). Partitioned by UTC month like the other minute tables, and dropped with them by
--- retention.
+-- Noisy neighbours (shared::usage::neighbours): vLLM's latency histograms per inference
+-- service and minute, its pods' added (the vllm source), and who shares each pod's GPUs and
+-- how busy they are (the dcgm source). Partitioned by UTC month like the other minute tables,
+-- and dropped with them by retention.
 
 create table usage_latency_minutes (
     minute timestamptz not null check (date_trunc('minute', minute) = minute),
     namespace text not null,
     -- vLLM's model_name
     model text not null,
-    pod text not null,
-    -- vllm:time_to_first_token_seconds or vllm:request_queue_time_seconds
-    latency text not null check (latency in ('ttft', 'queue')),
-    -- finite bucket bounds (le) in microseconds, ascending, and each bucket's increase in the
-    -- minute (cumulative, as Prometheus's buckets are)
-    le_microseconds bigint[] not null,
-    counts bigint[] not null check (cardinality(counts) = cardinality(le_microseconds)),
-    -- the +Inf bucket's increase (every observation); null when no +Inf series was seen
-    observations bigint check (observations >= 0),
-    primary key (minute, namespace, model, pod, latency)
+    -- the pods whose histograms are added here
+    pods text[] not null,
+    -- vllm:time_to_first_token_seconds: finite bucket bounds (le) in microseconds, ascending,
+    -- each bucket's increase in the minute (cumulative, as Prometheus's buckets are), and the
+    -- +Inf bucket's (every observation; null when no +Inf series was seen)
+    ttft_le_microseconds bigint[] not null,
+    ttft_counts bigint[] not null
+        check (cardinality(ttft_counts) = cardinality(ttft_le_microseconds)),
+    ttft_observations bigint check (ttft_observations >= 0),
+    -- vllm:request_queue_time_seconds, the same way
+    queue_le_microseconds bigint[] not null,
+    queue_counts bigint[] not null
+        check (cardinality(queue_counts) = cardinality(queue_le_microseconds)),
+    queue_observations bigint check (queue_observations >= 0),
+    primary key (minute, namespace, model)
 ) partition by range (minute);
 
 -- Pods on MIG instances or on devices shared with other pods, per minute (a pod alone on

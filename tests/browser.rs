@@ -1831,7 +1831,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
 async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
     use shared::usage::{
         Window,
-        neighbours::{Histogram, Latency, LatencyKey, PodKey, PodMinute},
+        neighbours::{Histogram, LatencyKey, PodKey, PodMinute, ServiceMinute},
     };
     let start = shared::utc::parse_rfc3339("2026-11-10T12:00:00Z").expect("time");
     let window = Window::new(start, start + 20 * shared::utc::MINUTE_MS).expect("window");
@@ -1839,26 +1839,23 @@ async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
     let mut pods = std::collections::BTreeMap::new();
     for m in 0..20 {
         let minute_ms = start + m * shared::utc::MINUTE_MS;
-        let key = |latency| LatencyKey {
-            minute_ms,
-            namespace: "team-search".into(),
-            model: "llama-8b".into(),
-            pod: "vllm-llama-0".into(),
-            latency,
-        };
         let ttft = if m < 10 { [29, 30, 30] } else { [10, 20, 30] };
         latency.insert(
-            key(Latency::Ttft),
-            Histogram {
-                buckets: [(100_000, ttft[0]), (250_000, ttft[1]), (500_000, ttft[2])].into(),
-                count: Some(30),
+            LatencyKey {
+                minute_ms,
+                namespace: "team-search".into(),
+                model: "llama-8b".into(),
             },
-        );
-        latency.insert(
-            key(Latency::Queue),
-            Histogram {
-                buckets: [(10_000, 30)].into(),
-                count: Some(30),
+            ServiceMinute {
+                pods: ["vllm-llama-0".to_owned()].into(),
+                ttft: Histogram {
+                    buckets: [(100_000, ttft[0]), (250_000, ttft[1]), (500_000, ttft[2])].into(),
+                    count: Some(30),
+                },
+                queue: Histogram {
+                    buckets: [(10_000, 30)].into(),
+                    count: Some(30),
+                },
             },
         );
         pods.insert(

@@ -464,8 +464,7 @@ pub async fn neighbour_report(
             ),
         }]));
     }
-    let mut conn = pool.acquire().await?;
-    let teams = db::teams(&mut *conn).await?;
+    let teams = db::teams(pool).await?;
     let own: Option<Vec<String>> = only_teams.map(|only| {
         teams
             .iter()
@@ -475,7 +474,7 @@ pub async fn neighbour_report(
     });
     let day_ms = |d: Day| i64::from(d.days_since_epoch()) * shared::utc::DAY_MS;
     let minutes = crate::usage::db::served_minutes(
-        &mut *conn,
+        pool,
         day_ms(period.from),
         day_ms(period.to),
         own.as_deref(),

@@ -73,7 +73,7 @@ pub enum ChargebackCommand {
     },
     /// Print each inference service's latency (vLLM's TTFT and queue time, p95/p99) beside
     /// how its GPUs are shared and its co-tenants' load, flagged when latency degrades while a
-    /// neighbour's load rises (JSON; at most 31 days).
+    /// neighbour's load rises (JSON; at most 7 days).
     Neighbours {
         #[command(flatten)]
         db: DbArgs,

@@ -364,7 +364,7 @@ enum Rows {
     ),
     Tokens(
         BTreeMap<model::TokenKey, model::Tokens>,
-        BTreeMap<neighbours::LatencyKey, neighbours::Histogram>,
+        BTreeMap<neighbours::LatencyKey, neighbours::ServiceMinute>,
     ),
 }
 

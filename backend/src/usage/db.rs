@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use shared::usage::{
     DeviceMinute, FlavorFacts, Gap, Lending, Owners, SourceStatus, TokenKey, Tokens, UsageKey,
     Window,
-    neighbours::{self, Histogram, Latency, LatencyKey, PodKey, PodMinute, ServedMinute},
+    neighbours::{self, Histogram, LatencyKey, PodKey, PodMinute, ServedMinute, ServiceMinute},
 };
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
@@ -239,43 +239,49 @@ async fn clear_window(
 pub async fn write_latency(
     tx: &mut Transaction<'_, Postgres>,
     window: Window,
-    rows: &BTreeMap<LatencyKey, Histogram>,
+    rows: &BTreeMap<LatencyKey, ServiceMinute>,
 ) -> sqlx::Result<()> {
     clear_window(tx, "usage_latency_minutes", window).await?;
     // arrays of differing lengths cross as array literals, one per row
-    let literal = |values: &mut dyn Iterator<Item = i64>| {
-        let items: Vec<String> = values.map(|v| v.to_string()).collect();
-        format!("{{{}}}", items.join(","))
+    let literal = |items: Vec<String>| format!("{{{}}}", items.join(","));
+    let bounds = |h: &Histogram| literal(h.buckets.keys().map(i64::to_string).collect());
+    let counts = |h: &Histogram| literal(h.buckets.values().map(i64::to_string).collect());
+    let pods = |m: &ServiceMinute| {
+        // quoted, with `"` and `\` escaped, as an array literal wants
+        literal(
+            m.pods
+                .iter()
+                .map(|p| format!("\"{}\"", p.replace('\\', "\\\\").replace('"', "\\\"")))
+                .collect(),
+        )
     };
+    let column =
+        |f: &dyn Fn(&ServiceMinute) -> String| -> Vec<String> { rows.values().map(f).collect() };
     let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
     let namespaces: Vec<String> = rows.keys().map(|k| k.namespace.clone()).collect();
     let models: Vec<String> = rows.keys().map(|k| k.model.clone()).collect();
-    let pods: Vec<String> = rows.keys().map(|k| k.pod.clone()).collect();
-    let latencies: Vec<String> = rows.keys().map(|k| k.latency.name().to_owned()).collect();
-    let bounds: Vec<String> = rows
-        .values()
-        .map(|h| literal(&mut h.buckets.keys().copied()))
-        .collect();
-    let counts: Vec<String> = rows
-        .values()
-        .map(|h| literal(&mut h.buckets.values().copied()))
-        .collect();
-    let observations: Vec<Option<i64>> = rows.values().map(|h| h.count).collect();
+    let observations = |h: fn(&ServiceMinute) -> &Histogram| -> Vec<Option<i64>> {
+        rows.values().map(|m| h(m).count).collect()
+    };
     sqlx::query!(
-        "insert into usage_latency_minutes (minute, namespace, model, pod, latency,
-                                            le_microseconds, counts, observations)
-         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, mo, po, la,
-                le::bigint[], c::bigint[], o
+        "insert into usage_latency_minutes (minute, namespace, model, pods,
+                                            ttft_le_microseconds, ttft_counts, ttft_observations,
+                                            queue_le_microseconds, queue_counts, queue_observations)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', ns, mo, po::text[],
+                tl::bigint[], tc::bigint[], tn, ql::bigint[], qc::bigint[], qn
          from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                     $7::text[], $8::bigint[]) as u(m, ns, mo, po, la, le, c, o)",
+                     $7::bigint[], $8::text[], $9::text[], $10::bigint[])
+              as u(m, ns, mo, po, tl, tc, tn, ql, qc, qn)",
         &minutes,
         &namespaces,
         &models,
-        &pods,
-        &latencies,
-        &bounds,
-        &counts,
-        &observations as &[Option<i64>],
+        &column(&pods),
+        &column(&|m| bounds(&m.ttft)),
+        &column(&|m| counts(&m.ttft)),
+        &observations(|m| &m.ttft) as &[Option<i64>],
+        &column(&|m| bounds(&m.queue)),
+        &column(&|m| counts(&m.queue)),
+        &observations(|m| &m.queue) as &[Option<i64>],
     )
     .execute(&mut **tx)
     .await?;
@@ -319,82 +325,87 @@ pub async fn write_pods(
     Ok(())
 }
 
-/// The serving pods' minutes in `[from_ms, to_ms)` with their co-tenancy, of the namespaces
+/// The services' minutes in `[from_ms, to_ms)` with their pods' co-tenancy, of the namespaces
 /// given (all when `None`).
 pub async fn served_minutes(
-    db: impl PgExecutor<'_>,
+    db: &PgPool,
     from_ms: i64,
     to_ms: i64,
     namespaces: Option<&[String]>,
 ) -> sqlx::Result<Vec<ServedMinute>> {
-    let rows = sqlx::query!(
-        r#"select (extract(epoch from l.minute) * 1000)::bigint as "minute_ms!",
-                  l.namespace, l.model, l.pod, l.latency, l.le_microseconds, l.counts,
-                  l.observations,
-                  p.sharing as "sharing?", p.neighbours as "neighbours?",
-                  p.neighbour_busy_gpu_microseconds as "busy?",
-                  p.neighbour_observed_gpu_microseconds as "observed?"
-           from usage_latency_minutes l
-           left join usage_pod_minutes p
-                  on p.minute = l.minute and p.namespace = l.namespace and p.pod = l.pod
-           where l.minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
-             and l.minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
-             and ($3::text[] is null or l.namespace = any($3))
-           order by l.minute, l.namespace, l.model, l.pod"#,
-        from_ms,
-        to_ms,
-        namespaces as Option<&[String]>,
-    )
-    .fetch_all(db)
-    .await?;
-    let mut out: Vec<ServedMinute> = Vec::new();
-    for r in rows {
-        let histogram = Histogram {
-            buckets: r.le_microseconds.into_iter().zip(r.counts).collect(),
-            count: r.observations,
-        };
-        let same = out.last().is_some_and(|m| {
+    let (latency, pods) = tokio::try_join!(
+        sqlx::query!(
+            r#"select (extract(epoch from minute) * 1000)::bigint as "minute_ms!",
+                      namespace, model, pods, ttft_le_microseconds, ttft_counts,
+                      ttft_observations, queue_le_microseconds, queue_counts, queue_observations
+               from usage_latency_minutes
+               where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+                 and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+                 and ($3::text[] is null or namespace = any($3))"#,
+            from_ms,
+            to_ms,
+            namespaces as Option<&[String]>,
+        )
+        .fetch_all(db),
+        sqlx::query!(
+            r#"select (extract(epoch from minute) * 1000)::bigint as "minute_ms!",
+                      namespace, pod, sharing, neighbours, neighbour_busy_gpu_microseconds,
+                      neighbour_observed_gpu_microseconds
+               from usage_pod_minutes
+               where minute >= 'epoch'::timestamptz + $1::bigint * interval '1 millisecond'
+                 and minute < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+                 and ($3::text[] is null or namespace = any($3))"#,
+            from_ms,
+            to_ms,
+            namespaces as Option<&[String]>,
+        )
+        .fetch_all(db),
+    )?;
+    let mut cotenancy: std::collections::HashMap<(i64, String, String), PodMinute> = pods
+        .into_iter()
+        .map(|p| {
             (
-                m.minute_ms,
-                m.namespace.as_str(),
-                m.model.as_str(),
-                m.pod.as_str(),
-            ) == (
-                r.minute_ms,
-                r.namespace.as_str(),
-                r.model.as_str(),
-                r.pod.as_str(),
+                (p.minute_ms, p.namespace, p.pod),
+                PodMinute {
+                    sharing: neighbours::parse_sharing(&p.sharing).flatten(),
+                    neighbours: p.neighbours,
+                    neighbour_busy_gpu_us: p.neighbour_busy_gpu_microseconds,
+                    neighbour_observed_gpu_us: p.neighbour_observed_gpu_microseconds,
+                },
             )
-        });
-        if !same {
-            let cotenancy = match (r.sharing, r.neighbours, r.busy, r.observed) {
-                (Some(sharing), Some(n), Some(busy), Some(observed)) => Some(PodMinute {
-                    sharing: neighbours::parse_sharing(&sharing).flatten(),
-                    neighbours: n,
-                    neighbour_busy_gpu_us: busy,
-                    neighbour_observed_gpu_us: observed,
-                }),
-                _ => None,
-            };
-            out.push(ServedMinute {
+        })
+        .collect();
+    let histogram = |bounds: Vec<i64>, counts: Vec<i64>, count: Option<i64>| Histogram {
+        buckets: bounds.into_iter().zip(counts).collect(),
+        count,
+    };
+    Ok(latency
+        .into_iter()
+        .map(|r| {
+            let mut key = (r.minute_ms, r.namespace, String::new());
+            let cotenancy = r
+                .pods
+                .iter()
+                .filter_map(|pod| {
+                    key.2.clone_from(pod);
+                    cotenancy.remove(&key)
+                })
+                .collect();
+            ServedMinute {
                 minute_ms: r.minute_ms,
-                namespace: r.namespace,
+                namespace: key.1,
                 model: r.model,
-                pod: r.pod,
-                ttft: Histogram::default(),
-                queue: Histogram::default(),
+                pods: r.pods,
+                ttft: histogram(r.ttft_le_microseconds, r.ttft_counts, r.ttft_observations),
+                queue: histogram(
+                    r.queue_le_microseconds,
+                    r.queue_counts,
+                    r.queue_observations,
+                ),
                 cotenancy,
-            });
-        }
-        if let Some(m) = out.last_mut() {
-            match Latency::parse(&r.latency) {
-                Some(Latency::Ttft) => m.ttft = histogram,
-                Some(Latency::Queue) => m.queue = histogram,
-                None => {}
             }
-        }
-    }
-    Ok(out)
+        })
+        .collect())
 }
 
 struct Keys {

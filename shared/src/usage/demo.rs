@@ -722,8 +722,8 @@ mod tests {
                 neighbours::latency_minutes(&[(neighbours::Latency::Ttft, &ttft[..])], window);
             let small = rows
                 .iter()
-                .find(|(k, _)| k.pod == "vllm-small-0")
-                .map(|(_, h)| h.clone())
+                .find(|(k, _)| k.model == SMALL_MODEL)
+                .map(|(_, m)| m.ttft.clone())
                 .expect("the small model's minute");
             // a steady 2 requests per second
             assert!((119..=121).contains(&small.observations()), "{small:?}");

@@ -42,7 +42,7 @@ pub const DEGRADED_TENTHS: i64 = 15;
 /// in the busier one (12 = ×1.2); above, its own load explains its latency.
 pub const OWN_LOAD_TENTHS: i64 = 12;
 /// The longest period a report covers, in days.
-pub const MAX_DAYS: i32 = 31;
+pub const MAX_DAYS: i32 = 7;
 
 /// Which latency a histogram measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -55,19 +55,6 @@ pub enum Latency {
 }
 
 impl Latency {
-    pub const ALL: [Latency; 2] = [Latency::Ttft, Latency::Queue];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Latency::Ttft => "ttft",
-            Latency::Queue => "queue",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Latency> {
-        Latency::ALL.into_iter().find(|l| l.name() == text)
-    }
-
     pub fn metric(self) -> &'static str {
         match self {
             Latency::Ttft => TTFT_BUCKET,
@@ -138,15 +125,20 @@ impl Histogram {
     }
 }
 
-/// A serving pod's latency in one minute.
+/// An inference service (a namespace and vLLM's `model_name`) in one minute.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LatencyKey {
     pub minute_ms: i64,
     pub namespace: String,
-    /// vLLM's `model_name`.
     pub model: String,
-    pub pod: String,
-    pub latency: Latency,
+}
+
+/// A service's latency in one minute: its pods' histograms added by `le`, and the pods.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceMinute {
+    pub pods: BTreeSet<String>,
+    pub ttft: Histogram,
+    pub queue: Histogram,
 }
 
 /// The pod a series belongs to: `exported_pod` when Prometheus renamed a clashing label, else
@@ -165,12 +157,13 @@ fn bound(le: &str) -> Result<Option<i64>, ()> {
 }
 
 /// Each minute's increase of every bucket of the histograms' `_bucket` series (one slice per
-/// [`Latency`]); series reach back before the window like every counter here.
+/// [`Latency`]), per service, its pods' added; series reach back before the window like every
+/// counter here.
 pub fn latency_minutes(
     buckets: &[(Latency, &[Series])],
     window: Window,
-) -> BTreeMap<LatencyKey, Histogram> {
-    let mut rows: BTreeMap<LatencyKey, Histogram> = BTreeMap::new();
+) -> BTreeMap<LatencyKey, ServiceMinute> {
+    let mut rows: BTreeMap<LatencyKey, ServiceMinute> = BTreeMap::new();
     for (latency, series) in buckets {
         for s in *series {
             let Some(Ok(le)) = s.labels.get("le").map(|le| bound(le)) else {
@@ -184,15 +177,20 @@ pub fn latency_minutes(
                 *by_minute.entry(minute_ms).or_default() += increase;
             }
             for (minute_ms, micro) in by_minute {
-                let row = rows
+                let service = rows
                     .entry(LatencyKey {
                         minute_ms,
                         namespace: ns.clone(),
                         model: model.clone(),
-                        pod: pod.clone(),
-                        latency: *latency,
                     })
                     .or_default();
+                if !service.pods.contains(&pod) {
+                    service.pods.insert(pod.clone());
+                }
+                let row = match latency {
+                    Latency::Ttft => &mut service.ttft,
+                    Latency::Queue => &mut service.queue,
+                };
                 // counts in millionths → whole observations
                 let n = unscale(i128::from(micro));
                 match le {
@@ -228,6 +226,9 @@ pub struct PodMinute {
     pub neighbour_observed_gpu_us: i64,
 }
 
+/// A pod: its namespace and name.
+type Who<'a> = (&'a str, &'a str);
+
 /// One device (a whole card or a MIG instance) in one minute.
 #[derive(Default)]
 struct Device<'a> {
@@ -236,7 +237,7 @@ struct Device<'a> {
     sharing: Option<Mechanism>,
     /// busy ratios in 10⁻⁸
     busy: Vec<i64>,
-    pods: BTreeSet<(&'a str, &'a str)>,
+    pods: BTreeSet<Who<'a>>,
 }
 
 /// Co-tenancy per pod and minute from the DCGM busy series ([`super::GPU_UTIL`] for whole
@@ -249,12 +250,37 @@ pub fn cotenancy(
     window: Window,
     flavors: &[FlavorFacts],
 ) -> BTreeMap<PodKey, PodMinute> {
+    let uuid = |labels: &'_ Labels| -> String {
+        let get = |k: &str| labels.get(k).map_or("", String::as_str);
+        let uuid = if get("UUID").is_empty() {
+            get("uuid")
+        } else {
+            get("UUID")
+        };
+        format!("{}\u{0}{uuid}", hostname(labels))
+    };
+    // Only GPUs split into MIG instances or seen with more than one pod can have co-tenants:
+    // one pass over the series' labels finds them, so a fleet of whole cards costs no more.
+    let mut seen: BTreeMap<String, (bool, BTreeSet<Who>)> = BTreeMap::new();
+    for s in util.iter().chain(engine) {
+        let gpu = seen.entry(uuid(&s.labels)).or_default();
+        gpu.0 |= s.labels.contains_key("GPU_I_PROFILE");
+        let who = (namespace(&s.labels), pod(&s.labels));
+        if !who.1.is_empty() {
+            gpu.1.insert(who);
+        }
+    }
+    let shared: BTreeSet<String> = seen
+        .into_iter()
+        .filter(|(_, (mig, pods))| *mig || pods.len() > 1)
+        .map(|(gpu, _)| gpu)
+        .collect();
     // (host, uuid, minute) → instance id ("" for the whole card) → device
     let mut gpus: BTreeMap<(&str, &str, i64), BTreeMap<&str, Device>> = BTreeMap::new();
     for (series, is_engine) in [(util, false), (engine, true)] {
         for s in series {
             let profile = s.labels.get("GPU_I_PROFILE");
-            if profile.is_some() != is_engine {
+            if profile.is_some() != is_engine || !shared.contains(&uuid(&s.labels)) {
                 continue;
             }
             let flavor = device_flavor(&s.labels, flavors);
@@ -290,10 +316,10 @@ pub fn cotenancy(
         }
     }
     /// A pod's minute while it is summed: sharing, co-tenants, busy and observed to 10⁻⁶ µs.
-    type Tally<'a> = (Option<Mechanism>, BTreeSet<(&'a str, &'a str)>, i128, i128);
+    type Tally<'a> = (Option<Mechanism>, BTreeSet<Who<'a>>, i128, i128);
     let mut exact: BTreeMap<PodKey, Tally> = BTreeMap::new();
     for ((_, _, minute_ms), devices) in &gpus {
-        let on_gpu: BTreeSet<(&str, &str)> = devices
+        let on_gpu: BTreeSet<Who> = devices
             .values()
             .flat_map(|d| d.pods.iter().copied())
             .collect();
@@ -368,17 +394,17 @@ pub fn parse_sharing(text: &str) -> Option<Option<Mechanism>> {
         .map(Some)
 }
 
-/// One serving pod's minute, as the report reads it back.
+/// One service's minute, as the report reads it back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedMinute {
     pub minute_ms: i64,
     pub namespace: String,
     pub model: String,
-    pub pod: String,
+    pub pods: Vec<String>,
     pub ttft: Histogram,
     pub queue: Histogram,
-    /// `None` when the pod had no co-tenant that minute (alone on whole cards, or not seen).
-    pub cotenancy: Option<PodMinute>,
+    /// Its pods' co-tenancy that minute; none for pods alone on whole cards (or not seen).
+    pub cotenancy: Vec<PodMinute>,
 }
 
 /// Latency over a set of minutes.
@@ -495,7 +521,7 @@ impl Acc {
     }
 }
 
-/// The report of the pods' minutes; `teams` maps namespaces to team names.
+/// The report of the services' minutes; `teams` maps namespaces to team names.
 pub fn report(
     from: crate::day::Day,
     to_inclusive: crate::day::Day,
@@ -518,12 +544,12 @@ pub fn report(
                 max_neighbours: 0,
                 by_minute: BTreeMap::new(),
             });
-        service.pods.insert(m.pod.clone());
+        service.pods.extend(m.pods.iter().cloned());
         let acc = service.by_minute.entry(m.minute_ms).or_default();
         acc.minutes = 1;
         acc.ttft.add(&m.ttft);
         acc.queue.add(&m.queue);
-        if let Some(c) = m.cotenancy {
+        for c in &m.cotenancy {
             service.sharing.insert(sharing_name(c.sharing));
             service.max_neighbours = service.max_neighbours.max(c.neighbours);
             acc.busy += c.neighbour_busy_gpu_us;

@@ -64,17 +64,17 @@ fn histograms_add_by_bound() {
 }
 
 #[test]
-fn bucket_increases_land_in_their_minutes_and_resets_restart() {
-    let labels = |le: &'static str| {
+fn bucket_increases_land_in_their_minutes_and_pods_add_up() {
+    let labels = |pod: &'static str, le: &'static str| {
         vec![
             ("namespace", "chat"),
-            ("pod", "vllm-0"),
+            ("pod", pod),
             ("model_name", "llama"),
             ("le", le),
         ]
     };
     let small = series(
-        &labels("0.1"),
+        &labels("vllm-0", "0.1"),
         // before the window 10; +4 and +6 in the first minute; a reset to 3 then +2 in the
         // second
         &[
@@ -86,35 +86,47 @@ fn bucket_increases_land_in_their_minutes_and_resets_restart() {
         ],
     );
     let inf = series(
-        &labels("+Inf"),
+        &labels("vllm-0", "+Inf"),
         &[(T0 - 30 * SEC, "12"), (T0 + 45 * SEC, "25")],
     );
-    let unreadable = series(&labels("soon"), &[(T0, "1"), (T0 + SEC, "2")]);
+    // a second replica: +3 within 0.1 s in the first minute
+    let other = series(
+        &labels("vllm-1", "0.1"),
+        &[(T0 - 30 * SEC, "0"), (T0 + 30 * SEC, "3")],
+    );
+    let unreadable = series(&labels("vllm-0", "soon"), &[(T0, "1"), (T0 + SEC, "2")]);
     let window = Window::new(T0, T0 + 2 * MIN).expect("window");
-    let parts = [Latency::Ttft, Latency::Queue];
-    let all = [small.clone(), inf, unreadable];
+    let ttft = [small.clone(), inf, other, unreadable];
     let queue = [small];
-    let rows = latency_minutes(&[(parts[0], &all[..]), (parts[1], &queue[..])], window);
-    let key = |minute_ms: i64, latency: Latency| LatencyKey {
+    let rows = latency_minutes(
+        &[(Latency::Ttft, &ttft[..]), (Latency::Queue, &queue[..])],
+        window,
+    );
+    let key = |minute_ms: i64| LatencyKey {
         minute_ms,
         namespace: "chat".into(),
         model: "llama".into(),
-        pod: "vllm-0".into(),
-        latency,
     };
+    let pods = |names: &[&str]| names.iter().map(|p| (*p).to_owned()).collect();
     assert_eq!(
-        rows[&key(T0, Latency::Ttft)],
-        histogram(&[(100_000, 10)], Some(13))
+        rows[&key(T0)],
+        ServiceMinute {
+            pods: pods(&["vllm-0", "vllm-1"]),
+            // 4 + 6 of vllm-0 and 3 of vllm-1 within 0.1 s; 13 in +Inf (vllm-0's)
+            ttft: histogram(&[(100_000, 13)], Some(13)),
+            queue: histogram(&[(100_000, 10)], None),
+        }
     );
     assert_eq!(
-        rows[&key(T0 + MIN, Latency::Ttft)],
-        histogram(&[(100_000, 5)], None)
+        rows[&key(T0 + MIN)],
+        ServiceMinute {
+            pods: pods(&["vllm-0"]),
+            // the restart's 3 and then 2 more
+            ttft: histogram(&[(100_000, 5)], None),
+            queue: histogram(&[(100_000, 5)], None),
+        }
     );
-    assert_eq!(
-        rows[&key(T0, Latency::Queue)],
-        histogram(&[(100_000, 10)], None)
-    );
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 2);
 }
 
 fn h200(
@@ -272,7 +284,7 @@ fn minute(
         minute_ms: T0 + at * MIN,
         namespace: service.0.into(),
         model: service.1.into(),
-        pod: format!("{}-0", service.0),
+        pods: vec![format!("{}-0", service.0)],
         ttft: histogram(
             &[
                 (100_000, fast),
@@ -282,12 +294,15 @@ fn minute(
             Some(requests),
         ),
         queue: histogram(&[(10_000, requests)], Some(requests)),
-        cotenancy: load_pct.map(|pct| PodMinute {
-            sharing: Some(Mechanism::Mig),
-            neighbours: 2,
-            neighbour_busy_gpu_us: pct * 600_000,
-            neighbour_observed_gpu_us: 60_000_000,
-        }),
+        cotenancy: load_pct
+            .map(|pct| PodMinute {
+                sharing: Some(Mechanism::Mig),
+                neighbours: 2,
+                neighbour_busy_gpu_us: pct * 600_000,
+                neighbour_observed_gpu_us: 60_000_000,
+            })
+            .into_iter()
+            .collect(),
     }
 }
 
