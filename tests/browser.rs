@@ -1,6 +1,11 @@
 //! What a person sees: the built console in headless Chromium, served by the real server over a
 //! real PostgreSQL.
 
+/// A real Prometheus and a test exporter, as the backend's usage tests run them.
+#[path = "../backend/tests/common/prometheus.rs"]
+#[allow(dead_code)]
+mod prometheus;
+
 use fantoccini::Locator;
 use gpufleet_e2e::{Browser, Server, repo_root};
 use shared::{
@@ -1926,6 +1931,124 @@ async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
         .await
         .expect("scroll");
     browser.screenshot("chargeback-neighbours").await;
+}
+
+/// The whole live path as a person watches it: a test exporter (one H100 of team-research,
+/// Kueue reporting it allocated) scraped every second by a real Prometheus, the console's own
+/// continuous ingest (every second, a 3 s settle), the stream, and the Chargeback page's chart:
+/// research's busy-over-allocated point is 80% for the minute the exporter said 80, then 20%
+/// for the minute after it changed to 20 (a sample taken in the instant of the change may make
+/// it 21%).
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_live_chart_follows_the_exporter(pool: PgPool) {
+    use std::{
+        sync::{Arc, Mutex},
+        time::Duration,
+    };
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    let body = |busy: u32| {
+        let gpu = r#"gpu="0",UUID="GPU-f5ff0000-0000-0000-0000-000000000000",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-live",container="main",namespace="team-research",pod="train-live""#;
+        format!(
+            "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{{{gpu}}} {busy}\n\
+             # TYPE kueue_cluster_queue_resource_usage gauge\n\
+             kueue_cluster_queue_resource_usage{{cluster_queue=\"research\",cohort=\"gpufleet\",flavor=\"h100-shared\",resource=\"nvidia.com/gpu\"}} 1\n"
+        )
+    };
+    let exported = Arc::new(Mutex::new(body(80)));
+    let target = prometheus::exporter_of(exported.clone()).await;
+    let dir = prometheus::scratch("live-e2e");
+    let prom = prometheus::PromServer::scraping(&dir, &[], Some(&target)).await;
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as i64
+    };
+    let minute_ms = shared::utc::MINUTE_MS;
+    // the first whole minute scraped from its start
+    let first = (now() + 2_000) / minute_ms * minute_ms + minute_ms;
+    let usage = backend::usage::Usage::new(
+        prom.client(),
+        backend::usage::IngestSettings {
+            every: Duration::from_secs(1),
+            settle: Duration::from_secs(3),
+            backfill: Duration::from_secs(60),
+            ..Default::default()
+        },
+    );
+    let ingest = backend::usage::spawn(pool.clone(), Arc::new(usage)).expect("the ingest runs");
+
+    let (server, browser) = signed_in(&pool, "fiona", Role::Finance).await;
+    browser.click("Chargeback").await;
+    // at the next minute's start the exporter says 20
+    let change_at = first + minute_ms;
+    tokio::time::sleep(Duration::from_millis((change_at - now()).max(0) as u64)).await;
+    *exported.lock().expect("body") = body(20);
+    let minute = |ms: i64| shared::utc::format_rfc3339(ms);
+    browser
+        .wait_for_text(
+            "[data-test=live-latest]",
+            &format!("latest {}: 0.8 of 200 GPUs busy in teams", minute(first)),
+        )
+        .await;
+    // that minute is ingested once it has ended and settled (3 s), and streamed within 5 s
+    let ingested = change_at + minute_ms + 3_000;
+    tokio::time::sleep(Duration::from_millis((ingested - now()).max(0) as u64)).await;
+    browser
+        .wait_for_text(
+            "[data-test=live-latest]",
+            &format!(
+                "latest {}: 0.2 of 200 GPUs busy in teams",
+                minute(change_at)
+            ),
+        )
+        .await;
+    let research = browser
+        .client
+        .execute(
+            "const d = document.getElementById('live-chart').data[0]; return [d.name, d.x, d.y];",
+            vec![],
+        )
+        .await
+        .expect("chart data");
+    assert_eq!(
+        research[0].as_str(),
+        Some("research: busy / allocated %"),
+        "{research}"
+    );
+    let x: Vec<&str> = research[1]
+        .as_array()
+        .expect("x")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    let y: Vec<f64> = research[2]
+        .as_array()
+        .expect("y")
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .collect();
+    let at = |ms: i64| {
+        x.iter()
+            .position(|m| *m == minute(ms))
+            .map(|i| y[i])
+            .unwrap_or_else(|| panic!("{} in {x:?}", minute(ms)))
+    };
+    assert!((at(first) - 80.0).abs() < 1e-9, "{}", at(first));
+    let after = at(change_at);
+    assert!((20.0..=21.0).contains(&after), "{after}");
+    browser
+        .client
+        .execute(
+            "document.getElementById('live-chart').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .expect("scroll");
+    browser.screenshot("chargeback-live-exporter").await;
+    ingest.abort();
+    drop(server);
+    browser.close().await;
 }
 
 /// An admin sets a flavor's rate on the Fleet page; it is what the API then prices with.

@@ -227,6 +227,11 @@ impl Drop for PromServer {
 /// A test exporter on a free loopback port: answers every request with `body` in the text
 /// format, as dcgm-exporter and Kueue's metrics endpoint do. Returns `host:port`.
 pub async fn exporter(body: String) -> String {
+    exporter_of(std::sync::Arc::new(std::sync::Mutex::new(body))).await
+}
+
+/// The same, answering with whatever `body` holds at each scrape (a test changes the values).
+pub async fn exporter_of(body: std::sync::Arc<std::sync::Mutex<String>>) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -237,7 +242,7 @@ pub async fn exporter(body: String) -> String {
             let Ok((mut stream, _)) = listener.accept().await else {
                 return;
             };
-            let body = body.clone();
+            let body = body.lock().map(|b| b.clone()).unwrap_or_default();
             tokio::spawn(async move {
                 let mut request = [0u8; 4096];
                 let _ = stream.read(&mut request).await;
