@@ -154,6 +154,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "/chargeback/drill",
         "requester approver finance admin",
     ),
+    (
+        "GET",
+        "/chargeback/neighbours",
+        "requester approver finance admin",
+    ),
     ("GET", "/chargeback/months", "approver finance admin"),
     ("POST", "/chargeback/months/{month}/close", "finance admin"),
     ("POST", "/chargeback/months/{month}/reopen", "admin"),
