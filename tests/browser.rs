@@ -207,10 +207,13 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
 
     assert_eq!(plotly_loaded().await, Some(true));
 
-    // A page that is not built yet says so, and so does a deep link into it, reloaded.
+    // The Chargeback page, whole (statement, live chart, noisy neighbours), and the usage
+    // ingest it rests on: off here, with the setting that turns it on; a deep link into it,
+    // reloaded, shows the same page.
     browser.click("Chargeback").await;
-    browser.wait_for_text(".notyet", "Not built yet").await;
-    // … and shows the usage ingest it will rest on: off here, with the setting that turns it on
+    browser
+        .wait_for_text("#neighbours", "Noisy neighbours")
+        .await;
     browser
         .wait_for_text("[data-test=usage-ingest]", "GPUFLEET_PROMETHEUS_URL")
         .await;
@@ -219,7 +222,12 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .goto(&server.url("/chargeback/2026-11"))
         .await
         .expect("deep link");
-    browser.wait_for_text(".notyet", "Not built yet").await;
+    browser
+        .wait_for_text(
+            "[data-test=neighbours-summary]",
+            "No vLLM latency was ingested",
+        )
+        .await;
     // Every page in the navigation survives a reload.
     for page in Page::ALL {
         browser
