@@ -1,6 +1,6 @@
 //! Real GPU use into PostgreSQL: windows of raw Prometheus samples (DCGM busy time and who
-//! shares each GPU, Kueue allocation, vLLM tokens and latency histograms) turned into exact minute rows (`shared::usage`) and stored with
-//! their rollups (`db.rs`). The server ingests continuously; `gpufleet usage ingest` ingests a
+//! shares each GPU, Kueue allocation, vLLM tokens and latency histograms) turned into exact
+//! minute rows (`shared::usage`) and stored with their rollups (`db.rs`). The server ingests continuously; `gpufleet usage ingest` ingests a
 //! chosen window on demand (`cli.rs`).
 //!
 //! Invariants:
