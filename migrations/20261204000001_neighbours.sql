@@ -41,6 +41,12 @@ create table usage_pod_minutes (
     primary key (minute, namespace, pod)
 ) partition by range (minute);
 
+-- The minute tables partitioned by month: the one list partitioning and retention read.
+create function usage_minute_tables() returns text[] language sql immutable as $$
+    select array['usage_minutes', 'usage_token_minutes', 'usage_latency_minutes',
+                 'usage_pod_minutes']
+$$;
+
 create or replace function usage_ensure_partitions(from_at timestamptz, to_at timestamptz)
 returns void language plpgsql as $$
 declare
@@ -48,8 +54,7 @@ declare
     parent text;
 begin
     while (month at time zone 'UTC') < to_at loop
-        foreach parent in array array['usage_minutes', 'usage_token_minutes',
-                                      'usage_latency_minutes', 'usage_pod_minutes'] loop
+        foreach parent in array usage_minute_tables() loop
             execute format(
                 'create table if not exists %I partition of %I for values from (%L) to (%L)',
                 parent || '_' || to_char(month, 'YYYY_MM'), parent,
@@ -71,8 +76,7 @@ begin
         from pg_inherits i
         join pg_class c on c.oid = i.inhrelid
         join pg_class p on p.oid = i.inhparent
-        where p.relname in ('usage_minutes', 'usage_token_minutes',
-                            'usage_latency_minutes', 'usage_pod_minutes')
+        where p.relname = any(usage_minute_tables())
     loop
         if (to_date(right(part.relname, 7), 'YYYY_MM')::timestamp + interval '1 month')
                at time zone 'UTC' <= before then

@@ -45,8 +45,7 @@ pub const OWN_LOAD_TENTHS: i64 = 12;
 pub const MAX_DAYS: i32 = 7;
 
 /// Which latency a histogram measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Latency {
     /// Time to first token.
     Ttft,
