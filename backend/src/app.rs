@@ -31,7 +31,7 @@ use crate::{
     config::HttpSettings,
     error, fleet, health, packing, plan, quota,
     usage::Usage,
-    work::Work,
+    work::{Deadline, Work},
 };
 
 /// What every handler can reach.
@@ -186,9 +186,15 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             HeaderValue::from_static("no-cache"),
         ));
 
+    let timeout = settings.request_timeout;
+    let deadline = middleware::from_fn(move |mut request: Request, next: Next| {
+        request.extensions_mut().insert(Deadline::after(timeout));
+        next.run(request)
+    });
     Router::new()
         .nest("/api", api)
         .merge(assets)
+        .layer(deadline)
         .layer(DefaultBodyLimit::max(settings.body_limit_bytes))
         .layer(RequestBodyLimitLayer::new(settings.body_limit_bytes))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, settings.request_timeout))

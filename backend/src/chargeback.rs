@@ -5,11 +5,15 @@
 
 pub mod cli;
 pub mod db;
+pub mod statement;
 
-use std::collections::{BTreeMap, BTreeSet};
+pub use statement::build;
+
+use std::collections::BTreeSet;
 
 use axum::{
     Extension, Json,
+    body::{Body, Bytes},
     extract::{Path, Query, State},
     http::{HeaderMap, Method, header},
     response::{IntoResponse, Response},
@@ -20,13 +24,15 @@ use shared::{
     audit::Kind,
     auth::Role,
     chargeback::{
-        self as model, ClosedMonth, Drill, DrillDay, NewRate, Period, Rate, Reopen, Statement,
-        StatementInput, StatementQuery, Team, TokensDay, UsageDay,
+        self as model, ClosedMonth, Drill, DrillDay, IdleShare, NewRate, Period, Rate, Reopen,
+        StatementQuery, UsageDay,
     },
     day::Day,
+    interrupt::Interrupt,
     usage::neighbours::{self, NeighbourReport},
 };
 use sqlx::PgPool;
+use tokio::runtime::Handle;
 
 use crate::{
     access::{Access, Caller},
@@ -34,6 +40,7 @@ use crate::{
     audit::{self, Actor},
     error::{Error, Result},
     json::ApiJson,
+    work::Deadline,
 };
 
 const READERS: &[Role] = &[Role::Finance, Role::Approver, Role::Admin];
@@ -228,207 +235,134 @@ async fn reopen_month(
     Ok(Json(closed(&state.pool).await?))
 }
 
-/// The statement of a checked period, for every team and the fleet: open days from the usage
-/// rollups at today's rates, closed days from what was frozen when their month was closed, and
-/// the adjustments of closed months whose next open month starts in the period.
-pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
-    let mut conn = pool.acquire().await?;
-    let teams = db::teams(&mut *conn).await?;
-    let capacity = db::capacity(&mut *conn).await?;
-    let live_rates = db::rates(&mut *conn).await?;
-    let closed: BTreeSet<Day> = db::closed_months(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|(month, _, _)| month)
-        .collect();
-    let is_closed = |day: Day| closed.contains(&day.first_of_month());
-    let facts = Facts {
-        live_usage: db::usage_days(&mut *conn, period.from, period.to).await?,
-        live_tokens: db::token_days(&mut *conn, period.from, period.to).await?,
-        frozen_usage: db::frozen_usage(&mut *conn, period.from, period.to).await?,
-        frozen_tokens: db::frozen_tokens(&mut *conn, period.from, period.to).await?,
-        frozen_rates: db::frozen_rates(&mut *conn, period.from, period.to).await?,
-    };
-    let input = facts.input(
-        period,
-        &teams,
-        &capacity,
-        &live_rates,
-        &is_closed,
-        &is_closed,
-    );
-    let mut statement = model::statement(&input, period.by_day);
-    let mut month = period.from.first_of_month();
-    while month < period.to {
-        if closed.contains(&month) {
-            statement.closed_months.push(month.month_name());
-        }
-        month = month.next_month();
-    }
-    // a closed month's late changes are charged in the first open month after it
-    for &closed_month in &closed {
-        let mut next = closed_month.next_month();
-        while closed.contains(&next) {
-            next = next.next_month();
-        }
-        if next < period.from || next >= period.to {
-            continue;
-        }
-        let whole = Period {
-            from: closed_month,
-            to: closed_month.next_month(),
-            by_day: false,
-            idle: period.idle,
-            lend_credit_pct: period.lend_credit_pct,
-            csv: false,
-        };
-        let facts = Facts {
-            live_usage: db::usage_days(&mut *conn, whole.from, whole.to).await?,
-            live_tokens: db::token_days(&mut *conn, whole.from, whole.to).await?,
-            frozen_usage: db::frozen_usage(&mut *conn, whole.from, whole.to).await?,
-            frozen_tokens: db::frozen_tokens(&mut *conn, whole.from, whole.to).await?,
-            frozen_rates: db::frozen_rates(&mut *conn, whole.from, whole.to).await?,
-        };
-        let frozen = model::statement(
-            &facts.input(&whole, &teams, &capacity, &live_rates, &|_| true, &|_| true),
-            false,
-        );
-        let now = model::statement(
-            &facts.input(&whole, &teams, &capacity, &live_rates, &|_| false, &|_| {
-                true
-            }),
-            false,
-        );
-        statement.adjustments.extend(model::adjustments(
-            &closed_month.month_name(),
-            &frozen,
-            &now,
-        ));
-    }
-    Ok(statement)
-}
-
-/// What a statement reads, live and frozen.
-struct Facts {
-    live_usage: Vec<UsageDay>,
-    live_tokens: Vec<TokensDay>,
-    frozen_usage: Vec<UsageDay>,
-    frozen_tokens: Vec<TokensDay>,
-    frozen_rates: Vec<db::FrozenRate>,
-}
-
-impl Facts {
-    /// The statement input: usage and tokens frozen on days `frozen_usage` says, rates and
-    /// capacity frozen on days `frozen_prices` says, live otherwise. Every day gets its own
-    /// rate entry, so a day is priced at exactly its rate.
-    fn input(
-        &self,
-        period: &Period,
-        teams: &[Team],
-        capacity: &BTreeMap<String, i64>,
-        live_rates: &[Rate],
-        frozen_usage: &dyn Fn(Day) -> bool,
-        frozen_prices: &dyn Fn(Day) -> bool,
-    ) -> StatementInput {
-        let usage: Vec<UsageDay> = self
-            .live_usage
-            .iter()
-            .filter(|u| !frozen_usage(u.day))
-            .chain(self.frozen_usage.iter().filter(|u| frozen_usage(u.day)))
-            .cloned()
-            .collect();
-        let tokens = self
-            .live_tokens
-            .iter()
-            .filter(|t| !frozen_usage(t.day))
-            .chain(self.frozen_tokens.iter().filter(|t| frozen_usage(t.day)))
-            .cloned()
-            .collect();
-        let flavors: BTreeSet<&str> = capacity
-            .keys()
-            .map(String::as_str)
-            .chain(usage.iter().map(|u| u.flavor.as_str()))
-            .collect();
-        let mut rates = Vec::new();
-        let mut capacity_by_day = BTreeMap::new();
-        let days = (0..period.from.days_until(period.to)).map(|n| period.from.plus(n));
-        for day in days {
-            let frozen: Vec<&db::FrozenRate> =
-                self.frozen_rates.iter().filter(|r| r.day == day).collect();
-            if frozen_prices(day) && !frozen.is_empty() {
-                capacity_by_day.insert(
-                    day,
-                    frozen.iter().map(|r| (r.flavor.clone(), r.gpus)).collect(),
-                );
-                rates.extend(frozen.iter().filter_map(|r| {
-                    r.cents_per_gpu_hour.map(|cents| Rate {
-                        flavor: r.flavor.clone(),
-                        effective_from: day,
-                        cents_per_gpu_hour: cents,
-                    })
-                }));
-            } else {
-                rates.extend(flavors.iter().filter_map(|flavor| {
-                    model::rate_on(live_rates, flavor, day).map(|cents| Rate {
-                        flavor: (*flavor).to_owned(),
-                        effective_from: day,
-                        cents_per_gpu_hour: cents,
-                    })
-                }));
-            }
-        }
-        StatementInput {
-            from: period.from,
-            to: period.to,
-            idle: period.idle,
-            lend_credit_pct: period.lend_credit_pct,
-            teams: teams.to_vec(),
-            capacity: capacity.clone(),
-            capacity_by_day,
-            rates,
-            usage,
-            tokens,
-        }
-    }
-}
-
+/// The statement of a period, streamed as it is made (see `statement`): JSON, or CSV when
+/// asked by `format=csv` or `Accept: text/csv`. Finance, approvers and admins see every team
+/// and the fleet; a requester only their own teams' lines, with idle shared by allocation and
+/// no lending credit (the other choices would let the fleet's totals be worked out).
 async fn statement(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    Extension(deadline): Extension<Deadline>,
     headers: HeaderMap,
     Query(query): Query<StatementQuery>,
 ) -> Result<Response> {
     let mut period = query.checked().map_err(Error::Invalid)?;
-    let wants_csv = headers
+    period.csv |= headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/csv"));
-    period.csv |= wants_csv;
-    let mut statement = build(&state.pool, &period).await?;
-    if !caller.has_any(READERS) {
-        if caller.teams.is_empty() {
-            return Err(Error::Forbidden(
-                "statements are for finance, approvers, admins and team members",
-            ));
-        }
-        statement = statement.only_teams(&caller.teams);
-    }
-    Ok(if period.csv {
+    let visible = if caller.has_any(READERS) {
+        None
+    } else if caller.teams.is_empty() {
+        return Err(Error::Forbidden(
+            "statements are for finance, approvers, admins and team members",
+        ));
+    } else if period.idle != IdleShare::default() || period.lend_credit_pct != 0 {
+        return Err(Error::Forbidden(
+            "a team's statement shares idle by allocation with no lending credit: other choices are finance's",
+        ));
+    } else {
+        Some(caller.teams.clone())
+    };
+    let body = stream_statement(&state, period, visible, deadline).await?;
+    let head = if period.csv {
         let name = format!(
             "attachment; filename=\"gpufleet-statement-{}-{}.csv\"",
-            statement.from, statement.to_inclusive
+            period.from,
+            period.to.plus(-1)
         );
-        (
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
-                (header::CONTENT_DISPOSITION, name),
-            ],
-            model::csv(&statement),
-        )
-            .into_response()
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
+            (header::CONTENT_DISPOSITION, name),
+        ]
+        .into_iter()
+        .collect::<Vec<_>>()
     } else {
-        Json(statement).into_response()
-    })
+        vec![(header::CONTENT_TYPE, "application/json".to_owned())]
+    };
+    let mut response = body.into_response();
+    for (name, value) in head {
+        if let Ok(value) = value.parse() {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    Ok(response)
+}
+
+/// Makes the statement on the compute pool and streams it: errors before its first piece (a
+/// full pool, a period too large, a database down) are answered as errors; after it, they end
+/// the body short, so the client sees a broken transfer, never a statement cut short as if
+/// whole. The work stops when the client goes away, the request's deadline passes, or the
+/// server shuts down.
+async fn stream_statement(
+    state: &AppState,
+    period: Period,
+    visible: Option<Vec<String>>,
+    deadline: Deadline,
+) -> Result<Body> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>>>(4);
+    let (rt, pool, failed) = (Handle::current(), state.pool.clone(), tx.clone());
+    let job = move |stop: &dyn Interrupt| {
+        let until = Until {
+            stop,
+            deadline,
+            body: &tx,
+        };
+        let send = |piece: Vec<u8>| tx.blocking_send(Ok(piece)).map_err(|_| Error::Unavailable);
+        let mut writer = statement::Writer::new(&period, send);
+        let made = statement::make(&rt, &pool, &period, visible.as_deref(), &mut writer, &until);
+        if let Err(err) = made {
+            let err = if deadline.passed() {
+                Error::Unavailable
+            } else {
+                err
+            };
+            let _ = tx.blocking_send(Err(err));
+        }
+    };
+    let compute = state.work.compute.clone();
+    tokio::spawn(async move {
+        if let Err(err) = compute.run(job).await {
+            let _ = failed.send(Err(err)).await;
+        }
+    });
+    let first = match rx.recv().await {
+        Some(Ok(piece)) => piece,
+        Some(Err(err)) => return Err(err),
+        None => {
+            return Err(Error::Internal(
+                "the statement's job ended without a word".into(),
+            ));
+        }
+    };
+    let pieces = futures_util::stream::unfold((Some(first), rx), |(first, mut rx)| async move {
+        let piece = match first {
+            Some(piece) => Ok(piece),
+            None => match rx.recv().await? {
+                Ok(piece) => Ok(piece),
+                Err(err) => {
+                    tracing::warn!(%err, "a statement stopped while it was sent: its body ends short");
+                    Err(std::io::Error::other(err.to_string()))
+                }
+            },
+        };
+        Some((piece.map(Bytes::from), (None, rx)))
+    });
+    Ok(Body::from_stream(pieces))
+}
+
+/// A streamed statement's interrupt: the pool's (abandoned or shutting down), its request's
+/// deadline, or its body gone (the client left).
+struct Until<'a> {
+    stop: &'a dyn Interrupt,
+    deadline: Deadline,
+    body: &'a tokio::sync::mpsc::Sender<Result<Vec<u8>>>,
+}
+
+impl Interrupt for Until<'_> {
+    fn fired(&self) -> bool {
+        self.stop.fired() || self.deadline.passed() || self.body.is_closed()
+    }
 }
 
 /// Each inference service's latency beside how its GPUs are shared and its co-tenants' load,

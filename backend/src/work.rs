@@ -9,15 +9,34 @@
 //! it between steps, so abandoned work stops and returns its memory; a slot is held until the
 //! job has really ended, so the bound holds even for abandoned jobs.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use shared::interrupt::Interrupt;
 use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};
+
+/// When the request that started a job must have ended: its arrival plus the request timeout
+/// (set on every request by `app`). The timeout layer bounds only the wait for a response's
+/// first byte; a job that streams its answer checks this itself, so the timeout ends the work.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub Instant);
+
+impl Deadline {
+    pub fn after(timeout: Duration) -> Self {
+        Deadline(Instant::now() + timeout)
+    }
+
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.0
+    }
+}
 
 /// One bounded pool.
 #[derive(Clone)]

@@ -13,12 +13,15 @@ use axum::{
 };
 use backend::{config::HttpSettings, work::Work};
 use common::{Session, login, request, request_from, router_on, send, try_login, user};
+use http_body_util::BodyExt;
 use shared::{
     ApiError, ErrorCode,
     auth::Role,
+    chargeback::{Statement, StatementQuery},
     scenario::{Scenario, Team, bench_scenario},
 };
 use sqlx::PgPool;
+use tower::ServiceExt;
 
 /// The benchmark scenario with four times its teams: a week that takes seconds to simulate.
 fn heavy_scenario() -> Scenario {
@@ -375,4 +378,212 @@ async fn sigterm_ends_the_server_while_it_computes(pool: PgPool) {
         "{}",
         &answer[..answer.len().min(300)]
     );
+}
+
+/// `teams` teams (`t-1`…, namespaces `ns-1`…) each holding 8 H100s all day, 6 busy, on
+/// `days` days from 2025-01-01 (day rollups, as the ingest leaves them).
+async fn many_teams(pool: &PgPool, teams: i32, days: i32) {
+    backend::fleet::load_demo(pool).await.expect("demo fleet");
+    sqlx::query(
+        "insert into teams (name, namespace, cost_centre)
+         select 't-' || i, 'ns-' || i, 'CC-' || i from generate_series(1, $1) i",
+    )
+    .bind(teams)
+    .execute(pool)
+    .await
+    .expect("teams");
+    sqlx::query(
+        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor,
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds, minutes)
+         select 'day', timestamptz '2025-01-01 00:00Z' + d * interval '1 day', 'ns-' || i, '',
+                'h100-shared', 8 * 86400000000, 6 * 86400000000, 8 * 86400000000, 1440
+         from generate_series(1, $1) i, generate_series(0, $2 - 1) d",
+    )
+    .bind(teams)
+    .bind(days)
+    .execute(pool)
+    .await
+    .expect("rollups");
+}
+
+fn statement_request(session: &Session, query: &str) -> axum::http::Request<axum::body::Body> {
+    request(
+        Method::GET,
+        &format!("/api/chargeback/statement?{query}"),
+        Some(session),
+        None,
+    )
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_statement_too_large_is_refused_before_any_work(pool: PgPool) {
+    many_teams(&pool, 3_000, 0).await;
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    let router = common::router(pool.clone());
+    let fiona = login(&router, "fiona", common::PASSWORD).await;
+    // 3,002 teams (the demo's two and 3,000) × 730 days = 2,191,460 team-days to read: over
+    // 2,000,000.
+    let started = Instant::now();
+    let reply = send(
+        &router,
+        statement_request(&fiona, "from=2025-01-01&to=2026-12-31"),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: ApiError = reply.json();
+    assert_eq!(err.fields[0].path, "to");
+    assert!(
+        err.fields[0].message.contains("2191460 team-days")
+            && err.fields[0].message.contains("at most 666 days"),
+        "{}",
+        err.fields[0].message
+    );
+    // 200 days read 600,400 team-days, but by day they write 600,400 lines: over 400,000.
+    let reply = send(
+        &router,
+        statement_request(&fiona, "from=2025-01-01&to=2025-07-19&by=day&format=csv"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: ApiError = reply.json();
+    assert!(
+        err.fields[0].message.contains("600400 lines by day")
+            && err.fields[0].message.contains("at most 133 days by day"),
+        "{}",
+        err.fields[0].message
+    );
+    // The same period as one total is made.
+    let reply = send(
+        &router,
+        statement_request(&fiona, "from=2025-01-01&to=2025-07-19"),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_streamed_statement_is_the_whole_statement_and_a_requester_sees_only_theirs(
+    pool: PgPool,
+) {
+    many_teams(&pool, 40, 45).await;
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    user(&pool, "rita", &[Role::Requester], &["t-7"]).await;
+    let router = common::router(pool.clone());
+    let (fiona, rita) = (
+        login(&router, "fiona", common::PASSWORD).await,
+        login(&router, "rita", common::PASSWORD).await,
+    );
+    // 40 teams × 45 days by day: several pieces of 64 KiB.
+    let query = "from=2025-01-01&to=2025-02-14&by=day";
+    let reply = send(&router, statement_request(&fiona, query)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert!(reply.body.len() > 4 * backend::chargeback::statement::PIECE_BYTES);
+    let streamed: Statement = reply.json();
+    let period = StatementQuery {
+        from: Some("2025-01-01".into()),
+        to: Some("2025-02-14".into()),
+        by: Some("day".into()),
+        ..StatementQuery::default()
+    }
+    .checked()
+    .expect("period");
+    let whole = backend::chargeback::build(&pool, &period)
+        .await
+        .expect("statement");
+    assert_eq!(streamed, whole);
+    assert_eq!(streamed.days.len(), 45);
+    // By hand, one team's day: 8 H100-days = 192 GPU-hours at 860 cents = $1,651.20 by
+    // allocation, 144 busy = $1,238.40 by use.
+    let day = streamed.days[0]
+        .teams
+        .iter()
+        .find(|t| t.team == "t-1")
+        .expect("t-1");
+    assert_eq!(
+        (day.cost_by_allocation_cents, day.cost_by_use_cents),
+        (165_120, 123_840)
+    );
+    // The CSV streams the same lines: 42 teams (the demo's two and 40) and the platform row
+    // per day, then the period's.
+    let reply = send(
+        &router,
+        statement_request(&fiona, &format!("{query}&format=csv")),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.text(), shared::chargeback::csv(&whole));
+    assert_eq!(
+        reply.text().split("\r\n").filter(|l| !l.is_empty()).count(),
+        1 + 46 * 43
+    );
+    // Rita sees t-7's lines only, the same as finance's, and no fleet line.
+    let reply = send(&router, statement_request(&rita, query)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let hers: Statement = reply.json();
+    assert_eq!(hers.teams.len(), 1);
+    assert_eq!(
+        hers.teams[0],
+        *whole.teams.iter().find(|t| t.team == "t-7").expect("t-7")
+    );
+    assert!(
+        hers.fleet.is_none()
+            && hers
+                .days
+                .iter()
+                .all(|d| d.fleet.is_none() && d.teams.len() == 1)
+    );
+    // Idle shared by use or evenly, or a lending credit, would let her work out the fleet's
+    // totals: those are finance's choices.
+    for choice in ["idle=use", "idle=even", "idle=separate", "lend_credit=50"] {
+        let reply = send(
+            &router,
+            statement_request(&rita, &format!("{query}&{choice}")),
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{choice}");
+    }
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_statement_stops_when_its_client_leaves_or_its_time_is_up(pool: PgPool) {
+    // 1,000 teams × 365 days: seconds of work, hundreds of megabytes of JSON by day.
+    many_teams(&pool, 1_000, 365).await;
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    let work = Work::new(1, 1, 2, 8);
+    let router = router_on(pool.clone(), work.clone(), HttpSettings::default());
+    let fiona = login(&router, "fiona", common::PASSWORD).await;
+    let query = "from=2025-01-01&to=2025-12-31&by=day";
+    let response = router
+        .clone()
+        .oneshot(statement_request(&fiona, query))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let first = body.frame().await.expect("a piece").expect("no error");
+    assert!(first.is_data());
+    assert_eq!(work.compute.running(), 1);
+    // The client leaves after the first piece: the work stops.
+    drop(body);
+    stops_within(&work, Duration::from_secs(2)).await;
+    // A request timeout ends the work, not only the response: the period's total sends
+    // nothing before it is done.
+    let settings = HttpSettings {
+        request_timeout: Duration::from_millis(300),
+        ..HttpSettings::default()
+    };
+    let router = router_on(pool.clone(), work.clone(), settings);
+    let reply = send(
+        &router,
+        statement_request(&fiona, "from=2025-01-01&to=2025-12-31"),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::REQUEST_TIMEOUT,
+        "{}",
+        reply.text()
+    );
+    stops_within(&work, Duration::from_secs(2)).await;
 }

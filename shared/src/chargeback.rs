@@ -24,7 +24,7 @@
 //! a day is priced at one rate and a period spanning a change is priced day by day at the rate
 //! in force.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -449,57 +449,207 @@ struct Sums {
     credit_value: i128,
 }
 
+/// One day as a statement reads it: the GPUs and rates in force that day, and its usage and
+/// tokens. A long statement is read a day (or a few) at a time, so it never holds more.
+#[derive(Debug, Clone)]
+pub struct DayFacts {
+    pub day: Day,
+    /// GPUs per flavor.
+    pub capacity: BTreeMap<String, i64>,
+    /// Cents per GPU-hour per flavor; a flavor missing here is unpriced that day.
+    pub rates: BTreeMap<String, i64>,
+    pub usage: Vec<UsageDay>,
+    pub tokens: Vec<TokensDay>,
+}
+
+/// A statement built a day at a time, in day order: each day's lines come out as the day is
+/// added ([`Ledger::add_day`]) and the period's at the end ([`Ledger::finish`]), so its memory
+/// is one day's figures per team, whatever the period's length.
+///
+/// Idle shares are always the whole fleet's (every team's allocation and use count); `visible`
+/// only limits the lines written, so a requester's lines are the ones finance sees, with no
+/// fleet line and no other team's figures.
+pub struct Ledger {
+    from: Day,
+    to: Day,
+    idle: IdleShare,
+    lend_credit_pct: u8,
+    teams: Vec<Team>,
+    /// namespace → team name
+    team_of: BTreeMap<String, String>,
+    /// `None`: every team and the fleet line.
+    visible: Option<Vec<String>>,
+    whole: Totals,
+    unpriced: BTreeSet<String>,
+    unknown_days: Vec<Day>,
+}
+
+impl Ledger {
+    /// A ledger of `[from, to)` for `teams`, writing lines for `visible` teams only when given.
+    pub fn new(
+        from: Day,
+        to: Day,
+        idle: IdleShare,
+        lend_credit_pct: u8,
+        teams: Vec<Team>,
+        visible: Option<&[String]>,
+    ) -> Ledger {
+        let team_of = teams
+            .iter()
+            .map(|t| (t.namespace.clone(), t.name.clone()))
+            .collect();
+        Ledger {
+            from,
+            to,
+            idle,
+            lend_credit_pct,
+            teams,
+            team_of,
+            visible: visible.map(<[String]>::to_vec),
+            whole: Totals::default(),
+            unpriced: BTreeSet::new(),
+            unknown_days: Vec::new(),
+        }
+    }
+
+    /// Adds the next day (days come in order, each once) and returns its own statement.
+    pub fn add_day(&mut self, facts: &DayFacts) -> DayStatement {
+        let day = Totals::of_day(self, facts);
+        let statement = DayStatement {
+            day: facts.day,
+            teams: day.team_lines(self),
+            fleet: day.fleet_line(self),
+        };
+        self.whole.add(&day);
+        statement
+    }
+
+    /// The period's statement (its `days` left empty: they came out of [`Ledger::add_day`]).
+    pub fn finish(self) -> Statement {
+        let mut notes = vec![
+            "Every cent figure is rounded half up from its own exact GPU-hours, so parts may differ from a total by a cent.".to_owned(),
+        ];
+        if let Some(first) = self.unknown_days.first() {
+            notes.push(format!(
+                "Kueue's allocation was not known on {} day(s) ({first}…): those days' allocation is counted as none, not as what was requested.",
+                self.unknown_days.len(),
+            ));
+        }
+        if !self.unpriced.is_empty() {
+            let flavors: Vec<&str> = self.unpriced.iter().map(String::as_str).collect();
+            notes.push(format!(
+                "No rate for flavor(s) {}: their GPU time is shown and priced at 0.",
+                flavors.join(", ")
+            ));
+        }
+        Statement {
+            from: self.from,
+            to_inclusive: self.to.plus(-1),
+            idle: self.idle,
+            lend_credit_pct: self.lend_credit_pct,
+            teams: self.whole.team_lines(&self),
+            models: self.whole.model_lines(&self),
+            fleet: self.whole.fleet_line(&self),
+            days: Vec::new(),
+            closed_months: Vec::new(),
+            adjustments: Vec::new(),
+            notes,
+        }
+    }
+
+    fn shows(&self, team: &str) -> bool {
+        self.visible
+            .as_ref()
+            .is_none_or(|v| v.iter().any(|t| t == team))
+    }
+
+    /// The day's rate of `flavor`, remembering flavors without one.
+    fn rate(&mut self, facts: &DayFacts, flavor: &str) -> i128 {
+        match facts.rates.get(flavor) {
+            Some(r) => i128::from(*r),
+            None => {
+                self.unpriced.insert(if flavor.is_empty() {
+                    "(unknown)".to_owned()
+                } else {
+                    flavor.to_owned()
+                });
+                0
+            }
+        }
+    }
+}
+
 /// The statement of `input`, for the whole period, and per day when `by_day`.
 pub fn statement(input: &StatementInput, by_day: bool) -> Statement {
-    let mut notes = vec![
-        "Every cent figure is rounded half up from its own exact GPU-hours, so parts may differ from a total by a cent.".to_owned(),
-    ];
-    let mut unpriced: Vec<String> = Vec::new();
-    let mut unknown_days: Vec<Day> = Vec::new();
-    let days: Vec<Day> = (0..input.from.days_until(input.to))
-        .map(|n| input.from.plus(n))
+    statement_for(input, by_day, None)
+}
+
+/// [`statement`] with only the `visible` teams' lines, when given (what a requester sees).
+pub fn statement_for(
+    input: &StatementInput,
+    by_day: bool,
+    visible: Option<&[String]>,
+) -> Statement {
+    let mut ledger = Ledger::new(
+        input.from,
+        input.to,
+        input.idle,
+        input.lend_credit_pct,
+        input.teams.clone(),
+        visible,
+    );
+    let days: Vec<DayStatement> = input
+        .days()
+        .iter()
+        .map(|facts| ledger.add_day(facts))
         .collect();
-    let mut per_day = Vec::new();
-    let mut whole = Totals::default();
-    for day in &days {
-        let period = Totals::of_day(input, *day, &mut unpriced, &mut unknown_days);
-        if by_day {
-            per_day.push(DayStatement {
-                day: *day,
-                teams: period.team_lines(input),
-                fleet: Some(period.fleet_line(input.idle, &input.teams)),
-            });
+    let mut statement = ledger.finish();
+    if by_day {
+        statement.days = days;
+    }
+    statement
+}
+
+impl StatementInput {
+    /// Each day of the period with its capacity, rates, usage and tokens.
+    pub fn days(&self) -> Vec<DayFacts> {
+        let mut days: BTreeMap<Day, DayFacts> = (0..self.from.days_until(self.to))
+            .map(|n| self.from.plus(n))
+            .map(|day| {
+                let capacity = self.capacity_by_day.get(&day).unwrap_or(&self.capacity);
+                let facts = DayFacts {
+                    day,
+                    capacity: capacity.clone(),
+                    rates: BTreeMap::new(),
+                    usage: Vec::new(),
+                    tokens: Vec::new(),
+                };
+                (day, facts)
+            })
+            .collect();
+        for u in &self.usage {
+            if let Some(d) = days.get_mut(&u.day) {
+                d.usage.push(u.clone());
+            }
         }
-        whole.add(&period);
-    }
-    if !unknown_days.is_empty() {
-        unknown_days.dedup();
-        notes.push(format!(
-            "Kueue's allocation was not known on {} day(s) ({}…): those days' allocation is counted as none, not as what was requested.",
-            unknown_days.len(),
-            unknown_days[0]
-        ));
-    }
-    unpriced.sort();
-    unpriced.dedup();
-    if !unpriced.is_empty() {
-        notes.push(format!(
-            "No rate for flavor(s) {}: their GPU time is shown and priced at 0.",
-            unpriced.join(", ")
-        ));
-    }
-    Statement {
-        from: input.from,
-        to_inclusive: input.to.plus(-1),
-        idle: input.idle,
-        lend_credit_pct: input.lend_credit_pct,
-        teams: whole.team_lines(input),
-        models: whole.model_lines(input),
-        fleet: Some(whole.fleet_line(input.idle, &input.teams)),
-        days: per_day,
-        closed_months: Vec::new(),
-        adjustments: Vec::new(),
-        notes,
+        for t in &self.tokens {
+            if let Some(d) = days.get_mut(&t.day) {
+                d.tokens.push(t.clone());
+            }
+        }
+        for d in days.values_mut() {
+            let flavors: BTreeSet<&str> = d
+                .capacity
+                .keys()
+                .chain(d.usage.iter().map(|u| &u.flavor))
+                .map(String::as_str)
+                .collect();
+            d.rates = flavors
+                .into_iter()
+                .filter_map(|f| rate_on(&self.rates, f, d.day).map(|r| (f.to_owned(), r)))
+                .collect();
+        }
+        days.into_values().collect()
     }
 }
 
@@ -621,45 +771,27 @@ struct Totals {
 }
 
 impl Totals {
-    fn of_day(
-        input: &StatementInput,
-        day: Day,
-        unpriced: &mut Vec<String>,
-        unknown_days: &mut Vec<Day>,
-    ) -> Totals {
-        let team_of: BTreeMap<&str, &str> = input
-            .teams
-            .iter()
-            .map(|t| (t.namespace.as_str(), t.name.as_str()))
-            .collect();
-        let mut rate = |flavor: &str| -> i128 {
-            match rate_on(&input.rates, flavor, day) {
-                Some(r) => i128::from(r),
-                None => {
-                    unpriced.push(if flavor.is_empty() {
-                        "(unknown)".to_owned()
-                    } else {
-                        flavor.to_owned()
-                    });
-                    0
-                }
-            }
-        };
+    fn of_day(ledger: &mut Ledger, facts: &DayFacts) -> Totals {
+        let day = facts.day;
         let mut p = Totals::default();
         let mut allocated_by_flavor: BTreeMap<&str, i64> = BTreeMap::new();
         // per flavor: each team's borrowed and lent GPU-µs
-        let mut lending: BTreeMap<&str, BTreeMap<&str, (i64, i64)>> = BTreeMap::new();
-        for u in input.usage.iter().filter(|u| u.day == day) {
-            let r = rate(&u.flavor);
-            if u.allocated_gpu_us.is_none() && team_of.contains_key(u.namespace.as_str()) {
-                unknown_days.push(day);
+        let mut lending: BTreeMap<&str, BTreeMap<String, (i64, i64)>> = BTreeMap::new();
+        for u in &facts.usage {
+            let r = ledger.rate(facts, &u.flavor);
+            let team = ledger.team_of.get(&u.namespace);
+            if u.allocated_gpu_us.is_none()
+                && team.is_some()
+                && ledger.unknown_days.last() != Some(&day)
+            {
+                ledger.unknown_days.push(day);
             }
             let allocated = u.allocated_gpu_us.unwrap_or(0);
             *allocated_by_flavor.entry(&u.flavor).or_default() += allocated;
             p.allocated += allocated;
-            match team_of.get(u.namespace.as_str()) {
+            match team {
                 Some(team) => {
-                    let s = p.teams.entry((*team).to_owned()).or_default();
+                    let s = p.teams.entry(team.clone()).or_default();
                     s.allocated += allocated;
                     s.busy += u.busy_gpu_us;
                     s.observed_of_allocated += u.observed_gpu_us.min(allocated);
@@ -668,7 +800,7 @@ impl Totals {
                     let l = lending
                         .entry(&u.flavor)
                         .or_default()
-                        .entry(team)
+                        .entry(team.clone())
                         .or_default();
                     l.0 += u.borrowed_gpu_us;
                     l.1 += u.lent_gpu_us;
@@ -684,11 +816,13 @@ impl Totals {
             let lent: i64 = teams.values().map(|l| l.1).sum();
             // the borrowing that ran on teams' lent quota, at the credit's share of the rate
             let transfer = div_round(
-                i128::from(borrowed.min(lent)) * rate(flavor) * i128::from(input.lend_credit_pct),
+                i128::from(borrowed.min(lent))
+                    * ledger.rate(facts, flavor)
+                    * i128::from(ledger.lend_credit_pct),
                 100,
             );
             for (team, (b, l)) in teams {
-                let s = p.teams.entry(team.to_owned()).or_default();
+                let s = p.teams.entry(team).or_default();
                 s.borrowed += b;
                 s.lent += l;
                 if transfer != 0 {
@@ -697,24 +831,20 @@ impl Totals {
                 }
             }
         }
-        for t in input.tokens.iter().filter(|t| t.day == day) {
-            if let Some(team) = team_of.get(t.namespace.as_str()) {
-                let s = p.teams.entry((*team).to_owned()).or_default();
+        for t in &facts.tokens {
+            if let Some(team) = ledger.team_of.get(&t.namespace) {
+                let s = p.teams.entry(team.clone()).or_default();
                 s.prompt += t.prompt_tokens;
                 s.generation += t.generation_tokens;
-                let m = p
-                    .served
-                    .entry(((*team).to_owned(), t.model.clone()))
-                    .or_default();
+                let m = p.served.entry((team.clone(), t.model.clone())).or_default();
                 m[0] += t.prompt_tokens;
                 m[1] += t.generation_tokens;
                 m[2] += t.prefill_us;
                 m[3] += t.decode_us;
             }
         }
-        let capacity = input.capacity_by_day.get(&day).unwrap_or(&input.capacity);
-        for (flavor, gpus) in capacity {
-            let r = rate(flavor);
+        for (flavor, gpus) in &facts.capacity {
+            let r = ledger.rate(facts, flavor);
             let capacity = gpus * GPU_US_PER_GPU_DAY;
             p.capacity += capacity;
             p.capacity_value += i128::from(capacity) * r;
@@ -788,11 +918,12 @@ impl Totals {
             .collect()
     }
 
-    fn team_lines(&self, input: &StatementInput) -> Vec<TeamLine> {
-        let shares = self.idle_shares(input.idle);
-        input
+    fn team_lines(&self, ledger: &Ledger) -> Vec<TeamLine> {
+        let shares = self.idle_shares(ledger.idle);
+        ledger
             .teams
             .iter()
+            .filter(|team| ledger.shows(&team.name))
             .map(|team| {
                 let s = self.teams.get(&team.name).copied().unwrap_or_default();
                 let share = shares.get(team.name.as_str()).copied().unwrap_or(0);
@@ -823,14 +954,14 @@ impl Totals {
             .collect()
     }
 
-    fn model_lines(&self, input: &StatementInput) -> Vec<ModelLine> {
+    fn model_lines(&self, ledger: &Ledger) -> Vec<ModelLine> {
         let mut lines = Vec::new();
-        for team in &input.teams {
+        for team in ledger.teams.iter().filter(|t| ledger.shows(&t.name)) {
             let s = self.teams.get(&team.name).copied().unwrap_or_default();
             let models: Vec<(&String, &[i64; 4])> = self
                 .served
-                .iter()
-                .filter(|((t, _), _)| *t == team.name)
+                .range((team.name.clone(), String::new())..)
+                .take_while(|((t, _), _)| *t == team.name)
                 .map(|((_, model), m)| (model, m))
                 .collect();
             // serving time, else tokens, decides each model's share of the team's cost
@@ -890,9 +1021,15 @@ impl Totals {
         lines
     }
 
-    fn fleet_line(&self, idle: IdleShare, teams: &[Team]) -> FleetLine {
-        let shares = self.idle_shares(idle);
-        let shared: i128 = teams
+    /// The fleet's line, for callers who see every team.
+    fn fleet_line(&self, ledger: &Ledger) -> Option<FleetLine> {
+        ledger.visible.is_none().then(|| self.fleet(ledger))
+    }
+
+    fn fleet(&self, ledger: &Ledger) -> FleetLine {
+        let shares = self.idle_shares(ledger.idle);
+        let shared: i128 = ledger
+            .teams
             .iter()
             .filter_map(|t| shares.get(t.name.as_str()))
             .sum();
@@ -912,23 +1049,6 @@ impl Totals {
     }
 }
 
-impl Statement {
-    /// Only these teams' lines and no fleet figures: what a requester may see. The idle shares
-    /// stay as the whole fleet's statement set them.
-    pub fn only_teams(mut self, teams: &[String]) -> Statement {
-        let keep = |lines: &mut Vec<TeamLine>| lines.retain(|l| teams.contains(&l.team));
-        keep(&mut self.teams);
-        self.models.retain(|m| teams.contains(&m.team));
-        self.fleet = None;
-        self.adjustments.retain(|a| teams.contains(&a.team));
-        for d in &mut self.days {
-            keep(&mut d.teams);
-            d.fleet = None;
-        }
-        self
-    }
-}
-
 /// The CSV columns of a statement, units in their names.
 pub const CSV_HEADER: &str = "period_from,period_to,day,team,cost_centre,allocated_gpu_hours,busy_gpu_hours,idle_gpu_hours,unobserved_allocated_gpu_hours,utilisation_pct,prompt_tokens,generation_tokens,cost_by_allocation_cents,cost_by_use_cents,idle_cost_cents,borrowed_gpu_hours,lent_gpu_hours,lending_fee_cents,lending_credit_cents,charge_cents,idle_share,lend_credit_pct";
 
@@ -936,23 +1056,64 @@ pub const CSV_HEADER: &str = "period_from,period_to,day,team,cost_centre,allocat
 /// the period's), and after each block a `(platform)` row holding the idle pool's part no team
 /// is charged, so a block's `charge_cents` add up to the capacity cost (give or take a cent).
 pub fn csv(statement: &Statement) -> String {
+    let head = CsvHead::of(statement);
     let mut out = String::from(CSV_HEADER);
     out.push_str("\r\n");
-    let mut block = |day: Option<Day>, teams: &[TeamLine], fleet: Option<&FleetLine>| {
+    for d in &statement.days {
+        head.block(&mut out, Some(d.day), &d.teams, d.fleet.as_ref());
+    }
+    head.block(&mut out, None, &statement.teams, statement.fleet.as_ref());
+    out
+}
+
+/// What every CSV row repeats: the period and the statement's choices.
+#[derive(Debug, Clone, Copy)]
+pub struct CsvHead {
+    pub from: Day,
+    pub to_inclusive: Day,
+    pub idle: IdleShare,
+    pub lend_credit_pct: u8,
+}
+
+impl CsvHead {
+    pub fn of(statement: &Statement) -> CsvHead {
+        CsvHead {
+            from: statement.from,
+            to_inclusive: statement.to_inclusive,
+            idle: statement.idle,
+            lend_credit_pct: statement.lend_credit_pct,
+        }
+    }
+
+    /// Appends one block of rows: a day's (or, without a day, the period's) teams, then the
+    /// platform row when the fleet line is shown.
+    pub fn block(
+        &self,
+        out: &mut String,
+        day: Option<Day>,
+        teams: &[TeamLine],
+        fleet: Option<&FleetLine>,
+    ) {
+        use std::fmt::Write;
         let day = day.map(|d| d.to_string()).unwrap_or_default();
+        let (from, to, idle, pct) = (
+            self.from,
+            self.to_inclusive,
+            self.idle.name(),
+            self.lend_credit_pct,
+        );
         for t in teams {
-            out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n",
-                statement.from,
-                statement.to_inclusive,
-                day,
+            // writing to a String cannot fail
+            let _ = write!(
+                out,
+                "{from},{to},{day},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{idle},{pct}\r\n",
                 field(&t.team),
                 field(&t.cost_centre),
                 t.allocated_gpu_hours,
                 t.busy_gpu_hours,
                 t.idle_gpu_hours,
                 t.unobserved_allocated_gpu_hours,
-                t.utilisation_pct.clone().unwrap_or_default(),
+                t.utilisation_pct.as_deref().unwrap_or_default(),
                 t.prompt_tokens,
                 t.generation_tokens,
                 t.cost_by_allocation_cents,
@@ -963,28 +1124,16 @@ pub fn csv(statement: &Statement) -> String {
                 t.lending_fee_cents,
                 t.lending_credit_cents,
                 t.charge_cents,
-                statement.idle.name(),
-                statement.lend_credit_pct,
-            ));
+            );
         }
         if let Some(fleet) = fleet {
-            out.push_str(&format!(
-                "{},{},{},(platform),,,,,,,,,,,{},,,,,{},{},{}\r\n",
-                statement.from,
-                statement.to_inclusive,
-                day,
-                fleet.platform_cents,
-                fleet.platform_cents,
-                statement.idle.name(),
-                statement.lend_credit_pct,
-            ));
+            let platform = fleet.platform_cents;
+            let _ = write!(
+                out,
+                "{from},{to},{day},(platform),,,,,,,,,,,{platform},,,,,{platform},{idle},{pct}\r\n"
+            );
         }
-    };
-    for d in &statement.days {
-        block(Some(d.day), &d.teams, d.fleet.as_ref());
     }
-    block(None, &statement.teams, statement.fleet.as_ref());
-    out
 }
 
 /// A CSV field: quoted when it holds a comma, quote or line break; a leading `=`, `+`, `-` or

@@ -221,7 +221,11 @@ fn csv_has_one_row_per_team_and_the_platform_line() {
     );
     assert_eq!(lines.len(), 4);
     // a requester's view: their team's row, no platform line
-    let mine = csv(&s.clone().only_teams(&["search".to_owned()]));
+    let mine = csv(&statement_for(
+        &one_day(IdleShare::Separate),
+        false,
+        Some(&["search".to_owned()]),
+    ));
     assert_eq!(mine.split("\r\n").filter(|l| !l.is_empty()).count(), 2);
     assert!(mine.contains(",search,"));
     assert_eq!(field("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");

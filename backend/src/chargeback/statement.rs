@@ -1,0 +1,488 @@
+//! Making a statement: bounded before any work, read from the database a few days at a time,
+//! added to the shared crate's [`Ledger`] and written out as each day is done, so a statement's
+//! memory is a few days' rollups whatever its period (a two-year statement of 10,000 teams
+//! holds what five days hold). Blocking: it runs on the compute pool (`GET
+//! /api/chargeback/statement`) or a blocking thread (the CLI), reading through the runtime's
+//! handle, and stops between days when its [`Interrupt`] fires.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use shared::{
+    FieldError,
+    chargeback::{
+        self as model, CsvHead, DayFacts, DayStatement, FleetLine, Ledger, MAX_DAYS, Period, Rate,
+        Statement, Team, TeamLine, TokensDay, UsageDay,
+    },
+    day::Day,
+    interrupt::Interrupt,
+};
+use sqlx::PgPool;
+use tokio::runtime::Handle;
+
+use super::db::{self, FrozenRate};
+use crate::error::{Error, Result};
+
+/// The most team-days one statement reads: every team's rollups on every day of its period
+/// (the idle shares need all of them, whoever asks). 2,000,000 is 2,700 teams over two years,
+/// or 10,000 teams over 200 days, and reads in under 30 s on two cores (docs/performance.md).
+pub const MAX_TEAM_DAYS: i64 = 2_000_000;
+
+/// The most team lines a statement by day writes (teams shown × days): 50 teams over two
+/// years are 36,550.
+pub const MAX_DAY_LINES: i64 = 400_000;
+
+/// The rollups read at once: days per read × teams stays under this.
+const TEAM_DAYS_PER_READ: i64 = 50_000;
+
+/// Where a statement's pieces go, in order: each day's lines (when by day), then the period's.
+pub trait Sink {
+    fn day(&mut self, day: &DayStatement) -> Result<()>;
+    fn finish(&mut self, statement: &Statement) -> Result<()>;
+}
+
+/// What every day of a statement is priced with.
+struct Prices {
+    teams: Vec<Team>,
+    capacity: BTreeMap<String, i64>,
+    live_rates: Vec<Rate>,
+    closed: BTreeSet<Day>,
+    /// Frozen capacity and rates per closed day of the period.
+    frozen: BTreeMap<Day, Vec<FrozenRate>>,
+}
+
+/// Refuses a statement whose reading or writing would be too large, before any work.
+pub fn check_size(period: &Period, teams: usize, shown: usize) -> Result<()> {
+    let days = i64::from(period.from.days_until(period.to));
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let read = count(teams).saturating_mul(days);
+    let written = count(shown).saturating_mul(days);
+    let too_big = |message: String| {
+        Err(Error::Invalid(vec![FieldError {
+            path: "to".into(),
+            message,
+        }]))
+    };
+    if read > MAX_TEAM_DAYS {
+        let most = (MAX_TEAM_DAYS / count(teams).max(1)).clamp(1, i64::from(MAX_DAYS));
+        return too_big(format!(
+            "{days} days × {teams} teams = {read} team-days: a statement reads at most {MAX_TEAM_DAYS}; with {teams} teams ask for at most {most} days at a time"
+        ));
+    }
+    if period.by_day && written > MAX_DAY_LINES {
+        let most = (MAX_DAY_LINES / count(shown).max(1)).max(1);
+        return too_big(format!(
+            "{days} days × {shown} teams = {written} lines by day: a statement by day writes at most {MAX_DAY_LINES}; ask for at most {most} days by day, or leave out by=day"
+        ));
+    }
+    Ok(())
+}
+
+/// Makes the statement of `period` (only the `visible` teams' lines when given), handing its
+/// pieces to `sink`. Blocking: call it off the async runtime.
+pub fn make(
+    rt: &Handle,
+    pool: &PgPool,
+    period: &Period,
+    visible: Option<&[String]>,
+    sink: &mut dyn Sink,
+    stop: &dyn Interrupt,
+) -> Result<()> {
+    let prices = rt.block_on(Prices::read(pool, period))?;
+    check_size(
+        period,
+        prices.teams.len(),
+        visible.map_or(prices.teams.len(), <[String]>::len),
+    )?;
+    let mut ledger = Ledger::new(
+        period.from,
+        period.to,
+        period.idle,
+        period.lend_credit_pct,
+        prices.teams.clone(),
+        visible,
+    );
+    let closed = |day: Day| prices.is_closed(day);
+    for_each_day(
+        rt,
+        pool,
+        &prices,
+        period.from,
+        period.to,
+        &closed,
+        &closed,
+        stop,
+        &mut |facts| {
+            let day = ledger.add_day(facts);
+            if period.by_day {
+                sink.day(&day)
+            } else {
+                Ok(())
+            }
+        },
+    )?;
+    let mut statement = ledger.finish();
+    let mut month = period.from.first_of_month();
+    while month < period.to {
+        if prices.closed.contains(&month) {
+            statement.closed_months.push(month.month_name());
+        }
+        month = month.next_month();
+    }
+    for closed_month in prices.adjusted_months(period) {
+        statement.adjustments.extend(adjustments(
+            rt,
+            pool,
+            &prices,
+            closed_month,
+            period,
+            visible,
+            stop,
+        )?);
+    }
+    sink.finish(&statement)
+}
+
+/// The whole statement in memory, for the CLI and tests (bounded like the API's).
+pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
+    let (rt, pool, period) = (Handle::current(), pool.clone(), *period);
+    tokio::task::spawn_blocking(move || {
+        let mut whole = Whole::default();
+        make(
+            &rt,
+            &pool,
+            &period,
+            None,
+            &mut whole,
+            &shared::interrupt::Never,
+        )?;
+        let mut statement = whole
+            .statement
+            .unwrap_or_else(|| unreachable!("finish was called"));
+        statement.days = whole.days;
+        Ok(statement)
+    })
+    .await
+    .map_err(|err| Error::Internal(format!("the statement's job failed: {err}")))?
+}
+
+#[derive(Default)]
+struct Whole {
+    days: Vec<DayStatement>,
+    statement: Option<Statement>,
+}
+
+impl Sink for Whole {
+    fn day(&mut self, day: &DayStatement) -> Result<()> {
+        self.days.push(day.clone());
+        Ok(())
+    }
+    fn finish(&mut self, statement: &Statement) -> Result<()> {
+        self.statement = Some(statement.clone());
+        Ok(())
+    }
+}
+
+/// A closed month's late changes, charged in the first open month after it: its statement from
+/// today's usage against the frozen one, both at the frozen rates and capacity.
+fn adjustments(
+    rt: &Handle,
+    pool: &PgPool,
+    prices: &Prices,
+    month: Day,
+    period: &Period,
+    visible: Option<&[String]>,
+    stop: &dyn Interrupt,
+) -> Result<Vec<model::Adjustment>> {
+    let (from, to) = (month, month.next_month());
+    let ledger = || {
+        Ledger::new(
+            from,
+            to,
+            period.idle,
+            period.lend_credit_pct,
+            prices.teams.clone(),
+            visible,
+        )
+    };
+    let (mut frozen, mut now) = (ledger(), ledger());
+    for_each_day(
+        rt,
+        pool,
+        prices,
+        from,
+        to,
+        &|_| true,
+        &|_| true,
+        stop,
+        &mut |facts| {
+            frozen.add_day(facts);
+            Ok(())
+        },
+    )?;
+    for_each_day(
+        rt,
+        pool,
+        prices,
+        from,
+        to,
+        &|_| false,
+        &|_| true,
+        stop,
+        &mut |facts| {
+            now.add_day(facts);
+            Ok(())
+        },
+    )?;
+    Ok(model::adjustments(
+        &month.month_name(),
+        &frozen.finish(),
+        &now.finish(),
+    ))
+}
+
+/// Hands each day of `[from, to)` to `each`, in order, reading a few days at a time: usage and
+/// tokens frozen on days `frozen_usage` says, capacity and rates frozen on days `frozen_prices`
+/// says (where the month was closed), live otherwise.
+#[allow(clippy::too_many_arguments)]
+fn for_each_day(
+    rt: &Handle,
+    pool: &PgPool,
+    prices: &Prices,
+    from: Day,
+    to: Day,
+    frozen_usage: &dyn Fn(Day) -> bool,
+    frozen_prices: &dyn Fn(Day) -> bool,
+    stop: &dyn Interrupt,
+    each: &mut dyn FnMut(&DayFacts) -> Result<()>,
+) -> Result<()> {
+    let teams = i64::try_from(prices.teams.len()).unwrap_or(i64::MAX).max(1);
+    let per_read = i32::try_from((TEAM_DAYS_PER_READ / teams).clamp(1, 31)).unwrap_or(1);
+    let mut start = from;
+    while start < to {
+        if stop.fired() {
+            return Err(Error::Unavailable);
+        }
+        let end = start.plus(per_read).min(to);
+        let mut rows = rt.block_on(Rows::read(pool, start, end))?;
+        for n in 0..start.days_until(end) {
+            let day = start.plus(n);
+            each(&rows.day(prices, day, frozen_usage(day), frozen_prices(day)))?;
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+impl Prices {
+    async fn read(pool: &PgPool, period: &Period) -> Result<Prices> {
+        let mut conn = pool.acquire().await?;
+        let mut frozen: BTreeMap<Day, Vec<FrozenRate>> = BTreeMap::new();
+        // the period's frozen rates and those of closed months it adjusts (before it)
+        let since = period.from.plus(-MAX_DAYS).first_of_month();
+        for rate in db::frozen_rates(&mut *conn, since, period.to).await? {
+            frozen.entry(rate.day).or_default().push(rate);
+        }
+        Ok(Prices {
+            teams: db::teams(&mut *conn).await?,
+            capacity: db::capacity(&mut *conn).await?,
+            live_rates: db::rates(&mut *conn).await?,
+            closed: db::closed_months(&mut *conn)
+                .await?
+                .into_iter()
+                .map(|(month, _, _)| month)
+                .collect(),
+            frozen,
+        })
+    }
+
+    fn is_closed(&self, day: Day) -> bool {
+        self.closed.contains(&day.first_of_month())
+    }
+
+    /// Closed months whose late changes this period carries: those whose first open month
+    /// after them starts in it.
+    fn adjusted_months(&self, period: &Period) -> Vec<Day> {
+        self.closed
+            .iter()
+            .copied()
+            .filter(|&closed| {
+                let mut next = closed.next_month();
+                while self.closed.contains(&next) {
+                    next = next.next_month();
+                }
+                next >= period.from && next < period.to
+            })
+            .collect()
+    }
+}
+
+/// The rollups of a few days, live and frozen.
+struct Rows {
+    live_usage: BTreeMap<Day, Vec<UsageDay>>,
+    live_tokens: BTreeMap<Day, Vec<TokensDay>>,
+    frozen_usage: BTreeMap<Day, Vec<UsageDay>>,
+    frozen_tokens: BTreeMap<Day, Vec<TokensDay>>,
+}
+
+impl Rows {
+    async fn read(pool: &PgPool, from: Day, to: Day) -> Result<Rows> {
+        let mut conn = pool.acquire().await?;
+        Ok(Rows {
+            live_usage: by_day(db::usage_days(&mut *conn, from, to).await?, |u| u.day),
+            live_tokens: by_day(db::token_days(&mut *conn, from, to).await?, |t| t.day),
+            frozen_usage: by_day(db::frozen_usage(&mut *conn, from, to).await?, |u| u.day),
+            frozen_tokens: by_day(db::frozen_tokens(&mut *conn, from, to).await?, |t| t.day),
+        })
+    }
+
+    /// One day's facts. A day is priced at exactly its rate: the frozen one where its month
+    /// was closed, else the live rate in force that day.
+    fn day(
+        &mut self,
+        prices: &Prices,
+        day: Day,
+        frozen_usage: bool,
+        frozen_prices: bool,
+    ) -> DayFacts {
+        let (usage, tokens) = if frozen_usage {
+            (&mut self.frozen_usage, &mut self.frozen_tokens)
+        } else {
+            (&mut self.live_usage, &mut self.live_tokens)
+        };
+        let usage = usage.remove(&day).unwrap_or_default();
+        let tokens = tokens.remove(&day).unwrap_or_default();
+        let frozen = prices.frozen.get(&day).filter(|_| frozen_prices);
+        let (capacity, rates) = match frozen {
+            Some(frozen) => (
+                frozen.iter().map(|r| (r.flavor.clone(), r.gpus)).collect(),
+                frozen
+                    .iter()
+                    .filter_map(|r| r.cents_per_gpu_hour.map(|c| (r.flavor.clone(), c)))
+                    .collect(),
+            ),
+            None => {
+                let flavors: BTreeSet<&String> = prices
+                    .capacity
+                    .keys()
+                    .chain(usage.iter().map(|u| &u.flavor))
+                    .collect();
+                let rates = flavors
+                    .into_iter()
+                    .filter_map(|f| {
+                        model::rate_on(&prices.live_rates, f, day).map(|c| (f.clone(), c))
+                    })
+                    .collect();
+                (prices.capacity.clone(), rates)
+            }
+        };
+        DayFacts {
+            day,
+            capacity,
+            rates,
+            usage,
+            tokens,
+        }
+    }
+}
+
+fn by_day<T>(rows: Vec<T>, day: impl Fn(&T) -> Day) -> BTreeMap<Day, Vec<T>> {
+    let mut days: BTreeMap<Day, Vec<T>> = BTreeMap::new();
+    for row in rows {
+        days.entry(day(&row)).or_default().push(row);
+    }
+    days
+}
+
+/// Writes a statement as JSON or CSV in pieces of about [`PIECE_BYTES`], handing each to
+/// `send` (a response body's channel): the days first, then the period's lines, so nothing
+/// but the piece being written is held. The JSON is the [`Statement`] object with `days`
+/// first; the CSV is [`model::csv`]'s.
+pub struct Writer<F: FnMut(Vec<u8>) -> Result<()>> {
+    csv: Option<CsvHead>,
+    buf: Vec<u8>,
+    wrote_days: bool,
+    send: F,
+}
+
+/// About how much a [`Writer`] gathers before it sends.
+pub const PIECE_BYTES: usize = 64 * 1024;
+
+impl<F: FnMut(Vec<u8>) -> Result<()>> Writer<F> {
+    pub fn new(period: &Period, send: F) -> Self {
+        let csv = period.csv.then(|| CsvHead {
+            from: period.from,
+            to_inclusive: period.to.plus(-1),
+            idle: period.idle,
+            lend_credit_pct: period.lend_credit_pct,
+        });
+        let buf = match csv {
+            Some(_) => format!("{}\r\n", model::CSV_HEADER).into_bytes(),
+            None => Vec::new(),
+        };
+        Writer {
+            csv,
+            buf,
+            wrote_days: false,
+            send,
+        }
+    }
+
+    fn json(&mut self, value: &impl serde::Serialize) -> Result<()> {
+        serde_json::to_writer(&mut self.buf, value)
+            .map_err(|err| Error::Internal(format!("cannot write the statement: {err}")))
+    }
+
+    fn csv_block(
+        &mut self,
+        head: CsvHead,
+        day: Option<Day>,
+        teams: &[TeamLine],
+        fleet: Option<&FleetLine>,
+    ) {
+        let mut rows = String::new();
+        head.block(&mut rows, day, teams, fleet);
+        self.buf.extend_from_slice(rows.as_bytes());
+    }
+
+    fn flush(&mut self, at_least: usize) -> Result<()> {
+        if self.buf.len() >= at_least {
+            (self.send)(std::mem::take(&mut self.buf))?;
+        }
+        Ok(())
+    }
+}
+
+impl<F: FnMut(Vec<u8>) -> Result<()>> Sink for Writer<F> {
+    fn day(&mut self, day: &DayStatement) -> Result<()> {
+        match self.csv {
+            Some(head) => self.csv_block(head, Some(day.day), &day.teams, day.fleet.as_ref()),
+            None => {
+                self.buf.extend_from_slice(if self.wrote_days {
+                    b","
+                } else {
+                    b"{\"days\":["
+                });
+                self.json(day)?;
+            }
+        }
+        self.wrote_days = true;
+        self.flush(PIECE_BYTES)
+    }
+
+    fn finish(&mut self, statement: &Statement) -> Result<()> {
+        match self.csv {
+            Some(head) => self.csv_block(head, None, &statement.teams, statement.fleet.as_ref()),
+            None => {
+                // `statement` has no days: its object, opened after the days already written
+                let mut whole = serde_json::to_vec(statement)
+                    .map_err(|err| Error::Internal(format!("cannot write the statement: {err}")))?;
+                if self.wrote_days {
+                    self.buf.extend_from_slice(b"],");
+                    whole.remove(0);
+                }
+                self.buf.extend_from_slice(&whole);
+            }
+        }
+        self.flush(1)
+    }
+}
