@@ -592,7 +592,13 @@ async fn edit_request(
     let world = world(&mut tx).await?;
     check(&world, &team, &edit.spec)?;
     let before = stored_spec(&mut tx, &team, id).await?;
-    db::update_spec(&mut *tx, id, &to_json(&edit.spec)?.to_string()).await?;
+    db::update_spec(
+        &mut *tx,
+        id,
+        &to_json(&edit.spec)?.to_string(),
+        caller.user_id,
+    )
+    .await?;
     audit::record(
         &mut *tx,
         Actor::User(&caller),
@@ -677,9 +683,11 @@ async fn decide(
     let subject = format!("quota request {id}");
     match action {
         Action::Approve => {
-            if row.created_by_id == caller.user_id || row.submitted_by_id == Some(caller.user_id) {
+            if row.submitted_by_id == Some(caller.user_id)
+                || db::wrote(&mut *tx, id, caller.user_id).await?
+            {
                 return Err(Error::Forbidden(
-                    "you wrote or submitted this request; another approver must decide (four eyes)",
+                    "you wrote, edited or submitted this request; another approver must decide (four eyes)",
                 ));
             }
             let spec: QuotaSpec = stored(&subject, &row.spec)?;

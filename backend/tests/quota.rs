@@ -368,6 +368,51 @@ async fn whoever_wrote_or_submitted_a_request_cannot_approve_it(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn whoever_edited_a_request_cannot_approve_it(pool: PgPool) {
+    let w = world(&pool).await;
+    // Mia approves and is a member of research; Ada is an admin. Each rewrites one of Rita's
+    // drafts (1 GPU → 20), Rita submits, and the editor may not approve what they wrote.
+    user(
+        &pool,
+        "mia",
+        &[Role::Approver, Role::Requester],
+        &["research"],
+    )
+    .await;
+    let mia = login(&w.router, "mia", PASSWORD).await;
+    for (editor, other) in [(&mia, &w.alex), (&w.ada, &w.anna)] {
+        let id = draft(&w, &w.rita, "research", h100(1)).await;
+        let uri = format!("/api/quota/teams/research/requests/{id}");
+        let rewrite = json!({"version": 1, "spec": spec(h100(20))});
+        let reply = call(&w, Method::PUT, &uri, editor, Some(rewrite)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        assert_eq!(
+            act(&w, &w.rita, "research", id, "submit", 2).await.status,
+            StatusCode::OK
+        );
+        let reply = act(&w, editor, "research", id, "approve", 3).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+        assert!(error(&reply).message.contains("edited"), "{}", reply.text());
+        // The database holds the same rule for every writer, not only the drafter.
+        let refused = sqlx::query(
+            "update quota_requests set state = 'approved', approval_order = nextval('quota_approval_order'),
+                    decided_by = (select id from users where username = $2) where id = $1",
+        )
+        .bind(id)
+        .bind(if std::ptr::eq(editor, &mia) { "mia" } else { "ada" })
+        .execute(&pool)
+        .await;
+        assert!(refused.is_err(), "the writers' four-eyes constraint");
+        // Someone who wrote no version approves it.
+        let reply = act(&w, other, "research", id, "approve", 3).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        // The next one supersedes it; revoke it so the loop's second draft starts clean.
+        let reply = act(&w, other, "research", id, "revoke", 4).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    }
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn two_approvals_at_once_one_wins_the_other_gets_409(pool: PgPool) {
     let w = world(&pool).await;
     let id = draft(&w, &w.rita, "research", h100(8)).await;

@@ -126,7 +126,6 @@ pub struct RequestRow {
     pub version: i32,
     pub spec: String,
     pub created_by: String,
-    pub created_by_id: i64,
     pub submitted_by_id: Option<i64>,
     pub created_at: String,
     pub updated_at: String,
@@ -148,7 +147,7 @@ pub async fn requests(
     sqlx::query_as!(
         RequestRow,
         r#"select r.id, t.name as team, r.state, r.version, r.spec::text as "spec!",
-                  c.username as created_by, r.created_by as created_by_id, r.submitted_by as submitted_by_id,
+                  c.username as created_by, r.submitted_by as submitted_by_id,
                   to_char(r.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "created_at!",
                   to_char(r.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "updated_at!",
                   to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "submitted_at?",
@@ -196,8 +195,8 @@ pub async fn insert_request(
     created_by: i64,
 ) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar!(
-        "insert into quota_requests (team_id, spec, created_by)
-         select id, $2::text::jsonb, $3 from teams where name = $1 returning id",
+        "insert into quota_requests (team_id, spec, created_by, written_by)
+         select id, $2::text::jsonb, $3, array[$3::bigint] from teams where name = $1 returning id",
         team,
         spec,
         created_by
@@ -206,15 +205,36 @@ pub async fn insert_request(
     .await
 }
 
-pub async fn update_spec(db: impl PgExecutor<'_>, id: i64, spec: &str) -> sqlx::Result<()> {
+/// A new version of the spec, written by `by` (kept among its writers, for four eyes).
+pub async fn update_spec(
+    db: impl PgExecutor<'_>,
+    id: i64,
+    spec: &str,
+    by: i64,
+) -> sqlx::Result<()> {
     sqlx::query!(
-        "update quota_requests set spec = $2::text::jsonb, version = version + 1 where id = $1",
+        "update quota_requests set spec = $2::text::jsonb, version = version + 1,
+                written_by = case when $3 = any (written_by) then written_by
+                                  else written_by || $3 end
+         where id = $1",
         id,
-        spec
+        spec,
+        by
     )
     .execute(db)
     .await?;
     Ok(())
+}
+
+/// Whether `user` wrote any version of request `id`'s spec.
+pub async fn wrote(db: impl PgExecutor<'_>, id: i64, user: i64) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"select $2 = any (written_by) as "wrote!" from quota_requests where id = $1"#,
+        id,
+        user
+    )
+    .fetch_one(db)
+    .await
 }
 
 pub async fn set_submitted(db: impl PgExecutor<'_>, id: i64, by: i64) -> sqlx::Result<()> {
