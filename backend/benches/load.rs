@@ -7,7 +7,10 @@
 //! 3. the live view with 1,000 subscribers on `/api/usage/stream`: for each of 5 ingested
 //!    minutes, the delay from its commit to each subscriber receiving it (p50, p99, max; the
 //!    reader ticks every second) and the spread between the first and the last subscriber, and
-//!    the process's RSS with them connected.
+//!    the process's RSS with them connected;
+//! 4. a 10,000-team chargeback statement (finance's, by day over 40 days, and the total of
+//!    200 days): its time and size, the process's peak RSS above idle, and `/api/health`
+//!    latency meanwhile.
 //!
 //! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench load`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
@@ -317,6 +320,9 @@ async fn main() {
     }
     live.abort();
 
+    // 4. A 10,000-team statement, streamed, with health beside it.
+    statements(&pool, &addr, &cookie).await;
+
     let _ = stop_server.send(());
     server.await.unwrap().unwrap();
     pool.close().await;
@@ -324,4 +330,95 @@ async fn main() {
         .execute(&mut admin)
         .await
         .unwrap();
+}
+
+/// Reads a response to its end, keeping only its status and length.
+async fn drain(addr: &str, request: &str) -> Option<(u16, u64)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut buffer = vec![0u8; 64 * 1024];
+    let (mut total, mut status) = (0u64, None);
+    loop {
+        let n = stream.read(&mut buffer).await.ok()?;
+        if n == 0 {
+            return Some((status?, total));
+        }
+        if status.is_none() {
+            status = std::str::from_utf8(buffer.get(9..12)?).ok()?.parse().ok();
+        }
+        total += n as u64;
+    }
+}
+
+async fn statements(pool: &sqlx::PgPool, addr: &str, cookie: &str) {
+    let (teams, days) = (10_000, 200);
+    sqlx::query(
+        "insert into teams (name, namespace, cost_centre)
+         select 't-' || i, 'ns-' || i, 'CC-' || i from generate_series(1, $1) i",
+    )
+    .bind(teams)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor,
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds, minutes)
+         select 'day', timestamptz '2025-01-01 00:00Z' + d * interval '1 day', 'ns-' || i, '',
+                'h100-shared', 8 * 86400000000, 6 * 86400000000, 8 * 86400000000, 1440
+         from generate_series(1, $1) i, generate_series(0, $2 - 1) d",
+    )
+    .bind(teams)
+    .bind(days)
+    .execute(pool)
+    .await
+    .unwrap();
+    let health = format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    for query in [
+        "from=2025-01-01&to=2025-02-09&by=day",
+        "from=2025-01-01&to=2025-07-19",
+    ] {
+        let get = format!(
+            "GET /api/chargeback/statement?{query} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+        );
+        let rss_idle = rss_kib();
+        let peak = Arc::new(AtomicU64::new(rss_idle));
+        let done = Arc::new(AtomicBool::new(false));
+        let prober = tokio::spawn({
+            let (peak, done, addr, health) = (
+                Arc::clone(&peak),
+                Arc::clone(&done),
+                addr.to_owned(),
+                health.clone(),
+            );
+            async move {
+                let mut latencies = Vec::new();
+                while !done.load(Ordering::Relaxed) {
+                    peak.fetch_max(rss_kib(), Ordering::Relaxed);
+                    let asked = Instant::now();
+                    assert!(matches!(http(&addr, &health).await, Some((200, _))));
+                    latencies.push(asked.elapsed().as_secs_f64() * 1000.0);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                latencies
+            }
+        });
+        let started = Instant::now();
+        let (status, bytes) = drain(addr, &get).await.unwrap();
+        let seconds = started.elapsed().as_secs_f64();
+        done.store(true, Ordering::Relaxed);
+        let mut latencies = prober.await.unwrap();
+        latencies.sort_by(f64::total_cmp);
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "statement of {teams} teams ({query}): HTTP {status}, {:.1} MB in {seconds:.1} s; RSS {} MiB idle, peak {} MiB (+{} MiB); health meanwhile p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} requests)",
+            bytes as f64 / 1e6,
+            rss_idle / 1024,
+            peak.load(Ordering::Relaxed) / 1024,
+            (peak.load(Ordering::Relaxed) - rss_idle) / 1024,
+            at(0.5),
+            at(0.99),
+            at(1.0),
+            latencies.len(),
+        );
+    }
 }

@@ -163,6 +163,12 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .router
         .fallback(error::api_not_found)
         .layer(middleware::from_fn(refuse_nul_in_paths))
+        .layer(middleware::from_fn(strict_transport))
+        // answers name people and carry the CSRF token: never kept by a cache
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::identify,
@@ -240,6 +246,23 @@ async fn set_aside_client_request_id(mut request: Request, next: middleware::Nex
         request.headers_mut().insert(CLIENT_REQUEST_ID, theirs);
     }
     next.run(request).await
+}
+
+/// Over https (TLS here, or a trusted proxy's `X-Forwarded-Proto`, as `auth::identify` read
+/// it), browsers are told to use https only for a year (HSTS).
+async fn strict_transport(request: Request, next: middleware::Next) -> Response {
+    let https = request
+        .extensions()
+        .get::<access::Scheme>()
+        .is_some_and(|s| s.0 == "https");
+    let mut response = next.run(request).await;
+    if https {
+        response.headers_mut().insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
+    response
 }
 
 /// A path segment holding a NUL character (`%00`) names nothing that can exist: PostgreSQL

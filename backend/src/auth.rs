@@ -9,7 +9,7 @@
 //! - `X-Forwarded-User`/`X-Forwarded-Groups` count only in proxy mode and only from a trusted
 //!   proxy address; from anywhere else they are ignored and logged.
 
-mod db;
+pub mod db;
 mod proxy;
 pub mod settings;
 

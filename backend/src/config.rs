@@ -438,6 +438,10 @@ pub struct AuthArgs {
         default_value = "gpufleet-team-"
     )]
     pub proxy_team_group_prefix: String,
+    /// Key of the auth-proxy users' CSRF tokens, shared by every replica (32+ characters);
+    /// unset: one kept in the database, made by the first replica that starts.
+    #[arg(long, env = "GPUFLEET_CSRF_SECRET", hide_env_values = true)]
+    pub csrf_secret: Option<String>,
 }
 
 impl AuthArgs {
@@ -456,6 +460,11 @@ impl AuthArgs {
         } else {
             None
         };
+        if self.csrf_secret.as_ref().is_some_and(|s| s.len() < 32) {
+            return Err(CliError::Input(
+                "--csrf-secret (GPUFLEET_CSRF_SECRET) needs at least 32 characters".to_owned(),
+            ));
+        }
         if self.session_idle_min == 0 || self.session_absolute_h == 0 {
             return Err(CliError::Input(
                 "session lifetimes must be positive".to_owned(),
@@ -467,7 +476,10 @@ impl AuthArgs {
             secure_cookies: self.secure_cookies,
             trusted_proxies,
             proxy,
-            ..AuthSettings::default()
+            csrf_secret: self
+                .csrf_secret
+                .clone()
+                .unwrap_or_else(|| AuthSettings::default().csrf_secret),
         })
     }
 }

@@ -50,13 +50,18 @@ async fn run() -> anyhow::Result<()> {
 }
 
 async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
-    let auth = args
+    let mut auth = args
         .auth
         .settings()
         .map_err(|err: CliError| anyhow::anyhow!("{err}"))?;
     let pool = migrated_pool(&args.db)
         .await
         .map_err(|err| anyhow::anyhow!("{err}"))?;
+    if auth.proxy.is_some() && args.auth.csrf_secret.is_none() {
+        // every replica over this database derives the same CSRF tokens
+        auth.csrf_secret =
+            backend::auth::db::shared_secret(&pool, "proxy-csrf", &auth.csrf_secret).await?;
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

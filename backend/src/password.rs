@@ -39,6 +39,28 @@ pub fn random_hex(bytes: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// HMAC-SHA-256 (RFC 2104) of `message` under `key`, hex-encoded.
+pub fn keyed_hash(key: &[u8], message: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    const BLOCK: usize = 64;
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message)
+        .finalize();
+    let outer = Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    outer.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A password for people to type once: 20 characters without look-alikes (~115 bits).
 pub fn generate() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
@@ -64,6 +86,22 @@ mod tests {
         assert!(!verify("correct horse batterz", Some(&a)));
         assert!(!verify("anything", None));
         assert!(!verify("anything", Some("not a phc string")));
+    }
+
+    #[test]
+    fn keyed_hashes_are_rfc_4231_hmac_sha_256() {
+        // RFC 4231, test cases 2 and 6 (a key longer than the block).
+        assert_eq!(
+            keyed_hash(b"Jefe", b"what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        assert_eq!(
+            keyed_hash(
+                &[0xaa; 131],
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            ),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
     }
 
     #[test]

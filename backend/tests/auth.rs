@@ -654,6 +654,104 @@ async fn the_auth_proxy_is_believed_only_from_trusted_addresses(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn behind_the_proxy_each_user_has_a_csrf_token_every_replica_accepts(pool: PgPool) {
+    seed_world(&pool).await;
+    // Two replicas over one database, keyed alike (as --csrf-secret or the database makes them).
+    let secret = backend::auth::db::shared_secret(&pool, "proxy-csrf", &"k".repeat(64))
+        .await
+        .expect("secret");
+    assert_eq!(
+        backend::auth::db::shared_secret(&pool, "proxy-csrf", &"other".repeat(10))
+            .await
+            .expect("secret"),
+        secret,
+        "the first replica's secret is kept"
+    );
+    let replica = || {
+        router_with(
+            pool.clone(),
+            AuthSettings {
+                csrf_secret: secret.clone(),
+                ..proxy_settings("10.0.0.1")
+            },
+        )
+    };
+    let (one, two) = (replica(), replica());
+    let token = |me: Me| me.csrf_token;
+    let zoe = token(
+        send(&one, proxied("10.0.0.1:4000", "zoe", "ml, team-own"))
+            .await
+            .json(),
+    );
+    let yuri = token(
+        send(&one, proxied("10.0.0.1:4000", "yuri", "ml, team-own"))
+            .await
+            .json(),
+    );
+    assert_ne!(zoe, yuri, "no two users share a token");
+    assert_eq!(
+        token(
+            send(&two, proxied("10.0.0.1:4000", "zoe", "ml, team-own"))
+                .await
+                .json()
+        ),
+        zoe,
+        "the other replica derives the same"
+    );
+    // Zoe drafts through the other replica with her token (the empty body is then refused as
+    // input), and not with Yuri's.
+    let draft = |csrf: &str| {
+        let mut req = proxied("10.0.0.1:4000", "zoe", "ml, team-own");
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = "/api/quota/teams/own/requests".parse().expect("uri");
+        req.headers_mut()
+            .insert("x-csrf-token", csrf.parse().expect("header"));
+        req.headers_mut()
+            .insert("content-type", "application/json".parse().expect("header"));
+        *req.body_mut() = axum::body::Body::from("{}");
+        req
+    };
+    assert_eq!(
+        send(&two, draft(&zoe)).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    let reply = send(&two, draft(&yuri)).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert!(reply.text().contains("X-CSRF-Token"), "{}", reply.text());
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn api_answers_are_never_cached_and_https_asks_for_hsts(pool: PgPool) {
+    let router = router_with(pool, proxy_settings("10.0.0.1"));
+    let session = |peer: &str, proto: Option<&str>| {
+        let mut req = request_from(Method::GET, "/api/auth/session", None, None, peer);
+        if let Some(proto) = proto {
+            req.headers_mut()
+                .insert("x-forwarded-proto", proto.parse().expect("header"));
+        }
+        req
+    };
+    let header = |reply: &common::Reply, name: &str| {
+        reply
+            .headers
+            .get(name)
+            .map(|v| v.to_str().expect("text").to_owned())
+    };
+    // Over https as the trusted proxy says: HSTS; plain http, or a proxy nobody trusts: none.
+    let https = send(&router, session("10.0.0.1:4000", Some("https"))).await;
+    assert_eq!(
+        header(&https, "strict-transport-security").as_deref(),
+        Some("max-age=31536000")
+    );
+    assert_eq!(header(&https, "cache-control").as_deref(), Some("no-store"));
+    for (peer, proto) in [("10.0.0.1:4000", None), ("192.168.7.7:4000", Some("https"))] {
+        let reply = send(&router, session(peer, proto)).await;
+        assert_eq!(header(&reply, "strict-transport-security"), None, "{peer}");
+        assert_eq!(header(&reply, "cache-control").as_deref(), Some("no-store"));
+    }
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn passwords_are_never_logged_or_returned(pool: PgPool) {
     let logs = capture_logs();
     seed_world(&pool).await;

@@ -260,6 +260,7 @@ pub fn validate_roles(path: &str, roles: &[Role], errors: &mut Vec<FieldError>) 
 }
 
 pub fn validate_display_name(path: &str, name: &str, errors: &mut Vec<FieldError>) {
+    crate::validate::validate_visible(path, name, errors);
     if name.chars().count() > MAX_DISPLAY_NAME_CHARS {
         errors.push(FieldError {
             path: path.to_owned(),
@@ -303,6 +304,7 @@ pub fn validate_password(path: &str, password: &str, errors: &mut Vec<FieldError
 }
 
 pub fn validate_cost_centre(path: &str, value: &str, errors: &mut Vec<FieldError>) {
+    crate::validate::validate_visible(path, value, errors);
     if value.trim().is_empty() || value.len() > 64 {
         errors.push(FieldError {
             path: path.to_owned(),

@@ -31,6 +31,29 @@ pub fn dns_label_from(text: &str) -> Option<String> {
     (!label.is_empty()).then(|| label.to_owned())
 }
 
+/// Names people read in YAML, CSV and the audit log hold only what shows: no control
+/// characters, no bidirectional overrides or isolates (which make text read in another order
+/// than it is stored, CVE-2021-42574's "Trojan Source"), no zero-width characters.
+pub fn validate_visible(path: &str, text: &str, errors: &mut Vec<FieldError>) {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+            || matches!(
+                c,
+                '\u{200B}'..='\u{200F}' | '\u{061C}' | '\u{2060}' | '\u{FEFF}'
+            )
+    };
+    if let Some(c) = text.chars().find(|&c| hidden(c)) {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message: format!(
+                "holds U+{:04X}, a character that does not show or reorders the text; type the name again without it",
+                u32::from(c)
+            ),
+        });
+    }
+}
+
 /// `stem`, or `stem-2`, `stem-3`, … whichever `taken` says is free first.
 pub fn free_name(stem: &str, taken: impl Fn(&str) -> bool) -> String {
     if !taken(stem) {
@@ -80,5 +103,31 @@ mod tests {
         let long = dns_label_from(&format!("{}-x", "a".repeat(62))).expect("a label");
         assert_eq!(long, "a".repeat(62));
         assert!(is_dns_label(&long));
+    }
+}
+
+#[cfg(test)]
+mod visible_tests {
+    use super::validate_visible;
+
+    #[test]
+    fn hidden_and_reordering_characters_are_refused() {
+        let check = |text: &str| {
+            let mut errors = Vec::new();
+            validate_visible("name", text, &mut errors);
+            errors.first().map(|e| e.message.clone())
+        };
+        assert_eq!(check("CC-1001 Forschung & Entwicklung"), None);
+        assert_eq!(check("Zoë Müller-李"), None);
+        for (text, code) in [
+            ("CC\u{202E}1001", "U+202E"),
+            ("a\u{2067}b", "U+2067"),
+            ("zero\u{200B}width", "U+200B"),
+            ("bom\u{FEFF}", "U+FEFF"),
+            ("line\nbreak", "U+000A"),
+        ] {
+            let message = check(text).unwrap_or_default();
+            assert!(message.contains(code), "{text:?}: {message}");
+        }
     }
 }

@@ -178,3 +178,24 @@ pub async fn prune_failures(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
         .await?;
     Ok(())
 }
+
+/// The secret named `name` that every replica shares: `fresh` when none was kept yet (the
+/// first replica to ask keeps it), else the one kept.
+pub async fn shared_secret(
+    db: impl PgExecutor<'_>,
+    name: &str,
+    fresh: &str,
+) -> sqlx::Result<String> {
+    sqlx::query_scalar!(
+        r#"with made as (
+               insert into server_secrets (name, value) values ($1, $2)
+               on conflict (name) do nothing returning value)
+           select value as "value!" from made
+           union all select value from server_secrets where name = $1
+           limit 1"#,
+        name,
+        fresh
+    )
+    .fetch_one(db)
+    .await
+}

@@ -52,6 +52,9 @@ pub(super) async fn caller(
     teams.sort();
     teams.dedup();
     let user = accounts::provision(&state.pool, &username, &roles, &teams).await?;
-    user.map(|user: UserRow| caller_of(user, state.auth.proxy_csrf_token.clone(), None))
-        .transpose()
+    user.map(|user: UserRow| {
+        let token = state.auth.proxy_csrf_token(user.user_id);
+        caller_of(user, token, None)
+    })
+    .transpose()
 }

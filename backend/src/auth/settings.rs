@@ -19,8 +19,10 @@ pub struct AuthSettings {
     pub trusted_proxies: Vec<IpNet>,
     /// `Some` when the trusted auth-proxy mode is on.
     pub proxy: Option<ProxySettings>,
-    /// The CSRF token of auth-proxy callers, random per process.
-    pub proxy_csrf_token: String,
+    /// The key of auth-proxy callers' CSRF tokens ([`AuthSettings::proxy_csrf_token`]): the
+    /// same on every replica (`--csrf-secret`, else one kept in the database), so any replica
+    /// accepts a token another gave; random per process in tests.
+    pub csrf_secret: String,
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +41,7 @@ impl Default for AuthSettings {
             secure_cookies: false,
             trusted_proxies: Vec::new(),
             proxy: None,
-            proxy_csrf_token: password::random_hex(32),
+            csrf_secret: password::random_hex(32),
         }
     }
 }
@@ -47,6 +49,16 @@ impl Default for AuthSettings {
 impl AuthSettings {
     pub fn is_trusted(&self, ip: IpAddr) -> bool {
         self.trusted_proxies.iter().any(|net| net.contains(&ip))
+    }
+
+    /// An auth-proxy caller's CSRF token: a keyed hash of their user id, so no two users share
+    /// one and every replica with the same secret derives the same. (Behind the proxy the
+    /// console sees no session of its own; the proxy's own session guards the rest.)
+    pub fn proxy_csrf_token(&self, user_id: i64) -> String {
+        password::keyed_hash(
+            self.csrf_secret.as_bytes(),
+            format!("gpufleet proxy csrf: user {user_id}").as_bytes(),
+        )
     }
 }
 
