@@ -79,9 +79,10 @@ async fn main() {
         .unwrap();
     backend::MIGRATOR.run(&pool).await.unwrap();
     backend::fleet::load_demo(&pool).await.unwrap();
-    let state = AppState::new(pool.clone()).with_live(Arc::new(backend::usage::live::Live::new(
-        Duration::from_secs(1),
-    )));
+    // one user's 1,000 live views: the fan-out, not the per-user cap (8), is measured here
+    let mut live = backend::usage::live::Live::new(Duration::from_secs(1));
+    live.per_user = 1_000;
+    let state = AppState::new(pool.clone()).with_live(Arc::new(live));
     let live = backend::usage::live::spawn(pool.clone(), state.live.clone());
     let work = state.work.clone();
     let new = NewUser {

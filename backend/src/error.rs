@@ -31,6 +31,18 @@ pub enum Error {
     /// The compute pool is full (see `work`).
     #[error("busy")]
     Busy { retry_after_s: u64 },
+    /// A cap on what one user may hold open (429 with `Retry-After`).
+    #[error("too many: {message}")]
+    TooMany {
+        message: &'static str,
+        retry_after_s: u64,
+    },
+    /// A cap on what the server holds open in all (503 with `Retry-After`).
+    #[error("full: {message}")]
+    Full {
+        message: &'static str,
+        retry_after_s: u64,
+    },
     /// The hashing pool is full: too many password checks at once.
     #[error("too many password checks at once")]
     HashingBusy { retry_after_s: u64 },
@@ -118,6 +130,8 @@ impl Error {
                     wait_in_words(*retry_after_s)
                 ),
             ),
+            Self::TooMany { message, .. } => ApiError::new(ErrorCode::TooManyRequests, *message),
+            Self::Full { message, .. } => ApiError::new(ErrorCode::Unavailable, *message),
             Self::NotFound => ApiError::from_code(ErrorCode::NotFound),
             Self::BadRequest(message) => ApiError::new(ErrorCode::BadRequest, message.clone()),
             Self::UnsupportedMediaType => ApiError::from_code(ErrorCode::UnsupportedMediaType),
@@ -160,7 +174,9 @@ impl IntoResponse for Error {
             .into_response();
         if let Self::TooManyRequests { retry_after_s }
         | Self::Busy { retry_after_s }
-        | Self::HashingBusy { retry_after_s } = self
+        | Self::HashingBusy { retry_after_s }
+        | Self::TooMany { retry_after_s, .. }
+        | Self::Full { retry_after_s, .. } = self
         {
             response
                 .headers_mut()

@@ -227,3 +227,107 @@ async fn newly_ingested_minutes_reach_every_viewer(pool: PgPool) {
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     reader.abort();
 }
+
+/// Opens a stream; its status (the body is dropped with the response when it is not 200).
+async fn open_status(router: &Router, session: &common::Session) -> (StatusCode, Option<Body>) {
+    let req = request(Method::GET, "/api/usage/stream", Some(session), None);
+    let response = router.clone().oneshot(req).await.expect("infallible");
+    let status = response.status();
+    (
+        status,
+        (status == StatusCode::OK).then(|| response.into_body()),
+    )
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn streams_end_with_their_viewer_and_are_capped(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    user(&pool, "rita", &[Role::Requester], &["research", "search"]).await;
+    user(&pool, "ada", &[Role::Admin], &[]).await;
+    user(&pool, "alex", &[Role::Approver], &[]).await;
+    let mut live = Live::with_buffer(Duration::from_millis(100), 8);
+    live.check_every = Duration::from_millis(100);
+    live.lifetime = Duration::from_secs(2);
+    (live.per_user, live.in_all) = (2, 3);
+    let live = Arc::new(live);
+    let state = AppState::new(pool.clone()).with_live(live.clone());
+    let reader = backend::usage::live::spawn(pool.clone(), live.clone());
+    let router = app(
+        state,
+        &HttpSettings {
+            public_dir: public_fixture(),
+            ..Default::default()
+        },
+    );
+    let (fiona, rita, ada) = (
+        login(&router, "fiona", PASSWORD).await,
+        login(&router, "rita", PASSWORD).await,
+        login(&router, "ada", PASSWORD).await,
+    );
+    let first = floor_minute(now_ms()) - 10 * MINUTE_MS;
+    ingest_minute(&pool, first, 3).await;
+    let call = |method: Method, uri: &str, body: Option<serde_json::Value>| {
+        let router = router.clone();
+        let req = request(method, uri, Some(&ada), body);
+        async move { common::send(&router, req).await.status }
+    };
+
+    // Fiona logs out: her open stream ends at its next check.
+    let mut finance = Viewer::open(&router, &fiona, None).await;
+    assert!(finance.next().await.is_some());
+    let out = common::send(
+        &router,
+        request(Method::POST, "/api/auth/logout", Some(&fiona), None),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::NO_CONTENT);
+    assert!(finance.next().await.is_none(), "ended with the session");
+
+    // Rita leaves research: her stream follows her teams as they are now; disabled, it ends.
+    let mut requester = Viewer::open(&router, &rita, None).await;
+    let (_, mine) = requester.next().await.expect("rita's minute");
+    assert_eq!(mine.teams.len(), 2);
+    assert_eq!(
+        call(Method::DELETE, "/api/teams/research/members/rita", None).await,
+        StatusCode::NO_CONTENT
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ingest_minute(&pool, first + MINUTE_MS, 4).await;
+    let (_, mine) = requester.next().await.expect("the next minute");
+    let teams: Vec<&str> = mine.teams.iter().map(|t| t.team.as_str()).collect();
+    assert_eq!(teams, ["search"]);
+    let disabled = call(
+        Method::PATCH,
+        "/api/users/rita",
+        Some(serde_json::json!({"disabled": true})),
+    )
+    .await;
+    assert_eq!(disabled, StatusCode::OK);
+    assert!(requester.next().await.is_none(), "ended when disabled");
+
+    // Caps: two streams per user, three in all (429, then 503, each with Retry-After).
+    let fiona = login(&router, "fiona", PASSWORD).await;
+    let alex = login(&router, "alex", PASSWORD).await;
+    let (a, _held_a) = open_status(&router, &fiona).await;
+    let (b, _held_b) = open_status(&router, &fiona).await;
+    assert_eq!((a, b), (StatusCode::OK, StatusCode::OK));
+    assert_eq!(
+        open_status(&router, &fiona).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let (c, held_c) = open_status(&router, &alex).await;
+    assert_eq!(c, StatusCode::OK);
+    assert_eq!(
+        open_status(&router, &ada).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    // A stream lives at most its lifetime (2 s here); its seat is then free.
+    let mut aged = Viewer {
+        body: held_c.expect("a body"),
+        pending: String::new(),
+    };
+    while aged.next().await.is_some() {}
+    assert_eq!(open_status(&router, &ada).await.0, StatusCode::OK);
+    reader.abort();
+}

@@ -13,7 +13,7 @@ use axum::{
     Extension,
     extract::State,
     http::HeaderMap,
-    response::sse::{Event, KeepAlive, Sse},
+    response::sse::{Event, Sse},
 };
 use futures_util::{Stream, StreamExt, stream};
 use shared::{
@@ -42,6 +42,15 @@ pub type Shared = Arc<(LiveMinute, String)>;
 pub struct Live {
     tx: broadcast::Sender<Shared>,
     pub every: Duration,
+    /// How often a stream re-checks its viewer and sends a heartbeat.
+    pub check_every: Duration,
+    /// How long a stream lives before the browser must reconnect.
+    pub lifetime: Duration,
+    /// Streams one user may hold, and the server in all.
+    pub per_user: usize,
+    pub in_all: usize,
+    /// Open streams per user.
+    open: std::sync::Mutex<std::collections::HashMap<i64, usize>>,
 }
 
 impl Live {
@@ -54,6 +63,11 @@ impl Live {
         Self {
             tx: broadcast::channel(buffer.max(1)).0,
             every,
+            check_every: Duration::from_secs(15),
+            lifetime: Duration::from_secs(3600),
+            per_user: 8,
+            in_all: 2_000,
+            open: std::sync::Mutex::default(),
         }
     }
 
@@ -169,17 +183,23 @@ fn event(caller: &Caller, minute: &LiveMinute, json: &str) -> Event {
         .data(data)
 }
 
-/// `GET /api/usage/stream`.
+/// `GET /api/usage/stream`: the minutes the viewer has not seen, then each new one. Every
+/// [`Live::check_every`] the stream re-reads its viewer (and sends a heartbeat): it ends when
+/// their session has ended or they were disabled, follows their teams as they are now, and
+/// ends with no team left; it ends after [`Live::lifetime`] in any case (the browser
+/// reconnects with `Last-Event-ID`, losing nothing). Each user holds at most
+/// [`Live::per_user`] streams and the server [`Live::in_all`].
 pub async fn stream(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = std::result::Result<Event, Infallible>>>> {
-    if !caller.has_any(READERS) && caller.teams.is_empty() {
+    if !may_watch(&caller) {
         return Err(Error::Forbidden(
             "the live view is for finance, approvers, admins and team members",
         ));
     }
+    let seat = Seat::take(&state.live, caller.user_id)?;
     let rx = state.live.tx.subscribe();
     let resume = headers
         .get("last-event-id")
@@ -204,31 +224,119 @@ pub async fn stream(
             Ok(event(&caller, &m, &json))
         }))
     };
-    let live = stream::unfold(
-        (rx, caller, sent_up_to),
-        |(mut rx, caller, sent)| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(shared) if shared.0.minute_ms <= sent => continue,
+    let now = tokio::time::Instant::now();
+    let watch = Watch {
+        end: now + state.live.lifetime,
+        next_check: now + state.live.check_every,
+        state,
+        rx,
+        caller,
+        sent: sent_up_to,
+        _seat: seat,
+    };
+    Ok(Sse::new(first.chain(stream::unfold(watch, Watch::next))))
+}
+
+fn may_watch(caller: &Caller) -> bool {
+    caller.has_any(READERS) || !caller.teams.is_empty()
+}
+
+/// One open stream after its backlog.
+struct Watch {
+    state: AppState,
+    rx: broadcast::Receiver<Shared>,
+    caller: Caller,
+    /// The last minute sent.
+    sent: i64,
+    next_check: tokio::time::Instant,
+    end: tokio::time::Instant,
+    _seat: Seat,
+}
+
+impl Watch {
+    /// The next event, or `None` to end the stream.
+    async fn next(mut self) -> Option<(std::result::Result<Event, Infallible>, Watch)> {
+        loop {
+            tokio::select! {
+                got = self.rx.recv() => match got {
+                    Ok(shared) if shared.0.minute_ms <= self.sent => continue,
                     Ok(shared) => {
-                        let ev = event(&caller, &shared.0, &shared.1);
-                        return Some((Ok(ev), (rx, caller, shared.0.minute_ms)));
+                        let ev = event(&self.caller, &shared.0, &shared.1);
+                        self.sent = shared.0.minute_ms;
+                        return Some((Ok(ev), self));
                     }
                     // too slow for the others, or the server is stopping: end this stream (the
                     // browser reconnects with Last-Event-ID)
-                    Err(
-                        broadcast::error::RecvError::Lagged(_)
-                        | broadcast::error::RecvError::Closed,
-                    ) => {
+                    Err(broadcast::error::RecvError::Lagged(_) | broadcast::error::RecvError::Closed) => {
                         return None;
                     }
+                },
+                () = tokio::time::sleep_until(self.next_check) => {
+                    if tokio::time::Instant::now() >= self.end {
+                        return None;
+                    }
+                    match crate::auth::recheck(&self.state, &self.caller).await {
+                        Ok(Some(now)) if may_watch(&now) => self.caller = now,
+                        Ok(_) => return None,
+                        Err(err) => {
+                            tracing::warn!(%err, "live view: cannot re-check the viewer; ending the stream");
+                            return None;
+                        }
+                    }
+                    self.next_check += self.state.live.check_every;
+                    return Some((Ok(Event::default().comment("heartbeat")), self));
                 }
             }
-        },
-    );
-    Ok(Sse::new(first.chain(live)).keep_alive(
-        KeepAlive::new()
-            .interval(Duration::from_secs(15))
-            .text("heartbeat"),
-    ))
+        }
+    }
+}
+
+/// A stream's place in the caps; given back when the stream ends.
+struct Seat {
+    live: Arc<Live>,
+    user: i64,
+}
+
+impl Seat {
+    fn take(live: &Arc<Live>, user: i64) -> Result<Seat> {
+        let mut open = live
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let total: usize = open.values().sum();
+        if total >= live.in_all {
+            return Err(Error::Full {
+                message: "the console has as many live views open as it serves; try again shortly",
+                retry_after_s: 30,
+            });
+        }
+        let mine = open.entry(user).or_default();
+        if *mine >= live.per_user {
+            return Err(Error::TooMany {
+                message: "you have as many live views open as one user may; close one (another tab or window)",
+                retry_after_s: 30,
+            });
+        }
+        *mine += 1;
+        Ok(Seat {
+            live: Arc::clone(live),
+            user,
+        })
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut open = self
+            .live
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.user);
+            }
+        }
+    }
 }
