@@ -1,6 +1,6 @@
 //! Application state, the router with its layers, and serving with graceful shutdown.
 
-use std::{future::Future, io, net::SocketAddr, path::Path, sync::Arc, time::Duration};
+use std::{future::Future, io, path::Path, sync::Arc, time::Duration};
 
 use axum::{
     Router,
@@ -295,37 +295,149 @@ async fn spa_fallback(uri: &Uri, index: &Path) -> Response {
 /// How long in-flight requests get once a shutdown begins; then the server stops anyway.
 pub const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 
-/// Serves until `shutdown` resolves; then fires every running job's interrupt (see `work`)
-/// and lets in-flight requests finish, for at most [`SHUTDOWN_LIMIT`].
+/// How the server holds its connections.
+#[derive(Debug, Clone, Copy)]
+pub struct Connections {
+    /// Open connections at most; past it a connection is answered `503` and closed.
+    pub max: usize,
+    /// How long a client has to send a request's headers, counted from when the connection
+    /// opens or its last response went out: a connection that sends nothing, sends headers a
+    /// line at a time, or sits idle between keep-alive requests is closed after it.
+    pub header_timeout: Duration,
+}
+
+impl Connections {
+    /// Open files this process keeps for everything but connections (database, files, logs).
+    const RESERVED_FILES: u64 = 128;
+
+    /// `max` connections at most, fewer when the open-file limit would not hold them.
+    pub fn within(max: usize, open_files: u64) -> Self {
+        let room =
+            usize::try_from(open_files.saturating_sub(Self::RESERVED_FILES)).unwrap_or(usize::MAX);
+        Self {
+            max: max.min(room).max(1),
+            header_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves until `shutdown` resolves, with the connections this process's open-file limit
+/// holds (see [`serve_with`]).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
     work: Work,
 ) -> io::Result<()> {
-    let (began, shutting_down) = tokio::sync::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        tracing::info!("shutting down: stopping running jobs, finishing requests");
-        work.stop_all();
-        let _ = began.send(());
-    };
-    let service = router.into_make_service_with_connect_info::<SocketAddr>();
-    let server = axum::serve(listener, service).with_graceful_shutdown(signal);
-    let deadline = async {
-        if shutting_down.await.is_ok() {
-            tokio::time::sleep(SHUTDOWN_LIMIT).await;
-        } else {
-            std::future::pending::<()>().await;
+    let open_files = raise_open_file_limit();
+    serve_with(
+        listener,
+        router,
+        shutdown,
+        work,
+        Connections::within(10_000, open_files),
+    )
+    .await
+}
+
+/// Raises the soft open-file limit to the hard one (each connection is a file), and says
+/// what it got.
+pub fn raise_open_file_limit() -> u64 {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => {
+            tracing::info!(open_files = limit, "open-file limit");
+            limit
         }
-    };
-    tokio::select! {
-        result = server => result,
-        () = deadline => {
-            tracing::warn!(limit_s = SHUTDOWN_LIMIT.as_secs(), "requests still running at the shutdown limit; stopping anyway");
-            Ok(())
+        Err(err) => {
+            let limit = rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft);
+            tracing::warn!(%err, open_files = limit, "cannot raise the open-file limit");
+            limit
         }
     }
+}
+
+/// Serves until `shutdown` resolves; then fires every running job's interrupt (see `work`)
+/// and lets in-flight requests finish, for at most [`SHUTDOWN_LIMIT`]. Connections are
+/// bounded by `connections`.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    work: Work,
+    connections: Connections,
+) -> io::Result<()> {
+    tracing::info!(
+        max_connections = connections.max,
+        header_timeout_s = connections.header_timeout.as_secs_f64(),
+        "accepting connections"
+    );
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(connections.max));
+    tokio::pin!(shutdown);
+    loop {
+        let (socket, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // out of files or the like: say so, and give the others time to close
+                    tracing::warn!(%err, "accept error");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tokio::spawn(refuse_connection(socket, connections.max));
+            continue;
+        };
+        let _ = socket.set_nodelay(true);
+        let router = router.clone();
+        let service =
+            hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                tower::ServiceExt::oneshot(router.clone(), request.map(axum::body::Body::new))
+            });
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(connections.header_timeout)
+            .serve_connection(hyper_util::rt::TokioIo::new(socket), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(%err, %peer, "connection closed");
+            }
+            drop(slot);
+        });
+    }
+    tracing::info!("shutting down: stopping running jobs, finishing requests");
+    work.stop_all();
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(SHUTDOWN_LIMIT) => {
+            tracing::warn!(limit_s = SHUTDOWN_LIMIT.as_secs(), "requests still running at the shutdown limit; stopping anyway");
+        }
+    }
+    Ok(())
+}
+
+/// What a connection past the cap gets before it is closed: the error contract's JSON.
+async fn refuse_connection(mut socket: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = shared::ApiError::new(
+        shared::ErrorCode::Unavailable,
+        format!(
+            "the console holds as many connections as it serves ({max}); try again in 5 seconds"
+        ),
+    );
+    let body = serde_json::to_string(&body).unwrap_or_default();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 5\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(answer.as_bytes())).await;
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

@@ -129,6 +129,30 @@ async fn resolve(
     caller_of(user, csrf_token, Some(hash)).map(Some)
 }
 
+/// The caller as they stand now, for work that outlives its request (a live stream): `None`
+/// once their session has ended (log-out, expiry, a password reset) or they were disabled;
+/// else their roles and teams as they are now. It does not keep a session alive: a stream
+/// alone is no activity.
+pub async fn recheck(state: &AppState, caller: &Caller) -> Result<Option<Caller>> {
+    match &caller.session {
+        Some(hash) => {
+            let idle_s = state.auth.session_idle.as_secs_f64();
+            match db::session_user(&state.pool, hash, idle_s).await? {
+                Some((user, csrf_token, _)) => {
+                    caller_of(user, csrf_token, Some(hash.clone())).map(Some)
+                }
+                None => Ok(None),
+            }
+        }
+        None => match accounts::db::get_user(&state.pool, &caller.username).await? {
+            Some(user) if !user.disabled => {
+                caller_of(user, caller.csrf_token.clone(), None).map(Some)
+            }
+            _ => Ok(None),
+        },
+    }
+}
+
 pub(crate) fn caller_of(
     user: UserRow,
     csrf_token: String,
@@ -193,19 +217,24 @@ async fn login(
     let window_s = THROTTLE_WINDOW.as_secs_f64();
     // The attempt is counted before the password is checked, under locks on the account and
     // the address, so concurrent attempts cannot all slip under the limit.
-    let Some(attempt) = db::reserve_attempt(
-        &state.pool,
-        &username,
-        &address,
-        window_s,
-        (MAX_FAILURES_PER_ACCOUNT, MAX_FAILURES_PER_ADDRESS),
-    )
-    .await?
-    else {
-        tracing::warn!(username, address, "log-in throttled");
-        return Err(Error::TooManyRequests {
-            retry_after_s: THROTTLE_WINDOW.as_secs(),
-        });
+    let limits = (MAX_FAILURES_PER_ACCOUNT, MAX_FAILURES_PER_ADDRESS);
+    let attempt = match db::reserve_attempt(&state.pool, &username, &address, window_s, limits)
+        .await?
+    {
+        db::Attempt::Reserved(id) => id,
+        db::Attempt::Locked => {
+            tracing::warn!(username, address, "log-in throttled");
+            return Err(Error::TooManyRequests {
+                retry_after_s: THROTTLE_WINDOW.as_secs(),
+            });
+        }
+        // not locked: as many attempts as the limit are in flight; one of them may be right
+        db::Attempt::Busy => {
+            return Err(Error::TooMany {
+                message: "other log-ins to this account are being checked; try again in 1 second",
+                retry_after_s: 1,
+            });
+        }
     };
     let credentials = db::credentials(&state.pool, &username).await?;
     let hash = credentials.as_ref().and_then(|c| c.password_hash.clone());
@@ -227,11 +256,13 @@ async fn login(
         Some(c) if verified && !c.disabled => c.user_id,
         _ => {
             // The reserved attempt stays: it is the failure's record.
+            db::settle_failure(&state.pool, attempt).await?;
             tracing::info!(username, address, "failed log-in");
             // The same answer whether the user is unknown, disabled, or the password wrong.
             return Err(Error::Unauthenticated("wrong username or password"));
         }
     };
+    db::release_attempt(&state.pool, attempt).await?;
     db::forget_failures(&state.pool, &username).await?;
     db::prune_failures(&state.pool).await?;
     db::delete_expired_sessions(&state.pool, state.auth.session_idle.as_secs_f64()).await?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use sqlx::{PgPool, migrate::Migrator, postgres::PgPoolOptions};
 
-pub use app::{AppState, app, serve};
+pub use app::{AppState, Connections, app, serve, serve_with};
 
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");

@@ -235,6 +235,63 @@ async fn the_throttle_holds_under_concurrent_attempts(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_right_password_is_not_told_locked_while_other_attempts_are_checked(pool: PgPool) {
+    let router = common::router(pool.clone());
+    user(&pool, "rita", &[Role::Requester], &[]).await;
+    // Attempts in flight (being checked) on Rita's account, from other addresses, `age` old.
+    let in_flight = |n: i32, pending: bool, age_s: i32| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query("delete from login_failures")
+                .execute(&pool)
+                .await
+                .expect("clear");
+            sqlx::query(
+                "insert into login_failures (username, address, pending, created_at)
+                 select 'rita', '10.5.0.' || i, $2, now() - $3 * interval '1 second'
+                 from generate_series(1, $1) i",
+            )
+            .bind(n)
+            .bind(pending)
+            .bind(age_s)
+            .execute(&pool)
+            .await
+            .expect("attempts");
+        }
+    };
+    let rita = || try_login(&router, "rita", common::PASSWORD, "10.6.0.1:1");
+    let retry_after = |reply: &common::Reply| {
+        reply
+            .headers
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().expect("text").to_owned())
+    };
+    // Five being checked: not locked, so "try again in 1 second".
+    in_flight(5, true, 0).await;
+    let reply = rita().await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after(&reply).as_deref(), Some("1"));
+    let err: ApiError = reply.json();
+    assert!(err.message.contains("being checked"), "{}", err.message);
+    // Five failed: locked for the window.
+    in_flight(5, false, 0).await;
+    let reply = rita().await;
+    assert_eq!(retry_after(&reply).as_deref(), Some("900"));
+    assert!(reply.json::<ApiError>().message.contains("15 minutes"));
+    // Five left pending by a server that stopped a minute ago count as failures.
+    in_flight(5, true, 120).await;
+    assert_eq!(retry_after(&rita().await).as_deref(), Some("900"));
+    // Four in flight: hers is checked and signed in; theirs stay, to settle as they end.
+    in_flight(4, true, 0).await;
+    assert_eq!(rita().await.status, StatusCode::OK);
+    let left: i64 = sqlx::query_scalar("select count(*) from login_failures where pending")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 4);
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn log_ins_beyond_the_hashing_pool_are_refused_not_queued(pool: PgPool) {
     let router = router_on(pool.clone(), Work::new(1, 1, 1, 2), HttpSettings::default());
     // One account each, so only the pool limits (attempts in flight count against an
@@ -586,4 +643,130 @@ async fn a_statement_stops_when_its_client_leaves_or_its_time_is_up(pool: PgPool
         reply.text()
     );
     stops_within(&work, Duration::from_secs(2)).await;
+}
+
+/// The real router served on loopback with `connections`; its address and stop switch.
+async fn served(
+    pool: &PgPool,
+    connections: backend::Connections,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(backend::serve_with(
+        listener,
+        common::router(pool.clone()),
+        async {
+            let _ = stopped.await;
+        },
+        Work::new(1, 1, 1, 1),
+        connections,
+    ));
+    (addr, stop)
+}
+
+/// How long until the server closes `socket` (reads until EOF), at most `limit`.
+async fn closed_within(socket: &mut tokio::net::TcpStream, limit: Duration) -> Duration {
+    use tokio::io::AsyncReadExt;
+    let since = Instant::now();
+    let mut sink = Vec::new();
+    tokio::time::timeout(limit, socket.read_to_end(&mut sink))
+        .await
+        .expect("the server closed the connection in time")
+        .expect("read");
+    since.elapsed()
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn silent_slow_and_idle_connections_are_closed(pool: PgPool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let connections = backend::Connections {
+        max: 16,
+        header_timeout: Duration::from_millis(500),
+    };
+    let (addr, _stop) = served(&pool, connections).await;
+    // A connection that sends nothing.
+    let mut silent = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    closed_within(&mut silent, Duration::from_secs(3)).await;
+    // Headers a line at a time, 200 ms apart: never whole within the timeout.
+    let mut slow = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let slow_writer = tokio::spawn(async move {
+        for line in [
+            "GET /api/health HTTP/1.1\r\n",
+            "Host: x\r\n",
+            "X-A: 1\r\n",
+            "X-B: 2\r\n",
+        ]
+        .iter()
+        .cycle()
+        .take(40)
+        {
+            if slow.write_all(line.as_bytes()).await.is_err() {
+                return slow;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        slow
+    });
+    let mut slow = slow_writer.await.expect("joined");
+    assert!(closed_within(&mut slow, Duration::from_secs(3)).await < Duration::from_secs(3));
+    // A keep-alive connection idle after its answer.
+    let mut idle = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    idle.write_all(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let mut first = [0u8; 12];
+    idle.read_exact(&mut first).await.expect("an answer");
+    assert_eq!(&first, b"HTTP/1.1 200");
+    closed_within(&mut idle, Duration::from_secs(3)).await;
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn past_the_connection_cap_a_client_is_told_so(pool: PgPool) {
+    use tokio::io::AsyncReadExt;
+    let connections = backend::Connections {
+        max: 3,
+        header_timeout: Duration::from_secs(30),
+    };
+    let (addr, _stop) = served(&pool, connections).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(
+            tokio::net::TcpStream::connect(&addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut fourth = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(3), fourth.read_to_string(&mut answer))
+        .await
+        .expect("answered at once")
+        .expect("read");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 5"), "{answer}");
+    let body: ApiError = serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("a body"))
+        .expect("the error contract");
+    assert_eq!(body.code, ErrorCode::Unavailable);
+    assert!(body.message.contains("connections as it serves (3)"), "{}", body.message);
+    // One held connection closes: a new one is served.
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let answer = http(
+        &addr,
+        format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }

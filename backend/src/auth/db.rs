@@ -108,18 +108,28 @@ pub async fn delete_expired_sessions(db: impl PgExecutor<'_>, idle_s: f64) -> sq
     Ok(done.rows_affected())
 }
 
-/// Counts the attempts (failed, or still being checked) in the last `window_s` for the account
-/// and for the address and, when both are under their `limits`, records this one; returns its
-/// id, or `None` when a limit is reached. One transaction holds advisory locks on the account
-/// and then the address (always in that order), so concurrent attempts are counted one after
-/// another.
+/// What the throttle says of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// Recorded as pending, with its id: check the password.
+    Reserved(i64),
+    /// The account or the address has failed too often in the window.
+    Locked,
+    /// Under the failure limit, but enough attempts on it are being checked right now.
+    Busy,
+}
+
+/// Counts the failures and the attempts being checked in the last `window_s` for the account
+/// and for the address and, when both are under their `limits`, records this one as pending.
+/// One transaction holds advisory locks on the account and then the address (always in that
+/// order), so concurrent attempts are counted one after another.
 pub async fn reserve_attempt(
     pool: &PgPool,
     username: &str,
     address: &str,
     window_s: f64,
     (account_limit, address_limit): (i64, i64),
-) -> sqlx::Result<Option<i64>> {
+) -> sqlx::Result<Attempt> {
     let mut tx = pool.begin().await?;
     sqlx::query!(
         "select pg_advisory_xact_lock(hashtextextended('gpufleet-login-account:' || $1, 0)),
@@ -130,30 +140,50 @@ pub async fn reserve_attempt(
     .fetch_one(&mut *tx)
     .await?;
     let counts = sqlx::query!(
-        r#"select
+        r#"with recent as (
+               select username, address,
+                      not pending or created_at < now() - interval '1 minute' as failed
+               from login_failures
+               where created_at > now() - make_interval(secs => $3)
+                 and (username = $1 or address = $2))
+           select
              count(*) filter (where username = $1) as "account!",
-             count(*) filter (where address = $2) as "address!"
-           from login_failures
-           where created_at > now() - make_interval(secs => $3)
-             and (username = $1 or address = $2)"#,
+             count(*) filter (where username = $1 and failed) as "account_failed!",
+             count(*) filter (where address = $2) as "address!",
+             count(*) filter (where address = $2 and failed) as "address_failed!"
+           from recent"#,
         username,
         address,
         window_s,
     )
     .fetch_one(&mut *tx)
     .await?;
+    if counts.account_failed >= account_limit || counts.address_failed >= address_limit {
+        return Ok(Attempt::Locked);
+    }
     if counts.account >= account_limit || counts.address >= address_limit {
-        return Ok(None);
+        return Ok(Attempt::Busy);
     }
     let id = sqlx::query_scalar!(
-        "insert into login_failures (username, address) values ($1, $2) returning id",
+        "insert into login_failures (username, address, pending) values ($1, $2, true) returning id",
         username,
         address
     )
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(Some(id))
+    Ok(Attempt::Reserved(id))
+}
+
+/// A checked attempt that failed: its row stays as the failure's record.
+pub async fn settle_failure(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "update login_failures set pending = false where id = $1",
+        id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
 }
 
 /// Takes back a reserved attempt that was never evaluated.
@@ -164,11 +194,15 @@ pub async fn release_attempt(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<(
     Ok(())
 }
 
-/// After a successful log-in the account's count starts again; the address's stays.
+/// After a successful log-in the account's count starts again (attempts still being checked
+/// stay, to settle as they end); the address's stays.
 pub async fn forget_failures(db: impl PgExecutor<'_>, username: &str) -> sqlx::Result<()> {
-    sqlx::query!("delete from login_failures where username = $1", username)
-        .execute(db)
-        .await?;
+    sqlx::query!(
+        "delete from login_failures where username = $1 and not pending",
+        username
+    )
+    .execute(db)
+    .await?;
     Ok(())
 }
 
