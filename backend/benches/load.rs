@@ -10,7 +10,10 @@
 //!    the process's RSS with them connected;
 //! 4. a 10,000-team chargeback statement (finance's, by day over 40 days, and the total of
 //!    200 days): its time and size, the process's peak RSS above idle, and `/api/health`
-//!    latency meanwhile.
+//!    latency meanwhile;
+//! 5. 1,100 idle connections that send nothing: how many the server holds, whether
+//!    `/api/health` still answers beside them, and how long until the header-read timeout
+//!    closes them all.
 //!
 //! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench load`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
@@ -324,6 +327,9 @@ async fn main() {
     // 4. A 10,000-team statement, streamed, with health beside it.
     statements(&pool, &addr, &cookie).await;
 
+    // 5. Idle sockets.
+    idle_sockets(&addr).await;
+
     let _ = stop_server.send(());
     server.await.unwrap().unwrap();
     pool.close().await;
@@ -352,7 +358,9 @@ async fn drain(addr: &str, request: &str) -> Option<(u16, u64)> {
 }
 
 async fn statements(pool: &sqlx::PgPool, addr: &str, cookie: &str) {
-    let (teams, days) = (10_000, 200);
+    // 10,000 teams with the demo's two: at both of a statement's limits (10,000 × 40 days by
+    // day = 400,000 lines; 10,000 × 200 days = 2,000,000 team-days)
+    let (teams, days) = (9_998, 200);
     sqlx::query(
         "insert into teams (name, namespace, cost_centre)
          select 't-' || i, 'ns-' || i, 'CC-' || i from generate_series(1, $1) i",
@@ -411,7 +419,7 @@ async fn statements(pool: &sqlx::PgPool, addr: &str, cookie: &str) {
         latencies.sort_by(f64::total_cmp);
         let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
         println!(
-            "statement of {teams} teams ({query}): HTTP {status}, {:.1} MB in {seconds:.1} s; RSS {} MiB idle, peak {} MiB (+{} MiB); health meanwhile p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} requests)",
+            "statement of 10,000 teams ({query}): HTTP {status}, {:.1} MB in {seconds:.1} s; RSS {} MiB idle, peak {} MiB (+{} MiB); health meanwhile p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} requests)",
             bytes as f64 / 1e6,
             rss_idle / 1024,
             peak.load(Ordering::Relaxed) / 1024,
@@ -422,4 +430,36 @@ async fn statements(pool: &sqlx::PgPool, addr: &str, cookie: &str) {
             latencies.len(),
         );
     }
+}
+
+async fn idle_sockets(addr: &str) {
+    let mut idle = Vec::new();
+    for _ in 0..1_100 {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(socket) => idle.push(socket),
+            Err(_) => break,
+        }
+    }
+    let opened = idle.len();
+    let health = format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let asked = Instant::now();
+    let answered = http(addr, &health).await;
+    let health_ms = asked.elapsed().as_secs_f64() * 1000.0;
+    let started = Instant::now();
+    let mut closed = 0;
+    for mut socket in idle {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0)) =
+            tokio::time::timeout(Duration::from_secs(15), socket.read(&mut byte)).await
+        {
+            closed += 1;
+        }
+    }
+    println!(
+        "idle sockets: {opened} opened and held; /api/health beside them: {} in {health_ms:.1} ms; {closed} closed by the server within {:.1} s (header-read timeout 10 s)",
+        answered.map_or("no answer".to_owned(), |(status, _)| format!(
+            "HTTP {status}"
+        )),
+        started.elapsed().as_secs_f64(),
+    );
 }

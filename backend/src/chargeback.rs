@@ -467,9 +467,9 @@ async fn drill(
             .filter(|u| u.namespace == owner.namespace)
             .map(|u| DrillDay {
                 flavor: u.flavor,
-                allocated_gpu_hours: u.allocated_gpu_us.map(model::Hours),
-                busy_gpu_hours: model::Hours(u.busy_gpu_us),
-                observed_gpu_hours: model::Hours(u.observed_gpu_us),
+                allocated_gpu_hours: u.allocated_gpu_us.map(|us| model::Hours(us.into())),
+                busy_gpu_hours: model::Hours(u.busy_gpu_us.into()),
+                observed_gpu_hours: model::Hours(u.observed_gpu_us.into()),
             })
             .collect()
     };
@@ -508,10 +508,13 @@ async fn set_rate(
     Path(flavor): Path<String>,
     ApiJson(rate): ApiJson<NewRate>,
 ) -> Result<Json<Vec<Rate>>> {
-    if rate.cents_per_gpu_hour < 0 || rate.cents_per_gpu_hour > 10_000_000 {
+    if !(0..=model::MAX_CENTS_PER_GPU_HOUR).contains(&rate.cents_per_gpu_hour) {
         return Err(Error::Invalid(vec![FieldError {
             path: "cents_per_gpu_hour".into(),
-            message: "whole cents per GPU-hour, 0 to 10,000,000".into(),
+            message: format!(
+                "whole cents per GPU-hour, 0 to {}",
+                model::MAX_CENTS_PER_GPU_HOUR
+            ),
         }]));
     }
     let mut tx = state.pool.begin().await?;

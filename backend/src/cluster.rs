@@ -557,39 +557,54 @@ pub async fn health(state: &AppState) -> Result<shared::cluster::ClusterHealth> 
     })
 }
 
+/// The cluster view; its objects' YAML is rendered on the compute pool (10,000 pools make
+/// tens of thousands of objects: rendering them must not hold up the async runtime).
 async fn view(state: &AppState) -> Result<ClusterView> {
     let mut conn = state.pool.acquire().await?;
-    let objects = db::objects(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|row| {
-            Ok(ObjectStatus {
-                state: ObjectState::parse(&row.state)
-                    .ok_or_else(|| Error::Internal(format!("object state {:?}", row.state)))?,
-                changes: serde_json::from_str(&row.changes)
-                    .map_err(|e| Error::Internal(e.to_string()))?,
-                conflicts: serde_json::from_str(&row.conflicts)
-                    .map_err(|e| Error::Internal(e.to_string()))?,
-                object: ObjectRef {
-                    kind: row.kind,
-                    namespace: row.namespace,
-                    name: row.name,
-                },
-                desired_yaml: yaml_of(row.desired.as_deref())?,
-                live_yaml: yaml_of(row.live.as_deref())?,
-                team: row.team,
-                error: row.error,
-                applied_at: row.applied_at,
-                checked_at: Some(row.checked_at),
-            })
+    let rows = db::objects(&mut *conn).await?;
+    let reconciler = reconciler_status(&mut *conn).await?;
+    drop(conn);
+    let objects = state
+        .work
+        .compute
+        .run(move |stop| {
+            rows.into_iter()
+                .map(|row| {
+                    if stop.fired() {
+                        return Err(Error::Unavailable);
+                    }
+                    object_status(row)
+                })
+                .collect::<Result<_>>()
         })
-        .collect::<Result<_>>()?;
+        .await??;
     Ok(ClusterView {
         target: state.cluster.target.clone(),
         api_version: state.cluster.version.api_version().to_owned(),
         version_warning: version_warning(state.cluster.version),
-        reconciler: reconciler_status(&mut *conn).await?,
+        reconciler,
         objects,
+    })
+}
+
+fn object_status(row: db::ObjectRow) -> Result<ObjectStatus> {
+    Ok(ObjectStatus {
+        state: ObjectState::parse(&row.state)
+            .ok_or_else(|| Error::Internal(format!("object state {:?}", row.state)))?,
+        changes: serde_json::from_str(&row.changes).map_err(|e| Error::Internal(e.to_string()))?,
+        conflicts: serde_json::from_str(&row.conflicts)
+            .map_err(|e| Error::Internal(e.to_string()))?,
+        object: ObjectRef {
+            kind: row.kind,
+            namespace: row.namespace,
+            name: row.name,
+        },
+        desired_yaml: yaml_of(row.desired.as_deref())?,
+        live_yaml: yaml_of(row.live.as_deref())?,
+        team: row.team,
+        error: row.error,
+        applied_at: row.applied_at,
+        checked_at: Some(row.checked_at),
     })
 }
 
@@ -757,17 +772,25 @@ async fn delete_queue(
     Ok(Json(view(&state).await?))
 }
 
+/// The approved objects as GitOps files, zipped on the compute pool.
 async fn gitops_zip(State(state): State<AppState>) -> Result<impl IntoResponse> {
     let mut conn = state.pool.acquire().await?;
     let world = quota::world(&mut conn).await?;
-    let objects = world
-        .kueue_setup(quota::today())
-        .objects(state.cluster.version);
-    let files = model::gitops_files(&objects);
-    let entries: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|(name, text)| (name.as_str(), text.as_bytes()))
-        .collect();
+    drop(conn);
+    let (version, today) = (state.cluster.version, quota::today());
+    let zip = state
+        .work
+        .compute
+        .run(move |_| {
+            let objects = world.kueue_setup(today).objects(version);
+            let files = model::gitops_files(&objects);
+            let entries: Vec<(&str, &[u8])> = files
+                .iter()
+                .map(|(name, text)| (name.as_str(), text.as_bytes()))
+                .collect();
+            shared::zip::store(&entries)
+        })
+        .await?;
     Ok((
         [
             (header::CONTENT_TYPE, "application/zip"),
@@ -776,7 +799,7 @@ async fn gitops_zip(State(state): State<AppState>) -> Result<impl IntoResponse> 
                 "attachment; filename=\"gpufleet-kueue.zip\"",
             ),
         ],
-        shared::zip::store(&entries),
+        zip,
     ))
 }
 

@@ -383,10 +383,11 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     .json();
     assert_eq!(drill.minutes.len(), 1440);
     assert!(drill.minutes.iter().all(|m| m.sources == ["kueue", "dcgm"]));
-    let allocated: i64 = drill
+    let allocated: i128 = drill
         .minutes
         .iter()
         .filter_map(|m| m.allocated_gpu_microseconds)
+        .map(i128::from)
         .sum();
     assert_eq!(allocated, research.allocated_gpu_hours.microseconds());
     assert_eq!(drill.minutes[0].minute, "2026-11-10T00:00:00Z");

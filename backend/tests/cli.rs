@@ -316,7 +316,7 @@ async fn the_inventory_round_trips_through_a_file(pool: PgPool) {
     for (text, want) in [
         (
             edited.replacen("nodes: 10", "nodes: -3", 1),
-            "pools[1].nodes: must not be negative",
+            "pools[1].nodes: 0 to 100000 nodes",
         ),
         (
             edited.replacen("gpus_per_node: 8", "gpus_per_node: eight", 1),

@@ -759,7 +759,11 @@ async fn past_the_connection_cap_a_client_is_told_so(pool: PgPool) {
     let body: ApiError = serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("a body"))
         .expect("the error contract");
     assert_eq!(body.code, ErrorCode::Unavailable);
-    assert!(body.message.contains("connections as it serves (3)"), "{}", body.message);
+    assert!(
+        body.message.contains("connections as it serves (3)"),
+        "{}",
+        body.message
+    );
     // One held connection closes: a new one is served.
     drop(held.pop());
     tokio::time::sleep(Duration::from_millis(100)).await;

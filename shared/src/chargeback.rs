@@ -32,6 +32,9 @@ use crate::{FieldError, day::Day};
 
 /// GPU-microseconds in one GPU-hour.
 pub const GPU_US_PER_GPU_HOUR: i64 = 3_600_000_000;
+
+/// The highest rate or model price anyone may enter, in cents per GPU-hour ($100,000).
+pub const MAX_CENTS_PER_GPU_HOUR: i64 = 10_000_000;
 const GPU_US_PER_GPU_DAY: i64 = 24 * GPU_US_PER_GPU_HOUR;
 
 /// How the idle pool is shared.
@@ -223,13 +226,13 @@ pub struct FleetLine {
 }
 
 /// GPU time: exact microseconds, and hours written with six decimals (rounded half up) for
-/// people and CSV.
+/// people and CSV. `i128`: a period's sums pass `i64` at 150,000 GPUs over two years.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(into = "String", try_from = "String")]
-pub struct Hours(pub i64);
+pub struct Hours(pub i128);
 
 impl Hours {
-    pub fn microseconds(self) -> i64 {
+    pub fn microseconds(self) -> i128 {
         self.0
     }
 }
@@ -246,14 +249,14 @@ impl TryFrom<String> for Hours {
         let micro = crate::usage::parse_micro(&text)
             .ok_or_else(|| format!("{text:?} is not a number of hours"))?;
         // hours in 10⁻⁶ → µs: × 3,600
-        Ok(Hours(micro * 3_600))
+        Ok(Hours(i128::from(micro) * 3_600))
     }
 }
 
 impl std::fmt::Display for Hours {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // 10⁻⁶ hours = 3,600 µs
-        let millionths = div_round(i128::from(self.0), 3_600);
+        let millionths = div_round(self.0, 3_600);
         let sign = if millionths < 0 { "-" } else { "" };
         let m = millionths.abs();
         write!(f, "{sign}{}.{:06}", m / 1_000_000, m % 1_000_000)
@@ -433,17 +436,18 @@ fn cents(value: i128) -> i64 {
     i64::try_from(div_round(value, i128::from(GPU_US_PER_GPU_HOUR))).unwrap_or(i64::MAX)
 }
 
+/// A team's exact sums: GPU-µs, cents × GPU-µs per GPU-hour, tokens.
 #[derive(Default, Clone, Copy)]
 struct Sums {
-    allocated: i64,
-    busy: i64,
-    observed_of_allocated: i64,
+    allocated: i128,
+    busy: i128,
+    observed_of_allocated: i128,
     allocated_value: i128,
     busy_value: i128,
     prompt: i64,
     generation: i64,
-    borrowed: i64,
-    lent: i64,
+    borrowed: i128,
+    lent: i128,
     /// Lending fee paid and credit received, exact (GPU-µs × cents per GPU-hour).
     fee_value: i128,
     credit_value: i128,
@@ -762,11 +766,11 @@ struct Totals {
     teams: BTreeMap<String, Sums>,
     /// (team, model) → [prompt, generation, prefill µs, decode µs]
     served: BTreeMap<(String, String), [i64; 4]>,
-    capacity: i64,
+    capacity: i128,
     capacity_value: i128,
-    allocated: i64,
-    unattributed_allocated: i64,
-    unattributed_busy: i64,
+    allocated: i128,
+    unattributed_allocated: i128,
+    unattributed_busy: i128,
     unallocated_value: i128,
 }
 
@@ -774,9 +778,9 @@ impl Totals {
     fn of_day(ledger: &mut Ledger, facts: &DayFacts) -> Totals {
         let day = facts.day;
         let mut p = Totals::default();
-        let mut allocated_by_flavor: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut allocated_by_flavor: BTreeMap<&str, i128> = BTreeMap::new();
         // per flavor: each team's borrowed and lent GPU-µs
-        let mut lending: BTreeMap<&str, BTreeMap<String, (i64, i64)>> = BTreeMap::new();
+        let mut lending: BTreeMap<&str, BTreeMap<String, (i128, i128)>> = BTreeMap::new();
         for u in &facts.usage {
             let r = ledger.rate(facts, &u.flavor);
             let team = ledger.team_of.get(&u.namespace);
@@ -786,37 +790,38 @@ impl Totals {
             {
                 ledger.unknown_days.push(day);
             }
-            let allocated = u.allocated_gpu_us.unwrap_or(0);
+            let allocated = i128::from(u.allocated_gpu_us.unwrap_or(0));
+            let busy = i128::from(u.busy_gpu_us);
             *allocated_by_flavor.entry(&u.flavor).or_default() += allocated;
             p.allocated += allocated;
             match team {
                 Some(team) => {
                     let s = p.teams.entry(team.clone()).or_default();
                     s.allocated += allocated;
-                    s.busy += u.busy_gpu_us;
-                    s.observed_of_allocated += u.observed_gpu_us.min(allocated);
-                    s.allocated_value += i128::from(allocated) * r;
-                    s.busy_value += i128::from(u.busy_gpu_us) * r;
+                    s.busy += busy;
+                    s.observed_of_allocated += i128::from(u.observed_gpu_us).min(allocated);
+                    s.allocated_value += allocated * r;
+                    s.busy_value += busy * r;
                     let l = lending
                         .entry(&u.flavor)
                         .or_default()
                         .entry(team.clone())
                         .or_default();
-                    l.0 += u.borrowed_gpu_us;
-                    l.1 += u.lent_gpu_us;
+                    l.0 += i128::from(u.borrowed_gpu_us);
+                    l.1 += i128::from(u.lent_gpu_us);
                 }
                 None => {
                     p.unattributed_allocated += allocated;
-                    p.unattributed_busy += u.busy_gpu_us;
+                    p.unattributed_busy += busy;
                 }
             }
         }
         for (flavor, teams) in lending {
-            let borrowed: i64 = teams.values().map(|l| l.0).sum();
-            let lent: i64 = teams.values().map(|l| l.1).sum();
+            let borrowed: i128 = teams.values().map(|l| l.0).sum();
+            let lent: i128 = teams.values().map(|l| l.1).sum();
             // the borrowing that ran on teams' lent quota, at the credit's share of the rate
             let transfer = div_round(
-                i128::from(borrowed.min(lent))
+                borrowed.min(lent)
                     * ledger.rate(facts, flavor)
                     * i128::from(ledger.lend_credit_pct),
                 100,
@@ -826,8 +831,8 @@ impl Totals {
                 s.borrowed += b;
                 s.lent += l;
                 if transfer != 0 {
-                    s.fee_value += div_round(transfer * i128::from(b), i128::from(borrowed));
-                    s.credit_value += div_round(transfer * i128::from(l), i128::from(lent));
+                    s.fee_value += div_round(transfer * b, borrowed);
+                    s.credit_value += div_round(transfer * l, lent);
                 }
             }
         }
@@ -845,14 +850,14 @@ impl Totals {
         }
         for (flavor, gpus) in &facts.capacity {
             let r = ledger.rate(facts, flavor);
-            let capacity = gpus * GPU_US_PER_GPU_DAY;
+            let capacity = i128::from(*gpus) * i128::from(GPU_US_PER_GPU_DAY);
             p.capacity += capacity;
-            p.capacity_value += i128::from(capacity) * r;
+            p.capacity_value += capacity * r;
             let allocated = allocated_by_flavor
                 .get(flavor.as_str())
                 .copied()
                 .unwrap_or(0);
-            p.unallocated_value += i128::from((capacity - allocated).max(0)) * r;
+            p.unallocated_value += (capacity - allocated).max(0) * r;
         }
         p
     }
@@ -896,8 +901,8 @@ impl Totals {
         let pool = self.idle_pool();
         let weight = |s: &Sums| -> i128 {
             match idle {
-                IdleShare::Allocation => i128::from(s.allocated),
-                IdleShare::Use => i128::from(s.busy),
+                IdleShare::Allocation => s.allocated,
+                IdleShare::Use => s.busy,
                 IdleShare::Even => i128::from(s.allocated > 0),
                 IdleShare::Separate => 0,
             }
@@ -935,8 +940,7 @@ impl Totals {
                     idle_gpu_hours: Hours(s.allocated - s.busy),
                     unobserved_allocated_gpu_hours: Hours(s.allocated - s.observed_of_allocated),
                     utilisation_pct: (s.allocated > 0).then(|| {
-                        let basis_points =
-                            div_round(i128::from(s.busy) * 10_000, i128::from(s.allocated));
+                        let basis_points = div_round(s.busy * 10_000, s.allocated);
                         format!("{}.{:02}", basis_points / 100, basis_points % 100)
                     }),
                     prompt_tokens: s.prompt,
@@ -1033,7 +1037,7 @@ impl Totals {
             .iter()
             .filter_map(|t| shares.get(t.name.as_str()))
             .sum();
-        let busy: i64 = self.teams.values().map(|s| s.busy).sum::<i64>() + self.unattributed_busy;
+        let busy: i128 = self.teams.values().map(|s| s.busy).sum::<i128>() + self.unattributed_busy;
         FleetLine {
             capacity_gpu_hours: Hours(self.capacity),
             allocated_gpu_hours: Hours(self.allocated),

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     auth::validate_cost_centre,
     catalogue,
+    chargeback::MAX_CENTS_PER_GPU_HOUR,
     error::FieldError,
     quota::{DEFAULT_COHORT, FlavorSettings},
     validate::{dns_label_from, validate_dns_label},
@@ -133,6 +134,12 @@ fn unique<'a>(
     }
 }
 
+/// The most nodes one pool holds, and GPUs the whole fleet: with rates of at most
+/// [`MAX_CENTS_PER_GPU_HOUR`], a statement's cents stay far inside `i64` (10⁶ GPUs × 731 days
+/// × 24 h × 10⁷ cents ≈ 1.8 × 10¹⁷).
+pub const MAX_NODES_PER_POOL: i32 = 100_000;
+pub const MAX_FLEET_GPUS: i64 = 1_000_000;
+
 impl Inventory {
     /// Every problem, by path (`pools[2].gpus_per_node`); empty when the file can be applied.
     pub fn validate(&self) -> Vec<FieldError> {
@@ -141,10 +148,10 @@ impl Inventory {
             if let Err(unknown) = catalogue::find(&m.name) {
                 errors.push(error(format!("models[{i}].name"), unknown.to_string()));
             }
-            if m.price_cents_per_gpu_hour < 0 {
+            if !(0..=MAX_CENTS_PER_GPU_HOUR).contains(&m.price_cents_per_gpu_hour) {
                 errors.push(error(
                     format!("models[{i}].price_cents_per_gpu_hour"),
-                    "must not be negative".into(),
+                    format!("whole cents per GPU-hour, 0 to {MAX_CENTS_PER_GPU_HOUR}"),
                 ));
             }
         }
@@ -168,7 +175,7 @@ impl Inventory {
         );
         for (i, f) in self.flavors.iter().enumerate() {
             for (j, r) in f.rates.iter().enumerate() {
-                if r.cents_per_gpu_hour < 0 || r.cents_per_gpu_hour > 10_000_000 {
+                if !(0..=MAX_CENTS_PER_GPU_HOUR).contains(&r.cents_per_gpu_hour) {
                     errors.push(error(
                         format!("flavors[{i}].rates[{j}].cents_per_gpu_hour"),
                         "whole cents per GPU-hour, 0 to 10,000,000".into(),
@@ -231,8 +238,11 @@ impl Inventory {
                     format!("{:?} is not among the file's models", p.gpu_model),
                 ));
             }
-            if p.nodes < 0 {
-                errors.push(error(at("nodes"), "must not be negative".into()));
+            if !(0..=MAX_NODES_PER_POOL).contains(&p.nodes) {
+                errors.push(error(
+                    at("nodes"),
+                    format!("0 to {MAX_NODES_PER_POOL} nodes"),
+                ));
             }
             if !(1..=64).contains(&p.gpus_per_node) {
                 errors.push(error(at("gpus_per_node"), "must be 1-64".into()));
@@ -256,6 +266,17 @@ impl Inventory {
                     model_of.insert(flavor, &p.gpu_model);
                 }
             }
+        }
+        let gpus: i64 = self
+            .pools
+            .iter()
+            .map(|p| i64::from(p.nodes.max(0)) * i64::from(p.gpus_per_node.max(0)))
+            .sum();
+        if gpus > MAX_FLEET_GPUS {
+            errors.push(error(
+                "pools".into(),
+                format!("{gpus} GPUs in all: a fleet holds at most {MAX_FLEET_GPUS}"),
+            ));
         }
         for (i, f) in self.flavors.iter().enumerate() {
             validate_dns_label(&format!("flavors[{i}].name"), &f.name, &mut errors);
@@ -569,6 +590,36 @@ mod tests {
                 "flavors[0].rates[2].cents_per_gpu_hour",
                 "flavors[0].rates[2].effective_from"
             ]
+        );
+    }
+
+    #[test]
+    fn prices_nodes_and_the_fleet_are_bounded_where_entered() {
+        let mut inv = demo();
+        inv.models[0].price_cents_per_gpu_hour = i64::MAX;
+        inv.pools[0].nodes = 100_001;
+        let errors = inv.validate();
+        let messages: Vec<(&str, &str)> = errors
+            .iter()
+            .map(|e| (e.path.as_str(), e.message.as_str()))
+            .collect();
+        assert!(messages.contains(&(
+            "models[0].price_cents_per_gpu_hour",
+            "whole cents per GPU-hour, 0 to 10000000"
+        )));
+        assert!(messages.contains(&("pools[0].nodes", "0 to 100000 nodes")));
+        // Two pools of 100,000 nodes × 8 GPUs: 1,600,000 GPUs, past 1,000,000 in all.
+        let mut inv = demo();
+        inv.pools[0].nodes = 100_000;
+        let mut second = inv.pools[0].clone();
+        second.name = "H100 More".into();
+        inv.pools.push(second);
+        let errors = inv.validate();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.path == "pools" && e.message.contains("at most 1000000")),
+            "{errors:?}"
         );
     }
 

@@ -412,10 +412,11 @@ fn drill_view(d: Drill) -> impl IntoView {
             }
         })
         .collect_view();
-    let busy: i64 = d
+    let busy: i128 = d
         .minutes
         .iter()
         .filter_map(|m| m.busy_gpu_microseconds)
+        .map(i128::from)
         .sum();
     view! {
         <p data-test="drill-summary">{format!(

@@ -234,9 +234,10 @@ fn csv_has_one_row_per_team_and_the_platform_line() {
 
 #[test]
 fn hours_print_and_read_back() {
-    assert_eq!(Hours(H / 3).to_string(), "0.333333");
-    assert_eq!(Hours(2 * H / 3).to_string(), "0.666667");
-    assert_eq!(Hours::try_from("1.5".to_owned()), Ok(Hours(3 * H / 2)));
+    let h = i128::from(H);
+    assert_eq!(Hours(h / 3).to_string(), "0.333333");
+    assert_eq!(Hours(2 * h / 3).to_string(), "0.666667");
+    assert_eq!(Hours::try_from("1.5".to_owned()), Ok(Hours(3 * h / 2)));
     assert_eq!(IdleShare::parse("use"), Some(IdleShare::Use));
     assert_eq!(IdleShare::parse("weighted"), None);
 }
@@ -415,8 +416,8 @@ fn a_late_ingest_into_a_closed_month_is_an_adjustment() {
         vec![Adjustment {
             month: "2026-11".into(),
             team: "research".into(),
-            allocated_gpu_hours: Hours(2 * H),
-            busy_gpu_hours: Hours(2 * H),
+            allocated_gpu_hours: Hours(2 * i128::from(H)),
+            busy_gpu_hours: Hours(2 * i128::from(H)),
             cost_by_allocation_cents: 2_000,
             cost_by_use_cents: 2_000,
         }]
@@ -487,4 +488,51 @@ fn cost_per_million_tokens_follows_serving_time() {
     assert_eq!(embed.output_cents_per_million_by_use, None);
     // research served nothing: no model lines
     assert!(s.models.iter().all(|m| m.team == "search"));
+}
+
+#[test]
+fn two_years_of_200000_gpus_at_the_highest_rate_add_up_exactly() {
+    // 200,000 GPUs × 731 days × 24 h = 3,508,800,000 GPU-hours (1.26 × 10¹⁹ GPU-µs: past
+    // i64); at $100,000 per GPU-hour, 3,508,800,000 × 10,000,000 = 35,088,000,000,000,000
+    // cents. One team holds and uses every GPU every day.
+    let (from, to) = (day("2025-01-01"), day("2025-01-01").plus(731));
+    let gpu_days = 200_000 * 24 * H;
+    let input = StatementInput {
+        from,
+        to,
+        idle: IdleShare::Allocation,
+        lend_credit_pct: 0,
+        teams: teams(),
+        capacity: BTreeMap::from([("h100".to_owned(), 200_000)]),
+        capacity_by_day: BTreeMap::new(),
+        rates: vec![Rate {
+            flavor: "h100".into(),
+            effective_from: from,
+            cents_per_gpu_hour: MAX_CENTS_PER_GPU_HOUR,
+        }],
+        usage: (0..731)
+            .map(|n| UsageDay {
+                day: from.plus(n),
+                namespace: "team-research".into(),
+                flavor: "h100".into(),
+                allocated_gpu_us: Some(gpu_days),
+                busy_gpu_us: gpu_days,
+                observed_gpu_us: gpu_days,
+                borrowed_gpu_us: 0,
+                lent_gpu_us: 0,
+            })
+            .collect(),
+        tokens: Vec::new(),
+    };
+    let s = statement(&input, false);
+    let fleet = s.fleet.expect("the fleet line");
+    assert_eq!(fleet.capacity_gpu_hours.to_string(), "3508800000.000000");
+    assert_eq!(fleet.capacity_cost_cents, 35_088_000_000_000_000);
+    let research = &s.teams[0];
+    assert_eq!(
+        research.allocated_gpu_hours.to_string(),
+        "3508800000.000000"
+    );
+    assert_eq!(research.charge_cents, 35_088_000_000_000_000);
+    assert_eq!(fleet.platform_cents, 0);
 }
