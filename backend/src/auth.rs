@@ -38,6 +38,9 @@ use crate::{
 };
 
 pub const SESSION_COOKIE: &str = "gpufleet_session";
+/// The session cookie's name over TLS: browsers keep a `__Host-` cookie only when it is
+/// `Secure`, for `Path=/` and this host alone, so no subdomain or plain-http page can set it.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-gpufleet_session";
 const FORWARDED_USER: &str = "x-forwarded-user";
 
 /// Failed log-ins allowed per account, then per address, within [`THROTTLE_WINDOW`].
@@ -114,7 +117,9 @@ async fn resolve(
             ),
         }
     }
-    let Some(token) = cookie(headers, SESSION_COOKIE) else {
+    let Some(token) =
+        cookie(headers, SECURE_SESSION_COOKIE).or_else(|| cookie(headers, SESSION_COOKIE))
+    else {
         return Ok(None);
     };
     let hash = sha256(token);
@@ -193,10 +198,13 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 fn session_cookie_header(value: &str, max_age_s: u64, secure: bool) -> HeaderValue {
-    let secure = if secure { "; Secure" } else { "" };
-    let cookie = format!(
-        "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}"
-    );
+    let (name, secure) = if secure {
+        (SECURE_SESSION_COOKIE, "; Secure")
+    } else {
+        (SESSION_COOKIE, "")
+    };
+    let cookie =
+        format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}{secure}");
     HeaderValue::from_str(&cookie).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
 
@@ -294,8 +302,14 @@ async fn logout(
         db::delete_session(&state.pool, hash).await?;
     }
     tracing::info!(username = caller.username, "logged out");
-    let expired = session_cookie_header("", 0, state.auth.secure_cookies);
-    Ok((StatusCode::NO_CONTENT, [(header::SET_COOKIE, expired)]).into_response())
+    // whichever name the browser holds (the `__Host-` one only takes over TLS)
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    for secure in [false, true] {
+        response
+            .headers_mut()
+            .append(header::SET_COOKIE, session_cookie_header("", 0, secure));
+    }
+    Ok(response)
 }
 
 async fn me(Extension(caller): Extension<Caller>) -> Json<Me> {

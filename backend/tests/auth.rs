@@ -346,10 +346,20 @@ async fn log_in_sets_a_strict_http_only_cookie_and_me_answers(pool: PgPool) {
     );
     let session = login(&secure, "rita", PASSWORD).await;
     assert!(
-        session.set_cookie.contains("; Secure"),
+        session.set_cookie.starts_with("__Host-gpufleet_session=")
+            && session.set_cookie.contains("; Secure"),
         "{}",
         session.set_cookie
     );
+    // The browser sends it back under its own name.
+    let mut me = request(Method::GET, "/api/auth/me", None, None);
+    me.headers_mut().insert(
+        header::COOKIE,
+        format!("__Host-gpufleet_session={}", session.token)
+            .parse()
+            .expect("header"),
+    );
+    assert_eq!(send(&secure, me).await.json::<Me>(), session.me);
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]

@@ -218,7 +218,10 @@ pub async fn login(router: &Router, username: &str, password: &str) -> Session {
     let token = set_cookie
         .split(';')
         .next()
-        .and_then(|kv| kv.strip_prefix("gpufleet_session="))
+        .and_then(|kv| {
+            kv.strip_prefix("gpufleet_session=")
+                .or_else(|| kv.strip_prefix("__Host-gpufleet_session="))
+        })
         .expect("the session cookie")
         .to_owned();
     Session {
