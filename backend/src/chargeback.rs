@@ -310,7 +310,16 @@ async fn stream_statement(
         };
         let send = |piece: Vec<u8>| tx.blocking_send(Ok(piece)).map_err(|_| Error::Unavailable);
         let mut writer = statement::Writer::new(&period, send);
-        let made = statement::make(&rt, &pool, &period, visible.as_deref(), &mut writer, &until);
+        let now = crate::usage::now_ms();
+        let made = statement::make(
+            &rt,
+            &pool,
+            &period,
+            visible.as_deref(),
+            &mut writer,
+            &until,
+            now,
+        );
         if let Err(err) = made {
             let err = if deadline.passed() {
                 Error::Unavailable

@@ -562,7 +562,14 @@ async fn a_streamed_statement_is_the_whole_statement_and_a_requester_sees_only_t
         (165_120, 123_840)
     );
     // The CSV streams the same lines: 42 teams (the demo's two and 40) and the platform row
-    // per day, then the period's.
+    // per day, then the period's. Asked for gzip as browsers do: the compressed stream ends
+    // cleanly too.
+    let mut csv = statement_request(&fiona, &format!("{query}&format=csv"));
+    csv.headers_mut()
+        .insert(header::ACCEPT_ENCODING, "gzip".parse().expect("header"));
+    let zipped = send(&router, csv).await;
+    assert_eq!(zipped.status, StatusCode::OK);
+    assert_eq!(zipped.headers[header::CONTENT_ENCODING], "gzip");
     let reply = send(
         &router,
         statement_request(&fiona, &format!("{query}&format=csv")),

@@ -234,7 +234,9 @@ pub async fn stream(
         sent: sent_up_to,
         _seat: seat,
     };
-    Ok(Sse::new(first.chain(stream::unfold(watch, Watch::next))))
+    Ok(Sse::new(
+        first.chain(stream::unfold(watch, Watch::next)).fuse(),
+    ))
 }
 
 fn may_watch(caller: &Caller) -> bool {
