@@ -1634,6 +1634,39 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser
         .wait_for_text("[data-test=usage-ingest]", "GPUFLEET_PROMETHEUS_URL")
         .await;
+    // The page opens on the month to date (UTC), and prices it only up to now.
+    let today = shared::day::Day::of_unix_seconds(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs() as i64,
+    );
+    let period = || async {
+        let value = |name: &'static str| {
+            browser.client.execute(
+                "return document.querySelector(`[data-test=statement-form] input[name=${arguments[0]}]`).value",
+                vec![name.into()],
+            )
+        };
+        let (from, to) = (value("from").await, value("to").await);
+        (
+            from.expect("from").as_str().unwrap_or_default().to_owned(),
+            to.expect("to").as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    assert_eq!(
+        period().await,
+        (today.first_of_month().to_string(), today.to_string())
+    );
+    browser
+        .wait_for_text("[data-test=statement-notes]", "The period reaches past now")
+        .await;
+    browser.click_css("[data-test=last-month]").await;
+    let last = today.first_of_month().plus(-1).first_of_month();
+    assert_eq!(
+        period().await,
+        (last.to_string(), last.next_month().plus(-1).to_string())
+    );
     for (name, value) in [("from", "2026-11-01"), ("to", "2026-11-30")] {
         browser
             .client

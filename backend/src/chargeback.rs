@@ -357,7 +357,8 @@ async fn stream_statement(
         };
         Some((piece.map(Bytes::from), (None, rx)))
     });
-    Ok(Body::from_stream(pieces))
+    // fused: a compressing body polls once more after the end
+    Ok(Body::from_stream(futures_util::StreamExt::fuse(pieces)))
 }
 
 /// A streamed statement's interrupt: the pool's (abandoned or shutting down), its request's

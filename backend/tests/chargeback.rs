@@ -735,3 +735,46 @@ async fn rates_travel_with_the_inventory_file(pool: PgPool) {
             .all(|r| r.effective_from.to_string() == "1970-01-01")
     );
 }
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_period_reaching_into_the_future_is_priced_up_to_now(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    let app = router(pool.clone());
+    let fiona = login(&app, "fiona", PASSWORD).await;
+    let now_ms = || backend::usage::now_ms();
+    let today = shared::day::Day::of_unix_seconds(now_ms() / 1000);
+    let midnight = i64::from(today.days_since_epoch()) * DAY_MS;
+    // Yesterday, today and the next five days: 200 GPUs for a whole day, then up to now.
+    let path = format!(
+        "/api/chargeback/statement?from={}&to={}",
+        today.plus(-1),
+        today.plus(5)
+    );
+    let before = now_ms();
+    let reply = send(&app, request(Method::GET, &path, Some(&fiona), None)).await;
+    let after = now_ms();
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let statement: Statement = reply.json();
+    let capacity = statement
+        .fleet
+        .as_ref()
+        .expect("the fleet line")
+        .capacity_gpu_hours
+        .microseconds();
+    let priced = |until: i64| 200 * i128::from(DAY_MS + (until - midnight)) * 1_000;
+    assert!(
+        priced(before) <= capacity && capacity <= priced(after),
+        "{capacity} µs of capacity, between {} and {}",
+        priced(before),
+        priced(after)
+    );
+    assert!(
+        statement
+            .notes
+            .iter()
+            .any(|n| n.starts_with("The period reaches past now")),
+        "{:?}",
+        statement.notes
+    );
+}

@@ -35,7 +35,8 @@ pub const GPU_US_PER_GPU_HOUR: i64 = 3_600_000_000;
 
 /// The highest rate or model price anyone may enter, in cents per GPU-hour ($100,000).
 pub const MAX_CENTS_PER_GPU_HOUR: i64 = 10_000_000;
-const GPU_US_PER_GPU_DAY: i64 = 24 * GPU_US_PER_GPU_HOUR;
+/// GPU-microseconds in one GPU-day.
+pub const GPU_US_PER_GPU_DAY: i64 = 24 * GPU_US_PER_GPU_HOUR;
 
 /// How the idle pool is shared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -460,6 +461,10 @@ pub struct DayFacts {
     pub day: Day,
     /// GPUs per flavor.
     pub capacity: BTreeMap<String, i64>,
+    /// How much of the day each GPU's capacity is priced for, in µs: the whole day
+    /// ([`GPU_US_PER_GPU_DAY`]), up to now on today, nothing after (capacity that has not
+    /// been there yet is billed to nobody).
+    pub priced_us: i64,
     /// Cents per GPU-hour per flavor; a flavor missing here is unpriced that day.
     pub rates: BTreeMap<String, i64>,
     pub usage: Vec<UsageDay>,
@@ -624,6 +629,7 @@ impl StatementInput {
                 let facts = DayFacts {
                     day,
                     capacity: capacity.clone(),
+                    priced_us: GPU_US_PER_GPU_DAY,
                     rates: BTreeMap::new(),
                     usage: Vec::new(),
                     tokens: Vec::new(),
@@ -850,7 +856,7 @@ impl Totals {
         }
         for (flavor, gpus) in &facts.capacity {
             let r = ledger.rate(facts, flavor);
-            let capacity = i128::from(*gpus) * i128::from(GPU_US_PER_GPU_DAY);
+            let capacity = i128::from(*gpus) * i128::from(facts.priced_us);
             p.capacity += capacity;
             p.capacity_value += capacity * r;
             let allocated = allocated_by_flavor

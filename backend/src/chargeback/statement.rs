@@ -48,6 +48,8 @@ struct Prices {
     closed: BTreeSet<Day>,
     /// Frozen capacity and rates per closed day of the period.
     frozen: BTreeMap<Day, Vec<FrozenRate>>,
+    /// Capacity is priced up to here.
+    now_ms: i64,
 }
 
 /// Refuses a statement whose reading or writing would be too large, before any work.
@@ -78,7 +80,8 @@ pub fn check_size(period: &Period, teams: usize, shown: usize) -> Result<()> {
 }
 
 /// Makes the statement of `period` (only the `visible` teams' lines when given), handing its
-/// pieces to `sink`. Blocking: call it off the async runtime.
+/// pieces to `sink`, with capacity priced up to `now_ms` (never after: a period that reaches
+/// into the future is priced up to now and says so). Blocking: call it off the async runtime.
 pub fn make(
     rt: &Handle,
     pool: &PgPool,
@@ -86,8 +89,10 @@ pub fn make(
     visible: Option<&[String]>,
     sink: &mut dyn Sink,
     stop: &dyn Interrupt,
+    now_ms: i64,
 ) -> Result<()> {
-    let prices = rt.block_on(Prices::read(pool, period))?;
+    let mut prices = rt.block_on(Prices::read(pool, period))?;
+    prices.now_ms = now_ms;
     check_size(
         period,
         prices.teams.len(),
@@ -121,6 +126,12 @@ pub fn make(
         },
     )?;
     let mut statement = ledger.finish();
+    if day_ms(period.to) > now_ms {
+        statement.notes.push(format!(
+            "The period reaches past now ({}): capacity is priced up to then, and the rest of the period is billed to nobody yet.",
+            shared::utc::format_rfc3339(shared::utc::floor_minute(now_ms))
+        ));
+    }
     let mut month = period.from.first_of_month();
     while month < period.to {
         if prices.closed.contains(&month) {
@@ -154,6 +165,7 @@ pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
             None,
             &mut whole,
             &shared::interrupt::Never,
+            crate::usage::now_ms(),
         )?;
         let mut statement = whole
             .statement
@@ -292,6 +304,7 @@ impl Prices {
                 .map(|(month, _, _)| month)
                 .collect(),
             frozen,
+            now_ms: i64::MAX,
         })
     }
 
@@ -375,9 +388,11 @@ impl Rows {
                 (prices.capacity.clone(), rates)
             }
         };
+        let elapsed_ms = (prices.now_ms.saturating_sub(day_ms(day))).clamp(0, shared::utc::DAY_MS);
         DayFacts {
             day,
             capacity,
+            priced_us: elapsed_ms * 1_000,
             rates,
             usage,
             tokens,
@@ -485,4 +500,8 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Sink for Writer<F> {
         }
         self.flush(1)
     }
+}
+
+fn day_ms(day: Day) -> i64 {
+    i64::from(day.days_since_epoch()) * shared::utc::DAY_MS
 }

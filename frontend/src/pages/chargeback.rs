@@ -141,9 +141,10 @@ fn statement_path(from: &str, to: &str, idle: IdleShare, lend_credit: &str, csv:
 fn Statements() -> impl IntoView {
     let me = use_me();
     let has = move |role: Role| me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&role)));
-    let last_month = today().first_of_month().plus(-1).first_of_month();
-    let from = RwSignal::new(last_month.to_string());
-    let to = RwSignal::new(last_month.next_month().plus(-1).to_string());
+    // the month to date: what finance asks first (last month is one click away)
+    let now = today();
+    let from = RwSignal::new(now.first_of_month().to_string());
+    let to = RwSignal::new(now.to_string());
     let idle = RwSignal::new(IdleShare::Allocation);
     let lend_credit = RwSignal::new("0".to_owned());
     let shown = RwSignal::new(None::<Statement>);
@@ -204,6 +205,17 @@ fn Statements() -> impl IntoView {
                 on:change=move |ev| lend_credit.set(event_target_value(&ev))/>
                 " % of the rate per GPU-hour lent"</label>
             " " <button type="submit" data-test="show-statement">"Show"</button>
+            " " <button type="button" data-test="month-to-date" on:click=move |_| {
+                    from.set(now.first_of_month().to_string());
+                    to.set(now.to_string());
+                    load();
+                }>"Month to date"</button>
+            " " <button type="button" data-test="last-month" on:click=move |_| {
+                    let month = now.first_of_month().plus(-1).first_of_month();
+                    from.set(month.to_string());
+                    to.set(month.next_month().plus(-1).to_string());
+                    load();
+                }>"Last month"</button>
             " " <a data-test="statement-csv" download=""
                 href=move || statement_path(&from.get(), &to.get(), idle.get(), &lend_credit.get(), true)>"Download CSV"</a>
         </form>
@@ -342,7 +354,7 @@ fn statement_view(s: Statement) -> impl IntoView {
         })}
         {(!s.closed_months.is_empty()).then(|| view! { <p>{format!("Closed, figures frozen: {}", s.closed_months.join(", "))}</p> })}
         {(!adjustments.is_empty()).then(|| view! { <p>"Adjustments of closed months (late data):"</p><ul data-test="adjustments">{adjustments}</ul> })}
-        <ul class="notes">{notes}</ul>
+        <ul class="notes" data-test="statement-notes">{notes}</ul>
         <DrillDown teams=s.teams.iter().map(|t| t.team.clone()).collect() day=s.from/>
     }
 }

@@ -536,3 +536,25 @@ fn two_years_of_200000_gpus_at_the_highest_rate_add_up_exactly() {
     assert_eq!(research.charge_cents, 35_088_000_000_000_000);
     assert_eq!(fleet.platform_cents, 0);
 }
+
+#[test]
+fn capacity_is_priced_only_for_the_part_of_a_day_that_has_been() {
+    // one_day's 2 H100s at $10.00, priced up to noon: 2 × 12 = 24 GPU-hours = $240.00; the
+    // teams used 18 + 3 GPU-hours ($210.00), so the idle pool kept apart is $30.00.
+    let input = one_day(IdleShare::Separate);
+    let mut days = input.days();
+    days[0].priced_us = 12 * H;
+    let mut ledger = Ledger::new(
+        input.from,
+        input.to,
+        input.idle,
+        0,
+        input.teams.clone(),
+        None,
+    );
+    ledger.add_day(&days[0]);
+    let fleet = ledger.finish().fleet.expect("the fleet line");
+    assert_eq!(fleet.capacity_gpu_hours.to_string(), "24.000000");
+    assert_eq!(fleet.capacity_cost_cents, 24_000);
+    assert_eq!(fleet.platform_cents, 3_000);
+}
