@@ -31,6 +31,9 @@ use shared::auth::{NewUser, Role};
 use sqlx::{Connection, PgConnection, postgres::PgPoolOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+#[path = "../tests/common/teams.rs"]
+mod teams;
+
 const PASSWORD: &str = "a long load-test password";
 const RUN: Duration = Duration::from_secs(10);
 
@@ -360,27 +363,7 @@ async fn drain(addr: &str, request: &str) -> Option<(u16, u64)> {
 async fn statements(pool: &sqlx::PgPool, addr: &str, cookie: &str) {
     // 10,000 teams with the demo's two: at both of a statement's limits (10,000 × 40 days by
     // day = 400,000 lines; 10,000 × 200 days = 2,000,000 team-days)
-    let (teams, days) = (9_998, 200);
-    sqlx::query(
-        "insert into teams (name, namespace, cost_centre)
-         select 't-' || i, 'ns-' || i, 'CC-' || i from generate_series(1, $1) i",
-    )
-    .bind(teams)
-    .execute(pool)
-    .await
-    .unwrap();
-    sqlx::query(
-        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor,
-             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds, minutes)
-         select 'day', timestamptz '2025-01-01 00:00Z' + d * interval '1 day', 'ns-' || i, '',
-                'h100-shared', 8 * 86400000000, 6 * 86400000000, 8 * 86400000000, 1440
-         from generate_series(1, $1) i, generate_series(0, $2 - 1) d",
-    )
-    .bind(teams)
-    .bind(days)
-    .execute(pool)
-    .await
-    .unwrap();
+    teams::many_teams(pool, 9_998, 200).await.unwrap();
     let health = format!("GET /api/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     for query in [
         "from=2025-01-01&to=2025-02-09&by=day",

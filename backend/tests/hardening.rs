@@ -437,30 +437,12 @@ async fn sigterm_ends_the_server_while_it_computes(pool: PgPool) {
     );
 }
 
-/// `teams` teams (`t-1`…, namespaces `ns-1`…) each holding 8 H100s all day, 6 busy, on
-/// `days` days from 2025-01-01 (day rollups, as the ingest leaves them).
+/// The demo fleet and `teams` more teams with `days` of rollups (`common::teams`).
 async fn many_teams(pool: &PgPool, teams: i32, days: i32) {
     backend::fleet::load_demo(pool).await.expect("demo fleet");
-    sqlx::query(
-        "insert into teams (name, namespace, cost_centre)
-         select 't-' || i, 'ns-' || i, 'CC-' || i from generate_series(1, $1) i",
-    )
-    .bind(teams)
-    .execute(pool)
-    .await
-    .expect("teams");
-    sqlx::query(
-        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor,
-             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds, minutes)
-         select 'day', timestamptz '2025-01-01 00:00Z' + d * interval '1 day', 'ns-' || i, '',
-                'h100-shared', 8 * 86400000000, 6 * 86400000000, 8 * 86400000000, 1440
-         from generate_series(1, $1) i, generate_series(0, $2 - 1) d",
-    )
-    .bind(teams)
-    .bind(days)
-    .execute(pool)
-    .await
-    .expect("rollups");
+    common::teams::many_teams(pool, teams, days)
+        .await
+        .expect("teams and rollups");
 }
 
 fn statement_request(session: &Session, query: &str) -> axum::http::Request<axum::body::Body> {
@@ -780,4 +762,45 @@ async fn past_the_connection_cap_a_client_is_told_so(pool: PgPool) {
     )
     .await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn cluster_objects_render_on_the_bounded_pool(pool: PgPool) {
+    // One compute thread and no room to wait: while it is taken, rendering the Cluster view
+    // or the GitOps zip is refused at once (it would otherwise hold up the async runtime),
+    // and health answers.
+    let work = Work::new(1, 0, 2, 8);
+    let router = router_on(pool.clone(), work.clone(), HttpSettings::default());
+    let session = planner(&pool, &router).await;
+    let held = tokio::spawn({
+        let compute = work.compute.clone();
+        async move {
+            compute
+                .run(|stop| {
+                    while !stop.fired() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                })
+                .await
+        }
+    });
+    while work.compute.running() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for path in ["/api/cluster", "/api/cluster/gitops.zip"] {
+        let reply = send(&router, request(Method::GET, path, Some(&session), None)).await;
+        assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE, "{path}");
+        assert!(reply.headers.contains_key(header::RETRY_AFTER), "{path}");
+    }
+    let health = send(&router, request(Method::GET, "/api/health", None, None)).await;
+    assert_eq!(health.status, StatusCode::OK);
+    held.abort();
+    stops_within(&work, Duration::from_secs(2)).await;
+    let zip = send(
+        &router,
+        request(Method::GET, "/api/cluster/gitops.zip", Some(&session), None),
+    )
+    .await;
+    assert_eq!(zip.status, StatusCode::OK);
+    assert_eq!(&zip.body[..2], b"PK");
 }

@@ -68,6 +68,20 @@ async fn ingest_minute(pool: &PgPool, at: i64, busy: i64) {
         .expect("usage rows");
 }
 
+/// The router over `live`, and its reader of new minutes.
+fn serving(pool: &PgPool, live: &Arc<Live>) -> (Router, tokio::task::JoinHandle<()>) {
+    let state = AppState::new(pool.clone()).with_live(live.clone());
+    let reader = backend::usage::live::spawn(pool.clone(), live.clone());
+    let router = app(
+        state,
+        &HttpSettings {
+            public_dir: public_fixture(),
+            ..Default::default()
+        },
+    );
+    (router, reader)
+}
+
 /// A subscriber's stream, read event by event.
 struct Viewer {
     body: Body,
@@ -133,15 +147,7 @@ async fn newly_ingested_minutes_reach_every_viewer(pool: PgPool) {
     user(&pool, "rita", &[Role::Requester], &["research"]).await;
     user(&pool, "nora", &[Role::Requester], &[]).await;
     let live = Arc::new(Live::with_buffer(Duration::from_millis(100), 2));
-    let state = AppState::new(pool.clone()).with_live(live.clone());
-    let reader = backend::usage::live::spawn(pool.clone(), live.clone());
-    let router = app(
-        state,
-        &HttpSettings {
-            public_dir: public_fixture(),
-            ..Default::default()
-        },
-    );
+    let (router, reader) = serving(&pool, &live);
     let (fiona, rita, nora) = (
         login(&router, "fiona", PASSWORD).await,
         login(&router, "rita", PASSWORD).await,
@@ -251,15 +257,7 @@ async fn streams_end_with_their_viewer_and_are_capped(pool: PgPool) {
     live.lifetime = Duration::from_secs(2);
     (live.per_user, live.in_all) = (2, 3);
     let live = Arc::new(live);
-    let state = AppState::new(pool.clone()).with_live(live.clone());
-    let reader = backend::usage::live::spawn(pool.clone(), live.clone());
-    let router = app(
-        state,
-        &HttpSettings {
-            public_dir: public_fixture(),
-            ..Default::default()
-        },
-    );
+    let (router, reader) = serving(&pool, &live);
     let (fiona, rita, ada) = (
         login(&router, "fiona", PASSWORD).await,
         login(&router, "rita", PASSWORD).await,

@@ -217,34 +217,23 @@ fn adjustments(
         )
     };
     let (mut frozen, mut now) = (ledger(), ledger());
-    for_each_day(
-        rt,
-        pool,
-        prices,
-        from,
-        to,
-        &|_| true,
-        &|_| true,
-        stop,
-        &mut |facts| {
-            frozen.add_day(facts);
+    for (frozen_usage, ledger) in [(true, &mut frozen), (false, &mut now)] {
+        let add = &mut |facts: &DayFacts| {
+            ledger.add_day(facts);
             Ok(())
-        },
-    )?;
-    for_each_day(
-        rt,
-        pool,
-        prices,
-        from,
-        to,
-        &|_| false,
-        &|_| true,
-        stop,
-        &mut |facts| {
-            now.add_day(facts);
-            Ok(())
-        },
-    )?;
+        };
+        for_each_day(
+            rt,
+            pool,
+            prices,
+            from,
+            to,
+            &|_| frozen_usage,
+            &|_| true,
+            stop,
+            add,
+        )?;
+    }
     Ok(model::adjustments(
         &month.month_name(),
         &frozen.finish(),

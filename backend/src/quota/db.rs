@@ -195,8 +195,8 @@ pub async fn insert_request(
     created_by: i64,
 ) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar!(
-        "insert into quota_requests (team_id, spec, created_by, written_by)
-         select id, $2::text::jsonb, $3, array[$3::bigint] from teams where name = $1 returning id",
+        "insert into quota_requests (team_id, spec, created_by)
+         select id, $2::text::jsonb, $3 from teams where name = $1 returning id",
         team,
         spec,
         created_by
