@@ -1667,17 +1667,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         period().await,
         (last.to_string(), last.next_month().plus(-1).to_string())
     );
-    for (name, value) in [("from", "2026-11-01"), ("to", "2026-11-30")] {
-        browser
-            .client
-            .execute(
-                "const el = document.querySelector(`[data-test=statement-form] input[name=${arguments[0]}]`); \
-                 el.value = arguments[1]; el.dispatchEvent(new Event('change', {bubbles: true}));",
-                vec![name.into(), value.into()],
-            )
-            .await
-            .expect("set the date");
-    }
+    set_period(&browser, "2026-11-01", "2026-11-30").await;
     browser.click_css("[data-test=show-statement]").await;
     // 8 GPU-hours × $8.60 = $68.80 by allocation, 6 busy = $51.60 by use; research is the
     // only team with an allocation, so by allocation it carries the whole idle pool: its charge
@@ -1857,7 +1847,30 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     );
     type_into(&browser, credit, "0").await;
 
+    // This month has not ended: closing asks first, then says why not by the button.
+    let (month, name) = (today.first_of_month(), today.month_name());
+    let last_day = month.next_month().plus(-1);
+    set_period(&browser, &month.to_string(), &last_day.to_string()).await;
+    browser.click_css("[data-test=show-statement]").await;
+    browser
+        .wait_for_text("[data-test=month-state]", &format!("{name} is open"))
+        .await;
     browser.click_css("[data-test=close-month]").await;
+    browser
+        .wait_for_text("[data-test=confirm-close]", &format!("Close {name}?"))
+        .await;
+    browser.click_css("[data-test=confirm-close-yes]").await;
+    browser
+        .wait_for_text("[data-test=month-error]", &format!("{name} has not ended"))
+        .await;
+    // November is closed once confirmed.
+    set_period(&browser, "2026-11-01", "2026-11-30").await;
+    browser.click_css("[data-test=show-statement]").await;
+    browser
+        .wait_for_text("[data-test=month-state]", "2026-11 is open")
+        .await;
+    browser.click_css("[data-test=close-month]").await;
+    browser.click_css("[data-test=confirm-close-yes]").await;
     browser
         .wait_for_text("[data-test=month-state]", "2026-11 is closed")
         .await;
@@ -1866,6 +1879,21 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     noisy_neighbours(&pool, &browser).await;
     drop(server);
     browser.close().await;
+}
+
+/// Types a period into the Chargeback page's statement form (as the date inputs' change events).
+async fn set_period(browser: &Browser, from: &str, to: &str) {
+    for (name, value) in [("from", from), ("to", to)] {
+        browser
+            .client
+            .execute(
+                "const el = document.querySelector(`[data-test=statement-form] input[name=${arguments[0]}]`); \
+                 el.value = arguments[1]; el.dispatchEvent(new Event('change', {bubbles: true}));",
+                vec![name.into(), value.into()],
+            )
+            .await
+            .expect("set the date");
+    }
 }
 
 /// search's llama-8b on a MIG instance for 20 minutes of 2026-11-10 from 12:00, 30 requests a

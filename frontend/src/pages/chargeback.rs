@@ -151,6 +151,10 @@ fn Statements() -> impl IntoView {
     let failure = RwSignal::new(None::<ApiError>);
     let months = RwSignal::new(Vec::<ClosedMonth>::new());
     let reason = RwSignal::new(String::new());
+    // closing: the month being confirmed, and what closing or reopening answered, shown by
+    // the buttons (not at the page's top, out of sight)
+    let confirming = RwSignal::new(None::<String>);
+    let month_failure = RwSignal::new(None::<ApiError>);
     let load = move || {
         let path = statement_path(
             &from.get_untracked(),
@@ -178,12 +182,14 @@ fn Statements() -> impl IntoView {
                 Some(b) => api::send(Method::POST, &path, Some(&b)).await,
                 None => api::send::<(), _>(Method::POST, &path, None).await,
             };
+            confirming.set(None);
             match result {
                 Ok(list) => {
+                    month_failure.set(None);
                     months.set(list);
                     load();
                 }
-                Err(err) => failure.set(Some(err)),
+                Err(err) => month_failure.set(Some(err)),
             }
         });
     };
@@ -239,12 +245,21 @@ fn Statements() -> impl IntoView {
                     <p data-test="month-state">{format!("{month} is open: its figures follow the usage ingest.")}
                     {(has(Role::Finance) || has(Role::Admin)).then(|| {
                         let month = month.clone();
-                        view! { " " <button type="button" data-test="close-month" on:click=move |_| act(
-                            format!("/api/chargeback/months/{month}/close"), None)>"Close the month"</button> }
+                        view! { " " <button type="button" data-test="close-month"
+                            on:click=move |_| confirming.set(Some(month.clone()))>"Close the month"</button> }
                     })}</p>
+                    {move || confirming.get().map(|month| view! {
+                        <p data-test="confirm-close">{format!(
+                            "Close {month}? Its figures are frozen as they are now; usage ingested later shows as adjustments in the next open month, and only an admin can reopen it. "
+                        )}
+                        <button type="button" data-test="confirm-close-yes" on:click=move |_| act(
+                            format!("/api/chargeback/months/{month}/close"), None)>{format!("Yes, close {month}")}</button>
+                        " " <button type="button" on:click=move |_| confirming.set(None)>"Cancel"</button></p>
+                    })}
                 }.into_any(),
             }
         })}
+        <div data-test="month-error">{move || month_failure.get().map(|error| view! { <ErrorBox error/> })}</div>
     }
 }
 
