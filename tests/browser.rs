@@ -1823,7 +1823,22 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     let text = row.text().await.expect("text");
     assert!(text.contains("$8.60") && !text.contains("-$8.60"), "{text}");
     let search = browser.wait_for_text("[data-team=search]", "-$8.60").await;
-    assert!(search.text().await.expect("text").contains("2.000000"));
+    // hours with two decimals on the page (the exact ones stay in the API and the CSV)
+    let text = search.text().await.expect("text");
+    assert!(
+        text.contains("2.00") && !text.contains("2.000000"),
+        "{text}"
+    );
+    // the team's cell stays in sight while the table scrolls sideways
+    let sticky = browser
+        .client
+        .execute(
+            "return getComputedStyle(document.querySelector('[data-team=search] td')).position",
+            vec![],
+        )
+        .await
+        .expect("style");
+    assert_eq!(sticky, serde_json::json!("sticky"));
     // fourteen columns on a laptop: the table scrolls in its own box, the page does not
     usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("chargeback-lending").await;

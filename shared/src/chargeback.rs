@@ -236,6 +236,16 @@ impl Hours {
     pub fn microseconds(self) -> i128 {
         self.0
     }
+
+    /// Hours with two decimals (rounded half up), as a page shows them; the exact figure stays
+    /// in the API and the CSV.
+    pub fn to_hundredths(self) -> String {
+        // 10⁻² hours = 36,000,000 µs
+        let hundredths = div_round(self.0, 36_000_000);
+        let sign = if hundredths < 0 { "-" } else { "" };
+        let h = hundredths.abs();
+        format!("{sign}{}.{:02}", h / 100, h % 100)
+    }
 }
 
 impl From<Hours> for String {

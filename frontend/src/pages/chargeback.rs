@@ -296,16 +296,16 @@ fn statement_view(s: Statement) -> impl IntoView {
                 <tr data-team=t.team.clone()>
                     <td>{t.team.clone()}</td><td>{t.cost_centre.clone()}</td>
                     <td class="num charge">{dollars(t.charge_cents)}</td>
-                    <td class="num">{t.allocated_gpu_hours.to_string()}</td>
-                    <td class="num">{t.busy_gpu_hours.to_string()}</td>
-                    <td class="num">{t.idle_gpu_hours.to_string()}</td>
-                    <td class="num">{t.unobserved_allocated_gpu_hours.to_string()}</td>
+                    <td class="num">{t.allocated_gpu_hours.to_hundredths()}</td>
+                    <td class="num">{t.busy_gpu_hours.to_hundredths()}</td>
+                    <td class="num">{t.idle_gpu_hours.to_hundredths()}</td>
+                    <td class="num">{t.unobserved_allocated_gpu_hours.to_hundredths()}</td>
                     <td class="num">{t.utilisation_pct.clone().map(|u| format!("{u}%")).unwrap_or_default()}</td>
                     <td class="num">{dollars(t.cost_by_allocation_cents)}</td>
                     <td class="num">{dollars(t.cost_by_use_cents)}</td>
                     <td class="num">{dollars(t.idle_cost_cents)}</td>
-                    <td class="num">{t.borrowed_gpu_hours.to_string()}</td>
-                    <td class="num">{t.lent_gpu_hours.to_string()}</td>
+                    <td class="num">{t.borrowed_gpu_hours.to_hundredths()}</td>
+                    <td class="num">{t.lent_gpu_hours.to_hundredths()}</td>
                     <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
                 </tr>
             }
@@ -315,8 +315,10 @@ fn statement_view(s: Statement) -> impl IntoView {
         view! {
             <p data-test="fleet-line">{format!(
                 "Fleet: {} GPU-hours of capacity costing {}; {} allocated, {} busy; {} unallocated ({}). Idle pool {}; platform line {}.",
-                f.capacity_gpu_hours, dollars(f.capacity_cost_cents), f.allocated_gpu_hours, f.busy_gpu_hours,
-                f.unallocated_gpu_hours, dollars(f.unallocated_cost_cents), dollars(f.idle_pool_cents), dollars(f.platform_cents)
+                f.capacity_gpu_hours.to_hundredths(), dollars(f.capacity_cost_cents),
+                f.allocated_gpu_hours.to_hundredths(), f.busy_gpu_hours.to_hundredths(),
+                f.unallocated_gpu_hours.to_hundredths(), dollars(f.unallocated_cost_cents),
+                dollars(f.idle_pool_cents), dollars(f.platform_cents)
             )}</p>
         }
     });
@@ -324,7 +326,7 @@ fn statement_view(s: Statement) -> impl IntoView {
         .adjustments
         .iter()
         .map(|a| view! { <li>{format!("{} (closed): {} {} GPU-hours allocated, {} by allocation, {} by use",
-            a.month, a.team, a.allocated_gpu_hours, dollars(a.cost_by_allocation_cents), dollars(a.cost_by_use_cents))}</li> })
+            a.month, a.team, a.allocated_gpu_hours.to_hundredths(), dollars(a.cost_by_allocation_cents), dollars(a.cost_by_use_cents))}</li> })
         .collect();
     let notes: Vec<_> = s
         .notes

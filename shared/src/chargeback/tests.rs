@@ -235,6 +235,10 @@ fn csv_has_one_row_per_team_and_the_platform_line() {
 #[test]
 fn hours_print_and_read_back() {
     let h = i128::from(H);
+    assert_eq!(Hours(h / 3).to_hundredths(), "0.33");
+    assert_eq!(Hours(h * 2 / 3).to_hundredths(), "0.67");
+    assert_eq!(Hours(-h * 3 / 2).to_hundredths(), "-1.50");
+    assert_eq!(Hours(h * 1234 + h / 200).to_hundredths(), "1234.01");
     assert_eq!(Hours(h / 3).to_string(), "0.333333");
     assert_eq!(Hours(2 * h / 3).to_string(), "0.666667");
     assert_eq!(Hours::try_from("1.5".to_owned()), Ok(Hours(3 * h / 2)));
