@@ -1,8 +1,8 @@
 //! The adoption plan: how to get from today's fleet to the recommended architecture, in the
-//! order practitioners advise (DOMAIN.md): measure real utilisation first (DCGM, not requests),
-//! split the workloads by isolation need, choose the sharing mechanism per class, then quotas
-//! and queues per team, then packing. Each step names the manifests or settings it needs, by the
-//! export's file names.
+//! order practitioners advise (`docs/planning-rules.md`, "Where to start"): measure real
+//! utilisation first (DCGM, not requests), split the workloads by isolation need, choose the
+//! sharing mechanism per class, then quotas and queues per team, then packing. Each step names
+//! the manifests or settings it needs, by the export's file names.
 
 use serde::{Deserialize, Serialize};
 

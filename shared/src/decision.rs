@@ -1,8 +1,9 @@
 //! The decision matrix over the four sharing architectures, with the manager's weights, the
 //! rules that fired as reasons, and a sensitivity series over fleet size.
 //!
-//! Criteria are scored 0-5 per architecture (base scores from `../shared/DOMAIN.md`'s table);
-//! rules then exclude options or adjust scores, and each rule that fires is listed.
+//! Criteria are scored 0-5 per architecture (base scores from the table in
+//! `docs/planning-rules.md`); rules then exclude options or adjust scores, and each rule that
+//! fires is listed.
 
 use serde::{Deserialize, Serialize};
 
@@ -230,8 +231,9 @@ impl Facts {
     }
 }
 
-/// Thresholds of the rules, in cards (DOMAIN.md's decision rules). "Up to ~40 cards" includes
-/// 40; the managed window starts where that ends, so every size falls under some rule.
+/// Thresholds of the rules, in cards (the decision rules in `docs/planning-rules.md`). "Up to
+/// ~40 cards" includes 40; the managed window starts where that ends, so every size falls
+/// under some rule.
 pub const SMALL_FLEET: u64 = 40;
 pub const MANAGED_TO: u64 = 2_000;
 pub const OWN_PLATFORM_FROM: u64 = 500;

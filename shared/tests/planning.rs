@@ -200,7 +200,7 @@ fn mig_classes_are_laid_out_per_gpu_at_their_peak() {
     );
 }
 
-/// What would make another option win, by DOMAIN.md's decision rules: the AWS-only company
+/// What would make another option win, by the decision rules in docs/planning-rules.md: the AWS-only company
 /// of 300 cards gets managed governance (C, 41-2,000 cards on AWS only); above 2,000 cards it
 /// would run Kueue itself (B), as it would off AWS (B's "heterogeneous or non-AWS fleet") or
 /// needing software fractions;
