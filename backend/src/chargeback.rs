@@ -265,28 +265,20 @@ async fn statement(
         Some(caller.teams.clone())
     };
     let body = stream_statement(&state, period, visible, deadline).await?;
-    let head = if period.csv {
+    Ok(if period.csv {
         let name = format!(
             "attachment; filename=\"gpufleet-statement-{}-{}.csv\"",
             period.from,
             period.to.plus(-1)
         );
-        [
+        let head = [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
             (header::CONTENT_DISPOSITION, name),
-        ]
-        .into_iter()
-        .collect::<Vec<_>>()
+        ];
+        (head, body).into_response()
     } else {
-        vec![(header::CONTENT_TYPE, "application/json".to_owned())]
-    };
-    let mut response = body.into_response();
-    for (name, value) in head {
-        if let Ok(value) = value.parse() {
-            response.headers_mut().insert(name, value);
-        }
-    }
-    Ok(response)
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    })
 }
 
 /// Makes the statement on the compute pool and streams it: errors before its first piece (a

@@ -431,11 +431,6 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Writer<F> {
         }
     }
 
-    fn json(&mut self, value: &impl serde::Serialize) -> Result<()> {
-        serde_json::to_writer(&mut self.buf, value)
-            .map_err(|err| Error::Internal(format!("cannot write the statement: {err}")))
-    }
-
     fn csv_block(
         &mut self,
         head: CsvHead,
@@ -466,7 +461,7 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Sink for Writer<F> {
                 } else {
                     b"{\"days\":["
                 });
-                self.json(day)?;
+                self.buf.extend_from_slice(&json(day)?);
             }
         }
         self.wrote_days = true;
@@ -478,17 +473,23 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Sink for Writer<F> {
             Some(head) => self.csv_block(head, None, &statement.teams, statement.fleet.as_ref()),
             None => {
                 // `statement` has no days: its object, opened after the days already written
-                let mut whole = serde_json::to_vec(statement)
-                    .map_err(|err| Error::Internal(format!("cannot write the statement: {err}")))?;
-                if self.wrote_days {
+                let whole = json(statement)?;
+                let rest = if self.wrote_days {
                     self.buf.extend_from_slice(b"],");
-                    whole.remove(0);
-                }
-                self.buf.extend_from_slice(&whole);
+                    &whole[1..]
+                } else {
+                    &whole[..]
+                };
+                self.buf.extend_from_slice(rest);
             }
         }
         self.flush(1)
     }
+}
+
+fn json(value: &impl serde::Serialize) -> Result<Vec<u8>> {
+    serde_json::to_vec(value)
+        .map_err(|err| Error::Internal(format!("cannot write the statement: {err}")))
 }
 
 fn day_ms(day: Day) -> i64 {
