@@ -9,11 +9,11 @@ mod prometheus;
 use fantoccini::Locator;
 use gpufleet_e2e::{Browser, Server, repo_root};
 use shared::{
-    auth::{NewTeam, NewUser, Page, Role},
-    label::Labelled,
-    manifests::{self, KueueVersion},
-    plan::{self, Evaluation},
-    scenario::Scenario,
+    accounts::{NewTeam, NewUser, Page, Role},
+    common::label::Labelled,
+    planning::manifests::{self, KueueVersion},
+    planning::scenario::Scenario,
+    planning::{self, Evaluation},
 };
 use sqlx::PgPool;
 
@@ -396,7 +396,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
             .await
             .expect("Enter");
     }
-    let suggestion = plan::suggest_quotas(&aws).expect("a valid scenario");
+    let suggestion = planning::suggest_quotas(&aws).expect("a valid scenario");
     browser
         .wait_for_text(
             "[data-test=suggestion-summary]",
@@ -495,7 +495,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .collect();
     assert_eq!(
         browser.downloaded("gpufleet-manifests.zip").await,
-        shared::zip::store(&entries)
+        shared::common::zip::store(&entries)
     );
     usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("plan-7-export").await;
@@ -561,7 +561,10 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     // The API lists pools by name.
     let mut demo = backend::fleet::demo_fleet();
     demo.pools.sort_by(|a, b| a.name.cmp(&b.name));
-    let inventory = Scenario::starting_from("our fleet", demo.scenario_fleet());
+    let inventory = Scenario::starting_from(
+        "our fleet",
+        shared::planning::scenario::inventory_fleet(&demo),
+    );
     expect_summary(&browser, &evaluate(&inventory)).await;
     browser.wait_for_text("[data-test=fleet-form]", "").await;
     for (i, acc) in inventory.fleet.iter().enumerate() {
@@ -678,7 +681,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     // The bank's quota suggestion, in its worker, handed the evaluation's week: the native one.
     browser.click_css("[data-test=step-quotas]").await;
     browser.click_css("[data-test=suggest]").await;
-    let bank_suggestion = plan::suggest_quotas(&preset("bank-10000")).expect("valid");
+    let bank_suggestion = planning::suggest_quotas(&preset("bank-10000")).expect("valid");
     browser
         .wait_for_text(
             "[data-test=suggestion-summary]",
@@ -723,13 +726,13 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("[data-test=draft-outcomes]", "research: draft request")
         .await;
-    let today = shared::day::Day::of_unix_seconds(
+    let today = shared::common::day::Day::of_unix_seconds(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .expect("clock")
             .as_secs() as i64,
     );
-    let suggestion = plan::suggest_quotas(&ours).expect("valid");
+    let suggestion = planning::suggest_quotas(&ours).expect("valid");
     let mut db = pool.acquire().await.expect("a connection");
     let layouts = backend::quota::world(&mut db)
         .await
@@ -863,11 +866,12 @@ async fn every_input_is_labelled(browser: &Browser) {
 
 fn preset(name: &str) -> Scenario {
     let path = repo_root().join(format!("shared/scenarios/{name}.json"));
-    plan::parse_scenario(&std::fs::read_to_string(&path).expect("preset")).expect("preset parses")
+    planning::parse_scenario(&std::fs::read_to_string(&path).expect("preset"))
+        .expect("preset parses")
 }
 
 fn evaluate(s: &Scenario) -> Evaluation {
-    plan::evaluate(s).unwrap_or_else(|err| panic!("{}: {err:?}", s.name))
+    planning::evaluate(s).unwrap_or_else(|err| panic!("{}: {err:?}", s.name))
 }
 
 /// Types `text` into an input as a person does: the field emptied (select all, delete), then
@@ -1023,7 +1027,7 @@ async fn json_scenario(browser: &Browser) -> Scenario {
         )
         .await
         .expect("read the scenario");
-    plan::parse_scenario(text.as_str().expect("text")).expect("the JSON step holds a scenario")
+    planning::parse_scenario(text.as_str().expect("text")).expect("the JSON step holds a scenario")
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
@@ -1583,10 +1587,10 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
     // 2026-11-10, 10:00-11:00: research holds 8 H100s, 75% busy, 2 of them above its quota
     // of 6, borrowed from search's unused quota of 2
-    let start = shared::utc::parse_rfc3339("2026-11-10T10:00:00Z").expect("time");
-    let window = Window::new(start, start + shared::utc::HOUR_MS).expect("window");
+    let start = shared::common::utc::parse_rfc3339("2026-11-10T10:00:00Z").expect("time");
+    let window = Window::new(start, start + shared::common::utc::HOUR_MS).expect("window");
     let key_of = |m: i64, ns: &str| UsageKey {
-        minute_ms: start + m * shared::utc::MINUTE_MS,
+        minute_ms: start + m * shared::common::utc::MINUTE_MS,
         namespace: ns.into(),
         cluster_queue: String::new(),
         flavor: "h100-shared".into(),
@@ -1635,7 +1639,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .wait_for_text("[data-test=usage-ingest]", "GPUFLEET_PROMETHEUS_URL")
         .await;
     // The page opens on the month to date (UTC), and prices it only up to now.
-    let today = shared::day::Day::of_unix_seconds(
+    let today = shared::common::day::Day::of_unix_seconds(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .expect("clock")
@@ -1757,8 +1761,8 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_millis() as i64;
-    let next = shared::utc::floor_minute(now) - 5 * shared::utc::MINUTE_MS;
-    let next_window = Window::new(next, next + shared::utc::MINUTE_MS).expect("window");
+    let next = shared::common::utc::floor_minute(now) - 5 * shared::common::utc::MINUTE_MS;
+    let next_window = Window::new(next, next + shared::common::utc::MINUTE_MS).expect("window");
     let next_key = UsageKey {
         minute_ms: next,
         ..key(0)
@@ -1922,12 +1926,12 @@ async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
         Window,
         neighbours::{Histogram, LatencyKey, PodKey, PodMinute, ServiceMinute},
     };
-    let start = shared::utc::parse_rfc3339("2026-11-10T12:00:00Z").expect("time");
-    let window = Window::new(start, start + 20 * shared::utc::MINUTE_MS).expect("window");
+    let start = shared::common::utc::parse_rfc3339("2026-11-10T12:00:00Z").expect("time");
+    let window = Window::new(start, start + 20 * shared::common::utc::MINUTE_MS).expect("window");
     let mut latency = std::collections::BTreeMap::new();
     let mut pods = std::collections::BTreeMap::new();
     for m in 0..20 {
-        let minute_ms = start + m * shared::utc::MINUTE_MS;
+        let minute_ms = start + m * shared::common::utc::MINUTE_MS;
         let ttft = if m < 10 { [29, 30, 30] } else { [10, 20, 30] };
         latency.insert(
             LatencyKey {
@@ -1954,7 +1958,7 @@ async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
                 pod: "vllm-llama-0".into(),
             },
             PodMinute {
-                sharing: Some(shared::isolation::Mechanism::Mig),
+                sharing: Some(shared::fleet::sharing::Mechanism::Mig),
                 neighbours: 1,
                 neighbour_busy_gpu_us: if m < 10 { 2_571_429 } else { 23_142_857 },
                 neighbour_observed_gpu_us: 25_714_286,
@@ -2048,7 +2052,7 @@ async fn the_live_chart_follows_the_exporter(pool: PgPool) {
             .expect("clock")
             .as_millis() as i64
     };
-    let minute_ms = shared::utc::MINUTE_MS;
+    let minute_ms = shared::common::utc::MINUTE_MS;
     // the first whole minute scraped from its start
     let first = (now() + 2_000) / minute_ms * minute_ms + minute_ms;
     let usage = backend::usage::Usage::new(
@@ -2068,7 +2072,7 @@ async fn the_live_chart_follows_the_exporter(pool: PgPool) {
     let change_at = first + minute_ms;
     tokio::time::sleep(Duration::from_millis((change_at - now()).max(0) as u64)).await;
     *exported.lock().expect("body") = body(20);
-    let minute = |ms: i64| shared::utc::format_rfc3339(ms);
+    let minute = |ms: i64| shared::common::utc::format_rfc3339(ms);
     browser
         .wait_for_text(
             "[data-test=live-latest]",

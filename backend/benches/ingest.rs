@@ -21,11 +21,11 @@ use backend::usage::{
     prom::{PromSettings, Prometheus},
 };
 use shared::{
+    common::utc::{HOUR_MS, MINUTE_MS},
     usage::{
         Window,
         demo::{DemoPool, DemoTeam},
     },
-    utc::{HOUR_MS, MINUTE_MS},
 };
 use sqlx::{Connection, PgConnection, postgres::PgPoolOptions};
 

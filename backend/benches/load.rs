@@ -27,7 +27,7 @@ use std::{
 };
 
 use backend::{AppState, app, config::HttpSettings};
-use shared::auth::{NewUser, Role};
+use shared::accounts::{NewUser, Role};
 use sqlx::{Connection, PgConnection, postgres::PgPoolOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -176,9 +176,9 @@ async fn main() {
         .and_then(|c| c.split(';').next())
         .unwrap()
         .to_owned();
-    let me: shared::auth::Me =
+    let me: shared::accounts::Me =
         serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
-    let scenario = serde_json::to_string(&shared::scenario::bench_scenario()).unwrap();
+    let scenario = serde_json::to_string(&shared::planning::scenario::bench_scenario()).unwrap();
     let evaluate = post(
         &addr,
         "/api/plan/evaluate",
@@ -263,11 +263,12 @@ async fn main() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64;
-    let first = shared::utc::floor_minute(now_ms) - 30 * shared::utc::MINUTE_MS;
+    let first = shared::common::utc::floor_minute(now_ms) - 30 * shared::common::utc::MINUTE_MS;
     let (mut lags, mut spreads) = (Vec::new(), Vec::new());
     for n in 0..5 {
-        let minute = first + n * shared::utc::MINUTE_MS;
-        let window = shared::usage::Window::new(minute, minute + shared::utc::MINUTE_MS).unwrap();
+        let minute = first + n * shared::common::utc::MINUTE_MS;
+        let window =
+            shared::usage::Window::new(minute, minute + shared::common::utc::MINUTE_MS).unwrap();
         let key = shared::usage::UsageKey {
             minute_ms: minute,
             namespace: "team-research".into(),

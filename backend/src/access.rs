@@ -12,7 +12,7 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use shared::auth::{Me, Role};
+use shared::accounts::{Me, Role};
 
 use crate::error::{Error, Result};
 

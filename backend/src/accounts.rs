@@ -15,7 +15,7 @@ use axum::{
 };
 use shared::{
     FieldError,
-    auth::{self, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch},
+    accounts::{self, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch},
 };
 use sqlx::PgPool;
 
@@ -416,7 +416,7 @@ pub async fn load_demo(
         };
         insert_user(pool, hashing, &new).await?;
         credentials.push((
-            format!("{username} ({})", auth::Role::as_str(role)),
+            format!("{username} ({})", accounts::Role::as_str(role)),
             password,
         ));
     }

@@ -29,7 +29,7 @@ use crate::{
     auth::{self, settings::AuthSettings},
     cluster::{self, Cluster},
     config::HttpSettings,
-    error, fleet, health, packing, plan, quota,
+    error, fleet, health, packing, planning, quota,
     usage::Usage,
     work::{Deadline, Work},
 };
@@ -148,7 +148,7 @@ pub fn api() -> Api {
         .merge(accounts::api())
         .merge(fleet::api())
         .merge(packing::api())
-        .merge(plan::api())
+        .merge(planning::api())
         .merge(quota::api())
         .merge(cluster::api())
         .merge(crate::chargeback::api())

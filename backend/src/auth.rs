@@ -26,7 +26,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use sha2::{Digest, Sha256};
-use shared::auth::{LoginRequest, Me};
+use shared::accounts::{LoginRequest, Me};
 
 use crate::{
     access::{Access, Caller, ClientAddr, IdentifyFailed, Scheme},

@@ -21,14 +21,14 @@ use axum::{
 use serde::Deserialize;
 use shared::{
     FieldError,
+    accounts::Role,
     audit::Kind,
-    auth::Role,
     chargeback::{
         self as model, ClosedMonth, Drill, DrillDay, IdleShare, NewRate, Period, Rate, Reopen,
         StatementQuery, UsageDay,
     },
-    day::Day,
-    interrupt::Interrupt,
+    common::day::Day,
+    common::interrupt::Interrupt,
     usage::neighbours::{self, NeighbourReport},
 };
 use sqlx::PgPool;
@@ -127,10 +127,10 @@ pub async fn close(pool: &PgPool, month: Day, actor: Actor<'_>) -> Result<()> {
         )));
     }
     let ingested = db::ingested_until(pool).await?;
-    let end_ms = i64::from(end.days_since_epoch()) * shared::utc::DAY_MS;
+    let end_ms = i64::from(end.days_since_epoch()) * shared::common::utc::DAY_MS;
     if ingested
         .as_deref()
-        .and_then(shared::utc::parse_rfc3339)
+        .and_then(shared::common::utc::parse_rfc3339)
         .is_none_or(|at| at < end_ms)
     {
         return Err(Error::Conflict(format!(
@@ -408,7 +408,7 @@ pub async fn neighbour_report(
             .map(|t| t.namespace.clone())
             .collect()
     });
-    let day_ms = |d: Day| i64::from(d.days_since_epoch()) * shared::utc::DAY_MS;
+    let day_ms = |d: Day| i64::from(d.days_since_epoch()) * shared::common::utc::DAY_MS;
     let minutes = crate::usage::db::served_minutes(
         pool,
         day_ms(period.from),

@@ -31,8 +31,8 @@ use axum::{
 };
 use serde_json::{Value, json};
 use shared::{
+    accounts::Role,
     audit::Kind,
-    auth::Role,
     cluster::{
         self as model, ClusterView, DryRun, KINDS, ObjectDiff, ObjectRef, ObjectState,
         ObjectStatus, Reapply, ReconcilerStatus, Target,
@@ -611,7 +611,7 @@ fn object_status(row: db::ObjectRow) -> Result<ObjectStatus> {
 fn yaml_of(stored: Option<&str>) -> Result<String> {
     stored.map_or(Ok(String::new()), |text| {
         serde_json::from_str::<Value>(text)
-            .map(|v| shared::manifests::to_yaml(&v))
+            .map(|v| shared::common::yaml::to_yaml(&v))
             .map_err(|e| Error::Internal(format!("a stored object does not read: {e}")))
     })
 }
@@ -788,7 +788,7 @@ async fn gitops_zip(State(state): State<AppState>) -> Result<impl IntoResponse> 
                 .iter()
                 .map(|(name, text)| (name.as_str(), text.as_bytes()))
                 .collect();
-            shared::zip::store(&entries)
+            shared::common::zip::store(&entries)
         })
         .await?;
     Ok((

@@ -210,7 +210,7 @@ pub enum PackingCommand {
         /// random, first_fit, best_fit, dot_product, gpu_packing, fgd
         #[arg(long, default_value = "fgd")]
         policy: String,
-        #[arg(long, default_value_t = shared::rng::DEFAULT_SEED)]
+        #[arg(long, default_value_t = shared::common::rng::DEFAULT_SEED)]
         seed: u64,
         /// Arrivals as a multiple of GPU capacity (the paper: 1.3).
         #[arg(long, default_value_t = 1.3)]

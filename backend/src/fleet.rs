@@ -4,7 +4,7 @@
 //! to an empty database.
 //! Tables (see `db.rs`): `gpu_models` — which catalogue models the fleet holds and the on-demand
 //! price of one GPU-hour of each; `node_pools` — groups of identical nodes of one model. The
-//! models' facts (vendor, memory, MIG) come from `shared::catalogue`.
+//! models' facts (vendor, memory, MIG) come from `shared::fleet::catalogue`.
 
 pub mod cli;
 mod db;
@@ -16,7 +16,7 @@ use axum::{
     http::Method,
 };
 use shared::{
-    auth::Role,
+    accounts::Role,
     fleet::{Fleet, GpuModel, NodePool},
     inventory::Inventory,
 };

@@ -11,7 +11,7 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use shared::{FieldError, error::JsonError};
+use shared::{FieldError, common::error::JsonError};
 
 use crate::error::Error;
 
@@ -57,7 +57,7 @@ pub fn read<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
             return Err(Error::Invalid(fields));
         }
     }
-    shared::error::from_json(text).map_err(|err| match err {
+    shared::common::error::from_json(text).map_err(|err| match err {
         JsonError::Syntax(field) => Error::BadRequest(format!(
             "the body is not valid JSON ({}: {})",
             field.path, field.message

@@ -14,7 +14,7 @@ pub mod health;
 pub mod json;
 pub mod packing;
 pub mod password;
-pub mod plan;
+pub mod planning;
 pub mod quota;
 pub mod usage;
 pub mod work;

@@ -1,5 +1,5 @@
 //! `gpufleet`: wires config → logging → pool → migrations → serve, and hands every other
-//! command to its domain (`plan::cli`, `packing::cli`, `accounts::cli`, `fleet::cli`,
+//! command to its domain (`planning::cli`, `packing::cli`, `accounts::cli`, `fleet::cli`,
 //! `usage::cli`).
 
 use anyhow::Context;
@@ -7,7 +7,7 @@ use backend::{
     accounts, app,
     config::{Cli, Command, HttpSettings},
     error::CliError,
-    fleet, migrated_pool, packing, plan,
+    fleet, migrated_pool, packing, planning,
 };
 use clap::Parser;
 
@@ -36,7 +36,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Demo(args) => accounts::cli::demo(args).await,
         Command::User(command) => accounts::cli::run(command).await,
         Command::Fleet(command) => fleet::cli::run(command).await,
-        Command::Plan(command) => plan::cli::run(command),
+        Command::Plan(command) => planning::cli::run(command),
         Command::Packing(command) => packing::cli::run(command),
         Command::Usage(command) => backend::usage::cli::run(command).await,
         Command::Chargeback(command) => backend::chargeback::cli::run(command).await,

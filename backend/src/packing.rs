@@ -12,12 +12,12 @@ use axum::{
 };
 use shared::{
     FieldError,
-    auth::PLANNERS,
+    accounts::PLANNERS,
+    common::rng::DEFAULT_SEED,
     packing::{
         Policy, csv, mig,
         protocol::{self, PackReport},
     },
-    rng::DEFAULT_SEED,
 };
 
 use crate::{

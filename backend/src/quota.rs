@@ -26,9 +26,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use shared::{
     FieldError,
+    accounts::Role,
     audit::Kind,
-    auth::Role,
-    day::Day,
+    common::day::Day,
     kueue::KueueVersion,
     quota::{
         Action, Approved, Decision, EditRequest, Flavor, FlavorEdit, NewRequest, QueueNames,

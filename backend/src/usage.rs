@@ -24,13 +24,13 @@ pub mod prom;
 use std::{collections::BTreeMap, time::Duration};
 
 use shared::{
+    common::utc::{HOUR_MS, MINUTE_MS, floor_minute},
     usage::{
         self as model, DECODE_SECONDS, DeviceSums, FB_USED, GENERATION_TOKENS, GPU_UTIL,
         GR_ENGINE_ACTIVE, KUEUE_NOMINAL, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series,
         UsageHealth, Window,
         neighbours::{self, Latency},
     },
-    utc::{HOUR_MS, MINUTE_MS, floor_minute},
 };
 use sqlx::PgPool;
 use tokio::sync::Mutex;
@@ -201,14 +201,14 @@ pub async fn ingest(
             // lose the rollups that outlive them
             return Err(IngestError::Config(format!(
                 "{} is older than the minute retention ({} days, GPUFLEET_USAGE_MINUTE_RETENTION_DAYS): its hour and day rollups are kept as they are",
-                shared::utc::format_rfc3339(window.from_ms),
+                shared::common::utc::format_rfc3339(window.from_ms),
                 retention.as_secs() / 86_400
             )));
         }
     }
     let outcome = read_and_store(pool, prom, settings, source, window).await;
     if let Err(err) = &outcome {
-        tracing::warn!(source = source.name(), from = %shared::utc::format_rfc3339(window.from_ms), %err, "usage window failed");
+        tracing::warn!(source = source.name(), from = %shared::common::utc::format_rfc3339(window.from_ms), %err, "usage window failed");
         db::failed(pool, source.name(), window, &err.to_string()).await?;
     }
     outcome

@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shared::interrupt::Interrupt;
+use shared::common::interrupt::Interrupt;
 use tokio::sync::Semaphore;
 
 use crate::error::{Error, Result};

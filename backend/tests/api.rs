@@ -15,7 +15,7 @@ use backend::{
 use common::{Reply, dead_pool, login, public_fixture, request, router, send, user};
 use shared::{
     ApiError, ErrorCode,
-    auth::Role,
+    accounts::Role,
     fleet::Fleet,
     health::{DatabaseStatus, Health, Status},
 };

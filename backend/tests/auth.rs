@@ -16,7 +16,7 @@ use common::{
 };
 use shared::{
     ApiError, ErrorCode,
-    auth::{Me, Role, Team, User},
+    accounts::{Me, Role, Team, User},
 };
 use sqlx::PgPool;
 

@@ -15,10 +15,10 @@ use backend::usage;
 use common::{PASSWORD, login, request, router, send, user};
 use serde_json::{Value, json};
 use shared::{
-    auth::Role,
+    accounts::Role,
     chargeback::{Statement, TeamLine},
+    common::utc::{DAY_MS, MINUTE_MS, parse_rfc3339},
     usage::{DeviceMinute, UsageKey, Window},
-    utc::{DAY_MS, MINUTE_MS, parse_rfc3339},
 };
 use sqlx::PgPool;
 
@@ -699,7 +699,7 @@ async fn rates_travel_with_the_inventory_file(pool: PgPool) {
         .find(|f| f.name == "h100-shared")
         .expect("h100-shared");
     flavor.rates = vec![shared::inventory::RateEntry {
-        effective_from: shared::day::Day::parse("2026-12-01").expect("day"),
+        effective_from: shared::common::day::Day::parse("2026-12-01").expect("day"),
         cents_per_gpu_hour: 900,
     }];
     let applied = inventory::apply(&pool, &wanted, Actor::Console, false)
@@ -743,7 +743,7 @@ async fn a_period_reaching_into_the_future_is_priced_up_to_now(pool: PgPool) {
     let app = router(pool.clone());
     let fiona = login(&app, "fiona", PASSWORD).await;
     let now_ms = || backend::usage::now_ms();
-    let today = shared::day::Day::of_unix_seconds(now_ms() / 1000);
+    let today = shared::common::day::Day::of_unix_seconds(now_ms() / 1000);
     let midnight = i64::from(today.days_since_epoch()) * DAY_MS;
     // Yesterday, today and the next five days: 200 GPUs for a whole day, then up to now.
     let path = format!(

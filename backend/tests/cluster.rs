@@ -25,7 +25,7 @@ use common::{PASSWORD, Reply, Session, login, public_fixture, request, send, use
 use kube_double::{Fault, KubeDouble};
 use serde_json::{Value, json};
 use shared::{
-    auth::Role,
+    accounts::Role,
     cluster::{ClusterView, DryRun, ObjectState, ObjectStatus},
     kueue::KueueVersion,
     quota::RequestView,

@@ -16,9 +16,9 @@ use common::{Session, login, request, request_from, router_on, send, try_login, 
 use http_body_util::BodyExt;
 use shared::{
     ApiError, ErrorCode,
-    auth::Role,
+    accounts::Role,
     chargeback::{Statement, StatementQuery},
-    scenario::{Scenario, Team, bench_scenario},
+    planning::scenario::{Scenario, Team, bench_scenario},
 };
 use sqlx::PgPool;
 use tower::ServiceExt;
@@ -398,7 +398,7 @@ async fn sigterm_ends_the_server_while_it_computes(pool: PgPool) {
         .expect("a session cookie")
         .to_owned();
     let json = answer.split("\r\n\r\n").nth(1).expect("a body");
-    let me: shared::auth::Me = serde_json::from_str(json).expect("me");
+    let me: shared::accounts::Me = serde_json::from_str(json).expect("me");
     // A week that takes seconds, left running.
     let scenario = serde_json::to_string(&heavy_scenario()).expect("json");
     let evaluate = format!(

@@ -16,9 +16,9 @@ use backend::{AppState, app, config::HttpSettings, usage::live::Live};
 use common::{PASSWORD, login, public_fixture, request, user};
 use http_body_util::BodyExt;
 use shared::{
-    auth::Role,
+    accounts::Role,
+    common::utc::{MINUTE_MS, floor_minute},
     usage::{DeviceMinute, LiveMinute, UsageKey, Window},
-    utc::{MINUTE_MS, floor_minute},
 };
 use sqlx::PgPool;
 use tower::ServiceExt;

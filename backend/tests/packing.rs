@@ -12,7 +12,7 @@ use axum::{
 use common::{login, router, send, user};
 use shared::{
     ApiError, ErrorCode,
-    auth::Role,
+    accounts::Role,
     packing::{Policy, csv, protocol},
 };
 use sqlx::PgPool;

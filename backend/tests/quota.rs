@@ -13,8 +13,8 @@ use common::{PASSWORD, Reply, Session, login, request, router, send, user};
 use serde_json::{Value, json};
 use shared::{
     ApiError, ErrorCode,
+    accounts::Role,
     audit::Page,
-    auth::Role,
     quota::{QuotaRequest, QuotaWorld, RequestView, State},
 };
 use sqlx::PgPool;

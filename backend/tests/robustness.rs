@@ -18,7 +18,7 @@ use proptest::{
     test_runner::{Config, TestRng, TestRunner},
 };
 use serde_json::Value;
-use shared::{ApiError, auth::Role};
+use shared::{ApiError, accounts::Role};
 use sqlx::PgPool;
 
 /// Cases per route.

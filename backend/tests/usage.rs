@@ -16,8 +16,8 @@ use std::{collections::BTreeMap, time::Duration};
 use backend::usage::{self, IngestError, IngestSettings, Source, Usage, prom::PromError};
 use common::prometheus::{Point, PromServer, backfill, point, scratch};
 use shared::{
+    common::utc::{HOUR_MS, MINUTE_MS},
     usage::Window,
-    utc::{HOUR_MS, MINUTE_MS},
 };
 use sqlx::PgPool;
 
@@ -511,7 +511,7 @@ async fn prometheus_stopped_mid_ingest_leaves_a_gap_that_is_backfilled_once(pool
     for source in &health.sources {
         assert_eq!(
             source.watermark.as_deref(),
-            Some(shared::utc::format_rfc3339(t0).as_str())
+            Some(shared::common::utc::format_rfc3339(t0).as_str())
         );
     }
     let mut prom = PromServer::start(&dir, &[]).await;
@@ -549,7 +549,7 @@ async fn prometheus_stopped_mid_ingest_leaves_a_gap_that_is_backfilled_once(pool
         .expect("dcgm");
     assert_eq!(
         dcgm.watermark.as_deref(),
-        Some(shared::utc::format_rfc3339(second.from_ms).as_str())
+        Some(shared::common::utc::format_rfc3339(second.from_ms).as_str())
     );
     assert!(
         dcgm.last_error
@@ -565,7 +565,8 @@ async fn prometheus_stopped_mid_ingest_leaves_a_gap_that_is_backfilled_once(pool
         health
             .open_gaps
             .iter()
-            .any(|g| g.source == "dcgm" && g.from == shared::utc::format_rfc3339(second.from_ms)),
+            .any(|g| g.source == "dcgm"
+                && g.from == shared::common::utc::format_rfc3339(second.from_ms)),
         "{health:?}"
     );
 
@@ -980,7 +981,7 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
     // serves a steady 2 requests a second, its six co-tenants (the GPU's other instances) busy
     // with traffic; its time to first token slows with them, so it is flagged; the big models
     // on whole GPUs have no co-tenant
-    let day = shared::day::Day::of_unix_seconds(day / 1000).to_string();
+    let day = shared::common::day::Day::of_unix_seconds(day / 1000).to_string();
     let period = shared::chargeback::StatementQuery {
         from: Some(day.clone()),
         to: Some(day),
@@ -1029,8 +1030,8 @@ async fn the_cli_ingests_a_window_and_reports_the_state(pool: PgPool) {
     backfill(&dir, &controlled(t0));
     let prom = PromServer::start(&dir, &[]).await;
     let (from, to) = (
-        shared::utc::format_rfc3339(t0),
-        shared::utc::format_rfc3339(t0 + 10 * MINUTE_MS),
+        shared::common::utc::format_rfc3339(t0),
+        shared::common::utc::format_rfc3339(t0 + 10 * MINUTE_MS),
     );
 
     // bad input: exit status 2, the flag and what is wrong
@@ -1218,8 +1219,8 @@ async fn retention_drops_old_minute_months_and_keeps_rollups(pool: PgPool) {
     fleet(&pool, false).await;
     // 2026-06-15T10:00Z and 2026-11-20T10:00Z: one old month, one recent
     let (old, recent) = (
-        shared::utc::parse_rfc3339("2026-06-15T10:00:00Z").expect("time"),
-        shared::utc::parse_rfc3339("2026-11-20T10:00:00Z").expect("time"),
+        shared::common::utc::parse_rfc3339("2026-06-15T10:00:00Z").expect("time"),
+        shared::common::utc::parse_rfc3339("2026-11-20T10:00:00Z").expect("time"),
     );
     for at in [old, recent] {
         let window = Window::new(at, at + MINUTE_MS).expect("window");
@@ -1240,7 +1241,7 @@ async fn retention_drops_old_minute_months_and_keeps_rollups(pool: PgPool) {
     }
     // keep 90 days before 2026-12-02: June's minutes go (the partitions of the four minute
     // tables: usage, tokens, latency, pods)
-    let cut = shared::utc::parse_rfc3339("2026-09-03T00:00:00Z").expect("time");
+    let cut = shared::common::utc::parse_rfc3339("2026-09-03T00:00:00Z").expect("time");
     assert_eq!(
         usage::db::drop_old_minutes(&pool, cut).await.expect("drop"),
         4
@@ -1392,7 +1393,7 @@ const QUEUE: &str = "vllm:request_queue_time_seconds_bucket";
 async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
     use axum::http::{Method, StatusCode};
     use common::{login, request, send, user};
-    use shared::{auth::Role, usage::neighbours::NeighbourReport};
+    use shared::{accounts::Role, usage::neighbours::NeighbourReport};
 
     fleet(&pool, false).await;
     sqlx::query(
@@ -1462,7 +1463,7 @@ async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
     user(&pool, "fin", &[Role::Finance], &[]).await;
     user(&pool, "res", &[Role::Requester], &["research"]).await;
     user(&pool, "nobody", &[Role::Requester], &[]).await;
-    let day = shared::day::Day::of_unix_seconds(t0 / 1000);
+    let day = shared::common::day::Day::of_unix_seconds(t0 / 1000);
     let uri = format!("/api/chargeback/neighbours?from={day}&to={day}");
     let finance = login(&router, "fin", common::PASSWORD).await;
     let reply = send(&router, request(Method::GET, &uri, Some(&finance), None)).await;

@@ -5,7 +5,7 @@ use leptos::{ev::SubmitEvent, prelude::*};
 use leptos_router::hooks::use_navigate;
 use shared::{
     ApiError,
-    auth::{LoginRequest, Me, Page},
+    accounts::{LoginRequest, Me, Page},
 };
 
 use crate::{api, ui::ErrorBox};

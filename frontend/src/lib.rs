@@ -12,8 +12,8 @@ use leptos_router::{
     path,
 };
 use shared::{
-    auth::{Me, Page},
-    label::Labelled,
+    accounts::{Me, Page},
+    common::label::Labelled,
 };
 use wasm_bindgen::prelude::wasm_bindgen;
 

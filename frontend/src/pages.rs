@@ -15,7 +15,7 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 pub use plan::Plan;
 pub use quotas::Quotas;
-use shared::auth::Page;
+use shared::accounts::Page;
 
 use crate::auth::use_me;
 

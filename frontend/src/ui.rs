@@ -38,7 +38,7 @@ pub fn HealthBadge() -> impl IntoView {
 
 /// Shows `children` only to roles that may use `page` (the server refuses the data anyway).
 #[component]
-pub fn Guard(page: shared::auth::Page, children: ChildrenFn) -> impl IntoView {
+pub fn Guard(page: shared::accounts::Page, children: ChildrenFn) -> impl IntoView {
     let me = crate::auth::use_me();
     move || {
         let allowed = me.with(|m| m.as_ref().is_some_and(|m| page.visible_to(&m.roles)));

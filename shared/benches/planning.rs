@@ -3,9 +3,9 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use shared::{
-    plan::{parse_scenario, suggest_quotas},
-    scenario::bench_scenario,
-    simulate::simulate,
+    planning::scenario::bench_scenario,
+    planning::simulate::simulate,
+    planning::{parse_scenario, suggest_quotas},
 };
 
 fn week(c: &mut Criterion) {

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{day::Day, error::FieldError};
+use crate::{common::day::Day, common::error::FieldError};
 
 pub const MAX_PER_PAGE: u32 = 200;
 pub const DEFAULT_PER_PAGE: u32 = 50;

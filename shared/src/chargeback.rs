@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FieldError, day::Day};
+use crate::{FieldError, common::day::Day};
 
 /// GPU-microseconds in one GPU-hour.
 pub const GPU_US_PER_GPU_HOUR: i64 = 3_600_000_000;

@@ -5,13 +5,12 @@
 //! memory, MIG) come from the catalogue and nowhere else; counts are non-negative; a pool's
 //! GPUs are `nodes * gpus_per_node`; prices are whole cents per GPU-hour.
 
+pub mod catalogue;
+pub mod sharing;
+
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    catalogue::{self, UnknownModel, Vendor},
-    scenario::Accelerator,
-    validate::{dns_label_from, free_name},
-};
+use catalogue::{UnknownModel, Vendor};
 
 /// An accelerator model of the fleet, e.g. `H200-SXM-141GB`, with its price.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,29 +113,6 @@ impl Fleet {
         totals
     }
 
-    /// The inventory as a planning scenario's fleet: one flavor per pool with nodes (its name
-    /// made a DNS label, unique), its model's price.
-    pub fn scenario_fleet(&self) -> Vec<Accelerator> {
-        let mut fleet: Vec<Accelerator> = Vec::new();
-        for pool in self.pools.iter().filter(|p| p.gpus() > 0) {
-            let stem = dns_label_from(&pool.name).unwrap_or_else(|| "pool".to_owned());
-            let flavor = free_name(&stem, |name| fleet.iter().any(|a| a.flavor == name));
-            let price = self
-                .models
-                .iter()
-                .find(|m| m.name == pool.gpu_model)
-                .map_or(0, |m| m.price_cents_per_gpu_hour);
-            fleet.push(Accelerator {
-                flavor,
-                gpu_model: pool.gpu_model.clone(),
-                count: u32::try_from(pool.gpus()).unwrap_or(u32::MAX),
-                gpus_per_node: u32::try_from(pool.gpus_per_node).unwrap_or(0),
-                price_cents_per_gpu_hour: price,
-            });
-        }
-        fleet
-    }
-
     /// What one hour of the whole fleet costs at on-demand prices, in cents.
     pub fn cost_cents_per_hour(&self) -> i64 {
         self.totals_by_model()
@@ -207,42 +183,6 @@ mod tests {
         );
         assert!(!model("L4-24GB", 80).supports_mig());
         assert!(GpuModel::priced("H200", 1).is_err());
-    }
-
-    #[test]
-    fn the_inventory_becomes_a_scenario_fleet_one_flavor_per_pool() {
-        let fleet = Fleet {
-            models: vec![model("H200-SXM-141GB", 791), model("L4-24GB", 80)],
-            pools: vec![
-                pool("H200 rack A", "H200-SXM-141GB", 2, 8),
-                pool("h200-rack-a", "H200-SXM-141GB", 1, 8),
-                pool("L4 (spare)", "L4-24GB", 0, 4),
-                pool("inference L4", "L4-24GB", 3, 4),
-            ],
-        };
-        let got: Vec<(String, String, u32, u32, i64)> = fleet
-            .scenario_fleet()
-            .into_iter()
-            .map(|a| {
-                (
-                    a.flavor,
-                    a.gpu_model,
-                    a.count,
-                    a.gpus_per_node,
-                    a.price_cents_per_gpu_hour,
-                )
-            })
-            .collect();
-        let want = [
-            ("h200-rack-a", "H200-SXM-141GB", 16, 8, 791),
-            ("h200-rack-a-2", "H200-SXM-141GB", 8, 8, 791),
-            ("inference-l4", "L4-24GB", 12, 4, 80),
-        ];
-        let want: Vec<_> = want
-            .iter()
-            .map(|(f, m, c, n, p)| ((*f).to_owned(), (*m).to_owned(), *c, *n, *p))
-            .collect();
-        assert_eq!(got, want);
     }
 
     #[test]

@@ -16,12 +16,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    auth::validate_cost_centre,
-    catalogue,
+    accounts::validate_cost_centre,
     chargeback::MAX_CENTS_PER_GPU_HOUR,
-    error::FieldError,
+    common::error::FieldError,
+    common::validate::{dns_label_from, validate_dns_label},
+    fleet::catalogue,
     quota::{DEFAULT_COHORT, FlavorSettings},
-    validate::{dns_label_from, validate_dns_label},
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -60,7 +60,7 @@ pub struct FlavorEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateEntry {
-    pub effective_from: crate::day::Day,
+    pub effective_from: crate::common::day::Day,
     pub cents_per_gpu_hour: i64,
 }
 
@@ -571,7 +571,7 @@ mod tests {
     fn rates_are_part_of_the_file() {
         let mut wanted = demo().normalised();
         let rate = |day: &str, cents| RateEntry {
-            effective_from: crate::day::Day::parse(day).expect("day"),
+            effective_from: crate::common::day::Day::parse(day).expect("day"),
             cents_per_gpu_hour: cents,
         };
         wanted.flavors[0].rates = vec![rate("2026-12-01", 900), rate("2026-11-01", 850)];

@@ -13,7 +13,32 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::scenario::Queueing;
+use crate::common::label::Labelled;
+
+/// A ClusterQueue's `queueingStrategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Queueing {
+    StrictFifo,
+    BestEffortFifo,
+}
+
+impl Labelled for Queueing {
+    fn label(self) -> &'static str {
+        // Kueue's own words for its queueing strategies.
+        match self {
+            Queueing::StrictFifo => "StrictFIFO",
+            Queueing::BestEffortFifo => "BestEffortFIFO",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Queueing::StrictFifo => "The head of the queue blocks everything behind it.",
+            Queueing::BestEffortFifo => "Workloads that do not fit let smaller ones pass.",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]

@@ -399,7 +399,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::{policy::Chooser, *};
-    use crate::rng::Rng;
+    use crate::common::rng::Rng;
 
     fn arb_nodes() -> impl Strategy<Value = Vec<NodeSpec>> {
         prop::collection::vec((1i64..64, 1i64..512, 0u8..=8, 0usize..3), 1..12).prop_map(|v| {
@@ -491,7 +491,7 @@ mod properties {
             let groups: Vec<mig::ReplicaGroup> = groups.into_iter().enumerate()
                 .map(|(i, (mem_mib, replicas))| mig::ReplicaGroup { name: format!("g{i}"), mem_mib, replicas })
                 .collect();
-            let geometry = crate::catalogue::find(model).expect("catalogue model").mig.clone().expect("MIG model");
+            let geometry = crate::fleet::catalogue::find(model).expect("catalogue model").mig.clone().expect("MIG model");
             match mig::plan(model, &groups) {
                 Err(mig::MigError::TooBig { need_mib, max_mib, .. }) => prop_assert!(need_mib > max_mib),
                 Err(other) => prop_assert!(false, "unexpected {other}"),

@@ -16,16 +16,16 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    catalogue::{self, Vendor},
-    day::Day,
-    error::FieldError,
+    common::day::Day,
+    common::error::FieldError,
+    common::validate::{is_dns_label, validate_dns_label},
+    common::yaml::to_yaml,
+    fleet::catalogue::{self, Vendor},
+    kueue::Queueing,
     kueue::{
         FlavorObject, KueueVersion, Queue, Quota, Reclaim, Setup, Taint, TaintEffect, Toleration,
         TolerationOperator, WithinQueue,
     },
-    manifests::to_yaml,
-    scenario::Queueing,
-    validate::{is_dns_label, validate_dns_label},
 };
 
 /// Longest justification, in characters.
@@ -66,7 +66,7 @@ pub struct FlavorSettings {
     /// plugin lets them: time-slicing, MPS or HAMi fractions. What the noisy-neighbour view
     /// reports; `None` when pods do not share or admins did not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sharing: Option<crate::isolation::Mechanism>,
+    pub sharing: Option<crate::fleet::sharing::Mechanism>,
 }
 
 /// One resource a flavor offers and how much of it.
@@ -207,10 +207,10 @@ impl FlavorSettings {
 }
 
 /// The ways several pods share one device.
-pub const SOFTWARE_SHARING: [crate::isolation::Mechanism; 3] = [
-    crate::isolation::Mechanism::TimeSlicing,
-    crate::isolation::Mechanism::Mps,
-    crate::isolation::Mechanism::HamiFractions,
+pub const SOFTWARE_SHARING: [crate::fleet::sharing::Mechanism; 3] = [
+    crate::fleet::sharing::Mechanism::TimeSlicing,
+    crate::fleet::sharing::Mechanism::Mps,
+    crate::fleet::sharing::Mechanism::HamiFractions,
 ];
 
 /// A flavor's settings as lines a person types, one entry per line: node labels `key=value`;
@@ -296,7 +296,7 @@ impl SettingsText {
             ),
             sharing: settings
                 .sharing
-                .map(|m| crate::usage::neighbours::sharing_name(Some(m)).to_owned())
+                .map(|m| crate::fleet::sharing::sharing_name(Some(m)).to_owned())
                 .unwrap_or_default(),
         }
     }
@@ -381,7 +381,7 @@ impl SettingsText {
         }
         match self.sharing.trim() {
             "" => {}
-            text => match crate::usage::neighbours::parse_sharing(text) {
+            text => match crate::fleet::sharing::parse_sharing(text) {
                 Some(Some(m)) if SOFTWARE_SHARING.contains(&m) => settings.sharing = Some(m),
                 _ => errors.push(field(
                     "sharing",
@@ -1341,7 +1341,7 @@ fn field(path: &str, message: String) -> FieldError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::isolation::Mechanism;
+    use crate::fleet::sharing::Mechanism;
 
     fn day(s: &str) -> Day {
         Day::parse(s).expect("a date")

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{catalogue, utc::MINUTE_MS};
+use crate::{common::utc::MINUTE_MS, fleet::catalogue};
 
 pub mod demo;
 pub mod neighbours;
@@ -178,7 +178,7 @@ pub struct FlavorFacts {
     /// `true` when the flavor's GPUs are split into MIG instances.
     pub mig: bool,
     /// How pods share one of its devices, when admins said ([`crate::quota::FlavorSettings`]).
-    pub sharing: Option<crate::isolation::Mechanism>,
+    pub sharing: Option<crate::fleet::sharing::Mechanism>,
 }
 
 /// Who owns what: teams' namespaces and ClusterQueues, and the flavors.
@@ -354,7 +354,10 @@ pub fn device_sums(
             let ns = namespace(&s.labels);
             for sample in s.samples.iter().filter(|x| window.holds(x.at_ms)) {
                 let entry = devices
-                    .entry((device.clone(), crate::utc::floor_minute(sample.at_ms)))
+                    .entry((
+                        device.clone(),
+                        crate::common::utc::floor_minute(sample.at_ms),
+                    ))
                     .or_default();
                 entry.flavor = flavor.map_or("", |f| f.name.as_str());
                 entry.share = share;
@@ -487,7 +490,7 @@ pub fn allocation_minutes(
         let (namespace, cluster_queue) = owners.queue_row(get("cluster_queue"));
         let mut by_minute: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
         for sample in s.samples.iter().filter(|x| window.holds(x.at_ms)) {
-            let minute = crate::utc::floor_minute(sample.at_ms);
+            let minute = crate::common::utc::floor_minute(sample.at_ms);
             known.insert(minute);
             by_minute.entry(minute).or_default().push(sample.micro);
         }
@@ -661,7 +664,7 @@ pub fn requested_minutes(
             running.insert((
                 namespace(&s.labels).to_owned(),
                 pod.clone(),
-                crate::utc::floor_minute(sample.at_ms),
+                crate::common::utc::floor_minute(sample.at_ms),
             ));
         }
     }
@@ -675,7 +678,7 @@ pub fn requested_minutes(
         let pod = s.labels.get("pod").cloned().unwrap_or_default();
         let mut by_minute: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
         for sample in s.samples.iter().filter(|x| window.holds(x.at_ms)) {
-            let minute = crate::utc::floor_minute(sample.at_ms);
+            let minute = crate::common::utc::floor_minute(sample.at_ms);
             if running.contains(&(ns.clone(), pod.clone(), minute)) {
                 by_minute.entry(minute).or_default().push(sample.micro);
             }
@@ -753,7 +756,7 @@ fn increases(samples: &[Sample], window: Window) -> impl Iterator<Item = (i64, i
             } else {
                 after.micro
             };
-            (crate::utc::floor_minute(after.at_ms), increase)
+            (crate::common::utc::floor_minute(after.at_ms), increase)
         })
 }
 

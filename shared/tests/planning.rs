@@ -7,22 +7,24 @@
 
 use serde_json::Value;
 use shared::{
-    decision::{Architecture, Verdict},
-    isolation::{AllocationBase, Mechanism},
-    manifests::{self, KueueVersion},
-    plan::{self, Evaluation},
-    scenario::{Accelerator, Scenario, Team, Workload, WorkloadKind},
-    sizing::Lever,
+    fleet::sharing::Mechanism,
+    planning::decision::Verdict,
+    planning::isolation::AllocationBase,
+    planning::manifests::{self, KueueVersion},
+    planning::scenario::{Accelerator, Scenario, Team, Workload, WorkloadKind},
+    planning::sizing::Lever,
+    planning::terms::Architecture,
+    planning::{self, Evaluation},
 };
 
 fn scenario(name: &str) -> Scenario {
     let path = format!("{}/scenarios/{name}.json", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"));
-    plan::parse_scenario(&text).unwrap_or_else(|err| panic!("{path}: {err:?}"))
+    planning::parse_scenario(&text).unwrap_or_else(|err| panic!("{path}: {err:?}"))
 }
 
 fn evaluate(s: &Scenario) -> Evaluation {
-    plan::evaluate(s).unwrap_or_else(|err| panic!("{}: {err:?}", s.name))
+    planning::evaluate(s).unwrap_or_else(|err| panic!("{}: {err:?}", s.name))
 }
 
 #[test]
@@ -42,7 +44,7 @@ fn each_example_reaches_its_architecture() {
         assert!(!e.decision.reasons.is_empty());
         assert_eq!(
             e.decision.sensitivity.len(),
-            shared::decision::SENSITIVITY_GPUS.len()
+            shared::planning::decision::SENSITIVITY_GPUS.len()
         );
     }
 }
@@ -292,7 +294,8 @@ fn the_adoption_plan_measures_first_and_names_what_each_step_needs() {
     assert_eq!(titles(&api)[1], "Move the work to a managed API");
     // Utilisation read off pod requests is called unproven.
     let mut guessed = scenario("aws-300");
-    guessed.constraints.utilisation_measured_by = shared::scenario::UtilisationSource::Requests;
+    guessed.constraints.utilisation_measured_by =
+        shared::planning::scenario::UtilisationSource::Requests;
     assert!(evaluate(&guessed).adoption[0].why.contains("pod requests"));
 }
 
@@ -458,7 +461,7 @@ fn a_short_fleet_is_flagged_per_flavor() {
     let e = evaluate(&s);
     let h100 = &e.sizing.by_flavor[0];
     assert_eq!(h100.fleet_gpus, 120);
-    assert_eq!(h100.shared_fit, shared::sizing::Fit::Short);
+    assert_eq!(h100.shared_fit, shared::planning::sizing::Fit::Short);
     let verdict = h100.verdict().expect("short");
     assert!(
         verdict.starts_with("h100: 120 cards are short for either option"),
@@ -497,7 +500,7 @@ fn anti_patterns_are_warned_about() {
     inf.cooldown_s = 30;
     inf.activation_threshold_pct = 0;
     s.teams[2].workloads[0].current_isolation = Some(Mechanism::TimeSlicing);
-    s.constraints.utilisation_measured_by = shared::scenario::UtilisationSource::Requests;
+    s.constraints.utilisation_measured_by = shared::planning::scenario::UtilisationSource::Requests;
     // The assistant scales to 80 GPUs: on a nominal quota of 60, 20 of them are borrowed;
     // and the quotas then add up to the whole H100 fleet.
     s.teams[2].nominal_gpus.insert("h100".into(), 60);
@@ -549,11 +552,11 @@ fn bad_scenarios_are_refused_with_field_paths() {
     s.fleet[1].flavor = "H200!".into();
     s.teams[0].workloads[1].flavor = "nope".into();
     s.teams[1].workloads[0].gpus_per_job = 0;
-    s.teams[2].workloads[0].demand = shared::scenario::Demand::Hourly {
+    s.teams[2].workloads[0].demand = shared::planning::scenario::Demand::Hourly {
         hourly_gpus: vec![1.0; 10],
     };
     s.constraints.kubernetes_version = "latest".into();
-    let errors = plan::evaluate(&s).expect_err("invalid");
+    let errors = planning::evaluate(&s).expect_err("invalid");
     let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
     for want in [
         "fleet[1].flavor",
@@ -575,7 +578,7 @@ fn job_memory_and_backlogs_are_checked_against_the_class() {
     s.teams[2].workloads[0].mem_mib_per_job = Some(200 * 1024);
     s.teams[2].workloads[0].backlog_gpus = 10.0;
     s.teams[1].workloads[0].backlog_gpus = -1.0;
-    let errors = plan::evaluate(&s).expect_err("invalid");
+    let errors = planning::evaluate(&s).expect_err("invalid");
     let message = |path: &str| {
         errors
             .iter()
@@ -597,11 +600,11 @@ fn job_memory_and_backlogs_are_checked_against_the_class() {
 fn unknown_fields_and_wrong_types_are_refused_with_their_path() {
     // A complete, valid scenario: only the one change below can make it fail.
     let valid = serde_json::to_value(scenario("aws-300")).expect("json");
-    assert!(plan::parse_scenario(&valid.to_string()).is_ok());
+    assert!(planning::parse_scenario(&valid.to_string()).is_ok());
     let with = |change: &dyn Fn(&mut Value)| {
         let mut v = valid.clone();
         change(&mut v);
-        plan::parse_scenario(&v.to_string()).expect_err("refused")[0].clone()
+        planning::parse_scenario(&v.to_string()).expect_err("refused")[0].clone()
     };
     let err = with(&|v| v["colour"] = 1.into());
     assert_eq!(err.path, "colour");
@@ -629,12 +632,12 @@ fn scenarios_over_the_cost_limits_are_refused_before_the_week_runs() {
     let w = &mut s.teams[0].workloads[0];
     w.gpus_per_job = 1;
     w.job_minutes = 1;
-    w.demand = shared::scenario::Demand::Preset {
-        preset: shared::scenario::Preset::Flat,
+    w.demand = shared::planning::scenario::Demand::Preset {
+        preset: shared::planning::scenario::Preset::Flat,
         peak_gpus: 10_000.0,
     };
     assert_eq!(s.estimated_jobs(), 100_810_000 + jobs_of_the_rest(&s));
-    let errors = plan::evaluate(&s).expect_err("too much work");
+    let errors = planning::evaluate(&s).expect_err("too much work");
     let too_many = errors
         .iter()
         .find(|e| e.message.contains("batch jobs in the week"))
@@ -650,7 +653,7 @@ fn scenarios_over_the_cost_limits_are_refused_before_the_week_runs() {
     let mut s = scenario("aws-300");
     let team = s.teams[0].clone();
     s.teams = (0..10_000)
-        .map(|i| shared::scenario::Team {
+        .map(|i| shared::planning::scenario::Team {
             name: format!("t{i}"),
             ..team.clone()
         })
@@ -674,8 +677,8 @@ fn jobs_of_the_rest(s: &Scenario) -> u64 {
 fn a_fired_interrupt_stops_the_evaluation() {
     let stop = std::sync::atomic::AtomicBool::new(true);
     assert_eq!(
-        plan::evaluate_until(&scenario("aws-300"), &stop).map(|_| ()),
-        Err(plan::EvaluateError::Interrupted)
+        planning::evaluate_until(&scenario("aws-300"), &stop).map(|_| ()),
+        Err(planning::EvaluateError::Interrupted)
     );
 }
 
@@ -754,7 +757,7 @@ fn renaming_a_flavor_follows_it_everywhere_and_removing_one_leaves_its_work_in_s
 fn accelerators_must_be_catalogue_models() {
     let mut s = scenario("aws-300");
     s.fleet[0].gpu_model = "H100-80GB".into();
-    let errors = plan::evaluate(&s).expect_err("unknown model");
+    let errors = planning::evaluate(&s).expect_err("unknown model");
     assert_eq!(errors[0].path, "fleet[0].gpu_model");
     assert!(
         errors[0].message.contains("known models: "),
@@ -890,7 +893,7 @@ fn exported_manifests_validate_against_the_real_crds() {
 
 // ---- The simulation's semantics on small hand-made weeks ----
 
-use shared::scenario::{Demand, Queueing};
+use shared::{kueue::Queueing, planning::scenario::Demand};
 
 /// Two teams on 16 GPUs: `owner` (nominal 16) runs bursts of inference; `borrower` (nominal 0)
 /// trains on whatever the owner leaves idle.
@@ -914,7 +917,7 @@ fn two_teams(checkpoint_minutes: u32, cooldown_s: u32) -> Scenario {
     inference.cooldown_s = cooldown_s;
     let mut train = s.teams[0].workloads[0].clone();
     train.demand = Demand::Preset {
-        preset: shared::scenario::Preset::Flat,
+        preset: shared::planning::scenario::Preset::Flat,
         peak_gpus: 16.0,
     };
     train.gpus_per_job = 8;
@@ -980,36 +983,42 @@ fn one_job_in_hour(hour: usize, job_gpus: u32) -> Demand {
 
 /// A team of one batch class holding `gpus` per job for 600 minutes (30 days when it starts
 /// the week running), at `priority`.
-fn batch_team(name: &str, nominal: u32, jobs: Vec<(u32, i32, usize)>) -> shared::scenario::Team {
+fn batch_team(
+    name: &str,
+    nominal: u32,
+    jobs: Vec<(u32, i32, usize)>,
+) -> shared::planning::scenario::Team {
     let template = scenario("startup-40").teams[0].workloads[0].clone();
-    shared::scenario::Team {
+    shared::planning::scenario::Team {
         name: name.into(),
         nominal_gpus: [("h100".to_owned(), nominal)].into_iter().collect(),
         borrowing_limit_gpus: Default::default(),
         lending_limit_gpus: Default::default(),
-        queue_wait_target_min: shared::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
+        queue_wait_target_min: shared::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
         workloads: jobs
             .into_iter()
             .enumerate()
-            .map(|(i, (gpus, priority, hour))| shared::scenario::Workload {
-                name: format!("w{i}"),
-                kind: WorkloadKind::Batch,
-                demand: one_job_in_hour(hour, gpus),
-                gpus_per_job: gpus,
-                job_minutes: if hour == 0 { 43_200 } else { 600 },
-                checkpoint_minutes: 30,
-                priority,
-                preemptible: true,
-                ..template.clone()
-            })
+            .map(
+                |(i, (gpus, priority, hour))| shared::planning::scenario::Workload {
+                    name: format!("w{i}"),
+                    kind: WorkloadKind::Batch,
+                    demand: one_job_in_hour(hour, gpus),
+                    gpus_per_job: gpus,
+                    job_minutes: if hour == 0 { 43_200 } else { 600 },
+                    checkpoint_minutes: 30,
+                    priority,
+                    preemptible: true,
+                    ..template.clone()
+                },
+            )
             .collect(),
     }
 }
 
 fn week_of(
     fleet_gpus: u32,
-    teams: Vec<shared::scenario::Team>,
-) -> Vec<shared::simulate::TeamStats> {
+    teams: Vec<shared::planning::scenario::Team>,
+) -> Vec<shared::planning::simulate::TeamStats> {
     let mut s = scenario("startup-40");
     s.fleet[0].count = fleet_gpus;
     s.teams = teams;
@@ -1026,7 +1035,7 @@ fn an_owner_reclaims_quota_from_borrowing_inference_replicas() {
     // week, at priority 1000; training owns the other 4 and wants them from hour 2.
     let mut serve = s.teams[0].workloads[0].clone();
     serve.demand = Demand::Preset {
-        preset: shared::scenario::Preset::Flat,
+        preset: shared::planning::scenario::Preset::Flat,
         peak_gpus: 5.6,
     };
     serve.priority = 1000;
@@ -1056,7 +1065,7 @@ fn an_owner_reclaims_quota_from_borrowing_inference_replicas() {
             .isolation
             .warnings
             .iter()
-            .any(|w| w.code == shared::isolation::WarningCode::InferenceOnBorrowedQuota),
+            .any(|w| w.code == shared::planning::isolation::WarningCode::InferenceOnBorrowedQuota),
         "{:?}",
         evaluate(&s).isolation.warnings
     );
@@ -1136,7 +1145,8 @@ fn bursts_flap_and_scale_to_zero_leaves_traffic_unserved() {
         "{}",
         warm_one.flapping_cycles
     );
-    let unserved = |s: &shared::simulate::TeamStats| s.unserved_inference_pct.expect("inference");
+    let unserved =
+        |s: &shared::planning::simulate::TeamStats| s.unserved_inference_pct.expect("inference");
     assert!(
         unserved(&to_zero) > unserved(&warm_one),
         "{} vs {}",
@@ -1160,14 +1170,14 @@ fn strict_fifo_lets_a_big_head_block_the_queue() {
     big.gpus_per_job = 24;
     big.priority = 30;
     big.demand = Demand::Preset {
-        preset: shared::scenario::Preset::Flat,
+        preset: shared::planning::scenario::Preset::Flat,
         peak_gpus: 12.0,
     };
     let mut small = s.teams[0].workloads[1].clone();
     small.gpus_per_job = 1;
     small.priority = 0;
     small.demand = Demand::Preset {
-        preset: shared::scenario::Preset::Flat,
+        preset: shared::planning::scenario::Preset::Flat,
         peak_gpus: 8.0,
     };
     s.teams[0].workloads = vec![big, small];
@@ -1253,7 +1263,7 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
     use std::collections::BTreeMap;
 
     use shared::{
-        day::Day,
+        common::day::Day,
         kueue::{Taint, TaintEffect, Toleration, TolerationOperator},
         quota::{Approved, Flavor, FlavorSettings, QuotaLine, QuotaSpec, QuotaWorld, TeamQueue},
     };
@@ -1491,7 +1501,7 @@ fn kueue_refuses_what_its_rules_refuse() {
             namespace: "ns".into(),
             local_queue: "lq".into(),
             cohort: None,
-            queueing: shared::scenario::Queueing::BestEffortFifo,
+            queueing: shared::kueue::Queueing::BestEffortFifo,
             reclaim: Reclaim::Never,
             within: WithinQueue::Never,
             quotas: vec![Quota {

@@ -4,7 +4,7 @@
 
 use std::io::BufRead;
 
-use shared::auth::{NewUser, Role};
+use shared::accounts::{NewUser, Role};
 
 use crate::{
     config::{DemoArgs, UserCommand},

@@ -1,7 +1,7 @@
 //! The accounts' SQL: `users`, `user_roles`, `teams`, `team_members`, read through the
 //! `user_profiles` view; and ending a user's sessions when they are disabled or reset.
 
-use shared::auth::{Team, User};
+use shared::accounts::{Team, User};
 use sqlx::PgExecutor;
 
 /// A user with roles and teams, from the `user_profiles` view.

@@ -23,7 +23,7 @@ pub(super) async fn caller(
 ) -> Result<Option<Caller>> {
     let username = header_text(headers, FORWARDED_USER).trim().to_lowercase();
     let mut problems = Vec::new();
-    shared::auth::validate_username("X-Forwarded-User", &username, &mut problems);
+    shared::accounts::validate_username("X-Forwarded-User", &username, &mut problems);
     if !problems.is_empty() {
         tracing::warn!(
             username,

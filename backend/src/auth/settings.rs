@@ -4,7 +4,7 @@
 use std::{net::IpAddr, time::Duration};
 
 use ipnet::IpNet;
-use shared::auth::Role;
+use shared::accounts::Role;
 
 use crate::{error::CliError, password};
 

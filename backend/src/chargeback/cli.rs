@@ -1,6 +1,6 @@
 //! `gpufleet chargeback statement | neighbours | close | set-rate`.
 
-use shared::{chargeback::StatementQuery, day::Day};
+use shared::{chargeback::StatementQuery, common::day::Day};
 
 use crate::{audit::Actor, config::ChargebackCommand, error::CliError, migrated_pool};
 

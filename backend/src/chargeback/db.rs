@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use shared::{
     chargeback::{DrillMinute, Rate, Team, TokensDay, UsageDay},
-    day::Day,
+    common::day::Day,
 };
 use sqlx::PgExecutor;
 

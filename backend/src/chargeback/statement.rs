@@ -13,8 +13,8 @@ use shared::{
         self as model, CsvHead, DayFacts, DayStatement, FleetLine, Ledger, MAX_DAYS, Period, Rate,
         Statement, Team, TeamLine, TokensDay, UsageDay,
     },
-    day::Day,
-    interrupt::Interrupt,
+    common::day::Day,
+    common::interrupt::Interrupt,
 };
 use sqlx::PgPool;
 use tokio::runtime::Handle;
@@ -129,7 +129,7 @@ pub fn make(
     if day_ms(period.to) > now_ms {
         statement.notes.push(format!(
             "The period reaches past now ({}): capacity is priced up to then, and the rest of the period is billed to nobody yet.",
-            shared::utc::format_rfc3339(shared::utc::floor_minute(now_ms))
+            shared::common::utc::format_rfc3339(shared::common::utc::floor_minute(now_ms))
         ));
     }
     let mut month = period.from.first_of_month();
@@ -164,7 +164,7 @@ pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
             &period,
             None,
             &mut whole,
-            &shared::interrupt::Never,
+            &shared::common::interrupt::Never,
             crate::usage::now_ms(),
         )?;
         let mut statement = whole
@@ -377,7 +377,8 @@ impl Rows {
                 (prices.capacity.clone(), rates)
             }
         };
-        let elapsed_ms = (prices.now_ms.saturating_sub(day_ms(day))).clamp(0, shared::utc::DAY_MS);
+        let elapsed_ms =
+            (prices.now_ms.saturating_sub(day_ms(day))).clamp(0, shared::common::utc::DAY_MS);
         DayFacts {
             day,
             capacity,
@@ -493,5 +494,5 @@ fn json(value: &impl serde::Serialize) -> Result<Vec<u8>> {
 }
 
 fn day_ms(day: Day) -> i64 {
-    i64::from(day.days_since_epoch()) * shared::utc::DAY_MS
+    i64::from(day.days_since_epoch()) * shared::common::utc::DAY_MS
 }

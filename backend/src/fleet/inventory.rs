@@ -66,7 +66,7 @@ pub async fn read(db: &mut PgConnection) -> Result<Inventory> {
     for rate in rates {
         if let (Some(flavor), Some(day)) = (
             flavors.iter_mut().find(|f| f.name == rate.name),
-            shared::day::Day::parse(&rate.from),
+            shared::common::day::Day::parse(&rate.from),
         ) {
             flavor.rates.push(RateEntry {
                 effective_from: day,

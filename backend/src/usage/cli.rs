@@ -2,7 +2,7 @@
 
 use std::{io::IsTerminal, io::Write, time::Instant};
 
-use shared::utc::{MINUTE_MS, format_rfc3339, parse_rfc3339};
+use shared::common::utc::{MINUTE_MS, format_rfc3339, parse_rfc3339};
 
 use crate::{config::UsageCommand, error::CliError, migrated_pool};
 
@@ -125,8 +125,8 @@ pub async fn run(command: UsageCommand) -> Result<(), CliError> {
                 .await
                 .map_err(|err| CliError::Failed(format!("database: {err}")))?;
             let now = super::now_ms();
-            let to = shared::utc::floor_minute(now);
-            let from = to - i64::from(hours) * shared::utc::HOUR_MS;
+            let to = shared::common::utc::floor_minute(now);
+            let from = to - i64::from(hours) * shared::common::utc::HOUR_MS;
             let file = std::fs::File::create(&out).map_err(|err| {
                 CliError::Failed(format!("cannot write {}: {err}", out.display()))
             })?;

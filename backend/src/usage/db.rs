@@ -4,10 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use shared::fleet::sharing;
 use shared::usage::{
     DeviceMinute, FlavorFacts, Gap, Lending, Owners, SourceStatus, TokenKey, Tokens, UsageKey,
     Window,
-    neighbours::{self, Histogram, LatencyKey, PodKey, PodMinute, ServedMinute, ServiceMinute},
+    neighbours::{Histogram, LatencyKey, PodKey, PodMinute, ServedMinute, ServiceMinute},
 };
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
@@ -47,7 +48,7 @@ pub async fn attribution(db: &PgPool) -> sqlx::Result<Attribution> {
                     sharing: f
                         .sharing
                         .as_deref()
-                        .and_then(shared::usage::neighbours::parse_sharing)
+                        .and_then(shared::fleet::sharing::parse_sharing)
                         .flatten(),
                 })
                 .collect(),
@@ -300,7 +301,7 @@ pub async fn write_pods(
     let pods: Vec<String> = rows.keys().map(|k| k.pod.clone()).collect();
     let sharing: Vec<String> = rows
         .values()
-        .map(|r| neighbours::sharing_name(r.sharing).to_owned())
+        .map(|r| sharing::sharing_name(r.sharing).to_owned())
         .collect();
     let counts: Vec<i32> = rows.values().map(|r| r.neighbours).collect();
     let busy: Vec<i64> = rows.values().map(|r| r.neighbour_busy_gpu_us).collect();
@@ -367,7 +368,7 @@ pub async fn served_minutes(
             (
                 (p.minute_ms, p.namespace, p.pod),
                 PodMinute {
-                    sharing: neighbours::parse_sharing(&p.sharing).flatten(),
+                    sharing: sharing::parse_sharing(&p.sharing).flatten(),
                     neighbours: p.neighbours,
                     neighbour_busy_gpu_us: p.neighbour_busy_gpu_microseconds,
                     neighbour_observed_gpu_us: p.neighbour_observed_gpu_microseconds,
@@ -454,7 +455,7 @@ async fn clear_empty(tx: &mut PgConnection, window: Window) -> sqlx::Result<()> 
 
 /// The hours and the days a window touches, in Unix milliseconds.
 fn spans(window: Window) -> [(&'static str, i64, i64); 2] {
-    use shared::utc::{DAY_MS, HOUR_MS};
+    use shared::common::utc::{DAY_MS, HOUR_MS};
     let ceil = |ms: i64, unit: i64| {
         ms.div_euclid(unit) * unit + if ms.rem_euclid(unit) == 0 { 0 } else { unit }
     };

@@ -27,7 +27,8 @@ pub async fn fleet(pool: &PgPool) -> sqlx::Result<(Vec<DemoPool>, Vec<DemoTeam>)
             serde_json::from_str(&r.mig_layout).map_err(|e| sqlx::Error::Decode(e.into()))?;
         Ok(DemoPool {
             flavor: r.flavor,
-            mem_mib: shared::catalogue::find(&r.model).map_or(81_920, |m| i64::from(m.mem_mib)),
+            mem_mib: shared::fleet::catalogue::find(&r.model)
+                .map_or(81_920, |m| i64::from(m.mem_mib)),
             gpu_model: r.model,
             nodes: r.nodes,
             gpus_per_node: r.gpus_per_node,

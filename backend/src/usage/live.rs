@@ -17,9 +17,9 @@ use axum::{
 };
 use futures_util::{Stream, StreamExt, stream};
 use shared::{
-    auth::Role,
+    accounts::Role,
+    common::utc::{MINUTE_MS, format_rfc3339},
     usage::{LiveMinute, LiveTeam},
-    utc::{MINUTE_MS, format_rfc3339},
 };
 use sqlx::PgPool;
 use tokio::sync::broadcast;

@@ -13,7 +13,7 @@ use axum::{
 use backend::{AppState, app, auth::settings::AuthSettings, config::HttpSettings};
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
-use shared::auth::{LoginRequest, Me, NewTeam, NewUser, Role};
+use shared::accounts::{LoginRequest, Me, NewTeam, NewUser, Role};
 use sqlx::{PgPool, postgres::PgPoolOptions};
 use tower::ServiceExt;
 

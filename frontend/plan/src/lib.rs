@@ -8,7 +8,7 @@ mod wizard;
 
 use gpufleet_web::api;
 use leptos::{mount::mount_to, prelude::*};
-use shared::auth::Me;
+use shared::accounts::Me;
 use wasm_bindgen::prelude::wasm_bindgen;
 
 /// The wizard on the page; dropping it (`free()` from JS) unmounts it.

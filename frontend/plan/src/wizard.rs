@@ -1,6 +1,6 @@
 //! Plan: the managers' wizard. Start from a preset, the live inventory, a blank scenario or a
 //! saved one; describe the fleet, the teams and their work, the constraints; read the results,
-//! recomputed in the browser (the same `shared::plan` the API and the CLI run) shortly after
+//! recomputed in the browser (the same `shared::planning` the API and the CLI run) shortly after
 //! every change; export the manifests; save and share by URL.
 
 mod evaluator;
@@ -16,11 +16,11 @@ use std::time::Duration;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError, FieldError,
+    common::label::Labelled,
     fleet::Fleet,
-    label::Labelled,
-    plan::{self, Evaluation},
-    saved::{SavedScenario, SavedSummary},
-    scenario::Scenario,
+    planning::saved::{SavedScenario, SavedSummary},
+    planning::scenario::{Scenario, inventory_fleet},
+    planning::{self, Evaluation},
 };
 
 use self::fields::Draft;
@@ -265,7 +265,7 @@ pub fn Plan() -> impl IntoView {
 
 fn preset(json: &str) -> Scenario {
     // The presets are part of the build and tested to parse (shared's planning tests).
-    plan::parse_scenario(json).unwrap_or_else(|_| Scenario::blank())
+    planning::parse_scenario(json).unwrap_or_else(|_| Scenario::blank())
 }
 
 fn confirm(question: &str) -> bool {
@@ -320,7 +320,7 @@ fn StartStep(
     let from_inventory = move |_| {
         spawn_local(async move {
             match api::get::<Fleet>("/api/fleet").await {
-                Ok(fleet) if fleet.scenario_fleet().is_empty() => {
+                Ok(fleet) if inventory_fleet(&fleet).is_empty() => {
                     inventory_error.set(Some(ApiError::new(
                         shared::ErrorCode::NotFound,
                         "the inventory has no node pools with GPUs yet: add them on the Fleet page",
@@ -329,7 +329,7 @@ fn StartStep(
                 Ok(fleet) => {
                     inventory_error.set(None);
                     replace.run((
-                        Scenario::starting_from("our fleet", fleet.scenario_fleet()),
+                        Scenario::starting_from("our fleet", inventory_fleet(&fleet)),
                         None,
                     ));
                 }
@@ -401,10 +401,10 @@ fn JsonStep() -> impl IntoView {
     let errors = RwSignal::new(Vec::<FieldError>::new());
     view! {
         <h2>"Scenario as JSON"</h2>
-        <p class="muted">"Version " {shared::scenario::SCENARIO_VERSION} " of the format; the other steps edit the same scenario."</p>
+        <p class="muted">"Version " {shared::planning::scenario::SCENARIO_VERSION} " of the format; the other steps edit the same scenario."</p>
         <textarea class="scenario" aria-label="Scenario (JSON)" spellcheck="false" prop:value=text on:input=move |ev| {
             let typed = event_target_value(&ev);
-            match plan::parse_scenario(&typed) {
+            match planning::parse_scenario(&typed) {
                 Ok(scenario) => {
                     errors.set(Vec::new());
                     draft.scenario.set(scenario);
@@ -430,7 +430,7 @@ fn storage() -> Option<web_sys::Storage> {
 /// The draft left in this browser, if it still reads.
 fn stored_draft() -> Option<Scenario> {
     let text = storage()?.get_item(DRAFT_KEY).ok().flatten()?;
-    plan::parse_scenario(&text).ok()
+    planning::parse_scenario(&text).ok()
 }
 
 fn keep_draft(json: &str) {

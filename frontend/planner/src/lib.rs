@@ -7,8 +7,8 @@
 use serde::Serialize;
 use shared::{
     FieldError,
-    plan::{self, Evaluation},
-    suggest::QuotaSuggestion,
+    planning::suggest::QuotaSuggestion,
+    planning::{self, Evaluation},
 };
 use wasm_bindgen::prelude::wasm_bindgen;
 
@@ -18,16 +18,16 @@ pub type Outcome<T = Evaluation> = Result<T, Vec<FieldError>>;
 /// Scenario JSON in, [`Outcome`] JSON out.
 #[wasm_bindgen]
 pub fn evaluate_scenario(scenario_json: &str) -> String {
-    answer(plan::parse_scenario(scenario_json).and_then(|s| plan::evaluate(&s)))
+    answer(planning::parse_scenario(scenario_json).and_then(|s| planning::evaluate(&s)))
 }
 
-/// [`plan::SuggestRequest`] JSON in, `Outcome<QuotaSuggestion>` JSON out.
+/// [`planning::SuggestRequest`] JSON in, `Outcome<QuotaSuggestion>` JSON out.
 #[wasm_bindgen]
 pub fn suggest_quotas(request_json: &str) -> String {
     let outcome: Outcome<QuotaSuggestion> =
-        shared::error::from_json::<plan::SuggestRequest>(request_json)
+        shared::common::error::from_json::<planning::SuggestRequest>(request_json)
             .map_err(|err| vec![err.into_field_error()])
-            .and_then(|r| plan::suggest_quotas_with(&r.scenario, r.today));
+            .and_then(|r| planning::suggest_quotas_with(&r.scenario, r.today));
     answer(outcome)
 }
 
@@ -60,7 +60,7 @@ mod tests {
     fn the_answer_reads_back_as_the_native_evaluation() {
         for name in ["startup-40", "bank-10000"] {
             let json = preset(name);
-            let native = plan::parse_scenario(&json).and_then(|s| plan::evaluate(&s));
+            let native = planning::parse_scenario(&json).and_then(|s| planning::evaluate(&s));
             let answer: Outcome =
                 serde_json::from_str(&evaluate_scenario(&json)).expect("the answer reads");
             assert_eq!(answer, native, "{name}");
@@ -71,11 +71,11 @@ mod tests {
     /// the native one (which simulates that week itself).
     #[test]
     fn the_suggestion_reads_back_as_the_native_one() {
-        let scenario = plan::parse_scenario(&preset("aws-300")).expect("parses");
-        let native = plan::suggest_quotas(&scenario);
-        let today = plan::evaluate(&scenario).expect("evaluates").simulation;
+        let scenario = planning::parse_scenario(&preset("aws-300")).expect("parses");
+        let native = planning::suggest_quotas(&scenario);
+        let today = planning::evaluate(&scenario).expect("evaluates").simulation;
         for today in [None, Some(today)] {
-            let request = plan::SuggestRequest {
+            let request = planning::SuggestRequest {
                 scenario: scenario.clone(),
                 today,
             };

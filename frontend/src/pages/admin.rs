@@ -6,10 +6,10 @@ use gloo_net::http::Method;
 use leptos::{ev::SubmitEvent, html::Select, prelude::*};
 use shared::{
     ApiError,
-    auth::{
+    accounts::{
         MIN_PASSWORD_CHARS, NewTeam, NewUser, PasswordReset, Role, Team, TeamPatch, User, UserPatch,
     },
-    label::Labelled,
+    common::label::Labelled,
 };
 
 use crate::{api, ui::ErrorBox};

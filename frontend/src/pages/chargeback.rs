@@ -9,10 +9,10 @@ use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError,
-    auth::Role,
+    accounts::Role,
     chargeback::{ClosedMonth, Drill, DrillDay, Hours, IdleShare, Reopen, Statement},
-    day::Day,
-    money::dollars,
+    common::day::Day,
+    common::money::dollars,
     usage::{
         UsageHealth,
         neighbours::{LatencyFigures, NeighbourReport, ServiceLatency, format_ms},

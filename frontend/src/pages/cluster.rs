@@ -7,7 +7,7 @@ use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError,
-    auth::Role,
+    accounts::Role,
     cluster::{
         ClusterView, DryRun, FieldChange, ObjectRef, ObjectState, ObjectStatus, Reapply, Target,
     },

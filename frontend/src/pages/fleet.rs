@@ -6,10 +6,10 @@ use leptos::{html::Div, prelude::*, task::spawn_local};
 use plotly::{Bar, Layout, Plot, layout::BarMode};
 use shared::{
     ApiError,
-    auth::Role,
+    accounts::Role,
     chargeback::{NewRate, Rate},
+    common::money::{dollars, parse_dollars},
     fleet::Fleet,
-    money::{dollars, parse_dollars},
     quota::{Allocation, Flavor, FlavorEdit, QueueNames, QuotaWorld, SettingsText, TeamQueue},
 };
 
@@ -428,7 +428,7 @@ fn Rates() -> impl IntoView {
                 return;
             }
         };
-        let Some(day) = shared::day::Day::parse(&day) else {
+        let Some(day) = shared::common::day::Day::parse(&day) else {
             saved.set(Some("Not saved: choose the day it applies from".to_owned()));
             return;
         };

@@ -8,8 +8,8 @@ mod review;
 
 use leptos::prelude::*;
 use shared::{
-    auth::{Me, Role},
-    day::Day,
+    accounts::{Me, Role},
+    common::day::Day,
     quota::{QuotaRequest, QuotaWorld, State},
 };
 

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use gloo_net::http::{Method, Request, RequestBuilder, Response};
 use leptos::prelude::*;
 use serde::{Serialize, de::DeserializeOwned};
-use shared::{ApiError, ErrorCode, auth::Me, health::Health};
+use shared::{ApiError, ErrorCode, accounts::Me, health::Health};
 
 pub type ApiResult<T> = Result<T, ApiError>;
 

@@ -7,7 +7,7 @@ pub mod api;
 pub mod ui;
 
 use leptos::prelude::*;
-use shared::auth::Me;
+use shared::accounts::Me;
 
 /// The signed-in user, provided by the bundle's root.
 pub fn use_me() -> RwSignal<Option<Me>> {

@@ -11,9 +11,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    catalogue::{self, MigGeometry, MigProfile},
-    error::FieldError,
-    interrupt::{Interrupt, Never},
+    common::error::FieldError,
+    common::interrupt::{Interrupt, Never},
+    fleet::catalogue::{self, MigGeometry, MigProfile},
 };
 
 /// `POST /api/packing/mig` and `gpufleet packing mig`: lay out replica groups on one GPU model.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     Class, Cluster, GPU_MILLI, NodeState, Placement, Task, best_fit_gpus, node_fragmentation,
 };
-use crate::rng::Rng;
+use crate::common::rng::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,7 +74,7 @@ impl Policy {
     }
 }
 
-impl crate::label::Labelled for Policy {
+impl crate::common::label::Labelled for Policy {
     /// As the FGD paper names them.
     fn label(self) -> &'static str {
         match self {

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Cluster, NodeSpec, PodSpec, Policy, Task, policy::Chooser, target_workload};
-use crate::interrupt::{Interrupt, Never};
-use crate::rng::Rng;
+use crate::common::interrupt::{Interrupt, Never};
+use crate::common::rng::Rng;
 
 /// Inflation of the paper: arrivals up to 130% of capacity.
 pub const PAPER_INFLATE: f64 = 1.3;

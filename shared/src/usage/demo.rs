@@ -18,7 +18,7 @@
 
 use std::f64::consts::PI;
 
-use crate::utc::{DAY_MS, MINUTE_MS};
+use crate::common::utc::{DAY_MS, MINUTE_MS};
 
 /// A pool of the inventory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -418,7 +418,7 @@ fn mig_samples(
     let d = traffic(at_ms);
     let minute = at_ms.div_euclid(MINUTE_MS);
     let held = ((0.25 + 0.6 * d) * instances as f64).round() as i64;
-    let model = crate::catalogue::find(&pool.gpu_model).ok();
+    let model = crate::fleet::catalogue::find(&pool.gpu_model).ok();
     let mut counts: Vec<(usize, &str, i64)> = Vec::new();
     for j in 0..instances {
         let (g, s) = (j / slots.len() as i64, (j % slots.len() as i64) as usize);
@@ -756,7 +756,7 @@ mod tests {
             .map(|(_, p)| *p)
             .expect("its co-tenancy");
         assert_eq!(small.neighbours, 6);
-        assert_eq!(small.sharing, Some(crate::isolation::Mechanism::Mig));
+        assert_eq!(small.sharing, Some(crate::fleet::sharing::Mechanism::Mig));
         // six 1g instances of seven slices each: 6/7 of a GPU-minute observed
         assert_eq!(small.neighbour_observed_gpu_us, 51_428_571);
     }

@@ -24,7 +24,10 @@ use super::{
     FlavorFacts, GPU_US_PER_GPU_MINUTE, Labels, SCALE, Series, Window, device_flavor, div_round,
     hostname, mig_share, namespace, unscale,
 };
-use crate::{isolation::Mechanism, utc::floor_minute};
+use crate::{
+    common::utc::floor_minute,
+    fleet::sharing::{Mechanism, sharing_name},
+};
 
 /// vLLM's time to first token, a histogram in seconds.
 pub const TTFT_BUCKET: &str = "vllm:time_to_first_token_seconds_bucket";
@@ -369,30 +372,6 @@ pub fn cotenancy(
         .collect()
 }
 
-/// A sharing mechanism as stored and reported: [`Mechanism`]'s names, `shared` when pods share
-/// a device and the flavor does not say how.
-pub fn sharing_name(sharing: Option<Mechanism>) -> &'static str {
-    match sharing {
-        Some(Mechanism::WholeGpu) => "whole_gpu",
-        Some(Mechanism::Mig) => "mig",
-        Some(Mechanism::Mps) => "mps",
-        Some(Mechanism::TimeSlicing) => "time_slicing",
-        Some(Mechanism::HamiFractions) => "hami_fractions",
-        None => "shared",
-    }
-}
-
-/// The inverse of [`sharing_name`].
-pub fn parse_sharing(text: &str) -> Option<Option<Mechanism>> {
-    if text == "shared" {
-        return Some(None);
-    }
-    Mechanism::ALL
-        .into_iter()
-        .find(|m| sharing_name(Some(*m)) == text)
-        .map(Some)
-}
-
 /// One service's minute, as the report reads it back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedMinute {
@@ -469,9 +448,9 @@ pub struct ServiceLatency {
 /// The report over a period.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NeighbourReport {
-    pub from: crate::day::Day,
+    pub from: crate::common::day::Day,
     /// The last day included.
-    pub to_inclusive: crate::day::Day,
+    pub to_inclusive: crate::common::day::Day,
     pub services: Vec<ServiceLatency>,
     /// The rule the flags follow, for the reader.
     pub rule: String,
@@ -522,8 +501,8 @@ impl Acc {
 
 /// The report of the services' minutes; `teams` maps namespaces to team names.
 pub fn report(
-    from: crate::day::Day,
-    to_inclusive: crate::day::Day,
+    from: crate::common::day::Day,
+    to_inclusive: crate::common::day::Day,
     minutes: &[ServedMinute],
     teams: &BTreeMap<String, String>,
 ) -> NeighbourReport {

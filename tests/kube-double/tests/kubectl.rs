@@ -10,7 +10,7 @@ use std::{
 };
 
 use kube_double::KubeDouble;
-use shared::{kueue::KueueVersion, manifests};
+use shared::{kueue::KueueVersion, planning::manifests};
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
     let program = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_owned());
@@ -44,7 +44,7 @@ async fn kubectl_applies_gets_and_diffs_the_exported_manifests_through_the_doubl
     let manifests_dir = dir.join("manifests");
     std::fs::create_dir_all(&manifests_dir).expect("dir");
     let text_of = |p: &str| std::fs::read_to_string(p).expect("scenario");
-    let scenario = shared::plan::parse_scenario(&text_of(concat!(
+    let scenario = shared::planning::parse_scenario(&text_of(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/scenarios/aws-300.json"
     )))

@@ -11,7 +11,7 @@ use std::{
 };
 
 use serde::de::DeserializeOwned;
-use shared::{FieldError, plan::Evaluation};
+use shared::{FieldError, planning::Evaluation};
 use wasm_bindgen::{JsCast, JsValue, closure::Closure};
 use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
 

@@ -1,9 +1,9 @@
-//! Export: the draft's Kueue and KEDA manifests (`shared::manifests`, the renderer whose
+//! Export: the draft's Kueue and KEDA manifests (`shared::planning::manifests`, the renderer whose
 //! objects are tested against the real CRD schemas), each file shown, downloadable and copied
 //! to the clipboard, or all of them as one zip.
 
 use leptos::{prelude::*, task::spawn_local};
-use shared::manifests::{self, KueueVersion};
+use shared::planning::manifests::{self, KueueVersion};
 use wasm_bindgen::{JsCast, JsValue};
 
 use super::{Results, Run, fields::use_draft};
@@ -71,7 +71,7 @@ pub fn ExportStep() -> impl IntoView {
         <button type="button" data-test="download-zip" on:click=move |_| {
             let Some(files) = files.get_untracked() else { return };
             let entries: Vec<(&str, &[u8])> = files.iter().map(|(name, yaml, _)| (name.as_str(), yaml.as_bytes())).collect();
-            let zip = js_sys::Uint8Array::from(shared::zip::store(&entries).as_slice());
+            let zip = js_sys::Uint8Array::from(shared::common::zip::store(&entries).as_slice());
             status.set(Some(match download("gpufleet-manifests.zip", &zip, "application/zip") {
                 Ok(()) => "gpufleet-manifests.zip downloaded".to_owned(),
                 Err(err) => format!("the download did not start: {err:?}"),

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use leptos::prelude::*;
-use shared::{FieldError, scenario::Scenario};
+use shared::{FieldError, planning::scenario::Scenario};
 
 /// The scenario being planned and what its validation says about it, shared by every step.
 #[derive(Clone, Copy)]

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 use shared::{
-    catalogue,
-    isolation::Mechanism,
-    label::Labelled,
-    money::{dollars_plain, parse_dollars},
-    scenario::{
-        Accelerator, Demand, HOURS_PER_WEEK, Inference, Preset, Queueing, Scenario, Team,
-        UtilisationSource, Workload, WorkloadKind,
+    common::label::Labelled,
+    common::money::{dollars_plain, parse_dollars},
+    fleet::catalogue,
+    fleet::sharing::Mechanism,
+    kueue::Queueing,
+    planning::scenario::{
+        Accelerator, Demand, HOURS_PER_WEEK, Inference, Preset, Scenario, Team, UtilisationSource,
+        Workload, WorkloadKind,
     },
 };
 
@@ -107,7 +108,7 @@ fn AcceleratorRow(i: usize) -> impl IntoView {
                         "{} ({} {} MiB{mig})",
                         m.name,
                         m.vendor.label(),
-                        shared::money::thousands(i64::from(m.mem_mib))
+                        shared::common::money::thousands(i64::from(m.mem_mib))
                     ),
                 )
             })

@@ -1,5 +1,5 @@
 //! The quota suggestion: nominal quotas, borrowing and lending limits per team proposed from
-//! the simulated week against each team's queue-wait target (`shared::suggest`, run by the
+//! the simulated week against each team's queue-wait target (`shared::planning::suggest`, run by the
 //! planner in its own worker, several weeks long), beside today's quotas and the week under
 //! each; one click puts them in the draft.
 
@@ -10,11 +10,11 @@ use gpufleet_web::api;
 use leptos::{prelude::*, task::spawn_local};
 use plotly::{Bar, Layout, Plot, layout::Axis};
 use shared::{
-    day::Day,
-    plan::SuggestRequest,
-    scenario::Scenario,
-    simulate::{Simulation, TeamStats},
-    suggest::{self, Limits, QuotaSuggestion},
+    common::day::Day,
+    planning::SuggestRequest,
+    planning::scenario::Scenario,
+    planning::simulate::{Simulation, TeamStats},
+    planning::suggest::{self, Limits, QuotaSuggestion},
 };
 
 use super::{Results, Run, evaluator::Evaluator, fields::use_draft};

@@ -9,14 +9,14 @@ use plotly::{
     layout::{Axis, AxisType, BarMode, CategoryOrder},
 };
 use shared::{
-    decision::Verdict,
-    isolation::{FlavorMig, WarningCode},
-    label::Labelled,
-    money::dollars,
+    common::label::Labelled,
+    common::money::dollars,
     packing::mig::Instance,
-    plan::Evaluation,
-    scenario::{HOURS_PER_WEEK, Scenario, Weights},
-    sizing::Sizing,
+    planning::Evaluation,
+    planning::decision::Verdict,
+    planning::isolation::{FlavorMig, WarningCode},
+    planning::scenario::{HOURS_PER_WEEK, Scenario, Weights},
+    planning::sizing::Sizing,
 };
 
 use super::{

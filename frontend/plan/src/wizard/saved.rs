@@ -5,7 +5,7 @@ use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     FieldError,
-    saved::{SavedScenario, SavedSummary, ScenarioSave},
+    planning::saved::{SavedScenario, SavedSummary, ScenarioSave},
 };
 
 use super::{Route, fields::use_draft};
@@ -38,7 +38,7 @@ pub fn SaveForm(
         let (Some(summary), Some(me)) = (opened.get(), me.get()) else {
             return None;
         };
-        let may = summary.owner == me.username || me.roles.contains(&shared::auth::Role::Admin);
+        let may = summary.owner == me.username || me.roles.contains(&shared::accounts::Role::Admin);
         may.then_some(summary.id)
     };
     let submit = move |ev: leptos::ev::SubmitEvent| {

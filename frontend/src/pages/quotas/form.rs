@@ -8,12 +8,12 @@ use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError, FieldError,
-    day::Day,
+    common::day::Day,
+    kueue::Queueing,
     kueue::{Reclaim, WithinQueue},
     quota::{
         Checked, EditRequest, NewRequest, QuotaRequest, QuotaSpec, QuotaWorld, RequestView, Submit,
     },
-    scenario::Queueing,
 };
 
 use super::{Editing, Notice, today, unit};

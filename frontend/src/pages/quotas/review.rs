@@ -7,7 +7,7 @@ use leptos::{prelude::*, task::spawn_local};
 use plotly::{Bar, Layout, Plot, layout::BarMode};
 use shared::{
     ApiError,
-    auth::{Me, Role},
+    accounts::{Me, Role},
     quota::{Decision, Impact, QuotaRequest, RequestView},
 };
 

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::usage::tests::series;
+use crate::{fleet::sharing::parse_sharing, usage::tests::series};
 
 const T0: i64 = 1_796_000_400_000; // 2026-11-30T00:00:00Z
 const SEC: i64 = 1_000;
@@ -308,7 +308,7 @@ fn minute(
 
 #[test]
 fn a_service_is_flagged_when_latency_rises_with_its_neighbours_load_alone() {
-    let day = crate::day::Day::parse("2026-11-30").expect("day");
+    let day = crate::common::day::Day::parse("2026-11-30").expect("day");
     let chat = ("chat", "llama");
     let busy_self = ("busyself", "llama");
     let alone = ("alone", "llama");
@@ -404,7 +404,7 @@ fn a_service_is_flagged_when_latency_rises_with_its_neighbours_load_alone() {
 
 #[test]
 fn steady_neighbours_or_steady_latency_raise_no_flag() {
-    let day = crate::day::Day::parse("2026-11-30").expect("day");
+    let day = crate::common::day::Day::parse("2026-11-30").expect("day");
     let s = ("steady", "m");
     // latency rises but the co-tenants' load only moves 40 % → 50 %
     let minutes = [

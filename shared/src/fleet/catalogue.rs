@@ -12,10 +12,10 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::label::Labelled;
+use crate::common::label::Labelled;
 
-const ACCELERATORS_CSV: &str = include_str!("../data/accelerators.csv");
-const MIG_PROFILES_CSV: &str = include_str!("../data/mig_profiles.csv");
+const ACCELERATORS_CSV: &str = include_str!("../../data/accelerators.csv");
+const MIG_PROFILES_CSV: &str = include_str!("../../data/mig_profiles.csv");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Vendor {

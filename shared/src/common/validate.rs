@@ -1,7 +1,7 @@
 //! Field rules that several domains share (accounts, scenarios, quotas): each pushes a
 //! [`FieldError`] naming the path it was given.
 
-use crate::error::FieldError;
+use crate::common::error::FieldError;
 
 /// Team names, namespaces, flavors, queues: Kubernetes DNS-1123 labels.
 pub fn is_dns_label(value: &str) -> bool {

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
-    error::FieldError,
-    scenario::{SCENARIO_VERSION, Scenario},
+    common::error::FieldError,
+    planning::scenario::{SCENARIO_VERSION, Scenario},
 };
 
 pub const MAX_NAME_CHARS: usize = 100;
@@ -101,7 +101,7 @@ pub fn read_stored(mut value: Value) -> Result<(Scenario, Option<u32>), FieldErr
         }
         value["version"] = SCENARIO_VERSION.into();
     }
-    let scenario = crate::error::from_json::<Scenario>(&value.to_string())
+    let scenario = crate::common::error::from_json::<Scenario>(&value.to_string())
         .map_err(|err| err.into_field_error())?;
     Ok((scenario, (version < SCENARIO_VERSION).then_some(version)))
 }
@@ -109,7 +109,7 @@ pub fn read_stored(mut value: Value) -> Result<(Scenario, Option<u32>), FieldErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::bench_scenario;
+    use crate::planning::scenario::bench_scenario;
 
     #[test]
     fn a_version_1_scenario_opens_as_version_2() {

@@ -2,18 +2,28 @@
 //! matrix and the isolation plan. The browser, the API and the CLI all call [`evaluate`], so
 //! they give the same answer, byte for byte.
 
+pub mod adoption;
+pub mod decision;
+pub mod isolation;
+pub mod manifests;
+pub mod saved;
+pub mod scenario;
+pub mod simulate;
+pub mod sizing;
+pub mod suggest;
+pub mod terms;
+
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    adoption,
-    decision::{self, Decision},
+use crate::common::{
     error::FieldError,
     interrupt::{Interrupt, Interrupted, Never},
-    isolation::{self, FlavorMig, IsolationPlan},
-    scenario::Scenario,
-    simulate::{self, Simulation},
-    sizing::{self, Sizing, Waterfall},
 };
+use decision::Decision;
+use isolation::{FlavorMig, IsolationPlan};
+use scenario::Scenario;
+use simulate::Simulation;
+use sizing::{Sizing, Waterfall};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
@@ -74,10 +84,10 @@ pub fn evaluate_until(
 }
 
 /// Validates, simulates the week under today's quotas, then suggests quotas
-/// ([`crate::suggest`]). The browser's worker and the CLI both call this.
+/// ([`crate::planning::suggest`]). The browser's worker and the CLI both call this.
 pub fn suggest_quotas(
     scenario: &Scenario,
-) -> Result<crate::suggest::QuotaSuggestion, Vec<FieldError>> {
+) -> Result<crate::planning::suggest::QuotaSuggestion, Vec<FieldError>> {
     suggest_quotas_with(scenario, None)
 }
 
@@ -95,13 +105,13 @@ pub struct SuggestRequest {
 pub fn suggest_quotas_with(
     scenario: &Scenario,
     today: Option<Simulation>,
-) -> Result<crate::suggest::QuotaSuggestion, Vec<FieldError>> {
+) -> Result<crate::planning::suggest::QuotaSuggestion, Vec<FieldError>> {
     scenario.validate()?;
     let today = today.unwrap_or_else(|| simulate::simulate(scenario));
-    Ok(crate::suggest::suggest(scenario, &today))
+    Ok(crate::planning::suggest::suggest(scenario, &today))
 }
 
 /// Reads a scenario from JSON, naming the field path of a type error (`fleet[0].count`).
 pub fn parse_scenario(json: &str) -> Result<Scenario, Vec<FieldError>> {
-    crate::error::from_json(json).map_err(|err| vec![err.into_field_error()])
+    crate::common::error::from_json(json).map_err(|err| vec![err.into_field_error()])
 }

@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{error::FieldError, label::Labelled, validate::validate_dns_label};
+use crate::{
+    common::error::FieldError, common::label::Labelled, common::validate::validate_dns_label,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -260,7 +262,7 @@ pub fn validate_roles(path: &str, roles: &[Role], errors: &mut Vec<FieldError>) 
 }
 
 pub fn validate_display_name(path: &str, name: &str, errors: &mut Vec<FieldError>) {
-    crate::validate::validate_visible(path, name, errors);
+    crate::common::validate::validate_visible(path, name, errors);
     if name.chars().count() > MAX_DISPLAY_NAME_CHARS {
         errors.push(FieldError {
             path: path.to_owned(),
@@ -304,7 +306,7 @@ pub fn validate_password(path: &str, password: &str, errors: &mut Vec<FieldError
 }
 
 pub fn validate_cost_centre(path: &str, value: &str, errors: &mut Vec<FieldError>) {
-    crate::validate::validate_visible(path, value, errors);
+    crate::common::validate::validate_visible(path, value, errors);
     if value.trim().is_empty() || value.len() > 64 {
         errors.push(FieldError {
             path: path.to_owned(),

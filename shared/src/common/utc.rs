@@ -4,7 +4,7 @@
 //! Invariants: only real dates and times parse; an offset is folded into the instant, so every
 //! instant prints back in UTC with a `Z`.
 
-use crate::day::{civil_from_days, days_from_civil, days_in};
+use crate::common::day::{civil_from_days, days_from_civil, days_in};
 
 pub const SECOND_MS: i64 = 1_000;
 pub const MINUTE_MS: i64 = 60 * SECOND_MS;
@@ -19,7 +19,7 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
     if bytes.len() < 20 || !matches!(bytes[10], b'T' | b't' | b' ') {
         return None;
     }
-    let day = crate::day::Day::parse(&text[..10])?;
+    let day = crate::common::day::Day::parse(&text[..10])?;
     let number = |s: &str| -> Option<i64> {
         (s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit()))
             .then(|| s.parse().ok())

@@ -3,8 +3,8 @@
 //! [`Autoscaler`] adds and removes.
 
 use crate::{
-    rng::Rng,
-    scenario::{Scenario, WorkloadKind},
+    common::rng::Rng,
+    planning::scenario::{Scenario, WorkloadKind},
 };
 
 use super::autoscale::Autoscaler;

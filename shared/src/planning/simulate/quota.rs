@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::scenario::Scenario;
+use crate::planning::scenario::Scenario;
 
 pub(super) struct Quotas {
     /// GPUs per flavor.

@@ -1,6 +1,6 @@
 //! Planning: `POST /api/plan/evaluate`, and saved scenarios (`/api/scenarios`: list, save,
 //! open, replace, delete, duplicate); the `gpufleet plan evaluate | export | bench` commands are
-//! in `cli.rs`, the SQL in `db.rs`. The math is `shared::plan`; the browser runs the same code in
+//! in `cli.rs`, the SQL in `db.rs`. The math is `shared::planning`; the browser runs the same code in
 //! WASM.
 //!
 //! Invariants: every planner sees every saved scenario; only its owner or an admin replaces or
@@ -15,10 +15,10 @@ use axum::{
     http::{Method, StatusCode},
 };
 use shared::{
-    auth::{PLANNERS, Role},
-    plan::{self, EvaluateError, Evaluation},
-    saved::{self, SavedScenario, SavedSummary, ScenarioSave},
-    scenario::{SCENARIO_VERSION, Scenario},
+    accounts::{PLANNERS, Role},
+    planning::saved::{self, SavedScenario, SavedSummary, ScenarioSave},
+    planning::scenario::{SCENARIO_VERSION, Scenario},
+    planning::{self, EvaluateError, Evaluation},
 };
 
 use crate::{
@@ -198,7 +198,7 @@ async fn evaluate(
     let evaluation = state
         .work
         .compute
-        .run(move |stop| plan::evaluate_until(&scenario, stop))
+        .run(move |stop| planning::evaluate_until(&scenario, stop))
         .await?
         .map_err(|err| match err {
             EvaluateError::Invalid(fields) => Error::Invalid(fields),

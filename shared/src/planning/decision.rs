@@ -8,34 +8,15 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    catalogue::Vendor,
-    isolation,
-    label::Labelled,
-    money::thousands,
-    scenario::{Scenario, Weights},
-    sizing::{Fit, HOURS_PER_YEAR, Sizing},
+    common::label::Labelled,
+    common::money::thousands,
+    fleet::catalogue::Vendor,
+    planning::scenario::{Scenario, Weights},
+    planning::sizing::{Fit, HOURS_PER_YEAR, Sizing},
+    planning::{isolation, terms::Architecture},
 };
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Architecture {
-    /// Separate pools: nobody arbitrates; fixed at provisioning.
-    A,
-    /// Kubernetes with Kueue, KEDA, HAMi and Fluid, run by your own platform team.
-    B,
-    /// Managed Kueue-based governance (HyperPod task governance style).
-    C,
-    /// Fully managed per-token or per-job services.
-    D,
-}
-
 impl Architecture {
-    pub const ALL: [Architecture; 4] = [
-        Architecture::A,
-        Architecture::B,
-        Architecture::C,
-        Architecture::D,
-    ];
-
     fn index(self) -> usize {
         self as usize
     }
@@ -48,28 +29,6 @@ impl Architecture {
             Architecture::B => [5.0, 5.0, 3.0, 1.0, 5.0],
             Architecture::C => [4.0, 3.0, 4.0, 3.0, 4.0],
             Architecture::D => [3.0, 4.0, 5.0, 5.0, 3.0],
-        }
-    }
-}
-
-impl Labelled for Architecture {
-    fn label(self) -> &'static str {
-        match self {
-            Architecture::A => "Separate pools",
-            Architecture::B => "Kueue + KEDA + HAMi + Fluid",
-            Architecture::C => "Managed governance (HyperPod-style)",
-            Architecture::D => "Fully managed API",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Architecture::A => "Each workload class keeps its own pool; nobody arbitrates.",
-            Architecture::B => {
-                "Kubernetes with Kueue, KEDA, HAMi and Fluid, run by your own platform team."
-            }
-            Architecture::C => "Managed Kueue-based task governance (HyperPod-style) on AWS.",
-            Architecture::D => "Fully managed per-token or per-job services.",
         }
     }
 }

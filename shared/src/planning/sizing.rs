@@ -15,8 +15,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    label::Labelled,
-    scenario::{HOURS_PER_WEEK, Scenario, Workload, WorkloadKind},
+    common::label::Labelled,
+    planning::scenario::{HOURS_PER_WEEK, Scenario, Workload, WorkloadKind},
 };
 
 pub const HOURS_PER_YEAR: i64 = 8_760;
@@ -490,7 +490,7 @@ fn pct(part: f64, whole: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{Demand, Inference, Preset, bench_scenario};
+    use crate::planning::scenario::{Demand, Inference, Preset, bench_scenario};
 
     /// One flavor of 100 H100s and one team running `workloads`.
     fn one_team(workloads: Vec<Workload>) -> Scenario {
@@ -592,7 +592,7 @@ mod tests {
         // 12 jobs of 20 GiB at busy 25% on H100s: 12 whole cards apart, 3 shared.
         let mut small = batch("small", vec![12.0; HOURS_PER_WEEK], 25);
         small.mem_mib_per_job = Some(20_480);
-        let card = crate::catalogue::find("H100-SXM5-80GB")
+        let card = crate::fleet::catalogue::find("H100-SXM5-80GB")
             .expect("catalogue")
             .mem_mib;
         let per_card = jobs_per_card(card, 20_480, 0.25);

@@ -4,9 +4,9 @@
 use std::{path::Path, time::Instant};
 
 use shared::{
-    manifests::{self, KueueVersion},
-    plan::{self, Evaluation},
-    scenario::Scenario,
+    planning::manifests::{self, KueueVersion},
+    planning::scenario::Scenario,
+    planning::{self, Evaluation},
 };
 
 use crate::{config::PlanCommand, error::CliError, packing::cli::pretty};
@@ -19,7 +19,7 @@ pub fn run(command: PlanCommand) -> Result<(), CliError> {
         }
         PlanCommand::SuggestQuotas { scenario } => {
             let scenario = read_scenario(&scenario)?;
-            let suggestion = plan::suggest_quotas(&scenario)
+            let suggestion = planning::suggest_quotas(&scenario)
                 .map_err(|_| CliError::Input("invalid scenario".to_owned()))?;
             println!("{}", pretty(&suggestion)?);
         }
@@ -63,7 +63,7 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, CliError> {
             lines.join("\n")
         ))
     };
-    let scenario = plan::parse_scenario(&text).map_err(explain)?;
+    let scenario = planning::parse_scenario(&text).map_err(explain)?;
     scenario.validate().map_err(explain)?;
     Ok(scenario)
 }
@@ -71,7 +71,7 @@ pub fn read_scenario(path: &Path) -> Result<Scenario, CliError> {
 /// `gpufleet plan evaluate`.
 pub fn evaluate_file(path: &Path) -> Result<Evaluation, CliError> {
     let scenario = read_scenario(path)?;
-    plan::evaluate(&scenario).map_err(|_| CliError::Input("invalid scenario".to_owned()))
+    planning::evaluate(&scenario).map_err(|_| CliError::Input("invalid scenario".to_owned()))
 }
 
 /// `gpufleet plan export`: writes the manifests into `out`, returns the files written.
@@ -95,12 +95,12 @@ pub fn export_file(path: &Path, out: &Path, version: &str) -> Result<Vec<String>
 
 /// `gpufleet plan bench`: times the evaluation of the benchmark scenario.
 pub fn bench(runs: usize) -> (Vec<f64>, u64, u64) {
-    let scenario = shared::scenario::bench_scenario();
+    let scenario = shared::planning::scenario::bench_scenario();
     let mut seconds = Vec::new();
     let mut jobs = 0;
     for _ in 0..runs.max(1) {
         let started = Instant::now();
-        let sim = shared::simulate::simulate(&scenario);
+        let sim = shared::planning::simulate::simulate(&scenario);
         seconds.push(started.elapsed().as_secs_f64());
         jobs = sim.total.jobs_submitted;
     }

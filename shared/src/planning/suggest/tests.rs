@@ -1,21 +1,21 @@
 use super::*;
-use crate::scenario::{Accelerator, Demand, Inference, Team, Workload};
+use crate::planning::scenario::{Accelerator, Demand, Inference, Team, Workload};
 
 /// The presets, compiled in (the shared crate reads no files, tests included).
 fn preset(name: &str) -> Scenario {
     let json = match name {
-        "startup-40" => include_str!("../../scenarios/startup-40.json"),
-        "aws-300" => include_str!("../../scenarios/aws-300.json"),
-        "no-own-model" => include_str!("../../scenarios/no-own-model.json"),
-        "bank-10000" => include_str!("../../scenarios/bank-10000.json"),
+        "startup-40" => include_str!("../../../scenarios/startup-40.json"),
+        "aws-300" => include_str!("../../../scenarios/aws-300.json"),
+        "no-own-model" => include_str!("../../../scenarios/no-own-model.json"),
+        "bank-10000" => include_str!("../../../scenarios/bank-10000.json"),
         other => panic!("no preset {other}"),
     };
-    crate::plan::parse_scenario(json).unwrap_or_else(|err| panic!("{name}: {err:?}"))
+    crate::planning::parse_scenario(json).unwrap_or_else(|err| panic!("{name}: {err:?}"))
 }
 
 fn flat(gpus: f64) -> Demand {
     Demand::Hourly {
-        hourly_gpus: vec![gpus; crate::scenario::HOURS_PER_WEEK],
+        hourly_gpus: vec![gpus; crate::planning::scenario::HOURS_PER_WEEK],
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use axum::http::{Method, StatusCode, header};
 use common::{login, router, send, user};
-use shared::{ApiError, ErrorCode, auth::Role, plan};
+use shared::{ApiError, ErrorCode, accounts::Role, planning};
 use sqlx::PgPool;
 
 fn example(name: &str) -> std::path::PathBuf {
@@ -38,7 +38,8 @@ async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
     );
     let reply = send(&router, request).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
-    let want = plan::evaluate(&plan::parse_scenario(&text).expect("parses")).expect("evaluates");
+    let want =
+        planning::evaluate(&planning::parse_scenario(&text).expect("parses")).expect("evaluates");
     assert_eq!(reply.text(), serde_json::to_string(&want).expect("json"));
 
     prints(
@@ -72,12 +73,13 @@ fn prints(args: &[&str], want: &impl serde::Serialize) {
 fn the_cli_suggests_the_library_s_quotas() {
     let path = example("startup-40");
     let text = std::fs::read_to_string(&path).expect("example");
-    let want = plan::suggest_quotas(&plan::parse_scenario(&text).expect("parses")).expect("valid");
+    let want =
+        planning::suggest_quotas(&planning::parse_scenario(&text).expect("parses")).expect("valid");
     prints(
         &["plan", "suggest-quotas", path.to_str().expect("utf-8")],
         &want,
     );
-    // By hand (see shared::suggest's tests): all 40 cards in somebody's quota, the chat's
+    // By hand (see shared::planning::suggest's tests): all 40 cards in somebody's quota, the chat's
     // 15-replica peak in product's.
     assert_eq!(want.flavors[0].nominal_suggested_gpus, 40);
     assert!(want.teams[1].lines[0].suggested.nominal_gpus >= 15);
@@ -207,7 +209,7 @@ fn export_writes_kueue_and_keda_yaml() {
 /// stored by an earlier build opens migrated.
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn planners_save_open_replace_duplicate_and_delete_scenarios(pool: PgPool) {
-    use shared::saved::{SavedScenario, SavedSummary};
+    use shared::planning::saved::{SavedScenario, SavedSummary};
     user(&pool, "alex", &[Role::Approver], &[]).await;
     user(&pool, "bea", &[Role::Approver], &[]).await;
     user(&pool, "ada", &[Role::Admin], &[]).await;
@@ -238,14 +240,17 @@ async fn planners_save_open_replace_duplicate_and_delete_scenarios(pool: PgPool)
     let saved: SavedScenario = saved.json();
     assert_eq!(saved.summary.name, "AWS, as today");
     assert_eq!(saved.summary.owner, "alex");
-    assert_eq!(saved.summary.version, shared::scenario::SCENARIO_VERSION);
+    assert_eq!(
+        saved.summary.version,
+        shared::planning::scenario::SCENARIO_VERSION
+    );
     assert_eq!(saved.migrated_from, None);
     assert!(
         saved.summary.created_at.ends_with('Z'),
         "{}",
         saved.summary.created_at
     );
-    let want: shared::scenario::Scenario =
+    let want: shared::planning::scenario::Scenario =
         serde_json::from_value(scenario.clone()).expect("scenario");
     assert_eq!(saved.scenario, want);
     let id = saved.summary.id;

@@ -2,7 +2,7 @@
 //! (`threshold`, `activationThreshold`, `cooldownPeriod`, HPA's 5-minute scale-down
 //! stabilisation), and how much of the traffic its ready replicas serve.
 
-use crate::scenario::{HOURS_PER_WEEK, Inference, Workload};
+use crate::planning::scenario::{HOURS_PER_WEEK, Inference, Workload};
 
 /// HPA's default scale-down stabilisation window.
 const STABILISATION_MIN: u32 = 5;

@@ -3,7 +3,7 @@
 
 use std::{cmp::Reverse, collections::BinaryHeap};
 
-use crate::scenario::{Queueing, QuotaPolicy};
+use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 
 /// Minutes a preempted workload takes to terminate before the preemptor's pods start.
 const TERMINATION_MIN: u32 = 1;

@@ -35,8 +35,8 @@ mod week;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    interrupt::{Interrupt, Interrupted, Never},
-    scenario::{HOURS_PER_WEEK, Scenario},
+    common::interrupt::{Interrupt, Interrupted, Never},
+    planning::scenario::{HOURS_PER_WEEK, Scenario},
 };
 
 use self::{quota::Quotas, week::Week};
@@ -260,7 +260,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::scenario::*;
+    use crate::{kueue::Queueing, planning::scenario::*};
 
     /// Small random scenarios: 1-2 flavors, 1-4 teams, batch and inference classes, quotas with
     /// and without borrowing limits.
@@ -320,7 +320,8 @@ mod properties {
                             nominal_gpus: [(f.clone(), nominal)].into_iter().collect(),
                             borrowing_limit_gpus: one(borrow),
                             lending_limit_gpus: one(lend),
-                            queue_wait_target_min: crate::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
+                            queue_wait_target_min:
+                                crate::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
                             workloads: works
                                 .into_iter()
                                 .enumerate()
@@ -443,7 +444,7 @@ mod properties {
 
         #[test]
         fn a_shared_pool_never_needs_more_gpus_than_separate_pools(s in arb_scenario()) {
-            let sizing = crate::sizing::size(&s);
+            let sizing = crate::planning::sizing::size(&s);
             prop_assert!(sizing.shared_pool.gpus <= sizing.separate_pools.gpus);
             for f in &sizing.by_flavor {
                 prop_assert!(f.shared_gpus <= f.separate_gpus);

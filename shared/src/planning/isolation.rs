@@ -7,56 +7,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    catalogue::Vendor,
-    decision::Architecture,
-    label::Labelled,
+    common::label::Labelled,
+    fleet::{catalogue::Vendor, sharing::Mechanism},
     packing::mig::{MigPlan, MigRequest, ReplicaGroup},
-    scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
+    planning::scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
+    planning::terms::Architecture,
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mechanism {
-    WholeGpu,
-    Mig,
-    Mps,
-    TimeSlicing,
-    HamiFractions,
-}
-
-impl Mechanism {
-    pub const ALL: [Mechanism; 5] = [
-        Mechanism::WholeGpu,
-        Mechanism::Mig,
-        Mechanism::Mps,
-        Mechanism::TimeSlicing,
-        Mechanism::HamiFractions,
-    ];
-}
-
-impl Labelled for Mechanism {
-    fn label(self) -> &'static str {
-        match self {
-            Mechanism::WholeGpu => "Whole GPU",
-            Mechanism::Mig => "MIG",
-            Mechanism::Mps => "MPS",
-            Mechanism::TimeSlicing => "Time-slicing",
-            Mechanism::HamiFractions => "HAMi fractions",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Mechanism::WholeGpu => "One pod per card: full isolation and bandwidth.",
-            Mechanism::Mig => "Hardware partitions with their own memory, compute and bandwidth.",
-            Mechanism::Mps => {
-                "Concurrent kernels of trusted pods on one card; no memory isolation."
-            }
-            Mechanism::TimeSlicing => "Pods take turns on a card; no memory isolation.",
-            Mechanism::HamiFractions => "Software limits on GPU memory and cores per pod.",
-        }
-    }
-}
 
 /// How pods get their devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -277,8 +233,11 @@ pub fn hami_limits(scenario: &Scenario, plan: &IsolationPlan) -> Option<String> 
                 continue;
             };
             any = true;
-            let per_card =
-                crate::sizing::jobs_per_card(card.mem_mib, job_mib, f64::from(w.busy_pct) / 100.0);
+            let per_card = crate::planning::sizing::jobs_per_card(
+                card.mem_mib,
+                job_mib,
+                f64::from(w.busy_pct) / 100.0,
+            );
             let cores = 100 / per_card.max(1);
             let name = format!("{}/{}", team.name, w.name);
             let head = format!("\"{name}\":\n  flavor: \"{}\"\n  limits:\n", acc.flavor);
@@ -390,16 +349,6 @@ pub fn needs_software_sharing(scenario: &Scenario) -> Option<String> {
     })
 }
 
-impl Mechanism {
-    /// Sharing done in software (no hardware partition).
-    pub fn is_software(self) -> bool {
-        matches!(
-            self,
-            Mechanism::HamiFractions | Mechanism::Mps | Mechanism::TimeSlicing
-        )
-    }
-}
-
 /// The smallest plain MIG profile of the class's GPU that holds `mem_mib`.
 fn mig_profile(acc: Option<&Accelerator>, mem_mib: u32) -> Option<&'static str> {
     let geometry = acc?.model()?.mig.as_ref()?;
@@ -453,7 +402,7 @@ fn choose(scenario: &Scenario, w: &Workload, managed: bool) -> (Mechanism, Vec<S
         Some(profile) => {
             reasons.push(format!(
                 "{} MiB per job fits MIG profile {profile}.",
-                crate::money::thousands(i64::from(mem))
+                crate::common::money::thousands(i64::from(mem))
             ));
             Mechanism::Mig
         }
@@ -693,7 +642,7 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{Demand, Preset, bench_scenario};
+    use crate::planning::scenario::{Demand, Preset, bench_scenario};
 
     /// A class whose jobs need 20 GiB of one card: smaller than a GPU.
     fn class(kind: WorkloadKind, tenants: u32, slo: bool) -> Workload {

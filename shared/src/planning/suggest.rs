@@ -27,12 +27,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    day::Day,
-    interrupt::{Interrupt, Interrupted, Never},
+    common::day::Day,
+    common::interrupt::{Interrupt, Interrupted, Never},
     kueue::{Reclaim, WithinQueue},
+    planning::scenario::{Scenario, WorkloadKind},
+    planning::simulate::{self, Simulation, TeamStats},
     quota::{NewRequest, QuotaLine, QuotaSpec},
-    scenario::{Scenario, WorkloadKind},
-    simulate::{self, Simulation, TeamStats},
 };
 
 /// Weeks simulated at most for one suggestion (the first proposal included).
@@ -230,7 +230,7 @@ struct Need {
 
 /// `needs[team][flavor]`, flavors in fleet order.
 fn needs(scenario: &Scenario) -> Vec<Vec<Need>> {
-    let hours = crate::scenario::HOURS_PER_WEEK;
+    let hours = crate::planning::scenario::HOURS_PER_WEEK;
     scenario
         .teams
         .iter()
@@ -550,7 +550,7 @@ fn summarise(
     weeks: u32,
     mut notes: Vec<String>,
 ) -> QuotaSuggestion {
-    let today_limits = |team: &crate::scenario::Team, flavor: &str| Limits {
+    let today_limits = |team: &crate::planning::scenario::Team, flavor: &str| Limits {
         nominal_gpus: team.nominal_gpus.get(flavor).copied().unwrap_or(0),
         borrowing_limit_gpus: if scenario.quota.cohort {
             team.borrowing_limit_gpus.get(flavor).copied()

@@ -7,10 +7,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    catalogue::{self, AcceleratorModel, Vendor},
-    error::FieldError,
-    label::Labelled,
-    validate::{DNS_LABEL_RULE, free_name, is_dns_label},
+    common::error::FieldError,
+    common::label::Labelled,
+    common::validate::{DNS_LABEL_RULE, dns_label_from, free_name, is_dns_label},
+    fleet::Fleet,
+    fleet::catalogue::{self, AcceleratorModel, Vendor},
+    kueue::Queueing,
 };
 
 /// The scenario format this build reads. Version 2 names accelerators by the catalogue and
@@ -47,7 +49,7 @@ pub struct Scenario {
 }
 
 fn default_seed() -> u64 {
-    crate::rng::DEFAULT_SEED
+    crate::common::rng::DEFAULT_SEED
 }
 
 /// One accelerator type of the fleet: a Kueue ResourceFlavor.
@@ -178,7 +180,7 @@ pub struct Workload {
     pub inference: Option<Inference>,
     /// How the class is isolated today, if known (checked for anti-patterns).
     #[serde(default)]
-    pub current_isolation: Option<crate::isolation::Mechanism>,
+    pub current_isolation: Option<crate::fleet::sharing::Mechanism>,
 }
 
 fn default_job_minutes() -> u32 {
@@ -339,30 +341,6 @@ impl Labelled for Preset {
                 "The peak 8-20 on weekdays, 25% at night, 15% on weekends."
             }
             Preset::WeeklyBatch => "Ramps from 20% on Monday to the peak on Friday night.",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Queueing {
-    StrictFifo,
-    BestEffortFifo,
-}
-
-impl Labelled for Queueing {
-    fn label(self) -> &'static str {
-        // Kueue's own words for its queueing strategies.
-        match self {
-            Queueing::StrictFifo => "StrictFIFO",
-            Queueing::BestEffortFifo => "BestEffortFIFO",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Queueing::StrictFifo => "The head of the queue blocks everything behind it.",
-            Queueing::BestEffortFifo => "Workloads that do not fit let smaller ones pass.",
         }
     }
 }
@@ -590,7 +568,7 @@ impl Scenario {
                             p("mem_mib_per_job"),
                             &format!(
                                 "must be between 1 and the card's {} MiB; leave it out for whole cards",
-                                crate::money::thousands(i64::from(card))
+                                crate::common::money::thousands(i64::from(card))
                             ),
                         );
                     }
@@ -728,8 +706,8 @@ impl Scenario {
                 "teams".into(),
                 &format!(
                     "the demand implies about {} batch jobs in the week; at most {}: make jobs larger or longer (gpus_per_job, job_minutes) or lower the demand",
-                    crate::money::thousands(jobs.min(i64::MAX as u64) as i64),
-                    crate::money::thousands(MAX_JOBS as i64)
+                    crate::common::money::thousands(jobs.min(i64::MAX as u64) as i64),
+                    crate::common::money::thousands(MAX_JOBS as i64)
                 ),
             );
         }
@@ -1046,4 +1024,81 @@ pub fn bench_scenario() -> Scenario {
     s.constraints.platform_team_size = 10;
     s.constraints.platform_engineer_cost_cents_per_year = 25_000_000;
     s
+}
+
+/// The inventory as a planning scenario's fleet: one flavor per pool with nodes (its name
+/// made a DNS label, unique), its model's price.
+pub fn inventory_fleet(inventory: &Fleet) -> Vec<Accelerator> {
+    let mut fleet: Vec<Accelerator> = Vec::new();
+    for pool in inventory.pools.iter().filter(|p| p.gpus() > 0) {
+        let stem = dns_label_from(&pool.name).unwrap_or_else(|| "pool".to_owned());
+        let flavor = free_name(&stem, |name| fleet.iter().any(|a| a.flavor == name));
+        let price = inventory
+            .models
+            .iter()
+            .find(|m| m.name == pool.gpu_model)
+            .map_or(0, |m| m.price_cents_per_gpu_hour);
+        fleet.push(Accelerator {
+            flavor,
+            gpu_model: pool.gpu_model.clone(),
+            count: u32::try_from(pool.gpus()).unwrap_or(u32::MAX),
+            gpus_per_node: u32::try_from(pool.gpus_per_node).unwrap_or(0),
+            price_cents_per_gpu_hour: price,
+        });
+    }
+    fleet
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::{GpuModel, NodePool};
+
+    fn model(name: &str, price: i64) -> GpuModel {
+        GpuModel::priced(name, price).expect("catalogue model")
+    }
+
+    fn pool(name: &str, model: &str, nodes: i32, per_node: i32) -> NodePool {
+        NodePool {
+            name: name.into(),
+            gpu_model: model.into(),
+            nodes,
+            gpus_per_node: per_node,
+        }
+    }
+
+    #[test]
+    fn the_inventory_becomes_a_scenario_fleet_one_flavor_per_pool() {
+        let fleet = Fleet {
+            models: vec![model("H200-SXM-141GB", 791), model("L4-24GB", 80)],
+            pools: vec![
+                pool("H200 rack A", "H200-SXM-141GB", 2, 8),
+                pool("h200-rack-a", "H200-SXM-141GB", 1, 8),
+                pool("L4 (spare)", "L4-24GB", 0, 4),
+                pool("inference L4", "L4-24GB", 3, 4),
+            ],
+        };
+        let got: Vec<(String, String, u32, u32, i64)> = inventory_fleet(&fleet)
+            .into_iter()
+            .map(|a| {
+                (
+                    a.flavor,
+                    a.gpu_model,
+                    a.count,
+                    a.gpus_per_node,
+                    a.price_cents_per_gpu_hour,
+                )
+            })
+            .collect();
+        let want = [
+            ("h200-rack-a", "H200-SXM-141GB", 16, 8, 791),
+            ("h200-rack-a-2", "H200-SXM-141GB", 8, 8, 791),
+            ("inference-l4", "L4-24GB", 12, 4, 80),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(f, m, c, n, p)| ((*f).to_owned(), (*m).to_owned(), *c, *n, *p))
+            .collect();
+        assert_eq!(got, want);
+    }
 }

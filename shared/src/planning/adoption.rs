@@ -7,10 +7,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    decision::Architecture,
-    isolation::{FlavorMig, IsolationPlan, Mechanism},
-    label::Labelled,
-    scenario::{Scenario, UtilisationSource},
+    common::label::Labelled,
+    fleet::sharing::Mechanism,
+    planning::isolation::{FlavorMig, IsolationPlan},
+    planning::scenario::{Scenario, UtilisationSource},
+    planning::terms::Architecture,
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
