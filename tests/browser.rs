@@ -2029,10 +2029,7 @@ async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
 /// it 21%).
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_live_chart_follows_the_exporter(pool: PgPool) {
-    use std::{
-        sync::{Arc, Mutex},
-        time::Duration,
-    };
+    use std::{sync::Arc, time::Duration};
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
     let body = |busy: u32| {
         let gpu = r#"gpu="0",UUID="GPU-f5ff0000-0000-0000-0000-000000000000",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",Hostname="node-live",container="main",namespace="team-research",pod="train-live""#;
@@ -2042,20 +2039,18 @@ async fn the_live_chart_follows_the_exporter(pool: PgPool) {
              kueue_cluster_queue_resource_usage{{cluster_queue=\"research\",cohort=\"gpufleet\",flavor=\"h100-shared\",resource=\"nvidia.com/gpu\"}} 1\n"
         )
     };
-    let exported = Arc::new(Mutex::new(body(80)));
-    let target = prometheus::exporter_of(exported.clone()).await;
-    let dir = prometheus::scratch("live-e2e");
-    let prom = prometheus::PromServer::scraping(&dir, &[], Some(&target)).await;
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_millis() as i64
-    };
     let minute_ms = shared::common::utc::MINUTE_MS;
-    // the first whole minute scraped from its start
-    let first = (now() + 2_000) / minute_ms * minute_ms + minute_ms;
-    let usage = backend::usage::Usage::new(
+    // Two whole minutes on the exporter's clock, from ten minutes ago, scraped 15 s apart: the
+    // first at 80% busy, the next at 20%.
+    let first = (backend::clock::now_ms() / minute_ms - 10) * minute_ms;
+    let change_at = first + minute_ms;
+    let exporter = prometheus::StampedExporter::start(first, 15_000, move |at| {
+        body(if at < change_at { 80 } else { 20 })
+    })
+    .await;
+    let dir = prometheus::scratch("live-e2e");
+    let prom = prometheus::PromServer::scraping(&dir, &[], Some(&exporter.target)).await;
+    let mut usage = backend::usage::Usage::new(
         prom.client(),
         backend::usage::IngestSettings {
             every: Duration::from_secs(1),
@@ -2064,24 +2059,22 @@ async fn the_live_chart_follows_the_exporter(pool: PgPool) {
             ..Default::default()
         },
     );
+    // the ingest's now is the exporter's: a minute is read once its scrapes have landed
+    usage.clock = exporter.clock.clone();
     let ingest = backend::usage::spawn(pool.clone(), Arc::new(usage)).expect("the ingest runs");
 
     let (server, browser) = signed_in(&pool, "fiona", Role::Finance).await;
     browser.click("Chargeback").await;
-    // at the next minute's start the exporter says 20
-    let change_at = first + minute_ms;
-    tokio::time::sleep(Duration::from_millis((change_at - now()).max(0) as u64)).await;
-    *exported.lock().expect("body") = body(20);
     let minute = |ms: i64| shared::common::utc::format_rfc3339(ms);
+    // the first minute has ended and settled (3 s): ingested, then streamed within 5 s
+    exporter.run_until(change_at + 15_000).await;
     browser
         .wait_for_text(
             "[data-test=live-latest]",
             &format!("latest {}: 0.8 of 200 GPUs busy in teams", minute(first)),
         )
         .await;
-    // that minute is ingested once it has ended and settled (3 s), and streamed within 5 s
-    let ingested = change_at + minute_ms + 3_000;
-    tokio::time::sleep(Duration::from_millis((ingested - now()).max(0) as u64)).await;
+    exporter.run_until(change_at + minute_ms + 15_000).await;
     browser
         .wait_for_text(
             "[data-test=live-latest]",
@@ -2122,9 +2115,9 @@ async fn the_live_chart_follows_the_exporter(pool: PgPool) {
             .map(|i| y[i])
             .unwrap_or_else(|| panic!("{} in {x:?}", minute(ms)))
     };
+    // four samples a minute, each 80 (then 20) percent busy of one allocated GPU
     assert!((at(first) - 80.0).abs() < 1e-9, "{}", at(first));
-    let after = at(change_at);
-    assert!((20.0..=21.0).contains(&after), "{after}");
+    assert!((at(change_at) - 20.0).abs() < 1e-9, "{}", at(change_at));
     browser
         .client
         .execute(

@@ -120,7 +120,7 @@ fn month_of(text: &str) -> Result<Day> {
 /// Freezes a month that has ended and whose usage is ingested past its end.
 pub async fn close(pool: &PgPool, month: Day, actor: Actor<'_>) -> Result<()> {
     let end = month.next_month();
-    if end > crate::quota::today() {
+    if end > crate::clock::today() {
         return Err(Error::Conflict(format!(
             "{} has not ended (it ends {end} 00:00 UTC)",
             month.month_name()
@@ -302,7 +302,7 @@ async fn stream_statement(
         };
         let send = |piece: Vec<u8>| tx.blocking_send(Ok(piece)).map_err(|_| Error::Unavailable);
         let mut writer = statement::Writer::new(&period, send);
-        let now = crate::usage::now_ms();
+        let now = crate::clock::now_ms();
         let made = statement::make(
             &rt,
             &pool,

@@ -46,16 +46,15 @@ use crate::{
     access::{Access, Caller},
     app::{Api, AppState},
     audit::{self, Actor},
+    clock,
     error::{Error, Result},
     json::ApiJson,
-    quota,
+    quota, retry,
 };
 
 use self::k8s::{Failure, Kube};
 
 const DECIDERS: &[Role] = &[Role::Approver, Role::Admin];
-/// The longest wait between runs while the cluster keeps failing.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Where approved quota goes and how often the reconciler looks.
 pub struct Cluster {
@@ -170,20 +169,13 @@ pub fn spawn(state: AppState) -> tokio::task::JoinHandle<()> {
                     failures = failures.saturating_add(1);
                 }
             }
-            let wait = backoff(state.cluster.every, failures);
+            let wait = retry::backoff(state.cluster.every, failures);
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 () = state.cluster.wake.notified() => {}
             }
         }
     })
-}
-
-/// `every`, doubled for each failed run in a row, at most [`MAX_BACKOFF`] (and never less than
-/// `every`).
-pub fn backoff(every: Duration, failures: u32) -> Duration {
-    let factor = 1u32 << failures.min(10).saturating_sub(1);
-    every.saturating_mul(factor).min(MAX_BACKOFF.max(every))
 }
 
 /// One run, if no other replica is running one (`None` then).
@@ -244,7 +236,7 @@ impl Seen {
 
 async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerStatus> {
     let cluster = &state.cluster;
-    let today = quota::today();
+    let today = clock::today();
     let mut conn = state.pool.acquire().await?;
     let world = quota::world(&mut conn).await?;
     let desired = world.kueue_setup(today).objects(cluster.version);
@@ -720,7 +712,7 @@ async fn delete_queue(
     let mut conn = state.pool.acquire().await?;
     let world = quota::world(&mut conn).await?;
     if world
-        .kueue_setup(quota::today())
+        .kueue_setup(clock::today())
         .objects(version)
         .iter()
         .any(|o| ObjectRef::of(o) == id)
@@ -777,7 +769,7 @@ async fn gitops_zip(State(state): State<AppState>) -> Result<impl IntoResponse> 
     let mut conn = state.pool.acquire().await?;
     let world = quota::world(&mut conn).await?;
     drop(conn);
-    let (version, today) = (state.cluster.version, quota::today());
+    let (version, today) = (state.cluster.version, clock::today());
     let zip = state
         .work
         .compute
@@ -816,7 +808,7 @@ async fn dry_run(
     let spec: QuotaSpec = quota::stored_spec(&mut conn, &team, id).await?;
     drop(conn);
     let version = state.cluster.version;
-    let on = spec.starts_on.max(quota::today());
+    let on = spec.starts_on.max(clock::today());
     let now = world.kueue_setup(on).objects(version);
     let after = world.with(&team, &spec).kueue_setup(on).objects(version);
     let changed: Vec<&Value> = after.iter().filter(|o| !now.contains(o)).collect();

@@ -6,6 +6,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod chargeback;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod packing;
 pub mod password;
 pub mod planning;
 pub mod quota;
+pub mod retry;
 pub mod usage;
 pub mod work;
 

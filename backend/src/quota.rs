@@ -12,10 +12,7 @@
 
 pub mod db;
 
-use std::{
-    collections::BTreeSet,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::collections::BTreeSet;
 
 use axum::{
     Extension, Json,
@@ -41,6 +38,7 @@ use crate::{
     access::{Access, Caller},
     app::{Api, AppState},
     audit::{self, Actor},
+    clock,
     error::{Error, Result},
     json::ApiJson,
 };
@@ -135,14 +133,6 @@ pub fn api() -> Api {
             Access::Roles(READERS),
             audit::csv,
         )
-}
-
-/// Today in UTC: when requests start, end and count.
-pub fn today() -> Day {
-    let seconds = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    Day::of_unix_seconds(seconds)
 }
 
 fn stored<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T> {
@@ -281,7 +271,7 @@ async fn update_flavor(
     if let Some(f) = would_be.flavors.iter_mut().find(|f| f.name == name) {
         f.settings = edit.settings.clone();
     }
-    let problems = would_be.overcommitted(today());
+    let problems = would_be.overcommitted(clock::today());
     if !problems.is_empty() {
         return Err(Error::Conflict(format!(
             "{}; revoke or supersede quota first",
@@ -403,7 +393,7 @@ async fn list(
     let world = world(&mut tx).await?;
     let rows = db::requests(&mut *tx, team, wanted.map(RequestState::as_str), None).await?;
     tx.commit().await?;
-    let live = in_force(&world, today());
+    let live = in_force(&world, clock::today());
     Ok(Json(
         rows.into_iter()
             .map(|row| to_request(row, &live))
@@ -443,7 +433,7 @@ async fn view(db: &mut PgConnection, team: &str, id: i64) -> Result<RequestView>
         .await?
         .pop()
         .ok_or(Error::NotFound)?;
-    let today = today();
+    let today = clock::today();
     let request = to_request(row, &in_force(&world, today))?;
     Ok(world.review(request, today, KueueVersion::default()))
 }
@@ -470,7 +460,7 @@ pub async fn stored_spec(db: &mut PgConnection, team: &str, id: i64) -> Result<Q
 
 /// The rules' errors for `spec`, as a 422 with field paths under `spec`.
 fn check(world: &QuotaWorld, team: &str, spec: &QuotaSpec) -> Result<()> {
-    let checked = world.check(team, spec, today());
+    let checked = world.check(team, spec, clock::today());
     if checked.errors.is_empty() {
         return Ok(());
     }
@@ -693,7 +683,7 @@ async fn decide(
             let spec: QuotaSpec = stored(&subject, &row.spec)?;
             let world = world(&mut tx).await?;
             check(&world, team, &spec)?;
-            for old in world.superseded_by(team, &spec, today()) {
+            for old in world.superseded_by(team, &spec, clock::today()) {
                 db::set_ended(&mut *tx, old, RequestState::Superseded.as_str()).await?;
                 audit::record(
                     &mut *tx,
@@ -758,7 +748,7 @@ pub async fn load_demo(pool: &PgPool) -> Result<bool> {
         }
     }
     let (rita, sam, alex) = (ids[0], ids[1], ids[2]);
-    let today = today();
+    let today = clock::today();
     let world = world(&mut tx).await?;
     let spec = |flavor: &str, nominal: i64, why: &str| QuotaSpec {
         lines: vec![shared::quota::QuotaLine {

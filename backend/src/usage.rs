@@ -35,7 +35,7 @@ use shared::{
 use sqlx::PgPool;
 use tokio::sync::Mutex;
 
-use crate::{access::Access, app::Api, config::UsageArgs};
+use crate::{access::Access, app::Api, clock::Clock, config::UsageArgs};
 
 use self::prom::{PromError, PromSettings, Prometheus};
 
@@ -104,6 +104,8 @@ pub struct Usage {
     pub settings: IngestSettings,
     /// The metrics come from the demo exporter: every figure is demo data.
     pub demo: bool,
+    /// What the continuous ingest takes for now (the wall clock but in tests).
+    pub clock: Clock,
     running: Mutex<()>,
 }
 
@@ -113,6 +115,7 @@ impl Usage {
             prom: None,
             settings: IngestSettings::default(),
             demo: false,
+            clock: Clock::system(),
             running: Mutex::new(()),
         }
     }
@@ -122,6 +125,7 @@ impl Usage {
             prom: Some(prom),
             settings,
             demo: false,
+            clock: Clock::system(),
             running: Mutex::new(()),
         }
     }
@@ -196,7 +200,7 @@ pub async fn ingest(
 ) -> Result<Landed, IngestError> {
     if let Some(retention) = settings.minute_retention {
         let keep_ms = millis(retention);
-        if window.from_ms < now_ms().saturating_sub(keep_ms) {
+        if window.from_ms < crate::clock::now_ms().saturating_sub(keep_ms) {
             // its minutes would be dropped again, and rewriting its hours from them would
             // lose the rollups that outlive them
             return Err(IngestError::Config(format!(
@@ -410,13 +414,6 @@ pub fn windows(from_ms: i64, to_ms: i64) -> Vec<Window> {
     out
 }
 
-/// Now, in Unix milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, millis)
-}
-
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -432,7 +429,7 @@ pub async fn run_once(pool: &PgPool, usage: &Usage) -> Result<Option<bool>, Inge
     if !db::try_lock(&mut lock).await? {
         return Ok(None);
     }
-    let outcome = catch_up(pool, prom, &usage.settings, now_ms()).await;
+    let outcome = catch_up(pool, prom, &usage.settings, usage.clock.now_ms()).await;
     db::unlock(&mut lock).await?;
     outcome.map(Some)
 }
@@ -486,7 +483,7 @@ pub fn spawn(pool: PgPool, usage: std::sync::Arc<Usage>) -> Option<tokio::task::
                     failures = failures.saturating_add(1);
                 }
             }
-            tokio::time::sleep(crate::cluster::backoff(usage.settings.every, failures)).await;
+            tokio::time::sleep(crate::retry::backoff(usage.settings.every, failures)).await;
         }
     }))
 }

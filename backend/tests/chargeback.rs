@@ -742,7 +742,7 @@ async fn a_period_reaching_into_the_future_is_priced_up_to_now(pool: PgPool) {
     user(&pool, "fiona", &[Role::Finance], &[]).await;
     let app = router(pool.clone());
     let fiona = login(&app, "fiona", PASSWORD).await;
-    let now_ms = || backend::usage::now_ms();
+    let now_ms = || backend::clock::now_ms();
     let today = shared::common::day::Day::of_unix_seconds(now_ms() / 1000);
     let midnight = i64::from(today.days_since_epoch()) * DAY_MS;
     // Yesterday, today and the next five days: 200 GPUs for a whole day, then up to now.

@@ -844,15 +844,15 @@ async fn one_replica_reconciles_at_a_time(pool: PgPool) {
             .is_some()
     );
     assert_eq!(
-        cluster::backoff(Duration::from_secs(30), 0),
+        backend::retry::backoff(Duration::from_secs(30), 0),
         Duration::from_secs(30)
     );
     assert_eq!(
-        cluster::backoff(Duration::from_secs(30), 3),
+        backend::retry::backoff(Duration::from_secs(30), 3),
         Duration::from_secs(120)
     );
     assert_eq!(
-        cluster::backoff(Duration::from_secs(30), 9),
+        backend::retry::backoff(Duration::from_secs(30), 9),
         Duration::from_secs(300)
     );
 }

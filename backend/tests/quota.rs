@@ -643,7 +643,7 @@ async fn the_audit_filters_pages_and_exports_csv(pool: PgPool) {
         (1, "gpufleet")
     );
     // Today's entries are inside today, not before it.
-    let today = backend::quota::today().to_string();
+    let today = backend::clock::today().to_string();
     let page: Page = get(format!("/api/quota/audit?from={today}&to={today}"))
         .await
         .json();

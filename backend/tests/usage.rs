@@ -1128,10 +1128,10 @@ async fn the_cli_ingests_a_window_and_reports_the_state(pool: PgPool) {
     assert_eq!(health.open_gaps[0].source, "dcgm");
 }
 
-/// The live path: Prometheus scrapes a test exporter every second (its own timestamps, its own
-/// staleness handling), and a whole minute of it is ingested: one H100 in team-research at a
-/// constant 50% and 1,000 MiB, Kueue reporting it allocated. Whatever the number of scrapes that
-/// landed in the minute, it is 30 GPU-seconds busy of 60 allocated and observed.
+/// The live path: Prometheus scrapes a test exporter every second and stores its samples, 15 s
+/// apart on the exporter's clock, and a whole minute of them is ingested: one H100 in
+/// team-research at a constant 50% and 1,000 MiB, Kueue reporting it allocated. Four samples
+/// land in the minute; it is 30 GPU-seconds busy of 60 allocated and observed.
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn a_scraped_exporter_gives_the_same_figures(pool: PgPool) {
     fleet(&pool, false).await;
@@ -1142,13 +1142,13 @@ async fn a_scraped_exporter_gives_the_same_figures(pool: PgPool) {
          # TYPE kueue_cluster_queue_resource_usage gauge\n\
          kueue_cluster_queue_resource_usage{{cluster_queue=\"research\",cohort=\"gpufleet\",flavor=\"h100-shared\",resource=\"nvidia.com/gpu\"}} 1\n"
     );
-    let target = common::prometheus::exporter(body).await;
+    // a whole minute ten minutes ago, and the scrape after its end
+    let minute = (now_ms() / MINUTE_MS - 10) * MINUTE_MS;
+    let exporter =
+        common::prometheus::StampedExporter::start(minute, 15 * SEC, move |_| body.clone()).await;
     let dir = scratch("live");
-    let prom = PromServer::scraping(&dir, &[], Some(&target)).await;
-    // the first minute that starts after scraping began, and its end plus a few scrapes
-    let minute = (now_ms() / MINUTE_MS + 1) * MINUTE_MS;
-    let wait = minute + MINUTE_MS + 3 * SEC - now_ms();
-    tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    let prom = PromServer::scraping(&dir, &[], Some(&exporter.target)).await;
+    exporter.run_until(minute + MINUTE_MS + 15 * SEC).await;
     let window = Window::new(minute, minute + MINUTE_MS).expect("window");
     for source in [Source::Kueue, Source::Dcgm] {
         usage::ingest(&pool, &prom.client(), &settings(16), source, window)

@@ -165,7 +165,7 @@ pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
             None,
             &mut whole,
             &shared::common::interrupt::Never,
-            crate::usage::now_ms(),
+            crate::clock::now_ms(),
         )?;
         let mut statement = whole
             .statement

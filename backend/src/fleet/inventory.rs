@@ -154,7 +154,7 @@ pub async fn apply(
         _ => err,
     })?;
     let world = quota::world(&mut tx).await?;
-    let problems = world.overcommitted(quota::today());
+    let problems = world.overcommitted(crate::clock::today());
     if !problems.is_empty() {
         return Err(Error::Conflict(format!(
             "{}; revoke or supersede that quota first",

@@ -124,7 +124,7 @@ pub async fn run(command: UsageCommand) -> Result<(), CliError> {
             let (pools, teams) = super::demo::fleet(&pool)
                 .await
                 .map_err(|err| CliError::Failed(format!("database: {err}")))?;
-            let now = super::now_ms();
+            let now = crate::clock::now_ms();
             let to = shared::common::utc::floor_minute(now);
             let from = to - i64::from(hours) * shared::common::utc::HOUR_MS;
             let file = std::fs::File::create(&out).map_err(|err| {

@@ -67,7 +67,7 @@ pub async fn serve(pool: PgPool, addr: SocketAddr) -> anyhow::Result<tokio::task
 async fn metrics(State(pool): State<PgPool>) -> axum::response::Response {
     match fleet(&pool).await {
         Ok((pools, teams)) => {
-            let now = super::now_ms();
+            let now = crate::clock::now_ms();
             let body = demo::exposition(&demo::samples(&pools, &teams, now));
             (
                 [(

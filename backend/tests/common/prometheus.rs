@@ -224,37 +224,84 @@ impl Drop for PromServer {
     }
 }
 
-/// A test exporter on a free loopback port: answers every request with `body` in the text
-/// format, as dcgm-exporter and Kueue's metrics endpoint do. Returns `host:port`.
-pub async fn exporter(body: String) -> String {
-    exporter_of(std::sync::Arc::new(std::sync::Mutex::new(body))).await
+/// A test exporter on a free loopback port, on a clock the test moves: each scrape answers
+/// `body(t)` in the text format (as dcgm-exporter and Kueue's metrics endpoint do) with every
+/// sample stamped `t`, the clock's time, and then moves the clock on by `step_ms`, never past
+/// `until_ms`, which the test raises. Prometheus keeps an exporter's own timestamps, so a test
+/// goes through minutes of scrapes `step_ms` apart in seconds, and the ingest reading the same
+/// clock sees them settle as it would. Returns `host:port`.
+pub struct StampedExporter {
+    pub target: String,
+    pub clock: backend::clock::Clock,
+    until_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
-/// The same, answering with whatever `body` holds at each scrape (a test changes the values).
-pub async fn exporter_of(body: std::sync::Arc<std::sync::Mutex<String>>) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("exporter port");
-    let addr = listener.local_addr().expect("addr").to_string();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            let body = body.lock().map(|b| b.clone()).unwrap_or_default();
-            tokio::spawn(async move {
+impl StampedExporter {
+    pub async fn start(
+        start_ms: i64,
+        step_ms: i64,
+        body: impl Fn(i64) -> String + Send + Sync + 'static,
+    ) -> Self {
+        use std::sync::{Arc, atomic::AtomicI64, atomic::Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("exporter port");
+        let target = listener.local_addr().expect("addr").to_string();
+        let clock = backend::clock::Clock::manual(start_ms);
+        let until_ms = Arc::new(AtomicI64::new(start_ms));
+        let (moved, until) = (clock.clone(), until_ms.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let mut request = [0u8; 4096];
                 let _ = stream.read(&mut request).await;
+                let at = moved.now_ms();
+                let text = stamped(&body(at), at);
+                moved.set_ms((at + step_ms).min(until.load(Ordering::SeqCst)).max(at));
                 let response = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
                 );
                 let _ = stream.write_all(response.as_bytes()).await;
-            });
+            }
+        });
+        Self {
+            target,
+            clock,
+            until_ms,
         }
-    });
-    addr
+    }
+
+    /// Lets the clock run on to `ms` and waits until the scrapes have taken it there (a scrape
+    /// a second, `step_ms` each).
+    pub async fn run_until(&self, ms: i64) {
+        self.until_ms.store(ms, std::sync::atomic::Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.clock.now_ms() < ms {
+            assert!(
+                Instant::now() < deadline,
+                "the exporter's clock stopped at {}",
+                self.clock.now_ms()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Every sample line of a text-format body with ` {at_ms}` appended.
+fn stamped(body: &str, at_ms: i64) -> String {
+    body.lines()
+        .map(|line| {
+            if line.is_empty() || line.starts_with('#') {
+                format!("{line}\n")
+            } else {
+                format!("{line} {at_ms}\n")
+            }
+        })
+        .collect()
 }
 
 /// Writes a self-signed certificate for 127.0.0.1 (`ca.pem`, which also serves as the CA to
