@@ -1,7 +1,6 @@
 //! Accounts and access control against a real PostgreSQL: every `/api` route × every role ×
 //! own team vs. another team, sessions, CSRF, throttling, the auth proxy, and secrets.
 
-mod common;
 
 use std::{
     io::Write,
@@ -10,7 +9,7 @@ use std::{
 
 use axum::http::{Method, StatusCode, header};
 use backend::auth::settings::{AuthSettings, ProxySettings, parse_networks};
-use common::{
+use crate::common::{
     PASSWORD, Session, login, request, request_from, router, router_with, send, send_head, team,
     try_login, user,
 };
@@ -741,7 +740,7 @@ async fn api_answers_are_never_cached_and_https_asks_for_hsts(pool: PgPool) {
         }
         req
     };
-    let header = |reply: &common::Reply, name: &str| {
+    let header = |reply: &crate::common::Reply, name: &str| {
         reply
             .headers
             .get(name)

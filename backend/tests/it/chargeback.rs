@@ -6,13 +6,12 @@
 //! rtx-inference 32 RTX PRO 6000s at 414, h100-mig 8 H100s (split into MIG instances) at 860
 //! (the models' prices), teams research and search.
 
-mod common;
 
 use std::collections::BTreeMap;
 
 use axum::http::{Method, StatusCode};
 use backend::usage;
-use common::{PASSWORD, login, request, router, send, user};
+use crate::common::{PASSWORD, login, request, router, send, user};
 use serde_json::{Value, json};
 use shared::{
     accounts::Role,
@@ -440,7 +439,7 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
             "--format",
             "csv",
         ])
-        .env("DATABASE_URL", common::database_url(&pool))
+        .env("DATABASE_URL", crate::common::database_url(&pool))
         .env("RUST_LOG", "error")
         .output()
         .expect("gpufleet");
@@ -463,7 +462,7 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
             "--lend-credit-pct",
             "150",
         ])
-        .env("DATABASE_URL", common::database_url(&pool))
+        .env("DATABASE_URL", crate::common::database_url(&pool))
         .output()
         .expect("gpufleet");
     assert_eq!(out.status.code(), Some(2));

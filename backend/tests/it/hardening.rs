@@ -3,7 +3,6 @@
 //! abandoned evaluation stops, the log-in throttle holds under concurrency, and SIGTERM ends
 //! the real server even while it computes.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,7 @@ use axum::{
     http::{Method, StatusCode, header},
 };
 use backend::{config::HttpSettings, work::Work};
-use common::{Session, login, request, request_from, router_on, send, try_login, user};
+use crate::common::{Session, login, request, request_from, router_on, send, try_login, user};
 use http_body_util::BodyExt;
 use shared::{
     ApiError, ErrorCode,
@@ -49,12 +48,12 @@ fn evaluate(session: &Session, scenario: &Scenario) -> axum::http::Request<axum:
 
 async fn planner(pool: &PgPool, router: &Router) -> Session {
     user(pool, "alex", &[Role::Approver], &[]).await;
-    login(router, "alex", common::PASSWORD).await
+    login(router, "alex", crate::common::PASSWORD).await
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn a_replay_over_the_cost_limit_is_refused_within_a_second(pool: PgPool) {
-    let router = common::router(pool.clone());
+    let router = crate::common::router(pool.clone());
     let session = planner(&pool, &router).await;
     // The probe that exhausted memory: 10,000 nodes, a one-line pod list, inflate 10.
     let mut nodes = String::from("sn,cpu_milli,memory_mib,gpu,model\n");
@@ -207,7 +206,7 @@ async fn the_throttle_holds_under_concurrent_attempts(pool: PgPool) {
                     async move { try_login(&router, &who, "a wrong password", &from).await },
                 )
             });
-            let replies: Vec<common::Reply> = futures_util::future::join_all(attempts)
+            let replies: Vec<crate::common::Reply> = futures_util::future::join_all(attempts)
                 .await
                 .into_iter()
                 .map(|r| r.expect("joined"))
@@ -236,7 +235,7 @@ async fn the_throttle_holds_under_concurrent_attempts(pool: PgPool) {
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn a_right_password_is_not_told_locked_while_other_attempts_are_checked(pool: PgPool) {
-    let router = common::router(pool.clone());
+    let router = crate::common::router(pool.clone());
     user(&pool, "rita", &[Role::Requester], &[]).await;
     // Attempts in flight (being checked) on Rita's account, from other addresses, `age` old.
     let in_flight = |n: i32, pending: bool, age_s: i32| {
@@ -259,8 +258,8 @@ async fn a_right_password_is_not_told_locked_while_other_attempts_are_checked(po
             .expect("attempts");
         }
     };
-    let rita = || try_login(&router, "rita", common::PASSWORD, "10.6.0.1:1");
-    let retry_after = |reply: &common::Reply| {
+    let rita = || try_login(&router, "rita", crate::common::PASSWORD, "10.6.0.1:1");
+    let retry_after = |reply: &crate::common::Reply| {
         reply
             .headers
             .get(header::RETRY_AFTER)
@@ -303,7 +302,7 @@ async fn log_ins_beyond_the_hashing_pool_are_refused_not_queued(pool: PgPool) {
         let router = router.clone();
         tokio::spawn(async move {
             let body =
-                serde_json::json!({"username": format!("user-{i}"), "password": common::PASSWORD});
+                serde_json::json!({"username": format!("user-{i}"), "password": crate::common::PASSWORD});
             send(
                 &router,
                 request_from(
@@ -317,7 +316,7 @@ async fn log_ins_beyond_the_hashing_pool_are_refused_not_queued(pool: PgPool) {
             .await
         })
     });
-    let replies: Vec<common::Reply> = futures_util::future::join_all(attempts)
+    let replies: Vec<crate::common::Reply> = futures_util::future::join_all(attempts)
         .await
         .into_iter()
         .map(|r| r.expect("joined"))
@@ -326,7 +325,7 @@ async fn log_ins_beyond_the_hashing_pool_are_refused_not_queued(pool: PgPool) {
         .iter()
         .filter(|r| r.status == StatusCode::OK)
         .count();
-    let busy: Vec<&common::Reply> = replies
+    let busy: Vec<&crate::common::Reply> = replies
         .iter()
         .filter(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
         .collect();
@@ -344,7 +343,7 @@ async fn log_ins_beyond_the_hashing_pool_are_refused_not_queued(pool: PgPool) {
     }
     // A refused log-in was not counted as a failure: each user still gets in.
     for i in 0..24 {
-        login(&router, &format!("user-{i}"), common::PASSWORD).await;
+        login(&router, &format!("user-{i}"), crate::common::PASSWORD).await;
     }
 }
 
@@ -368,8 +367,8 @@ async fn sigterm_ends_the_server_while_it_computes(pool: PgPool) {
     let addr = format!("127.0.0.1:{port}");
     let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args(["serve", "--listen", &addr])
-        .env("DATABASE_URL", common::database_url(&pool))
-        .env("GPUFLEET_PUBLIC_DIR", common::public_fixture())
+        .env("DATABASE_URL", crate::common::database_url(&pool))
+        .env("GPUFLEET_PUBLIC_DIR", crate::common::public_fixture())
         .env("RUST_LOG", "warn")
         .kill_on_drop(true)
         .spawn()
@@ -382,7 +381,7 @@ async fn sigterm_ends_the_server_while_it_computes(pool: PgPool) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let body = serde_json::json!({"username": "alex", "password": common::PASSWORD}).to_string();
+    let body = serde_json::json!({"username": "alex", "password": crate::common::PASSWORD}).to_string();
     let answer = http(
         &addr,
         format!(
@@ -437,10 +436,10 @@ async fn sigterm_ends_the_server_while_it_computes(pool: PgPool) {
     );
 }
 
-/// The demo fleet and `teams` more teams with `days` of rollups (`common::teams`).
+/// The demo fleet and `teams` more teams with `days` of rollups (`crate::common::teams`).
 async fn many_teams(pool: &PgPool, teams: i32, days: i32) {
     backend::fleet::load_demo(pool).await.expect("demo fleet");
-    common::teams::many_teams(pool, teams, days)
+    crate::common::teams::many_teams(pool, teams, days)
         .await
         .expect("teams and rollups");
 }
@@ -458,8 +457,8 @@ fn statement_request(session: &Session, query: &str) -> axum::http::Request<axum
 async fn a_statement_too_large_is_refused_before_any_work(pool: PgPool) {
     many_teams(&pool, 3_000, 0).await;
     user(&pool, "fiona", &[Role::Finance], &[]).await;
-    let router = common::router(pool.clone());
-    let fiona = login(&router, "fiona", common::PASSWORD).await;
+    let router = crate::common::router(pool.clone());
+    let fiona = login(&router, "fiona", crate::common::PASSWORD).await;
     // 3,002 teams (the demo's two and 3,000) × 730 days = 2,191,460 team-days to read: over
     // 2,000,000.
     let started = Instant::now();
@@ -508,10 +507,10 @@ async fn a_streamed_statement_is_the_whole_statement_and_a_requester_sees_only_t
     many_teams(&pool, 40, 45).await;
     user(&pool, "fiona", &[Role::Finance], &[]).await;
     user(&pool, "rita", &[Role::Requester], &["t-7"]).await;
-    let router = common::router(pool.clone());
+    let router = crate::common::router(pool.clone());
     let (fiona, rita) = (
-        login(&router, "fiona", common::PASSWORD).await,
-        login(&router, "rita", common::PASSWORD).await,
+        login(&router, "fiona", crate::common::PASSWORD).await,
+        login(&router, "rita", crate::common::PASSWORD).await,
     );
     // 40 teams × 45 days by day: several pieces of 64 KiB.
     let query = "from=2025-01-01&to=2025-02-14&by=day";
@@ -598,7 +597,7 @@ async fn a_statement_stops_when_its_client_leaves_or_its_time_is_up(pool: PgPool
     user(&pool, "fiona", &[Role::Finance], &[]).await;
     let work = Work::new(1, 1, 2, 8);
     let router = router_on(pool.clone(), work.clone(), HttpSettings::default());
-    let fiona = login(&router, "fiona", common::PASSWORD).await;
+    let fiona = login(&router, "fiona", crate::common::PASSWORD).await;
     let query = "from=2025-01-01&to=2025-12-31&by=day";
     let response = router
         .clone()
@@ -646,7 +645,7 @@ async fn served(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(backend::serve_with(
         listener,
-        common::router(pool.clone()),
+        crate::common::router(pool.clone()),
         async {
             let _ = stopped.await;
         },

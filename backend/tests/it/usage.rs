@@ -9,12 +9,11 @@
 //! research and search in namespaces team-research and team-search, ClusterQueues named after
 //! the team), with h200-train split into MIG instances where a test says so.
 
-mod common;
 
 use std::{collections::BTreeMap, time::Duration};
 
 use backend::usage::{self, IngestError, IngestSettings, Source, Usage, prom::PromError};
-use common::prometheus::{Point, PromServer, backfill, point, scratch};
+use crate::common::prometheus::{Point, PromServer, backfill, point, scratch};
 use shared::{
     common::utc::{HOUR_MS, MINUTE_MS},
     usage::Window,
@@ -812,7 +811,7 @@ async fn bad_configuration_gives_a_clear_message_and_no_rows(pool: PgPool) {
 async fn the_real_h200_trace_gives_its_duty_cycles(pool: PgPool) {
     fleet(&pool, false).await;
     let t0 = t0();
-    let csv = include_str!("fixtures/h200-nvml-trace/util_trace.csv");
+    let csv = include_str!("../fixtures/h200-nvml-trace/util_trace.csv");
     let phases = ["idle", "duty25", "duty50", "duty75", "full", "idle_after"];
     let labels = dcgm(
         "0",
@@ -901,7 +900,7 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
             15 * SEC,
         )
         .expect("history");
-        common::prometheus::backfill_file(&dir, &file);
+        crate::common::prometheus::backfill_file(&dir, &file);
         windows.push(Window::new(from, from + 2 * MINUTE_MS).expect("window"));
     }
     let prom = PromServer::start(&dir, &[]).await;
@@ -1014,7 +1013,7 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
 fn gpufleet(pool: &PgPool, prometheus: &str, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
         .args(args)
-        .env("DATABASE_URL", common::database_url(pool))
+        .env("DATABASE_URL", crate::common::database_url(pool))
         .env("GPUFLEET_PROMETHEUS_URL", prometheus)
         .env("RUST_LOG", "error")
         .output()
@@ -1145,7 +1144,7 @@ async fn a_scraped_exporter_gives_the_same_figures(pool: PgPool) {
     // a whole minute ten minutes ago, and the scrape after its end
     let minute = (now_ms() / MINUTE_MS - 10) * MINUTE_MS;
     let exporter =
-        common::prometheus::StampedExporter::start(minute, 15 * SEC, move |_| body.clone()).await;
+        crate::common::prometheus::StampedExporter::start(minute, 15 * SEC, move |_| body.clone()).await;
     let dir = scratch("live");
     let prom = PromServer::scraping(&dir, &[], Some(&exporter.target)).await;
     exporter.run_until(minute + MINUTE_MS + 15 * SEC).await;
@@ -1178,7 +1177,7 @@ async fn https_with_a_private_ca(pool: PgPool) {
     let t0 = t0();
     let dir = scratch("tls");
     backfill(&dir, &controlled(t0));
-    let web = common::prometheus::tls_web_config(&dir);
+    let web = crate::common::prometheus::tls_web_config(&dir);
     let prom = PromServer::start(&dir, &[web.as_str()]).await;
     assert!(prom.url.starts_with("https://"), "{}", prom.url);
     let window = Window::new(t0, t0 + 10 * MINUTE_MS).expect("window");
@@ -1392,7 +1391,7 @@ const QUEUE: &str = "vllm:request_queue_time_seconds_bucket";
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
     use axum::http::{Method, StatusCode};
-    use common::{login, request, send, user};
+    use crate::common::{login, request, send, user};
     use shared::{accounts::Role, usage::neighbours::NeighbourReport};
 
     fleet(&pool, false).await;
@@ -1459,13 +1458,13 @@ async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
     // 2 services × 20 minutes; 4 pods × 20 minutes
     assert_eq!((latency_rows, pod_rows), (40, 80));
 
-    let router = common::router(pool.clone());
+    let router = crate::common::router(pool.clone());
     user(&pool, "fin", &[Role::Finance], &[]).await;
     user(&pool, "res", &[Role::Requester], &["research"]).await;
     user(&pool, "nobody", &[Role::Requester], &[]).await;
     let day = shared::common::day::Day::of_unix_seconds(t0 / 1000);
     let uri = format!("/api/chargeback/neighbours?from={day}&to={day}");
-    let finance = login(&router, "fin", common::PASSWORD).await;
+    let finance = login(&router, "fin", crate::common::PASSWORD).await;
     let reply = send(&router, request(Method::GET, &uri, Some(&finance), None)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     let report: NeighbourReport = reply.json();
@@ -1525,7 +1524,7 @@ async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
         );
         let url = prom.url.clone();
         async move {
-            let answer = common::prometheus::instant(&url, &expr, at_ms).await;
+            let answer = crate::common::prometheus::instant(&url, &expr, at_ms).await;
             let value = answer["data"]["result"][0]["value"][1]
                 .as_str()
                 .unwrap_or_else(|| panic!("{answer}"))
@@ -1542,12 +1541,12 @@ async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
     assert_eq!(quantile("0.95", "20m", end).await, 425_000);
 
     // a requester sees their own team's services only; one without a team, none
-    let res = login(&router, "res", common::PASSWORD).await;
+    let res = login(&router, "res", crate::common::PASSWORD).await;
     let reply = send(&router, request(Method::GET, &uri, Some(&res), None)).await;
     let own: NeighbourReport = reply.json();
     let namespaces: Vec<&str> = own.services.iter().map(|s| s.namespace.as_str()).collect();
     assert_eq!(namespaces, ["team-research"]);
-    let nobody = login(&router, "nobody", common::PASSWORD).await;
+    let nobody = login(&router, "nobody", crate::common::PASSWORD).await;
     let reply = send(&router, request(Method::GET, &uri, Some(&nobody), None)).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
     // a period too long, a bad date: clear errors

@@ -1,7 +1,6 @@
 //! The HTTP contract, driven through the real router against a real PostgreSQL (one fresh,
 //! migrated database per test, from `#[sqlx::test]`; DATABASE_URL names the server).
 
-mod common;
 
 use axum::{
     body::Body,
@@ -12,7 +11,7 @@ use backend::{
     config::HttpSettings,
     fleet::{self, DemoLoad},
 };
-use common::{Reply, dead_pool, login, public_fixture, request, router, send, user};
+use crate::common::{Reply, dead_pool, login, public_fixture, request, router, send, user};
 use shared::{
     ApiError, ErrorCode,
     accounts::Role,
@@ -218,7 +217,7 @@ async fn malformed_json_is_a_clear_400_or_422(pool: PgPool) {
 async fn the_demo_fleet_loads_once_into_an_empty_database(pool: PgPool) {
     user(&pool, "viewer", &[Role::Finance], &[]).await;
     let router = router(pool.clone());
-    let session = login(&router, "viewer", common::PASSWORD).await;
+    let session = login(&router, "viewer", crate::common::PASSWORD).await;
     let reply = send(
         &router,
         request(Method::GET, "/api/fleet", Some(&session), None),

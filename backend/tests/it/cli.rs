@@ -1,13 +1,12 @@
 //! The `gpufleet` binary's account commands, run as a person would, against a real database.
 
-mod common;
 
 use std::{
     io::Write,
     process::{Command, Output, Stdio},
 };
 
-use common::{database_url, router, try_login};
+use crate::common::{database_url, router, try_login};
 use sqlx::PgPool;
 
 fn gpufleet(pool: &PgPool, args: &[&str], stdin: Option<&str>) -> Output {

@@ -1,12 +1,11 @@
 //! `POST /api/plan/evaluate` and `gpufleet plan evaluate|export|bench`: the same JSON as the
 //! library, bad scenarios refused with field paths (422 / exit status 2).
 
-mod common;
 
 use std::process::Command;
 
 use axum::http::{Method, StatusCode, header};
-use common::{login, router, send, user};
+use crate::common::{login, router, send, user};
 use shared::{ApiError, ErrorCode, accounts::Role, planning};
 use sqlx::PgPool;
 
@@ -28,9 +27,9 @@ fn gpufleet(args: &[&str]) -> std::process::Output {
 async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
     user(&pool, "alex", &[Role::Approver], &[]).await;
     let router = router(pool);
-    let session = login(&router, "alex", common::PASSWORD).await;
+    let session = login(&router, "alex", crate::common::PASSWORD).await;
     let text = std::fs::read_to_string(example("aws-300")).expect("example");
-    let mut request = common::request(Method::POST, "/api/plan/evaluate", Some(&session), None);
+    let mut request = crate::common::request(Method::POST, "/api/plan/evaluate", Some(&session), None);
     *request.body_mut() = axum::body::Body::from(text.clone());
     request.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -91,12 +90,12 @@ fn the_cli_suggests_the_library_s_quotas() {
 /// `POST /api/plan/evaluate` with `body`, as `session`.
 async fn evaluate_via_api(
     router: &axum::Router,
-    session: &common::Session,
+    session: &crate::common::Session,
     body: serde_json::Value,
-) -> common::Reply {
+) -> crate::common::Reply {
     send(
         router,
-        common::request(
+        crate::common::request(
             Method::POST,
             "/api/plan/evaluate",
             Some(session),
@@ -110,7 +109,7 @@ async fn evaluate_via_api(
 async fn bad_scenarios_get_422_with_paths_and_exit_2(pool: PgPool) {
     user(&pool, "alex", &[Role::Approver], &[]).await;
     let router = router(pool);
-    let session = login(&router, "alex", common::PASSWORD).await;
+    let session = login(&router, "alex", crate::common::PASSWORD).await;
     let mut scenario: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(example("startup-40")).expect("example"))
             .expect("json");
@@ -215,17 +214,17 @@ async fn planners_save_open_replace_duplicate_and_delete_scenarios(pool: PgPool)
     user(&pool, "ada", &[Role::Admin], &[]).await;
     let router = router(pool.clone());
     let (alex, bea, ada) = (
-        login(&router, "alex", common::PASSWORD).await,
-        login(&router, "bea", common::PASSWORD).await,
-        login(&router, "ada", common::PASSWORD).await,
+        login(&router, "alex", crate::common::PASSWORD).await,
+        login(&router, "bea", crate::common::PASSWORD).await,
+        login(&router, "ada", crate::common::PASSWORD).await,
     );
     let scenario: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(example("aws-300")).expect("example"))
             .expect("json");
     let call =
-        |method: Method, uri: String, who: &common::Session, body: Option<serde_json::Value>| {
+        |method: Method, uri: String, who: &crate::common::Session, body: Option<serde_json::Value>| {
             let router = router.clone();
-            let request = common::request(method, &uri, Some(who), body);
+            let request = crate::common::request(method, &uri, Some(who), body);
             async move { send(&router, request).await }
         };
 

@@ -3,7 +3,6 @@
 //! types, oversized fields, NUL characters and odd path segments never give a 5xx, a panic or
 //! an error that is not our JSON; and a refused request writes nothing.
 
-mod common;
 
 use axum::{
     Router,
@@ -11,7 +10,7 @@ use axum::{
     extract::ConnectInfo,
     http::{Method, Request, header},
 };
-use common::{Session, login, send_head, team, user};
+use crate::common::{Session, login, send_head, team, user};
 use proptest::{
     prelude::*,
     strategy::ValueTree,
@@ -165,8 +164,8 @@ async fn no_request_to_any_route_gives_a_server_error_or_writes_when_refused(poo
     user(&pool, "root", &Role::ALL, &["own"]).await;
     user(&pool, "tom", &[Role::Requester], &[]).await;
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    let router: Router = common::router(pool.clone());
-    let mut session = login(&router, "root", common::PASSWORD).await;
+    let router: Router = crate::common::router(pool.clone());
+    let mut session = login(&router, "root", crate::common::PASSWORD).await;
 
     let mut rules = backend::app::api().rules().to_vec();
     // Log-out ends the session the other cases use: take it last.
@@ -237,7 +236,7 @@ async fn no_request_to_any_route_gives_a_server_error_or_writes_when_refused(poo
             }
             // Admin changes may have ended root's session (a reset or a lost role): start again.
             if reply.status == axum::http::StatusCode::UNAUTHORIZED && rule.path != "/auth/logout" {
-                session = login(&router, "root", common::PASSWORD).await;
+                session = login(&router, "root", crate::common::PASSWORD).await;
             }
         }
     }

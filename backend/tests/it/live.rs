@@ -3,7 +3,6 @@
 //! view kept to their teams, a resume with `Last-Event-ID`, and a viewer too slow to keep up
 //! dropped while the others go on.
 
-mod common;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -13,7 +12,7 @@ use axum::{
     http::{Method, StatusCode, header},
 };
 use backend::{AppState, app, config::HttpSettings, usage::live::Live};
-use common::{PASSWORD, login, public_fixture, request, user};
+use crate::common::{PASSWORD, login, public_fixture, request, user};
 use http_body_util::BodyExt;
 use shared::{
     accounts::Role,
@@ -91,7 +90,7 @@ struct Viewer {
 impl Viewer {
     async fn open(
         router: &Router,
-        session: &common::Session,
+        session: &crate::common::Session,
         last_event_id: Option<i64>,
     ) -> Viewer {
         let mut req = request(Method::GET, "/api/usage/stream", Some(session), None);
@@ -235,7 +234,7 @@ async fn newly_ingested_minutes_reach_every_viewer(pool: PgPool) {
 }
 
 /// Opens a stream; its status (the body is dropped with the response when it is not 200).
-async fn open_status(router: &Router, session: &common::Session) -> (StatusCode, Option<Body>) {
+async fn open_status(router: &Router, session: &crate::common::Session) -> (StatusCode, Option<Body>) {
     let req = request(Method::GET, "/api/usage/stream", Some(session), None);
     let response = router.clone().oneshot(req).await.expect("infallible");
     let status = response.status();
@@ -268,13 +267,13 @@ async fn streams_end_with_their_viewer_and_are_capped(pool: PgPool) {
     let call = |method: Method, uri: &str, body: Option<serde_json::Value>| {
         let router = router.clone();
         let req = request(method, uri, Some(&ada), body);
-        async move { common::send(&router, req).await.status }
+        async move { crate::common::send(&router, req).await.status }
     };
 
     // Fiona logs out: her open stream ends at its next check.
     let mut finance = Viewer::open(&router, &fiona, None).await;
     assert!(finance.next().await.is_some());
-    let out = common::send(
+    let out = crate::common::send(
         &router,
         request(Method::POST, "/api/auth/logout", Some(&fiona), None),
     )

@@ -1,7 +1,6 @@
 //! `POST /api/packing/replay` and `gpufleet packing replay`: uploaded openb CSVs in, the replay's
 //! figures out, the same as the library's; bad CSVs refused with the line and column.
 
-mod common;
 
 use std::process::Command;
 
@@ -9,7 +8,7 @@ use axum::{
     body::Body,
     http::{Method, Request, StatusCode, header},
 };
-use common::{login, router, send, user};
+use crate::common::{login, router, send, user};
 use shared::{
     ApiError, ErrorCode,
     accounts::Role,
@@ -38,8 +37,8 @@ fn multipart(parts: &[(&str, &str)]) -> Vec<u8> {
     body.into_bytes()
 }
 
-fn upload(session: &common::Session, parts: &[(&str, &str)]) -> Request<Body> {
-    let mut request = common::request(Method::POST, "/api/packing/replay", Some(session), None);
+fn upload(session: &crate::common::Session, parts: &[(&str, &str)]) -> Request<Body> {
+    let mut request = crate::common::request(Method::POST, "/api/packing/replay", Some(session), None);
     *request.body_mut() = Body::from(multipart(parts));
     request.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -54,7 +53,7 @@ fn upload(session: &common::Session, parts: &[(&str, &str)]) -> Request<Body> {
 async fn the_api_replays_uploaded_csvs_like_the_library(pool: PgPool) {
     user(&pool, "alex", &[Role::Approver], &[]).await;
     let router = router(pool);
-    let session = login(&router, "alex", common::PASSWORD).await;
+    let session = login(&router, "alex", crate::common::PASSWORD).await;
     let (nodes, pods) = (
         fixture("openb_node_list_gpu_node.csv"),
         fixture("openb_pod_list_default.csv"),
@@ -90,7 +89,7 @@ async fn the_api_replays_uploaded_csvs_like_the_library(pool: PgPool) {
 async fn bad_uploads_name_the_line_column_and_problem(pool: PgPool) {
     user(&pool, "alex", &[Role::Approver], &[]).await;
     let router = router(pool);
-    let session = login(&router, "alex", common::PASSWORD).await;
+    let session = login(&router, "alex", crate::common::PASSWORD).await;
     let nodes = "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,1024,2,T4\n";
     let pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,0,1,500\np2,1000,0,1,1500\n";
     let reply = send(
@@ -197,14 +196,14 @@ async fn mig_layouts_over_the_api_and_their_refusals(pool: PgPool) {
     user(&pool, "alex", &[Role::Approver], &[]).await;
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
     let router = router(pool);
-    let session = login(&router, "alex", common::PASSWORD).await;
+    let session = login(&router, "alex", crate::common::PASSWORD).await;
     let ask = |body: serde_json::Value| {
-        common::request(Method::POST, "/api/packing/mig", Some(&session), Some(body))
+        crate::common::request(Method::POST, "/api/packing/mig", Some(&session), Some(body))
     };
     // The demo fleet's H200 pool gets a layout by the model name the inventory gives it.
     let fleet: shared::fleet::Fleet = send(
         &router,
-        common::request(Method::GET, "/api/fleet", Some(&session), None),
+        crate::common::request(Method::GET, "/api/fleet", Some(&session), None),
     )
     .await
     .json();
