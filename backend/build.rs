@@ -1,4 +1,5 @@
-//! Compiles the git commit and the build profile into the binary for `/api/health`.
+//! Compiles the git commit and the build profile into the binary for `/api/health`, and
+//! rebuilds it when a migration changes.
 
 use std::process::Command;
 
@@ -17,4 +18,6 @@ fn main() {
     println!("cargo:rerun-if-changed=../.git/HEAD");
     println!("cargo:rerun-if-changed=../.git/refs/heads");
     println!("cargo:rerun-if-changed=build.rs");
+    // sqlx::migrate! embeds the migrations: a new or changed one must rebuild the binary.
+    println!("cargo:rerun-if-changed=../migrations");
 }
