@@ -1,7 +1,7 @@
 //! The HTTP contract, driven through the real router against a real PostgreSQL (one fresh,
 //! migrated database per test, from `#[sqlx::test]`; DATABASE_URL names the server).
 
-
+use crate::common::{Reply, dead_pool, login, public_fixture, request, router, send, user};
 use axum::{
     body::Body,
     http::{Method, Request, StatusCode, header},
@@ -11,7 +11,6 @@ use backend::{
     config::HttpSettings,
     fleet::{self, DemoLoad},
 };
-use crate::common::{Reply, dead_pool, login, public_fixture, request, router, send, user};
 use shared::{
     ApiError, ErrorCode,
     accounts::Role,

@@ -1,18 +1,17 @@
 //! Accounts and access control against a real PostgreSQL: every `/api` route × every role ×
 //! own team vs. another team, sessions, CSRF, throttling, the auth proxy, and secrets.
 
-
 use std::{
     io::Write,
     sync::{Arc, Mutex},
 };
 
-use axum::http::{Method, StatusCode, header};
-use backend::auth::settings::{AuthSettings, ProxySettings, parse_networks};
 use crate::common::{
     PASSWORD, Session, login, request, request_from, router, router_with, send, send_head, team,
     try_login, user,
 };
+use axum::http::{Method, StatusCode, header};
+use backend::auth::settings::{AuthSettings, ProxySettings, parse_networks};
 use shared::{
     ApiError, ErrorCode,
     accounts::{Me, Role, Team, User},

@@ -6,12 +6,11 @@
 //! rtx-inference 32 RTX PRO 6000s at 414, h100-mig 8 H100s (split into MIG instances) at 860
 //! (the models' prices), teams research and search.
 
-
 use std::collections::BTreeMap;
 
+use crate::common::{PASSWORD, login, request, router, send, user};
 use axum::http::{Method, StatusCode};
 use backend::usage;
-use crate::common::{PASSWORD, login, request, router, send, user};
 use serde_json::{Value, json};
 use shared::{
     accounts::Role,

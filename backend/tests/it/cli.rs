@@ -1,6 +1,5 @@
 //! The `gpufleet` binary's account commands, run as a person would, against a real database.
 
-
 use std::{
     io::Write,
     process::{Command, Output, Stdio},

@@ -8,9 +8,9 @@
 //! rtx-inference (32) and h100-mig (8 H100s as 56 `1g.10gb` MIG instances); teams research and search (namespaces team-research, team-search,
 //! ClusterQueues and LocalQueues named after the team, cohort gpufleet).
 
-
 use std::{collections::BTreeSet, path::PathBuf, sync::Arc, time::Duration};
 
+use crate::common::{PASSWORD, Reply, Session, login, public_fixture, request, send, user};
 use axum::{
     Router,
     http::{Method, StatusCode},
@@ -20,7 +20,6 @@ use backend::{
     cluster::{self, Cluster, k8s::Connection},
     config::HttpSettings,
 };
-use crate::common::{PASSWORD, Reply, Session, login, public_fixture, request, send, user};
 use kube_double::{Fault, KubeDouble};
 use serde_json::{Value, json};
 use shared::{

@@ -3,15 +3,14 @@
 //! abandoned evaluation stops, the log-in throttle holds under concurrency, and SIGTERM ends
 //! the real server even while it computes.
 
-
 use std::time::{Duration, Instant};
 
+use crate::common::{Session, login, request, request_from, router_on, send, try_login, user};
 use axum::{
     Router,
     http::{Method, StatusCode, header},
 };
 use backend::{config::HttpSettings, work::Work};
-use crate::common::{Session, login, request, request_from, router_on, send, try_login, user};
 use http_body_util::BodyExt;
 use shared::{
     ApiError, ErrorCode,
@@ -381,7 +380,8 @@ async fn sigterm_ends_the_server_while_it_computes(pool: PgPool) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let body = serde_json::json!({"username": "alex", "password": crate::common::PASSWORD}).to_string();
+    let body =
+        serde_json::json!({"username": "alex", "password": crate::common::PASSWORD}).to_string();
     let answer = http(
         &addr,
         format!(

@@ -3,16 +3,15 @@
 //! view kept to their teams, a resume with `Last-Event-ID`, and a viewer too slow to keep up
 //! dropped while the others go on.
 
-
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
+use crate::common::{PASSWORD, login, public_fixture, request, user};
 use axum::{
     Router,
     body::Body,
     http::{Method, StatusCode, header},
 };
 use backend::{AppState, app, config::HttpSettings, usage::live::Live};
-use crate::common::{PASSWORD, login, public_fixture, request, user};
 use http_body_util::BodyExt;
 use shared::{
     accounts::Role,
@@ -234,7 +233,10 @@ async fn newly_ingested_minutes_reach_every_viewer(pool: PgPool) {
 }
 
 /// Opens a stream; its status (the body is dropped with the response when it is not 200).
-async fn open_status(router: &Router, session: &crate::common::Session) -> (StatusCode, Option<Body>) {
+async fn open_status(
+    router: &Router,
+    session: &crate::common::Session,
+) -> (StatusCode, Option<Body>) {
     let req = request(Method::GET, "/api/usage/stream", Some(session), None);
     let response = router.clone().oneshot(req).await.expect("infallible");
     let status = response.status();

@@ -1,14 +1,13 @@
 //! `POST /api/packing/replay` and `gpufleet packing replay`: uploaded openb CSVs in, the replay's
 //! figures out, the same as the library's; bad CSVs refused with the line and column.
 
-
 use std::process::Command;
 
+use crate::common::{login, router, send, user};
 use axum::{
     body::Body,
     http::{Method, Request, StatusCode, header},
 };
-use crate::common::{login, router, send, user};
 use shared::{
     ApiError, ErrorCode,
     accounts::Role,
@@ -38,7 +37,8 @@ fn multipart(parts: &[(&str, &str)]) -> Vec<u8> {
 }
 
 fn upload(session: &crate::common::Session, parts: &[(&str, &str)]) -> Request<Body> {
-    let mut request = crate::common::request(Method::POST, "/api/packing/replay", Some(session), None);
+    let mut request =
+        crate::common::request(Method::POST, "/api/packing/replay", Some(session), None);
     *request.body_mut() = Body::from(multipart(parts));
     request.headers_mut().insert(
         header::CONTENT_TYPE,

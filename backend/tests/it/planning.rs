@@ -1,11 +1,10 @@
 //! `POST /api/plan/evaluate` and `gpufleet plan evaluate|export|bench`: the same JSON as the
 //! library, bad scenarios refused with field paths (422 / exit status 2).
 
-
 use std::process::Command;
 
-use axum::http::{Method, StatusCode, header};
 use crate::common::{login, router, send, user};
+use axum::http::{Method, StatusCode, header};
 use shared::{ApiError, ErrorCode, accounts::Role, planning};
 use sqlx::PgPool;
 
@@ -29,7 +28,8 @@ async fn the_api_and_the_cli_give_the_library_s_answer(pool: PgPool) {
     let router = router(pool);
     let session = login(&router, "alex", crate::common::PASSWORD).await;
     let text = std::fs::read_to_string(example("aws-300")).expect("example");
-    let mut request = crate::common::request(Method::POST, "/api/plan/evaluate", Some(&session), None);
+    let mut request =
+        crate::common::request(Method::POST, "/api/plan/evaluate", Some(&session), None);
     *request.body_mut() = axum::body::Body::from(text.clone());
     request.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -221,12 +221,14 @@ async fn planners_save_open_replace_duplicate_and_delete_scenarios(pool: PgPool)
     let scenario: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(example("aws-300")).expect("example"))
             .expect("json");
-    let call =
-        |method: Method, uri: String, who: &crate::common::Session, body: Option<serde_json::Value>| {
-            let router = router.clone();
-            let request = crate::common::request(method, &uri, Some(who), body);
-            async move { send(&router, request).await }
-        };
+    let call = |method: Method,
+                uri: String,
+                who: &crate::common::Session,
+                body: Option<serde_json::Value>| {
+        let router = router.clone();
+        let request = crate::common::request(method, &uri, Some(who), body);
+        async move { send(&router, request).await }
+    };
 
     let saved = call(
         Method::POST,

@@ -6,9 +6,8 @@
 //! nodes × 8 = 96 GPUs), h100-shared (8 × 8 = 64), rtx-inference (4 × 8 = 32) and h100-mig
 //! (1 × 8, as 56 `1g.10gb` MIG instances), one per pool, and the teams research and search.
 
-
-use axum::{Router, http::Method, http::StatusCode};
 use crate::common::{PASSWORD, Reply, Session, login, request, router, send, user};
+use axum::{Router, http::Method, http::StatusCode};
 use serde_json::{Value, json};
 use shared::{
     ApiError, ErrorCode,

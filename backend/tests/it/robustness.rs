@@ -3,14 +3,13 @@
 //! types, oversized fields, NUL characters and odd path segments never give a 5xx, a panic or
 //! an error that is not our JSON; and a refused request writes nothing.
 
-
+use crate::common::{Session, login, send_head, team, user};
 use axum::{
     Router,
     body::Body,
     extract::ConnectInfo,
     http::{Method, Request, header},
 };
-use crate::common::{Session, login, send_head, team, user};
 use proptest::{
     prelude::*,
     strategy::ValueTree,

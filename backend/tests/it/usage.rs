@@ -9,11 +9,10 @@
 //! research and search in namespaces team-research and team-search, ClusterQueues named after
 //! the team), with h200-train split into MIG instances where a test says so.
 
-
 use std::{collections::BTreeMap, time::Duration};
 
-use backend::usage::{self, IngestError, IngestSettings, Source, Usage, prom::PromError};
 use crate::common::prometheus::{Point, PromServer, backfill, point, scratch};
+use backend::usage::{self, IngestError, IngestSettings, Source, Usage, prom::PromError};
 use shared::{
     common::utc::{HOUR_MS, MINUTE_MS},
     usage::Window,
@@ -1144,7 +1143,8 @@ async fn a_scraped_exporter_gives_the_same_figures(pool: PgPool) {
     // a whole minute ten minutes ago, and the scrape after its end
     let minute = (now_ms() / MINUTE_MS - 10) * MINUTE_MS;
     let exporter =
-        crate::common::prometheus::StampedExporter::start(minute, 15 * SEC, move |_| body.clone()).await;
+        crate::common::prometheus::StampedExporter::start(minute, 15 * SEC, move |_| body.clone())
+            .await;
     let dir = scratch("live");
     let prom = PromServer::scraping(&dir, &[], Some(&exporter.target)).await;
     exporter.run_until(minute + MINUTE_MS + 15 * SEC).await;
@@ -1390,8 +1390,8 @@ const QUEUE: &str = "vllm:request_queue_time_seconds_bucket";
 /// `histogram_quantile`.
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
-    use axum::http::{Method, StatusCode};
     use crate::common::{login, request, send, user};
+    use axum::http::{Method, StatusCode};
     use shared::{accounts::Role, usage::neighbours::NeighbourReport};
 
     fleet(&pool, false).await;
