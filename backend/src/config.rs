@@ -6,8 +6,14 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use clap::{Args, Parser, Subcommand};
 
 use crate::{
+    accounts::cli::UserCommand,
     auth::settings::{AuthSettings, ProxySettings, parse_networks, parse_role_groups},
+    chargeback::cli::ChargebackCommand,
     error::CliError,
+    fleet::cli::FleetCommand,
+    packing::cli::PackingCommand,
+    planning::cli::PlanCommand,
+    usage::cli::UsageCommand,
 };
 
 #[derive(Debug, Parser)]
@@ -49,207 +55,7 @@ pub enum Command {
     Chargeback(ChargebackCommand),
 }
 
-#[derive(Debug, Subcommand)]
-pub enum ChargebackCommand {
-    /// Print a statement for whole UTC days (JSON, or CSV).
-    Statement {
-        #[command(flatten)]
-        db: DbArgs,
-        #[command(flatten)]
-        days: DaysArgs,
-        /// Each day as well as the period.
-        #[arg(long)]
-        by_day: bool,
-        /// How the idle pool is shared: allocation, use, even or separate.
-        #[arg(long, default_value = "allocation")]
-        idle_share: String,
-        /// Lending credit: the percentage of the rate (0-100) borrowing teams pay lending ones
-        /// per GPU-hour lent.
-        #[arg(long, default_value = "0")]
-        lend_credit_pct: String,
-        /// json or csv.
-        #[arg(long, default_value = "json")]
-        format: String,
-    },
-    /// Print each inference service's latency (vLLM's TTFT and queue time, p95/p99) beside
-    /// how its GPUs are shared and its co-tenants' load, flagged when latency degrades while a
-    /// neighbour's load rises (JSON; at most 7 days).
-    Neighbours {
-        #[command(flatten)]
-        db: DbArgs,
-        #[command(flatten)]
-        days: DaysArgs,
-    },
-    /// Close a month that has ended (freezes its figures; audited). Reopening is an admin's,
-    /// in the console or through the API, with a reason.
-    Close {
-        #[command(flatten)]
-        db: DbArgs,
-        /// YYYY-MM
-        month: String,
-    },
-    /// Set a flavor's rate from a day on (audited).
-    SetRate {
-        #[command(flatten)]
-        db: DbArgs,
-        flavor: String,
-        /// The first day it applies, YYYY-MM-DD (UTC).
-        #[arg(long)]
-        from: String,
-        /// Whole cents per GPU-hour.
-        #[arg(long)]
-        cents_per_gpu_hour: i64,
-    },
-}
-
 /// A run of whole UTC days.
-#[derive(Debug, Args)]
-pub struct DaysArgs {
-    /// The first day, YYYY-MM-DD (UTC).
-    #[arg(long)]
-    pub from: String,
-    /// The last day, included.
-    #[arg(long)]
-    pub to: String,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum UsageCommand {
-    /// Read a window (RFC 3339, UTC, whole minutes) from Prometheus into the minute rows,
-    /// replacing what it held: backfills and audits.
-    Ingest {
-        #[command(flatten)]
-        db: DbArgs,
-        #[command(flatten)]
-        usage: Box<UsageArgs>,
-        /// e.g. 2026-12-01T00:00:00Z
-        #[arg(long)]
-        from: String,
-        /// e.g. 2026-12-02T00:00:00Z (not included)
-        #[arg(long)]
-        to: String,
-        /// Only these sources (kueue, dcgm, vllm; repeat); default: all.
-        #[arg(long = "source")]
-        sources: Vec<String>,
-    },
-    /// Write the demo fleet's metrics of the last hours as OpenMetrics, for
-    /// `promtool tsdb create-blocks-from openmetrics` (what `./dev run` seeds its Prometheus with).
-    DemoHistory {
-        #[command(flatten)]
-        db: DbArgs,
-        #[arg(long, default_value_t = 24)]
-        hours: u32,
-        /// Seconds between samples (at most 60: a minute without a sample counts nothing).
-        #[arg(long, default_value_t = 60)]
-        step_seconds: u32,
-        #[arg(long)]
-        out: PathBuf,
-    },
-    /// Print each source's watermark and lag, the open gaps and the unattributed namespaces.
-    Status {
-        #[command(flatten)]
-        db: DbArgs,
-        /// text (default) or json.
-        #[arg(long, default_value = "text")]
-        format: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum FleetCommand {
-    /// Print the inventory (GPU models and prices, flavors, pools, teams with their queues).
-    Export {
-        #[command(flatten)]
-        db: DbArgs,
-        /// yaml (default) or json.
-        #[arg(long, default_value = "yaml")]
-        format: String,
-    },
-    /// Apply an inventory file (YAML or JSON) as the whole inventory, in one transaction.
-    Import {
-        #[command(flatten)]
-        db: DbArgs,
-        file: PathBuf,
-        /// Print what would change; change nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PlanCommand {
-    /// Evaluate a scenario (sizing, a week's simulation, decision, isolation) and print JSON.
-    Evaluate { scenario: PathBuf },
-    /// Suggest nominal quotas, borrowing and lending limits per team from the simulated week
-    /// (each team's queue-wait target) and print JSON with the week before and after.
-    SuggestQuotas { scenario: PathBuf },
-    /// Write the scenario's Kueue and KEDA manifests as YAML into a folder.
-    Export {
-        scenario: PathBuf,
-        #[arg(long)]
-        out: PathBuf,
-        /// Kueue API version: v1beta2 (default) or v1beta1.
-        #[arg(long, default_value = "v1beta2")]
-        kueue_version: String,
-    },
-    /// Time the week-long simulation of 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs.
-    Bench {
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PackingCommand {
-    /// Replay a pod list onto a node list (openb CSVs) and print the figures as JSON.
-    Replay {
-        #[arg(long)]
-        nodes: PathBuf,
-        #[arg(long)]
-        pods: PathBuf,
-        /// random, first_fit, best_fit, dot_product, gpu_packing, fgd
-        #[arg(long, default_value = "fgd")]
-        policy: String,
-        #[arg(long, default_value_t = shared::common::rng::DEFAULT_SEED)]
-        seed: u64,
-        /// Arrivals as a multiple of GPU capacity (the paper: 1.3).
-        #[arg(long, default_value_t = 1.3)]
-        inflate: f64,
-    },
-    /// Lay inference replicas out in MIG instances (JSON with a mig-parted config).
-    Mig {
-        /// A catalogue model with MIG, e.g. H200-SXM-141GB, H100-SXM5-80GB, A100-SXM4-40GB.
-        #[arg(long)]
-        gpu_model: String,
-        /// Replica groups as name:memory:replicas with the memory in GiB or MiB (repeat), e.g. --replicas llama-8b:20GiB:6
-        #[arg(long = "replicas", required = true)]
-        groups: Vec<String>,
-        /// Also write the mig-parted configuration here.
-        #[arg(long)]
-        mig_parted_out: Option<PathBuf>,
-    },
-    /// The paper's full protocol: every list × policy × seed, written as a results document.
-    Protocol {
-        /// The openb trace folder (e.g. ../shared/eval/openb/trace).
-        #[arg(long)]
-        trace_dir: PathBuf,
-        /// The artifact's summary CSV; default: ../reference_results/ beside the trace folder.
-        #[arg(long)]
-        published: Option<PathBuf>,
-        #[arg(long, default_value = "42-51")]
-        seeds: String,
-        /// Comma-separated policies; default: all.
-        #[arg(long)]
-        policies: Option<String>,
-        /// Comma-separated pod lists; default: the 17 with published results.
-        #[arg(long)]
-        lists: Option<String>,
-        /// Write the Markdown table here (also printed).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-}
-
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     #[command(flatten)]
@@ -257,43 +63,6 @@ pub struct DemoArgs {
     /// Also write the demo users' passwords to this file (mode 600) when they are created.
     #[arg(long)]
     pub credentials_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum UserCommand {
-    /// Create a user. Without --password-stdin a random password is generated and printed once.
-    Create {
-        #[command(flatten)]
-        db: DbArgs,
-        username: String,
-        /// Give the admin role (for the first admin of a new install).
-        #[arg(long)]
-        admin: bool,
-        /// Roles to give: requester, approver, finance, admin (repeat the flag).
-        #[arg(long = "role")]
-        roles: Vec<String>,
-        /// Teams to join (repeat the flag).
-        #[arg(long = "team")]
-        teams: Vec<String>,
-        #[arg(long, default_value = "")]
-        display_name: String,
-        /// Read the password from the first line of standard input.
-        #[arg(long)]
-        password_stdin: bool,
-    },
-    /// Set a new password (random unless --password-stdin) and end the user's sessions.
-    ResetPassword {
-        #[command(flatten)]
-        db: DbArgs,
-        username: String,
-        #[arg(long)]
-        password_stdin: bool,
-    },
-    /// List users with their roles and teams.
-    List {
-        #[command(flatten)]
-        db: DbArgs,
-    },
 }
 
 #[derive(Debug, Clone, Args)]

@@ -4,10 +4,12 @@
 
 use std::io::BufRead;
 
+use clap::Subcommand;
+
 use shared::accounts::{NewUser, Role};
 
 use crate::{
-    config::{DemoArgs, UserCommand},
+    config::{DbArgs, DemoArgs},
     error::CliError,
     fleet::{self, DemoLoad},
     migrated_pool, password, work,
@@ -147,4 +149,41 @@ fn write_private(path: &std::path::Path, text: &str) -> Result<(), CliError> {
         .open(path)
         .map_err(cannot)?;
     file.write_all(text.as_bytes()).map_err(cannot)
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user. Without --password-stdin a random password is generated and printed once.
+    Create {
+        #[command(flatten)]
+        db: DbArgs,
+        username: String,
+        /// Give the admin role (for the first admin of a new install).
+        #[arg(long)]
+        admin: bool,
+        /// Roles to give: requester, approver, finance, admin (repeat the flag).
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// Teams to join (repeat the flag).
+        #[arg(long = "team")]
+        teams: Vec<String>,
+        #[arg(long, default_value = "")]
+        display_name: String,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Set a new password (random unless --password-stdin) and end the user's sessions.
+    ResetPassword {
+        #[command(flatten)]
+        db: DbArgs,
+        username: String,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// List users with their roles and teams.
+    List {
+        #[command(flatten)]
+        db: DbArgs,
+    },
 }

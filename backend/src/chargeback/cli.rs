@@ -2,7 +2,9 @@
 
 use shared::{chargeback::StatementQuery, common::day::Day};
 
-use crate::{audit::Actor, config::ChargebackCommand, error::CliError, migrated_pool};
+use clap::{Args, Subcommand};
+
+use crate::{audit::Actor, config::DbArgs, error::CliError, migrated_pool};
 
 pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
     match command {
@@ -127,4 +129,67 @@ fn flag(path: &str) -> &str {
         "lend_credit" => "lend-credit-pct",
         other => other,
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ChargebackCommand {
+    /// Print a statement for whole UTC days (JSON, or CSV).
+    Statement {
+        #[command(flatten)]
+        db: DbArgs,
+        #[command(flatten)]
+        days: DaysArgs,
+        /// Each day as well as the period.
+        #[arg(long)]
+        by_day: bool,
+        /// How the idle pool is shared: allocation, use, even or separate.
+        #[arg(long, default_value = "allocation")]
+        idle_share: String,
+        /// Lending credit: the percentage of the rate (0-100) borrowing teams pay lending ones
+        /// per GPU-hour lent.
+        #[arg(long, default_value = "0")]
+        lend_credit_pct: String,
+        /// json or csv.
+        #[arg(long, default_value = "json")]
+        format: String,
+    },
+    /// Print each inference service's latency (vLLM's TTFT and queue time, p95/p99) beside
+    /// how its GPUs are shared and its co-tenants' load, flagged when latency degrades while a
+    /// neighbour's load rises (JSON; at most 7 days).
+    Neighbours {
+        #[command(flatten)]
+        db: DbArgs,
+        #[command(flatten)]
+        days: DaysArgs,
+    },
+    /// Close a month that has ended (freezes its figures; audited). Reopening is an admin's,
+    /// in the console or through the API, with a reason.
+    Close {
+        #[command(flatten)]
+        db: DbArgs,
+        /// YYYY-MM
+        month: String,
+    },
+    /// Set a flavor's rate from a day on (audited).
+    SetRate {
+        #[command(flatten)]
+        db: DbArgs,
+        flavor: String,
+        /// The first day it applies, YYYY-MM-DD (UTC).
+        #[arg(long)]
+        from: String,
+        /// Whole cents per GPU-hour.
+        #[arg(long)]
+        cents_per_gpu_hour: i64,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DaysArgs {
+    /// The first day, YYYY-MM-DD (UTC).
+    #[arg(long)]
+    pub from: String,
+    /// The last day, included.
+    #[arg(long)]
+    pub to: String,
 }

@@ -1,9 +1,13 @@
 //! `gpufleet fleet export | import`: the inventory as a file platform teams keep in git.
 #![allow(clippy::print_stdout)] // a CLI prints
 
+use std::path::PathBuf;
+
 use shared::inventory::Inventory;
 
-use crate::{audit::Actor, config::FleetCommand, error::CliError, migrated_pool};
+use clap::Subcommand;
+
+use crate::{audit::Actor, config::DbArgs, error::CliError, migrated_pool};
 
 pub async fn run(command: FleetCommand) -> Result<(), CliError> {
     match command {
@@ -56,4 +60,25 @@ fn render(inventory: &Inventory, format: &str) -> Result<String, CliError> {
             .map_err(|e| CliError::Failed(e.to_string())),
         other => Err(CliError::Input(format!("--format {other:?}: yaml or json"))),
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Print the inventory (GPU models and prices, flavors, pools, teams with their queues).
+    Export {
+        #[command(flatten)]
+        db: DbArgs,
+        /// yaml (default) or json.
+        #[arg(long, default_value = "yaml")]
+        format: String,
+    },
+    /// Apply an inventory file (YAML or JSON) as the whole inventory, in one transaction.
+    Import {
+        #[command(flatten)]
+        db: DbArgs,
+        file: PathBuf,
+        /// Print what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }

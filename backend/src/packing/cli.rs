@@ -12,7 +12,9 @@ use shared::packing::{
     protocol::{self, PackReport, Published, Summary},
 };
 
-use crate::{config::PackingCommand, error::CliError};
+use clap::Subcommand;
+
+use crate::error::CliError;
 
 /// Runs one packing command, printing its result.
 pub fn run(command: PackingCommand) -> Result<(), CliError> {
@@ -265,4 +267,55 @@ pub fn read_published(path: &Path) -> Result<Vec<Published>, CliError> {
     let text = read(path)?;
     protocol::parse_published(&text)
         .map_err(|e| CliError::Input(format!("{}: {e}", path.display())))
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PackingCommand {
+    /// Replay a pod list onto a node list (openb CSVs) and print the figures as JSON.
+    Replay {
+        #[arg(long)]
+        nodes: PathBuf,
+        #[arg(long)]
+        pods: PathBuf,
+        /// random, first_fit, best_fit, dot_product, gpu_packing, fgd
+        #[arg(long, default_value = "fgd")]
+        policy: String,
+        #[arg(long, default_value_t = shared::common::rng::DEFAULT_SEED)]
+        seed: u64,
+        /// Arrivals as a multiple of GPU capacity (the paper: 1.3).
+        #[arg(long, default_value_t = 1.3)]
+        inflate: f64,
+    },
+    /// Lay inference replicas out in MIG instances (JSON with a mig-parted config).
+    Mig {
+        /// A catalogue model with MIG, e.g. H200-SXM-141GB, H100-SXM5-80GB, A100-SXM4-40GB.
+        #[arg(long)]
+        gpu_model: String,
+        /// Replica groups as name:memory:replicas with the memory in GiB or MiB (repeat), e.g. --replicas llama-8b:20GiB:6
+        #[arg(long = "replicas", required = true)]
+        groups: Vec<String>,
+        /// Also write the mig-parted configuration here.
+        #[arg(long)]
+        mig_parted_out: Option<PathBuf>,
+    },
+    /// The paper's full protocol: every list × policy × seed, written as a results document.
+    Protocol {
+        /// The openb trace folder (e.g. ../shared/eval/openb/trace).
+        #[arg(long)]
+        trace_dir: PathBuf,
+        /// The artifact's summary CSV; default: ../reference_results/ beside the trace folder.
+        #[arg(long)]
+        published: Option<PathBuf>,
+        #[arg(long, default_value = "42-51")]
+        seeds: String,
+        /// Comma-separated policies; default: all.
+        #[arg(long)]
+        policies: Option<String>,
+        /// Comma-separated pod lists; default: the 17 with published results.
+        #[arg(long)]
+        lists: Option<String>,
+        /// Write the Markdown table here (also printed).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }

@@ -1,7 +1,10 @@
 //! `gpufleet plan evaluate`, `plan suggest-quotas`, `plan export` and `plan bench`: planning from files.
 #![allow(clippy::print_stdout)] // a CLI prints
 
-use std::{path::Path, time::Instant};
+use std::{
+    path::{Path, PathBuf},
+    time::Instant,
+};
 
 use shared::{
     planning::manifests::{self, KueueVersion},
@@ -9,7 +12,9 @@ use shared::{
     planning::{self, Evaluation},
 };
 
-use crate::{config::PlanCommand, error::CliError, packing::cli::pretty};
+use clap::Subcommand;
+
+use crate::{error::CliError, packing::cli::pretty};
 
 /// Runs one planning command, printing its result.
 pub fn run(command: PlanCommand) -> Result<(), CliError> {
@@ -105,4 +110,27 @@ pub fn bench(runs: usize) -> (Vec<f64>, u64, u64) {
         jobs = sim.total.jobs_submitted;
     }
     (seconds, scenario.total_gpus(), jobs)
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Evaluate a scenario (sizing, a week's simulation, decision, isolation) and print JSON.
+    Evaluate { scenario: PathBuf },
+    /// Suggest nominal quotas, borrowing and lending limits per team from the simulated week
+    /// (each team's queue-wait target) and print JSON with the week before and after.
+    SuggestQuotas { scenario: PathBuf },
+    /// Write the scenario's Kueue and KEDA manifests as YAML into a folder.
+    Export {
+        scenario: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Kueue API version: v1beta2 (default) or v1beta1.
+        #[arg(long, default_value = "v1beta2")]
+        kueue_version: String,
+    },
+    /// Time the week-long simulation of 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs.
+    Bench {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
 }

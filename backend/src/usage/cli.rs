@@ -1,10 +1,16 @@
 //! `gpufleet usage ingest | status`.
 
-use std::{io::IsTerminal, io::Write, time::Instant};
+use std::{io::IsTerminal, io::Write, path::PathBuf, time::Instant};
 
 use shared::common::utc::{MINUTE_MS, format_rfc3339, parse_rfc3339};
 
-use crate::{config::UsageCommand, error::CliError, migrated_pool};
+use clap::Subcommand;
+
+use crate::{
+    config::{DbArgs, UsageArgs},
+    error::CliError,
+    migrated_pool,
+};
 
 use super::{IngestError, Source, Usage, windows};
 
@@ -236,4 +242,46 @@ fn status_text(health: &shared::usage::UsageHealth) -> String {
         ));
     }
     out
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UsageCommand {
+    /// Read a window (RFC 3339, UTC, whole minutes) from Prometheus into the minute rows,
+    /// replacing what it held: backfills and audits.
+    Ingest {
+        #[command(flatten)]
+        db: DbArgs,
+        #[command(flatten)]
+        usage: Box<UsageArgs>,
+        /// e.g. 2026-12-01T00:00:00Z
+        #[arg(long)]
+        from: String,
+        /// e.g. 2026-12-02T00:00:00Z (not included)
+        #[arg(long)]
+        to: String,
+        /// Only these sources (kueue, dcgm, vllm; repeat); default: all.
+        #[arg(long = "source")]
+        sources: Vec<String>,
+    },
+    /// Write the demo fleet's metrics of the last hours as OpenMetrics, for
+    /// `promtool tsdb create-blocks-from openmetrics` (what `./dev run` seeds its Prometheus with).
+    DemoHistory {
+        #[command(flatten)]
+        db: DbArgs,
+        #[arg(long, default_value_t = 24)]
+        hours: u32,
+        /// Seconds between samples (at most 60: a minute without a sample counts nothing).
+        #[arg(long, default_value_t = 60)]
+        step_seconds: u32,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Print each source's watermark and lag, the open gaps and the unattributed namespaces.
+    Status {
+        #[command(flatten)]
+        db: DbArgs,
+        /// text (default) or json.
+        #[arg(long, default_value = "text")]
+        format: String,
+    },
 }
