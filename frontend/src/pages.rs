@@ -4,8 +4,8 @@ mod admin;
 mod chargeback;
 mod cluster;
 mod fleet;
-mod plan;
-mod quotas;
+mod planning;
+mod quota;
 
 pub use admin::Admin;
 pub use chargeback::Chargeback;
@@ -13,8 +13,8 @@ pub use cluster::{ClusterPage, DryRunDiff};
 pub use fleet::FleetPage;
 use leptos::prelude::*;
 use leptos_router::components::A;
-pub use plan::Plan;
-pub use quotas::Quotas;
+pub use planning::Plan;
+pub use quota::Quotas;
 use shared::accounts::Page;
 
 use crate::auth::use_me;

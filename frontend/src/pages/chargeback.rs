@@ -24,7 +24,7 @@ use shared::usage::LiveMinute;
 use wasm_bindgen::{JsCast, closure::Closure};
 use web_sys::{EventSource, MessageEvent};
 
-use super::quotas::today;
+use super::quota::today;
 use crate::{
     api,
     auth::use_me,

@@ -57,7 +57,7 @@ fn QuotaByFlavor() -> impl IntoView {
         None => ().into_any(),
         Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
         Some(Ok(world)) => {
-            let allocation = world.allocation(super::quotas::today());
+            let allocation = world.allocation(super::quota::today());
             let plot = allocation_plot(&allocation);
             view! {
                 <h2>"Quota by flavor"</h2>
@@ -78,7 +78,7 @@ fn QuotaByFlavor() -> impl IntoView {
                                 view! {
                                     <tr>
                                         <td>{a.flavor.clone()}</td>
-                                        <td>{super::quotas::unit(&a.resource)}</td>
+                                        <td>{super::quota::unit(&a.resource)}</td>
                                         <td class="num">{a.capacity}</td>
                                         <td>{teams}</td>
                                         <td class="num">{a.nominal_total}</td>
@@ -263,7 +263,7 @@ fn QueueRow(team: TeamQueue, saved: Callback<()>) -> impl IntoView {
 fn allocation_plot(allocation: &[Allocation]) -> Plot {
     let names: Vec<String> = allocation
         .iter()
-        .map(|a| format!("{} {}", a.flavor, super::quotas::unit(&a.resource)))
+        .map(|a| format!("{} {}", a.flavor, super::quota::unit(&a.resource)))
         .collect();
     let mut teams: Vec<&str> = allocation
         .iter()
