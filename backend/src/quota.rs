@@ -135,11 +135,6 @@ pub fn api() -> Api {
         )
 }
 
-fn stored<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T> {
-    serde_json::from_str(text)
-        .map_err(|err| Error::Internal(format!("{what} does not read: {err}")))
-}
-
 fn to_json<T: serde::Serialize>(value: &T) -> Result<Value> {
     serde_json::to_value(value).map_err(|err| Error::Internal(err.to_string()))
 }
@@ -151,7 +146,7 @@ pub async fn world(db: &mut PgConnection) -> Result<QuotaWorld> {
         .into_iter()
         .map(|row| {
             Ok(Flavor {
-                settings: stored(&format!("flavor {}'s settings", row.name), &row.settings)?,
+                settings: row.settings.0,
                 name: row.name,
                 gpu_model: row.gpu_model,
                 pools: row.pools,
@@ -170,7 +165,7 @@ pub async fn world(db: &mut PgConnection) -> Result<QuotaWorld> {
         .into_iter()
         .map(|row| {
             Ok(Approved {
-                spec: stored(&format!("quota request {}", row.id), &row.spec)?,
+                spec: row.spec.0,
                 id: row.id,
                 team: row.team,
                 order: row.approval_order,
@@ -202,7 +197,7 @@ fn to_request(row: db::RequestRow, in_force: &BTreeSet<i64>) -> Result<QuotaRequ
                 row.id, row.state
             ))
         })?,
-        spec: stored(&format!("quota request {}", row.id), &row.spec)?,
+        spec: row.spec.0,
         in_force: in_force.contains(&row.id),
         id: row.id,
         team: row.team,
@@ -278,9 +273,9 @@ async fn update_flavor(
             problems.join("; ")
         )));
     }
-    let before: Value = stored("flavor settings", &settings)?;
+    let before = settings;
     let after = to_json(&edit.settings)?;
-    db::update_flavor(&mut *tx, &name, &after.to_string()).await?;
+    db::update_flavor(&mut *tx, &name, &after).await?;
     audit::record(
         &mut *tx,
         Actor::User(&caller),
@@ -455,7 +450,7 @@ pub async fn stored_spec(db: &mut PgConnection, team: &str, id: i64) -> Result<Q
         .await?
         .pop()
         .ok_or(Error::NotFound)?;
-    stored(&format!("quota request {id}"), &row.spec)
+    Ok(row.spec.0)
 }
 
 /// The rules' errors for `spec`, as a 422 with field paths under `spec`.
@@ -512,7 +507,7 @@ async fn create_request(
     }
     check(&world, &team, &new.spec)?;
     let spec = to_json(&new.spec)?;
-    let id = db::insert_request(&mut *tx, &team, &spec.to_string(), caller.user_id)
+    let id = db::insert_request(&mut *tx, &team, &spec, caller.user_id)
         .await?
         .ok_or(Error::NotFound)?;
     audit::record(
@@ -582,13 +577,7 @@ async fn edit_request(
     let world = world(&mut tx).await?;
     check(&world, &team, &edit.spec)?;
     let before = stored_spec(&mut tx, &team, id).await?;
-    db::update_spec(
-        &mut *tx,
-        id,
-        &to_json(&edit.spec)?.to_string(),
-        caller.user_id,
-    )
-    .await?;
+    db::update_spec(&mut *tx, id, &to_json(&edit.spec)?, caller.user_id).await?;
     audit::record(
         &mut *tx,
         Actor::User(&caller),
@@ -680,7 +669,7 @@ async fn decide(
                     "you wrote, edited or submitted this request; another approver must decide (four eyes)",
                 ));
             }
-            let spec: QuotaSpec = stored(&subject, &row.spec)?;
+            let spec: QuotaSpec = row.spec.0.clone();
             let world = world(&mut tx).await?;
             check(&world, team, &spec)?;
             for old in world.superseded_by(team, &spec, clock::today()) {
@@ -773,7 +762,7 @@ pub async fn load_demo(pool: &PgPool) -> Result<bool> {
         ("research", &research, rita, true),
         ("search", &search, sam, false),
     ] {
-        let id = db::insert_request(&mut *tx, team, &to_json(spec)?.to_string(), by)
+        let id = db::insert_request(&mut *tx, team, &to_json(spec)?, by)
             .await?
             .ok_or(Error::NotFound)?;
         db::set_submitted(&mut *tx, id, by).await?;

@@ -39,22 +39,21 @@ pub async fn read(db: &mut PgConnection) -> Result<Inventory> {
     )
     .fetch_all(&mut *db)
     .await?;
-    let flavors =
-        sqlx::query!(r#"select name, settings::text as "settings!" from flavors order by name"#)
-            .fetch_all(&mut *db)
-            .await?
-            .into_iter()
-            .map(|row| {
-                let settings = serde_json::from_str(&row.settings).map_err(|err| {
-                    Error::Internal(format!("flavor {}'s settings do not read: {err}", row.name))
-                })?;
-                Ok(FlavorEntry {
-                    name: row.name,
-                    settings,
-                    rates: Vec::new(),
-                })
-            })
-            .collect::<Result<Vec<FlavorEntry>>>()?;
+    let flavors = sqlx::query!(
+        r#"select name, settings as "settings!: sqlx::types::Json<shared::quota::FlavorSettings>"
+           from flavors order by name"#
+    )
+    .fetch_all(&mut *db)
+    .await?
+    .into_iter()
+    .map(|row| {
+        Ok(FlavorEntry {
+            name: row.name,
+            settings: row.settings.0,
+            rates: Vec::new(),
+        })
+    })
+    .collect::<Result<Vec<FlavorEntry>>>()?;
     let mut flavors = flavors;
     let rates = sqlx::query!(
         r#"select f.name, r.effective_from::text as "from!", r.cents_per_gpu_hour
@@ -210,10 +209,10 @@ async fn write(db: &mut PgConnection, wanted: &Inventory) -> Result<()> {
             .map(|p| p.gpu_model.clone())
             .ok_or_else(|| Error::Internal(format!("flavor {} has no pool", f.name)))?;
         let settings =
-            serde_json::to_string(&f.settings).map_err(|e| Error::Internal(e.to_string()))?;
+            serde_json::to_value(&f.settings).map_err(|e| Error::Internal(e.to_string()))?;
         sqlx::query!(
             "insert into flavors (name, gpu_model_id, settings)
-             select $1, id, $3::text::jsonb from gpu_models where name = $2
+             select $1, id, $3 from gpu_models where name = $2
              on conflict (name) do update
                 set gpu_model_id = excluded.gpu_model_id, settings = excluded.settings,
                     version = flavors.version + 1

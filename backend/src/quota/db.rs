@@ -1,13 +1,15 @@
 //! The quota SQL: `flavors` (with their pools and models), the teams' queue columns,
-//! `quota_requests`. Times leave the database as RFC 3339 text in UTC; specs and settings as
-//! JSON text, read back by the shared types.
+//! `quota_requests`. Times leave the database as RFC 3339 text in UTC; specs and settings are
+//! jsonb, read into the shared types by sqlx's `Json`.
 
-use sqlx::PgExecutor;
+use serde_json::Value;
+use shared::quota::{FlavorSettings, QuotaSpec};
+use sqlx::{PgExecutor, types::Json};
 
 pub struct FlavorRow {
     pub name: String,
     pub gpu_model: String,
-    pub settings: String,
+    pub settings: Json<FlavorSettings>,
     pub version: i32,
     pub pools: Vec<String>,
     pub gpus: i64,
@@ -16,7 +18,7 @@ pub struct FlavorRow {
 pub async fn flavors(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<FlavorRow>> {
     sqlx::query_as!(
         FlavorRow,
-        r#"select f.name, m.name as gpu_model, f.settings::text as "settings!", f.version,
+        r#"select f.name, m.name as gpu_model, f.settings as "settings!: Json<FlavorSettings>", f.version,
                   array(select p.name from node_pools p where p.flavor_id = f.id order by p.name) as "pools!",
                   coalesce((select sum(p.nodes::bigint * p.gpus_per_node) from node_pools p
                             where p.flavor_id = f.id), 0)::bigint as "gpus!"
@@ -31,9 +33,9 @@ pub async fn flavors(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<FlavorRow>> {
 pub async fn lock_flavor(
     db: impl PgExecutor<'_>,
     name: &str,
-) -> sqlx::Result<Option<(String, i32, String)>> {
+) -> sqlx::Result<Option<(Value, i32, String)>> {
     let row = sqlx::query!(
-        r#"select f.settings::text as "settings!", f.version, m.name as gpu_model
+        r#"select f.settings as "settings!", f.version, m.name as gpu_model
            from flavors f join gpu_models m on m.id = f.gpu_model_id
            where f.name = $1 for update of f"#,
         name
@@ -46,10 +48,10 @@ pub async fn lock_flavor(
 pub async fn update_flavor(
     db: impl PgExecutor<'_>,
     name: &str,
-    settings: &str,
+    settings: &Value,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "update flavors set settings = $2::text::jsonb, version = version + 1 where name = $1",
+        "update flavors set settings = $2, version = version + 1 where name = $1",
         name,
         settings
     )
@@ -105,13 +107,13 @@ pub struct ApprovedRow {
     pub id: i64,
     pub team: String,
     pub approval_order: i64,
-    pub spec: String,
+    pub spec: Json<QuotaSpec>,
 }
 
 pub async fn approved(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<ApprovedRow>> {
     sqlx::query_as!(
         ApprovedRow,
-        r#"select r.id, t.name as team, r.approval_order as "approval_order!", r.spec::text as "spec!"
+        r#"select r.id, t.name as team, r.approval_order as "approval_order!", r.spec as "spec!: Json<QuotaSpec>"
            from quota_requests r join teams t on t.id = r.team_id
            where r.state = 'approved' order by r.approval_order"#
     )
@@ -124,7 +126,7 @@ pub struct RequestRow {
     pub team: String,
     pub state: String,
     pub version: i32,
-    pub spec: String,
+    pub spec: Json<QuotaSpec>,
     pub created_by: String,
     pub submitted_by_id: Option<i64>,
     pub created_at: String,
@@ -146,7 +148,7 @@ pub async fn requests(
 ) -> sqlx::Result<Vec<RequestRow>> {
     sqlx::query_as!(
         RequestRow,
-        r#"select r.id, t.name as team, r.state, r.version, r.spec::text as "spec!",
+        r#"select r.id, t.name as team, r.state, r.version, r.spec as "spec!: Json<QuotaSpec>",
                   c.username as created_by, r.submitted_by as submitted_by_id,
                   to_char(r.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "created_at!",
                   to_char(r.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "updated_at!",
@@ -191,12 +193,12 @@ pub async fn lock_request(
 pub async fn insert_request(
     db: impl PgExecutor<'_>,
     team: &str,
-    spec: &str,
+    spec: &Value,
     created_by: i64,
 ) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar!(
         "insert into quota_requests (team_id, spec, created_by)
-         select id, $2::text::jsonb, $3 from teams where name = $1 returning id",
+         select id, $2, $3 from teams where name = $1 returning id",
         team,
         spec,
         created_by
@@ -209,11 +211,11 @@ pub async fn insert_request(
 pub async fn update_spec(
     db: impl PgExecutor<'_>,
     id: i64,
-    spec: &str,
+    spec: &Value,
     by: i64,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "update quota_requests set spec = $2::text::jsonb, version = version + 1,
+        "update quota_requests set spec = $2, version = version + 1,
                 written_by = case when $3 = any (written_by) then written_by
                                   else written_by || $3 end
          where id = $1",
