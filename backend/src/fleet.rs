@@ -7,7 +7,7 @@
 //! models' facts (vendor, memory, MIG) come from `shared::fleet::catalogue`.
 
 pub mod cli;
-mod db;
+pub mod db;
 pub mod inventory;
 
 use axum::{
@@ -49,7 +49,7 @@ pub fn api() -> Api {
 
 async fn get_inventory(State(state): State<AppState>) -> Result<Json<Inventory>> {
     let mut tx = state.pool.begin().await?;
-    let inventory = inventory::read(&mut tx).await?;
+    let inventory = db::read_inventory(&mut tx).await?;
     tx.commit().await?;
     Ok(Json(inventory))
 }
@@ -144,7 +144,7 @@ pub async fn load_demo(pool: &PgPool) -> Result<DemoLoad> {
     }
     let demo = demo_inventory().map_err(Error::Internal)?;
     // The teams already there stay; the file adds its own beside them.
-    let mut wanted = inventory::read(&mut tx).await?;
+    let mut wanted = db::read_inventory(&mut tx).await?;
     tx.commit().await?;
     wanted.models = demo.models;
     wanted.flavors = demo.flavors;

@@ -14,7 +14,7 @@ pub async fn run(command: FleetCommand) -> Result<(), CliError> {
         FleetCommand::Export { db, format } => {
             let pool = migrated_pool(&db).await?;
             let mut tx = pool.begin().await?;
-            let inventory = super::inventory::read(&mut tx).await?;
+            let inventory = super::db::read_inventory(&mut tx).await?;
             tx.commit().await?;
             print!("{}", render(&inventory, &format)?);
         }

@@ -685,9 +685,12 @@ async fn a_closed_month_never_changes(pool: PgPool) {
 /// apply changes nothing, and a file without them removes them.
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn rates_travel_with_the_inventory_file(pool: PgPool) {
-    use backend::{audit::Actor, fleet::inventory};
+    use backend::{
+        audit::Actor,
+        fleet::{db::read_inventory, inventory},
+    };
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    let current = inventory::read(&mut pool.acquire().await.expect("conn"))
+    let current = read_inventory(&mut pool.acquire().await.expect("conn"))
         .await
         .expect("inventory");
     let mut wanted = current.clone();
@@ -715,7 +718,7 @@ async fn rates_travel_with_the_inventory_file(pool: PgPool) {
     assert!(rates.iter().any(|r| r.flavor == "h100-shared"
         && r.effective_from.to_string() == "2026-12-01"
         && r.cents_per_gpu_hour == 900));
-    let exported = inventory::read(&mut pool.acquire().await.expect("conn"))
+    let exported = read_inventory(&mut pool.acquire().await.expect("conn"))
         .await
         .expect("inventory");
     assert_eq!(exported, wanted.normalised());
