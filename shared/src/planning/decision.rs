@@ -13,7 +13,10 @@ use crate::{
     fleet::catalogue::Vendor,
     planning::scenario::{Scenario, Weights},
     planning::sizing::{Fit, HOURS_PER_YEAR, Sizing},
-    planning::{isolation, terms::Architecture},
+    planning::{
+        isolation,
+        terms::Architecture::{self, A, B, C, D},
+    },
 };
 
 impl Architecture {
@@ -182,6 +185,11 @@ impl Facts {
         }
     }
 
+    /// Big enough, with enough platform engineers, to run B yourself.
+    fn own_platform(&self) -> bool {
+        self.gpus > OWN_PLATFORM_FROM && self.platform_team >= OWN_PLATFORM_TEAM
+    }
+
     pub fn gain_value_cents_per_year(&self) -> i64 {
         (self.baseline_gpus as f64 * self.gain_points / 100.0
             * self.price_cents_per_gpu_hour
@@ -236,173 +244,223 @@ impl Tally {
 /// recommendation is the best-scoring nominee that no rule excluded (the weights rank
 /// nominees, they never pick an option no rule speaks for).
 pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, Vec<Reason>) {
-    use Architecture::{A, B, C, D};
     let mut tally = Tally {
         adjust: [0.0; 4],
         excluded: [false; 4],
         nominated: [false; 4],
         fired: Vec::new(),
     };
-    let t = &mut tally;
-    let gpus = thousands(facts.gpus as i64);
-    if !facts.runs_own_models {
-        t.nominate(
-            D,
-            DECISIVE,
-            "No model of your own: a fully managed per-token or per-job service (D) fits."
-                .to_owned(),
+    for rule in RULES {
+        rule(facts, &mut tally);
+    }
+    let options = scored(&tally, weights);
+    let recommendation = recommend(&options, &mut tally);
+    let reasons = reasons(tally, recommendation);
+    (options, recommendation, reasons)
+}
+
+/// The rules of `docs/planning-rules.md`, in the order they fire. A rule that does not apply
+/// does nothing; only the first speaks when the organisation runs no model of its own.
+const RULES: [fn(&Facts, &mut Tally); 7] = [
+    no_model_of_your_own,
+    own_models_count_against_d,
+    separate_pools_for_small_fleets,
+    separate_pools_short,
+    managed_governance_on_aws,
+    run_b_yourself,
+    the_gain_pays_for_an_engineer,
+];
+
+fn no_model_of_your_own(facts: &Facts, t: &mut Tally) {
+    if facts.runs_own_models {
+        return;
+    }
+    t.nominate(
+        D,
+        DECISIVE,
+        "No model of your own: a fully managed per-token or per-job service (D) fits.".to_owned(),
+    );
+    for arch in [A, B, C] {
+        t.exclude(
+            arch,
+            format!(
+                "No model of your own to run: {} would run nothing.",
+                arch.label()
+            ),
         );
-        for arch in [A, B, C] {
-            t.exclude(
-                arch,
-                format!(
-                    "No model of your own to run: {} would run nothing.",
-                    arch.label()
-                ),
-            );
-        }
-    } else {
+    }
+}
+
+fn own_models_count_against_d(facts: &Facts, t: &mut Tally) {
+    if facts.runs_own_models {
         t.count_against(
             D,
             STRONG_FIT,
             "You run models of your own: per-token services cover only part of that work (D)."
                 .to_owned(),
         );
-        let own_platform =
-            facts.gpus > OWN_PLATFORM_FROM && facts.platform_team >= OWN_PLATFORM_TEAM;
-        if facts.gpus <= SMALL_FLEET || facts.platform_team == 0 {
-            let why = if facts.platform_team == 0 {
-                format!("{gpus} cards and no platform team")
-            } else {
-                format!("{gpus} cards (up to {SMALL_FLEET})")
-            };
-            t.nominate(
-                A,
-                DECISIVE,
-                format!("{why}: separate pools (A) are enough; sharing machinery would cost more than it saves."),
-            );
+    }
+}
+
+fn separate_pools_for_small_fleets(facts: &Facts, t: &mut Tally) {
+    if !facts.runs_own_models {
+        return;
+    }
+    let gpus = thousands(facts.gpus as i64);
+    if facts.gpus <= SMALL_FLEET || facts.platform_team == 0 {
+        let why = if facts.platform_team == 0 {
+            format!("{gpus} cards and no platform team")
         } else {
-            t.exclude(
-                A,
-                format!(
-                    "{gpus} cards with a platform team: separate pools (A) would idle at 30-40%."
-                ),
-            );
-        }
-        if !facts.short_for_separate.is_empty() && !t.excluded[A.index()] {
-            t.count_against(
-                A,
-                DECISIVE,
-                format!(
-                    "The fleet is short for separate pools on {} but enough shared: separate pools (A) would leave work waiting.",
-                    facts.short_for_separate.join(", ")
-                ),
-            );
-        }
-        if !facts.aws_only {
-            t.exclude(
-                C,
-                "Not AWS-only: the managed HyperPod-style option (C) is not available.".to_owned(),
-            );
-        } else if facts.software_fractions {
-            let why = match &facts.fractions_class {
-                Some(class) => format!("{class} can share its cards only in software"),
-                _ => "Software GPU fractions are required".to_owned(),
-            };
-            t.exclude(
-                C,
-                format!("{why}: managed governance (C) has fractions through MIG only."),
-            );
-        } else if facts.gpus > SMALL_FLEET
-            && facts.gpus <= MANAGED_TO
-            && facts.platform_team > 0
-            && !own_platform
-        {
+            format!("{gpus} cards (up to {SMALL_FLEET})")
+        };
+        t.nominate(
+            A,
+            DECISIVE,
+            format!("{why}: separate pools (A) are enough; sharing machinery would cost more than it saves."),
+        );
+    } else {
+        t.exclude(
+            A,
+            format!("{gpus} cards with a platform team: separate pools (A) would idle at 30-40%."),
+        );
+    }
+}
+
+fn separate_pools_short(facts: &Facts, t: &mut Tally) {
+    if facts.runs_own_models && !facts.short_for_separate.is_empty() && !t.excluded[A.index()] {
+        t.count_against(
+            A,
+            DECISIVE,
+            format!(
+                "The fleet is short for separate pools on {} but enough shared: separate pools (A) would leave work waiting.",
+                facts.short_for_separate.join(", ")
+            ),
+        );
+    }
+}
+
+fn managed_governance_on_aws(facts: &Facts, t: &mut Tally) {
+    if !facts.runs_own_models {
+        return;
+    }
+    if !facts.aws_only {
+        t.exclude(
+            C,
+            "Not AWS-only: the managed HyperPod-style option (C) is not available.".to_owned(),
+        );
+    } else if facts.software_fractions {
+        let why = match &facts.fractions_class {
+            Some(class) => format!("{class} can share its cards only in software"),
+            _ => "Software GPU fractions are required".to_owned(),
+        };
+        t.exclude(
+            C,
+            format!("{why}: managed governance (C) has fractions through MIG only."),
+        );
+    } else if facts.gpus > SMALL_FLEET
+        && facts.gpus <= MANAGED_TO
+        && facts.platform_team > 0
+        && !facts.own_platform()
+    {
+        t.nominate(
+            C,
+            STRONG_FIT,
+            format!(
+                "{}-{} cards on AWS only, below the scale to run B yourself (over {} cards with {OWN_PLATFORM_TEAM}+ platform engineers): managed Kueue governance (C) fits.",
+                SMALL_FLEET + 1,
+                thousands(MANAGED_TO as i64),
+                thousands(OWN_PLATFORM_FROM as i64)
+            ),
+        );
+    }
+}
+
+/// Each of B's conditions that holds nominates it; none holding excludes it.
+fn run_b_yourself(facts: &Facts, t: &mut Tally) {
+    if !facts.runs_own_models {
+        return;
+    }
+    let mut b_fits = false;
+    if facts.gpus > MANAGED_TO && facts.platform_team > 0 {
+        b_fits = true;
+        t.nominate(
+            B,
+            STRONG_FIT,
+            format!(
+                "Over {} cards: beyond managed governance's range; run Kueue+KEDA+HAMi+Fluid yourself (B).",
+                thousands(MANAGED_TO as i64)
+            ),
+        );
+    }
+    if facts.own_platform() {
+        b_fits = true;
+        t.nominate(
+            B,
+            STRONG_FIT,
+            format!(
+                "Over {} cards with a platform team of {OWN_PLATFORM_TEAM} or more: run Kueue+KEDA+HAMi+Fluid yourself (B).",
+                thousands(OWN_PLATFORM_FROM as i64)
+            ),
+        );
+    }
+    if facts.software_fractions {
+        b_fits = true;
+        let why = match &facts.fractions_class {
+            Some(class) => format!("{class} can share its cards only in software"),
+            _ => "Software GPU fractions (HAMi) are required".to_owned(),
+        };
+        t.nominate(B, STRONG_FIT, format!("{why}: only B offers them."));
+    }
+    if facts.heterogeneous || !facts.aws_only {
+        b_fits = true;
+        t.nominate(
+            B,
+            SUPPORTING,
+            "A heterogeneous or non-AWS fleet needs an open scheduler stack (B).".to_owned(),
+        );
+    }
+    if !b_fits {
+        t.exclude(
+            B,
+            format!(
+                "None of B's conditions holds (over {} cards; over {} with {OWN_PLATFORM_TEAM}+ platform engineers; software fractions; a heterogeneous or non-AWS fleet): running it yourself does not pay.",
+                thousands(MANAGED_TO as i64),
+                thousands(OWN_PLATFORM_FROM as i64)
+            ),
+        );
+    }
+}
+
+fn the_gain_pays_for_an_engineer(facts: &Facts, t: &mut Tally) {
+    let value = facts.gain_value_cents_per_year();
+    if !facts.runs_own_models || value >= facts.engineer_cents_per_year || t.excluded[B.index()] {
+        return;
+    }
+    t.exclude(
+        B,
+        format!(
+            "The utilisation gain is worth ${}/year on {} cards, less than one platform engineer (${}/year): running B yourself does not pay.",
+            thousands(value / 100),
+            thousands(facts.baseline_gpus as i64),
+            thousands(facts.engineer_cents_per_year / 100),
+        ),
+    );
+    for arch in [C, D] {
+        if !t.excluded[arch.index()] {
             t.nominate(
-                C,
-                STRONG_FIT,
-                format!(
-                    "{}-{} cards on AWS only, below the scale to run B yourself (over {} cards with {OWN_PLATFORM_TEAM}+ platform engineers): managed Kueue governance (C) fits.",
-                    SMALL_FLEET + 1,
-                    thousands(MANAGED_TO as i64),
-                    thousands(OWN_PLATFORM_FROM as i64)
-                ),
-            );
-        }
-        let mut b_fits = false;
-        if facts.gpus > MANAGED_TO && facts.platform_team > 0 {
-            b_fits = true;
-            t.nominate(
-                B,
-                STRONG_FIT,
-                format!(
-                    "Over {} cards: beyond managed governance's range; run Kueue+KEDA+HAMi+Fluid yourself (B).",
-                    thousands(MANAGED_TO as i64)
-                ),
-            );
-        }
-        if own_platform {
-            b_fits = true;
-            t.nominate(
-                B,
-                STRONG_FIT,
-                format!(
-                    "Over {} cards with a platform team of {OWN_PLATFORM_TEAM} or more: run Kueue+KEDA+HAMi+Fluid yourself (B).",
-                    thousands(OWN_PLATFORM_FROM as i64)
-                ),
-            );
-        }
-        if facts.software_fractions {
-            b_fits = true;
-            let why = match &facts.fractions_class {
-                Some(class) => format!("{class} can share its cards only in software"),
-                _ => "Software GPU fractions (HAMi) are required".to_owned(),
-            };
-            t.nominate(B, STRONG_FIT, format!("{why}: only B offers them."));
-        }
-        if facts.heterogeneous || !facts.aws_only {
-            b_fits = true;
-            t.nominate(
-                B,
+                arch,
                 SUPPORTING,
-                "A heterogeneous or non-AWS fleet needs an open scheduler stack (B).".to_owned(),
-            );
-        }
-        if !b_fits {
-            t.exclude(
-                B,
                 format!(
-                    "None of B's conditions holds (over {} cards; over {} with {OWN_PLATFORM_TEAM}+ platform engineers; software fractions; a heterogeneous or non-AWS fleet): running it yourself does not pay.",
-                    thousands(MANAGED_TO as i64),
-                    thousands(OWN_PLATFORM_FROM as i64)
+                    "The gain does not pay for an engineer: a managed option ({}) instead.",
+                    arch.label()
                 ),
             );
-        }
-        let value = facts.gain_value_cents_per_year();
-        if value < facts.engineer_cents_per_year && !t.excluded[B.index()] {
-            t.exclude(
-                B,
-                format!(
-                    "The utilisation gain is worth ${}/year on {} cards, less than one platform engineer (${}/year): running B yourself does not pay.",
-                    thousands(value / 100),
-                    thousands(facts.baseline_gpus as i64),
-                    thousands(facts.engineer_cents_per_year / 100),
-                ),
-            );
-            for arch in [C, D] {
-                if !t.excluded[arch.index()] {
-                    t.nominate(
-                        arch,
-                        SUPPORTING,
-                        format!(
-                            "The gain does not pay for an engineer: a managed option ({}) instead.",
-                            arch.label()
-                        ),
-                    );
-                }
-            }
         }
     }
+}
+
+/// Each option's weighted base score plus what the rules added; `None` when excluded.
+fn scored(tally: &Tally, weights: &Weights) -> Vec<Scored> {
     let w = [
         weights.arbitration,
         weights.granularity,
@@ -410,7 +468,7 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
         weights.cost_to_maintain,
         weights.utilisation,
     ];
-    let options: Vec<Scored> = Architecture::ALL
+    Architecture::ALL
         .into_iter()
         .map(|arch| {
             let base: f64 = arch.base().iter().zip(&w).map(|(s, w)| s * w).sum();
@@ -420,7 +478,11 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
                 score: (!tally.excluded[arch.index()]).then_some(base + tally.adjust[arch.index()]),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The best-scoring nominee left, else the best option left (said as a reason), else D.
+fn recommend(options: &[Scored], tally: &mut Tally) -> Architecture {
     let best_of = |nominees_only: bool| {
         options
             .iter()
@@ -435,7 +497,7 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
             )
             .map(|(_, arch)| arch)
     };
-    let recommendation = match best_of(true).or_else(|| best_of(false)) {
+    match best_of(true).or_else(|| best_of(false)) {
         Some(arch) => {
             if !tally.nominated[arch.index()] {
                 tally.fired.push((
@@ -455,7 +517,12 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
             ));
             D
         }
-    };
+    }
+}
+
+/// The rules that fired, each marked as deciding or outweighed by the recommendation: decided
+/// first, each group in the order the rules fired.
+fn reasons(tally: Tally, recommendation: Architecture) -> Vec<Reason> {
     let verdict = |arch: Architecture, effect: Effect| {
         let for_winner = arch == recommendation;
         match effect {
@@ -475,9 +542,8 @@ pub fn decide(facts: &Facts, weights: &Weights) -> (Vec<Scored>, Architecture, V
             effect,
         })
         .collect();
-    // Decided first, each group in the order the rules fired.
     reasons.sort_by_key(|r| r.verdict == Verdict::Outweighed);
-    (options, recommendation, reasons)
+    reasons
 }
 
 /// Fleet sizes of the sensitivity series.
