@@ -22,159 +22,207 @@ pub async fn run(command: UsageCommand) -> Result<(), CliError> {
             from,
             to,
             sources,
-        } => {
-            let from_ms = instant("--from", &from)?;
-            let to_ms = instant("--to", &to)?;
-            if to_ms <= from_ms {
-                return Err(CliError::Input(format!(
-                    "--to ({to}) must be after --from ({from})"
-                )));
-            }
-            let sources = parse_sources(&sources)?;
-            let usage = Usage::from_args(&usage).map_err(CliError::Input)?;
-            let Some(prom) = usage.prometheus() else {
-                return Err(CliError::Input(
-                    "no Prometheus to read: set GPUFLEET_PROMETHEUS_URL (or --prometheus-url)"
-                        .to_owned(),
-                ));
-            };
-            let pool = migrated_pool(&db).await?;
-            let started = Instant::now();
-            let windows = windows(from_ms, to_ms);
-            let total = windows.len() * sources.len();
-            let progress = std::io::stderr().is_terminal();
-            let (mut done, mut rows, mut samples, mut failed) = (0, 0, 0, Vec::new());
-            let mut notes = Vec::new();
-            for source in &sources {
-                for window in &windows {
-                    match super::ingest(&pool, prom, &usage.settings, *source, *window).await {
-                        Ok(landed) => {
-                            rows += landed.rows;
-                            samples += landed.samples;
-                            if let Some(note) = landed.note
-                                && !notes.contains(&note)
-                            {
-                                notes.push(note);
-                            }
-                        }
-                        Err(IngestError::Database(err)) => {
-                            return Err(CliError::Failed(format!("database: {err}")));
-                        }
-                        Err(err) => failed.push(format!(
-                            "{} {}: {err}",
-                            source.name(),
-                            format_rfc3339(window.from_ms)
-                        )),
-                    }
-                    done += 1;
-                    if progress {
-                        let filled = done * 30 / total.max(1);
-                        eprint!(
-                            "\r[{}{}] {done}/{total} windows",
-                            "#".repeat(filled),
-                            ".".repeat(30 - filled)
-                        );
-                        let _ = std::io::stderr().flush();
-                    }
-                }
-            }
-            if progress {
-                eprintln!();
-            }
-            for note in &notes {
-                eprintln!("note: {note}");
-            }
-            let summary = format!(
-                "ingested {} to {} ({} minutes) from {}: {} windows, {} samples, {} rows, {} failed, in {:.1} s",
-                format_rfc3339(from_ms),
-                format_rfc3339(to_ms),
-                (to_ms - from_ms) / MINUTE_MS,
-                sources
-                    .iter()
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                total,
-                samples,
-                rows,
-                failed.len(),
-                started.elapsed().as_secs_f64()
-            );
-            #[allow(clippy::print_stdout)]
-            {
-                println!("{summary}");
-            }
-            if failed.is_empty() {
-                Ok(())
-            } else {
-                Err(CliError::Failed(format!(
-                    "{} windows failed and are recorded as gaps (gpufleet usage status):\n  {}",
-                    failed.len(),
-                    failed.join("\n  ")
-                )))
-            }
-        }
+        } => ingest(db, usage, from, to, sources).await,
         UsageCommand::DemoHistory {
             db,
             hours,
             step_seconds,
             out,
-        } => {
-            if !(1..=60).contains(&step_seconds) {
-                return Err(CliError::Input(
-                    "--step-seconds is 1 to 60: a minute without a sample counts nothing"
-                        .to_owned(),
-                ));
-            }
-            let pool = migrated_pool(&db).await?;
-            let (pools, teams) = super::demo::fleet(&pool)
-                .await
-                .map_err(|err| CliError::Failed(format!("database: {err}")))?;
-            let now = crate::clock::now_ms();
-            let to = shared::common::utc::floor_minute(now);
-            let from = to - i64::from(hours) * shared::common::utc::HOUR_MS;
-            let file = std::fs::File::create(&out).map_err(|err| {
-                CliError::Failed(format!("cannot write {}: {err}", out.display()))
-            })?;
-            let mut writer = std::io::BufWriter::new(file);
-            let written = super::demo::write_history(
-                &mut writer,
-                &pools,
-                &teams,
-                from,
-                to,
-                i64::from(step_seconds) * 1000,
-            )
-            .and_then(|n| writer.flush().map(|()| n))
-            .map_err(|err| CliError::Failed(format!("cannot write {}: {err}", out.display())))?;
-            eprintln!(
-                "wrote {written} demo samples ({} to {}) to {}",
-                format_rfc3339(from),
-                format_rfc3339(to),
-                out.display()
-            );
-            Ok(())
-        }
-        UsageCommand::Status { db, format } => {
-            let pool = migrated_pool(&db).await?;
-            let health = super::health(&pool, &Usage::off())
-                .await
-                .map_err(|err| CliError::Failed(format!("database: {err}")))?;
-            let text = match format.as_str() {
-                "json" => serde_json::to_string_pretty(&health)
-                    .map_err(|err| CliError::Failed(err.to_string()))?,
-                "text" => status_text(&health),
-                other => {
-                    return Err(CliError::Input(format!("--format {other:?}: text or json")));
+        } => demo_history(db, hours, step_seconds, out).await,
+        UsageCommand::Status { db, format } => status(db, format).await,
+    }
+}
+
+/// `gpufleet usage ingest`: a window of the chosen sources, read and stored.
+async fn ingest(
+    db: DbArgs,
+    usage: Box<UsageArgs>,
+    from: String,
+    to: String,
+    sources: Vec<String>,
+) -> Result<(), CliError> {
+    let from_ms = instant("--from", &from)?;
+    let to_ms = instant("--to", &to)?;
+    if to_ms <= from_ms {
+        return Err(CliError::Input(format!(
+            "--to ({to}) must be after --from ({from})"
+        )));
+    }
+    let sources = parse_sources(&sources)?;
+    let usage = Usage::from_args(&usage).map_err(CliError::Input)?;
+    let Some(prom) = usage.prometheus() else {
+        return Err(CliError::Input(
+            "no Prometheus to read: set GPUFLEET_PROMETHEUS_URL (or --prometheus-url)".to_owned(),
+        ));
+    };
+    let pool = migrated_pool(&db).await?;
+    let started = Instant::now();
+    let windows = windows(from_ms, to_ms);
+    let total = windows.len() * sources.len();
+    let Ingested {
+        rows,
+        samples,
+        failed,
+        notes,
+    } = ingest_each(&pool, prom, &usage, &sources, &windows).await?;
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    let summary = format!(
+        "ingested {} to {} ({} minutes) from {}: {} windows, {} samples, {} rows, {} failed, in {:.1} s",
+        format_rfc3339(from_ms),
+        format_rfc3339(to_ms),
+        (to_ms - from_ms) / MINUTE_MS,
+        sources
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        total,
+        samples,
+        rows,
+        failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{summary}");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "{} windows failed and are recorded as gaps (gpufleet usage status):\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        )))
+    }
+}
+
+/// What the windows gave: rows and samples stored, the windows that failed, the notes.
+struct Ingested {
+    rows: usize,
+    samples: usize,
+    failed: Vec<String>,
+    notes: Vec<String>,
+}
+
+/// Each source over each window, with a progress bar on a terminal; a database error stops it.
+async fn ingest_each(
+    pool: &sqlx::PgPool,
+    prom: &super::prom::Prometheus,
+    usage: &Usage,
+    sources: &[Source],
+    windows: &[shared::usage::Window],
+) -> Result<Ingested, CliError> {
+    let total = windows.len() * sources.len();
+    let progress = std::io::stderr().is_terminal();
+    let (mut done, mut rows, mut samples, mut failed) = (0, 0, 0, Vec::new());
+    let mut notes = Vec::new();
+    for source in sources {
+        for window in windows {
+            match super::ingest(pool, prom, &usage.settings, *source, *window).await {
+                Ok(landed) => {
+                    rows += landed.rows;
+                    samples += landed.samples;
+                    if let Some(note) = landed.note
+                        && !notes.contains(&note)
+                    {
+                        notes.push(note);
+                    }
                 }
-            };
-            #[allow(clippy::print_stdout)]
-            {
-                println!("{text}");
+                Err(IngestError::Database(err)) => {
+                    return Err(CliError::Failed(format!("database: {err}")));
+                }
+                Err(err) => failed.push(format!(
+                    "{} {}: {err}",
+                    source.name(),
+                    format_rfc3339(window.from_ms)
+                )),
             }
-            Ok(())
+            done += 1;
+            if progress {
+                let filled = done * 30 / total.max(1);
+                eprint!(
+                    "\r[{}{}] {done}/{total} windows",
+                    "#".repeat(filled),
+                    ".".repeat(30 - filled)
+                );
+                let _ = std::io::stderr().flush();
+            }
         }
     }
+    if progress {
+        eprintln!();
+    }
+    Ok(Ingested {
+        rows,
+        samples,
+        failed,
+        notes,
+    })
+}
+
+/// `gpufleet usage demo-history`: the demo fleet's metrics as OpenMetrics, for promtool.
+async fn demo_history(
+    db: DbArgs,
+    hours: u32,
+    step_seconds: u32,
+    out: PathBuf,
+) -> Result<(), CliError> {
+    if !(1..=60).contains(&step_seconds) {
+        return Err(CliError::Input(
+            "--step-seconds is 1 to 60: a minute without a sample counts nothing".to_owned(),
+        ));
+    }
+    let pool = migrated_pool(&db).await?;
+    let (pools, teams) = super::demo::fleet(&pool)
+        .await
+        .map_err(|err| CliError::Failed(format!("database: {err}")))?;
+    let now = crate::clock::now_ms();
+    let to = shared::common::utc::floor_minute(now);
+    let from = to - i64::from(hours) * shared::common::utc::HOUR_MS;
+    let file = std::fs::File::create(&out)
+        .map_err(|err| CliError::Failed(format!("cannot write {}: {err}", out.display())))?;
+    let mut writer = std::io::BufWriter::new(file);
+    let written = super::demo::write_history(
+        &mut writer,
+        &pools,
+        &teams,
+        from,
+        to,
+        i64::from(step_seconds) * 1000,
+    )
+    .and_then(|n| writer.flush().map(|()| n))
+    .map_err(|err| CliError::Failed(format!("cannot write {}: {err}", out.display())))?;
+    eprintln!(
+        "wrote {written} demo samples ({} to {}) to {}",
+        format_rfc3339(from),
+        format_rfc3339(to),
+        out.display()
+    );
+    Ok(())
+}
+
+/// `gpufleet usage status`: each source's watermark and lag, open gaps, unattributed namespaces.
+async fn status(db: DbArgs, format: String) -> Result<(), CliError> {
+    let pool = migrated_pool(&db).await?;
+    let health = super::health(&pool, &Usage::off())
+        .await
+        .map_err(|err| CliError::Failed(format!("database: {err}")))?;
+    let text = match format.as_str() {
+        "json" => serde_json::to_string_pretty(&health)
+            .map_err(|err| CliError::Failed(err.to_string()))?,
+        "text" => status_text(&health),
+        other => {
+            return Err(CliError::Input(format!("--format {other:?}: text or json")));
+        }
+    };
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{text}");
+    }
+    Ok(())
 }
 
 fn instant(flag: &str, text: &str) -> Result<i64, CliError> {
