@@ -1,5 +1,5 @@
 //! The chargeback SQL: rates, and what a statement is made from (the usage day rollups, token
-//! day rollups, teams and the inventory's capacity).
+//! day rollups, teams and the inventory's capacity). UTC days cross as PostgreSQL `date`s.
 
 use std::collections::BTreeMap;
 
@@ -7,16 +7,29 @@ use shared::{
     chargeback::{DrillMinute, Rate, Team, TokensDay, UsageDay},
     common::day::Day,
 };
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, types::time::Date};
 
-fn day(text: &str) -> Day {
-    // the database writes dates as YYYY-MM-DD
-    Day::parse(text).unwrap_or_else(|| Day::of_unix_seconds(0))
+/// The Julian day number of 1970-01-01, the day `Day` counts from.
+const UNIX_EPOCH_JULIAN_DAY: i32 = 2_440_588;
+
+/// A UTC day as PostgreSQL's `date`.
+fn date(day: Day) -> sqlx::Result<Date> {
+    Date::from_julian_day(day.days_since_epoch() + UNIX_EPOCH_JULIAN_DAY)
+        .map_err(|err| sqlx::Error::Encode(Box::new(err)))
+}
+
+/// A `date` as a UTC day.
+fn day(date: Date) -> Day {
+    Day::of_unix_seconds(i64::from(date.to_julian_day() - UNIX_EPOCH_JULIAN_DAY) * 86_400)
+}
+
+fn dates(days: impl Iterator<Item = Day>) -> sqlx::Result<Vec<Date>> {
+    days.map(date).collect()
 }
 
 /// A day's usage as the day rollups and the closed months store it.
 struct UsageRow {
-    day: String,
+    day: Date,
     namespace: String,
     flavor: String,
     allocated_gpu_microseconds: Option<i64>,
@@ -29,7 +42,7 @@ struct UsageRow {
 impl From<UsageRow> for UsageDay {
     fn from(r: UsageRow) -> UsageDay {
         UsageDay {
-            day: day(&r.day),
+            day: day(r.day),
             namespace: r.namespace,
             flavor: r.flavor,
             allocated_gpu_us: r.allocated_gpu_microseconds,
@@ -43,7 +56,7 @@ impl From<UsageRow> for UsageDay {
 
 /// A day's tokens as the token rollups and the closed months store them.
 struct TokenRow {
-    day: String,
+    day: Date,
     namespace: String,
     model: String,
     prompt_tokens: i64,
@@ -55,7 +68,7 @@ struct TokenRow {
 impl From<TokenRow> for TokensDay {
     fn from(r: TokenRow) -> TokensDay {
         TokensDay {
-            day: day(&r.day),
+            day: day(r.day),
             namespace: r.namespace,
             model: r.model,
             prompt_tokens: r.prompt_tokens,
@@ -69,10 +82,10 @@ impl From<TokenRow> for TokensDay {
 /// Every explicit rate, and each flavor's model price as its rate from 1970-01-01.
 pub async fn rates(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<Rate>> {
     let rows = sqlx::query!(
-        r#"select f.name as "flavor!", r.effective_from::text as "from!", r.cents_per_gpu_hour as "cents!"
+        r#"select f.name as "flavor!", r.effective_from as "from!", r.cents_per_gpu_hour as "cents!"
            from flavor_rates r join flavors f on f.id = r.flavor_id
            union all
-           select f.name, '1970-01-01', m.price_cents_per_gpu_hour
+           select f.name, date '1970-01-01', m.price_cents_per_gpu_hour
            from flavors f join gpu_models m on m.id = f.gpu_model_id
            order by 1, 2"#
     )
@@ -82,7 +95,7 @@ pub async fn rates(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<Rate>> {
         .into_iter()
         .map(|r| Rate {
             flavor: r.flavor,
-            effective_from: day(&r.from),
+            effective_from: day(r.from),
             cents_per_gpu_hour: r.cents,
         })
         .collect())
@@ -98,12 +111,12 @@ pub async fn set_rate(
 ) -> sqlx::Result<Option<()>> {
     let done = sqlx::query!(
         "insert into flavor_rates (flavor_id, effective_from, cents_per_gpu_hour, set_by)
-         select id, $2::text::date, $3, $4 from flavors where name = $1
+         select id, $2, $3, $4 from flavors where name = $1
          on conflict (flavor_id, effective_from) do update set
              cents_per_gpu_hour = excluded.cents_per_gpu_hour, set_by = excluded.set_by,
              set_at = now()",
         flavor,
-        from.to_string(),
+        date(from)?,
         cents,
         user_id
     )
@@ -140,7 +153,7 @@ pub async fn usage_days(
 ) -> sqlx::Result<Vec<UsageDay>> {
     let rows = sqlx::query_as!(
         UsageRow,
-        r#"select (period at time zone 'UTC')::date::text as "day!",
+        r#"select (period at time zone 'UTC')::date as "day!",
                   case when cluster_queue <> '' then 'clusterqueue/' || cluster_queue
                        else namespace end as "namespace!",
                   flavor, allocated_gpu_microseconds,
@@ -149,11 +162,11 @@ pub async fn usage_days(
                   coalesce(borrowed_gpu_microseconds, 0) as "borrowed_gpu_microseconds!",
                   coalesce(lent_gpu_microseconds, 0) as "lent_gpu_microseconds!"
            from usage_rollups
-           where grain = 'day' and period >= $1::text::date::timestamp at time zone 'UTC'
-             and period < $2::text::date::timestamp at time zone 'UTC'
+           where grain = 'day' and period >= $1::date::timestamp at time zone 'UTC'
+             and period < $2::date::timestamp at time zone 'UTC'
            order by 1, 2, 3"#,
-        from.to_string(),
-        to.to_string()
+        date(from)?,
+        date(to)?
     )
     .fetch_all(db)
     .await?;
@@ -167,14 +180,14 @@ pub async fn token_days(
 ) -> sqlx::Result<Vec<TokensDay>> {
     let rows = sqlx::query_as!(
         TokenRow,
-        r#"select (period at time zone 'UTC')::date::text as "day!", namespace, model,
+        r#"select (period at time zone 'UTC')::date as "day!", namespace, model,
                   prompt_tokens, generation_tokens, prefill_microseconds, decode_microseconds
            from usage_token_rollups
-           where grain = 'day' and period >= $1::text::date::timestamp at time zone 'UTC'
-             and period < $2::text::date::timestamp at time zone 'UTC'
+           where grain = 'day' and period >= $1::date::timestamp at time zone 'UTC'
+             and period < $2::date::timestamp at time zone 'UTC'
            order by 1, 2, 3"#,
-        from.to_string(),
-        to.to_string()
+        date(from)?,
+        date(to)?
     )
     .fetch_all(db)
     .await?;
@@ -186,7 +199,7 @@ pub async fn closed_months(
     db: impl PgExecutor<'_>,
 ) -> sqlx::Result<Vec<(Day, String, Option<String>)>> {
     let rows = sqlx::query!(
-        r#"select c.month::text as "month!",
+        r#"select c.month as "month!",
                   to_char(c.closed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "closed_at!",
                   u.username as "closed_by?"
            from chargeback_closed_months c left join users u on u.id = c.closed_by
@@ -196,7 +209,7 @@ pub async fn closed_months(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| (day(&r.month), r.closed_at, r.closed_by))
+        .map(|r| (day(r.month), r.closed_at, r.closed_by))
         .collect())
 }
 
@@ -208,14 +221,14 @@ pub async fn frozen_usage(
 ) -> sqlx::Result<Vec<UsageDay>> {
     let rows = sqlx::query_as!(
         UsageRow,
-        r#"select day::text as "day!", namespace, flavor, allocated_gpu_microseconds,
+        r#"select day as "day!", namespace, flavor, allocated_gpu_microseconds,
                   busy_gpu_microseconds, observed_gpu_microseconds,
                   coalesce(borrowed_gpu_microseconds, 0) as "borrowed_gpu_microseconds!",
                   coalesce(lent_gpu_microseconds, 0) as "lent_gpu_microseconds!"
            from chargeback_closed_usage
-           where day >= $1::text::date and day < $2::text::date order by 1, 2, 3"#,
-        from.to_string(),
-        to.to_string()
+           where day >= $1 and day < $2 order by 1, 2, 3"#,
+        date(from)?,
+        date(to)?
     )
     .fetch_all(db)
     .await?;
@@ -229,12 +242,12 @@ pub async fn frozen_tokens(
 ) -> sqlx::Result<Vec<TokensDay>> {
     let rows = sqlx::query_as!(
         TokenRow,
-        r#"select day::text as "day!", namespace, model, prompt_tokens, generation_tokens,
+        r#"select day as "day!", namespace, model, prompt_tokens, generation_tokens,
                   prefill_microseconds, decode_microseconds
            from chargeback_closed_tokens
-           where day >= $1::text::date and day < $2::text::date order by 1, 2, 3"#,
-        from.to_string(),
-        to.to_string()
+           where day >= $1 and day < $2 order by 1, 2, 3"#,
+        date(from)?,
+        date(to)?
     )
     .fetch_all(db)
     .await?;
@@ -255,18 +268,18 @@ pub async fn frozen_rates(
     to: Day,
 ) -> sqlx::Result<Vec<FrozenRate>> {
     let rows = sqlx::query!(
-        r#"select day::text as "day!", flavor, gpus, cents_per_gpu_hour
+        r#"select day as "day!", flavor, gpus, cents_per_gpu_hour
            from chargeback_closed_rates
-           where day >= $1::text::date and day < $2::text::date order by 1, 2"#,
-        from.to_string(),
-        to.to_string()
+           where day >= $1 and day < $2 order by 1, 2"#,
+        date(from)?,
+        date(to)?
     )
     .fetch_all(db)
     .await?;
     Ok(rows
         .into_iter()
         .map(|r| FrozenRate {
-            day: day(&r.day),
+            day: day(r.day),
             flavor: r.flavor,
             gpus: r.gpus,
             cents_per_gpu_hour: r.cents_per_gpu_hour,
@@ -303,23 +316,23 @@ pub async fn close(
     .fetch_one(&mut *tx)
     .await?;
     sqlx::query!(
-        "insert into chargeback_closed_months (month, closed_by) values ($1::text::date, $2)",
-        month.to_string(),
+        "insert into chargeback_closed_months (month, closed_by) values ($1, $2)",
+        date(month)?,
         closed_by
     )
     .execute(&mut *tx)
     .await?;
-    let m = month.to_string();
+    let m = date(month)?;
     sqlx::query!(
         "insert into chargeback_closed_usage (month, day, namespace, flavor,
              allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
              borrowed_gpu_microseconds, lent_gpu_microseconds)
-         select $1::text::date, d::date, ns, fl, a, b, o, bo, le
-         from unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
+         select $1, d, ns, fl, a, b, o, bo, le
+         from unnest($2::date[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[],
                      $8::bigint[], $9::bigint[])
               as u(d, ns, fl, a, b, o, bo, le)",
         m,
-        &usage.iter().map(|u| u.day.to_string()).collect::<Vec<_>>(),
+        &dates(usage.iter().map(|u| u.day))?,
         &usage
             .iter()
             .map(|u| u.namespace.clone())
@@ -336,11 +349,11 @@ pub async fn close(
     sqlx::query!(
         "insert into chargeback_closed_tokens (month, day, namespace, model, prompt_tokens,
                                                generation_tokens)
-         select $1::text::date, d::date, ns, mo, p, g
-         from unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
+         select $1, d, ns, mo, p, g
+         from unnest($2::date[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
               as u(d, ns, mo, p, g)",
         m,
-        &tokens.iter().map(|t| t.day.to_string()).collect::<Vec<_>>(),
+        &dates(tokens.iter().map(|t| t.day))?,
         &tokens
             .iter()
             .map(|t| t.namespace.clone())
@@ -356,10 +369,10 @@ pub async fn close(
     .await?;
     sqlx::query!(
         "insert into chargeback_closed_rates (month, day, flavor, gpus, cents_per_gpu_hour)
-         select $1::text::date, d::date, fl, g, c
-         from unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[]) as u(d, fl, g, c)",
+         select $1, d, fl, g, c
+         from unnest($2::date[], $3::text[], $4::bigint[], $5::bigint[]) as u(d, fl, g, c)",
         m,
-        &rates.iter().map(|r| r.day.to_string()).collect::<Vec<_>>(),
+        &dates(rates.iter().map(|r| r.day))?,
         &rates.iter().map(|r| r.flavor.clone()).collect::<Vec<_>>(),
         &rates.iter().map(|r| r.gpus).collect::<Vec<_>>(),
         &rates
@@ -380,20 +393,17 @@ pub async fn reopen(tx: &mut sqlx::PgConnection, month: Day) -> sqlx::Result<boo
     )
     .fetch_one(&mut *tx)
     .await?;
-    let m = month.to_string();
+    let m = date(month)?;
     for statement in [
-        "delete from chargeback_closed_usage where month = $1::text::date",
-        "delete from chargeback_closed_tokens where month = $1::text::date",
-        "delete from chargeback_closed_rates where month = $1::text::date",
+        "delete from chargeback_closed_usage where month = $1",
+        "delete from chargeback_closed_tokens where month = $1",
+        "delete from chargeback_closed_rates where month = $1",
     ] {
-        sqlx::query(statement).bind(&m).execute(&mut *tx).await?;
+        sqlx::query(statement).bind(m).execute(&mut *tx).await?;
     }
-    let gone = sqlx::query!(
-        "delete from chargeback_closed_months where month = $1::text::date",
-        m
-    )
-    .execute(&mut *tx)
-    .await?;
+    let gone = sqlx::query!("delete from chargeback_closed_months where month = $1", m)
+        .execute(&mut *tx)
+        .await?;
     Ok(gone.rows_affected() == 1)
 }
 
@@ -409,11 +419,11 @@ pub async fn drill_minutes(
                   observed_gpu_microseconds, fb_used_mib
            from usage_minutes
            where namespace = $1 and cluster_queue = ''
-             and minute >= $2::text::date::timestamp at time zone 'UTC'
-             and minute < ($2::text::date + 1)::timestamp at time zone 'UTC'
+             and minute >= $2::date::timestamp at time zone 'UTC'
+             and minute < ($2::date + 1)::timestamp at time zone 'UTC'
            order by minute, flavor"#,
         namespace,
-        day.to_string()
+        date(day)?
     )
     .fetch_all(db)
     .await?;
@@ -438,4 +448,30 @@ pub async fn drill_minutes(
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_cross_as_the_calendar_dates_they_name() {
+        // (text, year, month, day of month, day of the year)
+        for (text, y, m, d, ordinal) in [
+            ("1970-01-01", 1970, 1, 1, 1),
+            ("2024-02-29", 2024, 2, 29, 60),
+            ("2026-12-02", 2026, 12, 2, 336),
+        ] {
+            let parsed = Day::parse(text).expect("a day");
+            let as_date = date(parsed).expect("in range");
+            assert_eq!(
+                (as_date.year(), as_date.month() as u8, as_date.day()),
+                (y, m, d),
+                "{text}"
+            );
+            let want = Date::from_ordinal_date(y, ordinal).expect("a date");
+            assert_eq!(as_date, want, "{text}");
+            assert_eq!(day(want), parsed, "{text}");
+        }
+    }
 }
