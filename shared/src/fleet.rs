@@ -186,6 +186,42 @@ mod tests {
     }
 
     #[test]
+    fn the_inventory_becomes_a_scenario_fleet_one_flavor_per_pool() {
+        let fleet = Fleet {
+            models: vec![model("H200-SXM-141GB", 791), model("L4-24GB", 80)],
+            pools: vec![
+                pool("H200 rack A", "H200-SXM-141GB", 2, 8),
+                pool("h200-rack-a", "H200-SXM-141GB", 1, 8),
+                pool("L4 (spare)", "L4-24GB", 0, 4),
+                pool("inference L4", "L4-24GB", 3, 4),
+            ],
+        };
+        let got: Vec<(String, String, u32, u32, i64)> =
+            crate::planning::scenario::inventory_fleet(&fleet)
+                .into_iter()
+                .map(|a| {
+                    (
+                        a.flavor,
+                        a.gpu_model,
+                        a.count,
+                        a.gpus_per_node,
+                        a.price_cents_per_gpu_hour,
+                    )
+                })
+                .collect();
+        let want = [
+            ("h200-rack-a", "H200-SXM-141GB", 16, 8, 791),
+            ("h200-rack-a-2", "H200-SXM-141GB", 8, 8, 791),
+            ("inference-l4", "L4-24GB", 12, 4, 80),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(f, m, c, n, p)| ((*f).to_owned(), (*m).to_owned(), *c, *n, *p))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
     fn an_empty_fleet_costs_nothing() {
         let fleet = Fleet::default();
         assert_eq!(fleet.total_gpus(), 0);

@@ -1,6 +1,6 @@
 //! Fractional-GPU placement: replay a pod list onto a node list with a policy, and measure
 //! allocation and fragmentation exactly as the FGD paper defines them (USENIX ATC '23; the
-//! definitions are restated in `../shared/eval/README.md`, section 4).
+//! definitions are restated in `docs/packing.md`, "What is measured").
 //!
 //! Invariants: a GPU holds at most 1000 milli-GPU; per node, allocated + free = capacity for
 //! CPU, memory and every GPU; a whole-GPU pod only takes fully free GPUs; a sharing pod takes

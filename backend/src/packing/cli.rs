@@ -300,7 +300,7 @@ pub enum PackingCommand {
     },
     /// The paper's full protocol: every list × policy × seed, written as a results document.
     Protocol {
-        /// The openb trace folder (e.g. ../shared/eval/openb/trace).
+        /// The openb trace folder: alibaba/clusterdata's cluster-trace-gpu-v2023/csv/.
         #[arg(long)]
         trace_dir: PathBuf,
         /// The artifact's summary CSV; default: ../reference_results/ beside the trace folder.

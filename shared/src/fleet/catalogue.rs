@@ -245,8 +245,8 @@ mod tests {
 
     #[test]
     fn the_h200_matches_the_real_card() {
-        // ../shared/fixtures/h200-nvml-trace: 143,771 MiB total, 7 instances, 7 compute and 8
-        // memory slices, and the seven profiles of `nvidia-smi mig -lgip`.
+        // the real H200's readings in shared/data/README.md: 143,771 MiB total, 7 instances, 7
+        // compute and 8 memory slices, and the seven profiles of `nvidia-smi mig -lgip`.
         let h200 = find("H200-SXM-141GB").expect("known");
         assert_eq!(h200.vendor, Vendor::Nvidia);
         assert_eq!(h200.mem_mib, 143_771);
