@@ -203,7 +203,8 @@ pub fn mig_layouts(scenario: &Scenario, plan: &IsolationPlan) -> Vec<FlavorMig> 
 /// What the plan's HAMi classes set in each container's `resources.limits`: the memory one
 /// job needs, and the card's compute shared as the sizing packs it (100 ÷ jobs per card).
 /// YAML, one entry per class; `None` when no class is on HAMi. HAMi's names per vendor:
-/// - NVIDIA (HAMi v2.10, `../shared/reference/hami`): `nvidia.com/gpu`, `nvidia.com/gpumem` in
+/// - NVIDIA (HAMi v2.10.0, `charts/hami/values.yaml` and the docs' `userguide/nvidia-device/
+///   specify-device-memory-usage.md`): `nvidia.com/gpu`, `nvidia.com/gpumem` in
 ///   MiB, `nvidia.com/gpucores` in % of the card;
 /// - AMD (HAMi's docs, `userguide/amd-device/enable-amd-gpu-sharing.md`): `amd.com/gpu`,
 ///   `amd.com/gpumem` in MiB per GPU, `amd.com/gpucores` in % of the compute units (0-100);
