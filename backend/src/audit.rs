@@ -75,8 +75,8 @@ struct Row {
 const CSV_LIMIT: i64 = 100_000;
 
 async fn select(db: impl PgExecutor<'_>, f: &Filter, limit: i64, offset: i64) -> Result<Vec<Row>> {
-    let from = f.from.map(|d| d.to_string());
-    let to = f.to.map(|d| d.to_string());
+    let from = f.from.map(crate::clock::date).transpose()?;
+    let to = f.to.map(crate::clock::date).transpose()?;
     let rows = sqlx::query_as!(
         Row,
         r#"select id, to_char(at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "at!",
@@ -85,8 +85,8 @@ async fn select(db: impl PgExecutor<'_>, f: &Filter, limit: i64, offset: i64) ->
            from audit_log
            where ($1::text is null or team = $1) and ($2::text is null or actor = $2)
              and ($3::text is null or kind = $3)
-             and ($4::text is null or at >= ($4::text::date)::timestamp at time zone 'UTC')
-             and ($5::text is null or at < ($5::text::date + 1)::timestamp at time zone 'UTC')
+             and ($4::date is null or at >= $4::date::timestamp at time zone 'UTC')
+             and ($5::date is null or at < ($5::date + 1)::timestamp at time zone 'UTC')
            order by at desc, id desc
            limit $6 offset $7"#,
         f.team,

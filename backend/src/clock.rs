@@ -1,5 +1,6 @@
 //! What time it is: the wall clock, or a clock a test moves (so that a test of minutes passing
-//! takes seconds). Every "now" and "today" of the server comes from here.
+//! takes seconds). Every "now" and "today" of the server comes from here, and how a UTC day
+//! crosses to PostgreSQL as a `date`.
 
 use std::{
     sync::{
@@ -10,6 +11,7 @@ use std::{
 };
 
 use shared::common::day::Day;
+use sqlx::types::time::Date;
 
 /// The wall clock unless made [`Clock::manual`].
 #[derive(Debug, Clone, Default)]
@@ -55,4 +57,44 @@ pub fn now_ms() -> i64 {
 /// capacity is billed.
 pub fn today() -> Day {
     Day::of_unix_seconds(now_ms().div_euclid(1000))
+}
+
+/// The Julian day number of 1970-01-01, the day `Day` counts from.
+const UNIX_EPOCH_JULIAN_DAY: i32 = 2_440_588;
+
+/// A UTC day as PostgreSQL's `date`.
+pub fn date(day: Day) -> sqlx::Result<Date> {
+    Date::from_julian_day(day.days_since_epoch() + UNIX_EPOCH_JULIAN_DAY)
+        .map_err(|err| sqlx::Error::Encode(Box::new(err)))
+}
+
+/// A `date` as a UTC day.
+pub fn day(date: Date) -> Day {
+    Day::of_unix_seconds(i64::from(date.to_julian_day() - UNIX_EPOCH_JULIAN_DAY) * 86_400)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_cross_as_the_calendar_dates_they_name() {
+        // (text, year, month, day of month, day of the year)
+        for (text, y, m, d, ordinal) in [
+            ("1970-01-01", 1970, 1, 1, 1),
+            ("2024-02-29", 2024, 2, 29, 60),
+            ("2026-12-02", 2026, 12, 2, 336),
+        ] {
+            let parsed = Day::parse(text).expect("a day");
+            let as_date = date(parsed).expect("in range");
+            assert_eq!(
+                (as_date.year(), as_date.month() as u8, as_date.day()),
+                (y, m, d),
+                "{text}"
+            );
+            let want = Date::from_ordinal_date(y, ordinal).expect("a date");
+            assert_eq!(as_date, want, "{text}");
+            assert_eq!(day(want), parsed, "{text}");
+        }
+    }
 }
