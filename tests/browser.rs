@@ -940,6 +940,16 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
             ),
         )
         .await;
+    // Preemptions of submitted work, and the backlog's reclaims on their own.
+    browser
+        .wait_for_text(
+            "[data-test=simulation]",
+            &format!(
+                "{} preemptions; elastic backlog reclaimed {} times ({:.0} GPU-hours lost)",
+                sim.preemptions, sim.backlog_reclaims, sim.backlog_rework_gpu_hours
+            ),
+        )
+        .await;
     // What would change the answer, option by option, as the native run has it.
     for c in &e.decision.changes {
         if let Some(first) = c.would_win.first() {

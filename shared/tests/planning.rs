@@ -1112,6 +1112,114 @@ fn preemption_evicts_the_fewest_workloads_needed() {
     assert_eq!(teams[0].queue_wait_p95_min, Some(1.0));
 }
 
+/// Kueue v0.19's classical preemption (pkg/scheduler/preemption/preemption.go,
+/// `classicalPreemptions`; candidates from classical/candidate_generator.go): a ClusterQueue
+/// strictly under its nominal quota whose workload would take it over nominal tries first,
+/// without borrowing, the borrowing queues' workloads (`reclaimWithinCohort`) and then its own
+/// lower-priority ones (`withinClusterQueue: LowerPriority`), in that order; a borrowing queue's
+/// workload stops being a candidate once that queue is back within nominal; the set is then
+/// filled back to the fewest that still make room.
+#[test]
+fn a_queue_under_nominal_reclaims_and_preempts_its_own_lower_priority_work_together() {
+    // 16 cards. A (nominal 8) runs a 4-GPU priority-10 job; B (nominal 8) runs three 4-GPU
+    // jobs, borrowing 4. In hour 1 an 8-GPU priority-100 job arrives for A: 4 + 8 > 8, so it
+    // cannot land within nominal by reclaiming alone. Removing B's newest job takes B back to
+    // nominal (its other jobs are then no candidates); removing A's own job lets the new one
+    // fit within nominal: both are evicted, and it is admitted.
+    let teams = week_of(
+        16,
+        vec![
+            batch_team("a", 8, vec![(4, 10, 0), (8, 100, 1)]),
+            batch_team("b", 8, vec![(4, 10, 0), (4, 10, 0), (4, 10, 0)]),
+        ],
+    );
+    assert_eq!(
+        teams[1].preemptions, 1,
+        "one of B's borrowed jobs: {:?}",
+        teams[1]
+    );
+    assert_eq!(
+        teams[0].preemptions, 1,
+        "and A's own lower-priority job: {:?}",
+        teams[0]
+    );
+    // Its victims terminate within the minute; the job is admitted the minute after it came.
+    assert_eq!(teams[0].queue_wait_p95_min, Some(1.0), "{:?}", teams[0]);
+}
+
+/// Kueue's scheduling cycle (pkg/scheduler/scheduler.go, `schedule`) takes one head per
+/// ClusterQueue (`queues.Heads`), orders them (`makeClassicalIterator`: within nominal quota
+/// before borrowing, then priority, then FIFO) and admits those that fit; the next head of a
+/// queue waits for the next cycle. A queue's second workload therefore never borrows ahead of
+/// another queue's first.
+#[test]
+fn each_scheduling_cycle_takes_one_head_per_cluster_queue() {
+    // 8 cards. X (nominal 4) has two 4-GPU jobs, Y (nominal 4) one, all queued at minute 0.
+    // Cycle 1: X's first and Y's fit within nominal and are admitted. Cycle 2: X's second would
+    // borrow, nothing is free, and it may not preempt work of its own priority: it waits.
+    let teams = week_of(
+        8,
+        vec![
+            batch_team("x", 4, vec![(4, 10, 0), (4, 10, 0)]),
+            batch_team("y", 4, vec![(4, 10, 0)]),
+        ],
+    );
+    assert_eq!(teams[0].preemptions + teams[1].preemptions, 0, "{teams:?}");
+    assert_eq!(
+        teams[1].queue_wait_p95_min,
+        Some(0.0),
+        "Y's head goes in cycle 1"
+    );
+    assert!(
+        teams[0].queue_wait_p95_min.expect("X's second") > 0.0,
+        "{:?}",
+        teams[0]
+    );
+}
+
+/// A preemptor is admitted only once its victims have terminated, and meanwhile it stays the
+/// head of its ClusterQueue: the scheduler requeues it with `RequeueReasonPendingPreemption`
+/// (pkg/scheduler/scheduler.go, `processEntry`), which puts it straight back and makes it
+/// sticky at the head of a BestEffortFIFO queue (pkg/cache/queue/cluster_queue.go,
+/// `requeueIfNotPresent`, Kueue#12740). A queue that must reclaim for sixteen replicas
+/// therefore reclaims one termination at a time.
+#[test]
+fn replicas_reclaim_one_termination_at_a_time() {
+    let mut s = two_teams(30, 300);
+    s.teams[0].name = "serving".into();
+    s.teams[0].nominal_gpus.insert("h100".into(), 16);
+    let serve = &mut s.teams[0].workloads[0];
+    serve.gpus_per_job = 1;
+    // 11.2 GPUs' worth in hour 1 only: ⌈11.2 ÷ 70%⌉ = 16 one-GPU replicas from minute 60.
+    serve.demand = Demand::Hourly {
+        hourly_gpus: (0..168).map(|h| if h == 1 { 11.2 } else { 0.0 }).collect(),
+    };
+    let inference = serve.inference.as_mut().expect("inference");
+    inference.threshold_pct = 70;
+    inference.min_replicas = 0;
+    inference.max_replicas = 16;
+    inference.cold_start_s = 60;
+    inference.warm_cache_cold_start_s = None;
+    // The borrower holds all 16 cards with elastic one-GPU work all week.
+    let borrow = &mut s.teams[1].workloads[0];
+    borrow.gpus_per_job = 1;
+    borrow.job_minutes = 43_200;
+    borrow.demand = Demand::Hourly {
+        hourly_gpus: vec![0.0; 168],
+    };
+    borrow.backlog_gpus = 16.0;
+    let sim = evaluate(&s).simulation;
+    // Replica k (0-15) evicts one borrower at minute 60 + k, starts at 61 + k once it has
+    // terminated, and serves from 62 + k after its one-minute cold start. Unserved, in GPUs'
+    // worth × minutes: 11.2 at minutes 60 and 61, then 11.2 − r with r ready (r = 1..11) until
+    // minute 72: 22.4 + 11 × 11.2 − 66 = 79.6 of the hour's 11.2 × 60 = 672.
+    let unserved = sim.teams[0].unserved_inference_pct.expect("traffic");
+    assert!(
+        (unserved - 79.6 / 672.0 * 100.0).abs() < 1e-9,
+        "{unserved}% unserved"
+    );
+}
+
 #[test]
 fn owners_reclaim_lent_quota_and_borrowers_pay_in_rework() {
     let with = evaluate(&two_teams(30, 600)).simulation;

@@ -2,34 +2,39 @@
 //!
 //! Model: one ClusterQueue per team with a nominal quota per flavor; with a cohort, unused
 //! quota is lent (up to each lender's `lendingLimit`) and borrowed (up to each borrower's
-//! `borrowingLimit`); admission is all-or-nothing. Each minute the queues take their turn as
-//! Kueue sorts the cycle's heads (within nominal quota first, then priority, then creation);
-//! inside a queue, priority then arrival, StrictFIFO or BestEffortFIFO, and every head gets its
-//! preemption attempt. Preemption as Kueue's: `reclaimWithinCohort: Any` evicts workloads of
-//! borrowing queues whatever their priority (inference replicas included: Kueue has no
-//! per-workload protection), `withinClusterQueue: LowerPriority` lower-priority work of the same
-//! queue; candidates from other queues first, then lowest priority, then most recently
-//! admitted, trimmed to the fewest needed. Batch classes arrive as jobs whose rate gives the
-//! demand profile (Little's law), plus a standing backlog renewed as it completes; inference
-//! replicas scale like KEDA (threshold, activationThreshold, cooldownPeriod, a 5-minute
-//! scale-down stabilisation) and serve only after their cold start. A preempted job loses the
-//! work done since its last checkpoint.
+//! `borrowingLimit`); admission is all-or-nothing. Each minute runs Kueue's scheduling cycles
+//! (v0.19, pkg/scheduler/scheduler.go): a cycle takes one head per queue and sorts them (within
+//! nominal quota first, then priority, then creation); inside a queue, priority then arrival,
+//! StrictFIFO or BestEffortFIFO. Preemption as Kueue's classical preemption
+//! (pkg/scheduler/preemption): `reclaimWithinCohort: Any` evicts workloads of borrowing
+//! queues whatever their priority (inference replicas included: Kueue has no per-workload
+//! protection), `withinClusterQueue: LowerPriority` lower-priority work of the same queue; a
+//! queue strictly under nominal tries both together so that it lands within nominal, else its
+//! own candidates with borrowing; candidates from other queues first, then lowest priority,
+//! then most recently admitted, trimmed to the fewest needed. A preemptor holds its victims'
+//! GPUs while they terminate (a minute) and stays its queue's head meanwhile, so a queue
+//! reclaims one termination at a time. Batch classes arrive as jobs whose rate gives the demand
+//! profile (Little's law), plus a standing backlog renewed as it completes (elastic filler: its
+//! evictions are reported as reclaims, apart from the preemptions of submitted jobs);
+//! inference replicas scale like KEDA (threshold, activationThreshold, cooldownPeriod, a
+//! 5-minute scale-down stabilisation) and serve only after their cold start. A preempted job
+//! loses the work done since its last checkpoint.
 //!
 //! Each class runs on one flavor (its pods select that flavor's node label, so Kueue tries no
-//! other). A preemptor's work starts a minute after its victims are evicted (their
-//! termination), holding their GPUs meanwhile; a replica's cache warms by use. Where it still
-//! departs from the sizing: the week holds whole cards per job (it does not pack work smaller
-//! than a GPU, as the sizing does).
+//! other); a replica's cache warms by use. Where it still departs from the sizing: the week
+//! holds whole cards per job (it does not pack work smaller than a GPU, as the sizing does).
 //!
 //! Invariants (tested): admitted GPU-minutes + idle GPU-minutes = capacity × minutes; no team
 //! ever holds more than its nominal quota plus its borrowing limit.
 //!
 //! Rooms: `quota` (Kueue's arithmetic), `job` (the work and its arrivals), `autoscale`
-//! (KEDA), `week` (the minute's steps); this file runs the week and sums it up.
+//! (KEDA), `running` (each queue's admitted work in victim order), `week` (the minute's
+//! steps); this file runs the week and sums it up.
 
 mod autoscale;
 mod job;
 mod quota;
+mod running;
 mod week;
 
 use serde::{Deserialize, Serialize};
@@ -63,14 +68,21 @@ pub struct TeamStats {
     /// Work of this week's arrivals still queued or running at its end.
     pub unfinished_gpu_minutes: f64,
     pub busy_gpu_minutes: f64,
+    /// Batch jobs submitted (this week's arrivals and the work running at its start; backlog
+    /// filler is not submitted work).
     pub jobs_submitted: u64,
     pub jobs_admitted: u64,
-    /// Minutes from arrival to first admission (batch jobs).
+    /// Minutes from arrival to first admission (submitted batch jobs).
     pub queue_wait_p50_min: Option<f64>,
     pub queue_wait_p95_min: Option<f64>,
-    /// Times this team's workloads were evicted.
+    /// Times this team's submitted jobs and inference replicas were evicted.
     pub preemptions: u64,
+    /// Work those evictions lost since the last checkpoint.
     pub rework_gpu_hours: f64,
+    /// Times this team's backlog (elastic filler on idle quota) was reclaimed, and the work
+    /// lost with it: reclaiming it is what it is for, so it is not counted in `preemptions`.
+    pub backlog_reclaims: u64,
+    pub backlog_rework_gpu_hours: f64,
     /// Inference traffic not served (no ready replica), in % of the traffic.
     pub unserved_inference_pct: Option<f64>,
     /// Scale-down then scale-up within an hour: each costs a cold start.
@@ -139,7 +151,6 @@ pub fn simulate_until(
             week.scale(scaler, minute);
         }
         week.admit(minute);
-        week.account_minute(minute);
         for scaler in &mut autoscalers {
             week.serve(scaler, minute);
         }
@@ -185,6 +196,8 @@ fn sum_up(
         total.jobs_admitted += s.jobs_admitted;
         total.preemptions += s.preemptions;
         total.rework_gpu_hours += s.rework_gpu_hours;
+        total.backlog_reclaims += s.backlog_reclaims;
+        total.backlog_rework_gpu_hours += s.backlog_rework_gpu_hours;
         total.flapping_cycles += s.flapping_cycles;
         total.preemptions_caused_by_scale_up += s.preemptions_caused_by_scale_up;
         total.peak_borrowed_gpus = total.peak_borrowed_gpus.max(s.peak_borrowed_gpus);
@@ -235,6 +248,8 @@ fn empty_stats(team: &str) -> TeamStats {
         queue_wait_p95_min: None,
         preemptions: 0,
         rework_gpu_hours: 0.0,
+        backlog_reclaims: 0,
+        backlog_rework_gpu_hours: 0.0,
         unserved_inference_pct: None,
         flapping_cycles: 0,
         preemptions_caused_by_scale_up: 0,

@@ -40,6 +40,8 @@ pub(super) struct Job {
     pub arrival: u32,
     pub first_admit: Option<u32>,
     pub started: u32,
+    /// The number of its latest admission (later admissions have higher numbers).
+    pub admission: u64,
     /// When its work begins: after a preemption, once the victims have terminated (it holds
     /// their GPUs meanwhile, as they would).
     pub work_from: u32,
@@ -66,6 +68,12 @@ pub(super) enum Part {
 impl Job {
     pub fn is_replica(&self) -> bool {
         matches!(self.kind, Kind::Replica { .. })
+    }
+
+    /// A batch job someone submitted (this week, or running at its start): its waits, counts
+    /// and evictions are the week's job figures. Backlog filler and replicas are not.
+    pub fn is_submitted(&self) -> bool {
+        matches!(self.part, Part::Arrival | Part::WarmStart)
     }
 
     pub fn replica(
@@ -109,6 +117,7 @@ impl Job {
             arrival: minute,
             first_admit: None,
             started: minute,
+            admission: 0,
             work_from: minute,
             running: false,
             generation: 0,
@@ -196,6 +205,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                 arrival: 0,
                 first_admit: None,
                 started: 0,
+                admission: 0,
                 work_from: 0,
                 running: false,
                 generation: 0,

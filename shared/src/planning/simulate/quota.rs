@@ -113,7 +113,6 @@ impl Quotas {
 }
 
 /// GPUs held now.
-#[derive(Clone)]
 pub(super) struct Usage {
     pub team: Vec<Vec<u32>>,
     /// Per flavor.
@@ -156,5 +155,80 @@ impl Usage {
         }
         let after = self.team[team][f].saturating_sub(guaranteed);
         self.pool[f] = self.pool[f] - before + after;
+    }
+}
+
+/// Victims tried on one flavor: the usage they would leave, without touching the real one.
+pub(super) struct Trial<'a> {
+    quotas: &'a Quotas,
+    usage: &'a Usage,
+    f: usize,
+    /// GPUs freed per team so far (a few teams at most).
+    freed: Vec<(usize, u32)>,
+    total: u32,
+    pool: u32,
+}
+
+impl<'a> Trial<'a> {
+    pub fn new(quotas: &'a Quotas, usage: &'a Usage, f: usize) -> Self {
+        Self {
+            quotas,
+            usage,
+            f,
+            freed: Vec::new(),
+            total: usage.total[f],
+            pool: usage.pool[f],
+        }
+    }
+
+    fn held(&self, team: usize) -> u32 {
+        let freed = self
+            .freed
+            .iter()
+            .find(|(t, _)| *t == team)
+            .map_or(0, |(_, g)| *g);
+        self.usage.team[team][self.f] - freed
+    }
+
+    /// Whether `team` holds more than its nominal quota of the flavor.
+    pub fn borrowing(&self, team: usize) -> bool {
+        self.held(team) > self.quotas.nominal[team][self.f]
+    }
+
+    /// Whether `gpus` more fit for `team`; without `borrow`, only within its nominal quota.
+    pub fn fits(&self, team: usize, gpus: u32, borrow: bool) -> bool {
+        let held = self.held(team);
+        (borrow || held + gpus <= self.quotas.nominal[team][self.f])
+            && self
+                .quotas
+                .fits(team, self.f, gpus, held, self.total, self.pool)
+    }
+
+    /// Frees `gpus` of `team`'s.
+    pub fn remove(&mut self, team: usize, gpus: u32) {
+        self.shift(team, gpus, false);
+    }
+
+    /// Gives `gpus` back to `team`.
+    pub fn restore(&mut self, team: usize, gpus: u32) {
+        self.shift(team, gpus, true);
+    }
+
+    fn shift(&mut self, team: usize, gpus: u32, back: bool) {
+        let guaranteed = self.quotas.guaranteed[team][self.f];
+        let before = self.held(team);
+        let after = if back { before + gpus } else { before - gpus };
+        self.total = if back {
+            self.total + gpus
+        } else {
+            self.total - gpus
+        };
+        self.pool =
+            self.pool - before.saturating_sub(guaranteed) + after.saturating_sub(guaranteed);
+        let freed = self.usage.team[team][self.f] - after;
+        match self.freed.iter_mut().find(|(t, _)| *t == team) {
+            Some(entry) => entry.1 = freed,
+            None => self.freed.push((team, freed)),
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The week's moving parts, one minute at a time: completions, arrivals, KEDA scaling,
-//! admission with Kueue's preemption, and the minute's accounting.
+//! Kueue's scheduling cycles with its preemption, and the traffic replicas serve.
 
 use std::{cmp::Reverse, collections::BinaryHeap};
 
@@ -12,8 +12,23 @@ use super::{
     TeamStats,
     autoscale::Autoscaler,
     job::{Job, Kind, Part},
-    quota::{Quotas, Usage},
+    quota::{Quotas, Trial, Usage},
+    running::{Admitted, Running},
 };
+
+/// A head's place in a scheduling cycle: (borrows, priority, creation, queue).
+type HeadOrder = (bool, Reverse<i32>, u32, usize);
+
+/// One minute's admission state per queue.
+struct Cycle {
+    /// How far into its queue the heads have gone this minute.
+    cursor: Vec<usize>,
+    /// No more heads this minute.
+    done: Vec<bool>,
+    /// Per queue and flavor (`[team * flavors + flavor]`): the fewest GPUs a workload found
+    /// inadmissible this minute asked for.
+    failed_from: Vec<u32>,
+}
 
 pub(super) struct Week {
     policy: QuotaPolicy,
@@ -22,8 +37,13 @@ pub(super) struct Week {
     pub jobs: Vec<Job>,
     /// Pending job ids per team, ordered by (rank desc, arrival asc).
     pending: Vec<Vec<usize>>,
-    /// Running job ids per (team, flavor).
-    running: Vec<Vec<Vec<usize>>>,
+    /// Running jobs per (team, flavor), in Kueue's order of preemption victims.
+    running: Vec<Vec<Running>>,
+    /// Admissions so far: each admission's number orders the victims.
+    admissions: u64,
+    /// Per team: the minute its pending preemptor's victims have terminated; until then the
+    /// queue admits nothing else.
+    blocked_until: Vec<u32>,
     /// Batch completions: (minute, job, generation).
     ends: BinaryHeap<Reverse<(u32, usize, u32)>>,
     pub stats: Vec<TeamStats>,
@@ -40,7 +60,9 @@ impl Week {
             quotas,
             jobs,
             pending: vec![Vec::new(); teams],
-            running: vec![vec![Vec::new(); flavors]; teams],
+            running: vec![vec![Running::default(); flavors]; teams],
+            admissions: 0,
+            blocked_until: vec![0; teams],
             ends: BinaryHeap::new(),
             stats,
             waits: vec![Vec::new(); teams],
@@ -60,7 +82,6 @@ impl Week {
                     *remaining_min = 0;
                 }
                 if let Some(next) = self.jobs[job].renewed(minute) {
-                    self.stats[next.team].jobs_submitted += 1;
                     self.jobs.push(next);
                     self.enqueue(self.jobs.len() - 1);
                 }
@@ -75,7 +96,9 @@ impl Week {
                 break;
             }
             *next += 1;
-            self.stats[self.jobs[job].team].jobs_submitted += 1;
+            if self.jobs[job].is_submitted() {
+                self.stats[self.jobs[job].team].jobs_submitted += 1;
+            }
             self.enqueue(job);
         }
     }
@@ -125,49 +148,99 @@ impl Week {
         }
     }
 
-    /// Step 4: admission. Queues take their turn in the order Kueue's scheduler sorts the
-    /// cycle's heads: a head that fits within its queue's nominal quota before one that would
-    /// borrow, then higher priority, then earlier creation.
+    /// Step 4: admission, as Kueue's scheduler runs its cycles within the minute
+    /// (pkg/scheduler/scheduler.go, `schedule`): each cycle takes one head per ClusterQueue,
+    /// sorts the heads as [`Week::head_order`] says, and admits each that fits or can make room
+    /// by preemption; cycles repeat until none has a head left. A head that can do neither is
+    /// inadmissible for the rest of the minute: under BestEffortFIFO the queue's next workload
+    /// heads it in the next cycle, under StrictFIFO the queue waits for the next minute. A
+    /// preemptor stays its queue's head until its victims have terminated (Kueue requeues it
+    /// with `RequeueReasonPendingPreemption`, sticky at the head: pkg/cache/queue/
+    /// cluster_queue.go, `requeueIfNotPresent`), so its queue admits nothing else meanwhile.
     pub fn admit(&mut self, minute: u32) {
-        let mut order: Vec<usize> = (0..self.pending.len())
-            .filter(|&t| !self.pending[t].is_empty())
-            .collect();
-        order.sort_by_cached_key(|&t| self.head_order(t));
-        for team in order {
-            self.admit_team(team, minute);
+        let waiting = |t: usize| !self.pending[t].is_empty() && self.blocked_until[t] <= minute;
+        if !(0..self.pending.len()).any(waiting) {
+            return;
         }
-    }
-
-    /// Where `team`'s queue head sorts among the cycle's heads.
-    fn head_order(&self, team: usize) -> (bool, Reverse<i32>, u32, usize) {
-        let job = &self.jobs[self.pending[team][0]];
-        let within_nominal =
-            self.usage.team[team][job.flavor] + job.gpus <= self.quotas.nominal[team][job.flavor];
-        (!within_nominal, Reverse(job.priority), job.arrival, team)
-    }
-
-    /// Step 5: the minute's busy GPU-minutes of batch work, and the peaks of borrowing.
-    pub fn account_minute(&mut self, minute: u32) {
-        for team in 0..self.stats.len() {
-            for f in 0..self.quotas.capacity.len() {
-                for &job in &self.running[team][f] {
-                    let j = &self.jobs[job];
-                    if let (Kind::Batch { busy_share, .. }, true) = (&j.kind, minute >= j.work_from)
-                    {
-                        self.stats[team].busy_gpu_minutes += f64::from(j.gpus) * busy_share;
+        let strict = self.policy.queueing == Queueing::StrictFifo;
+        let flavors = self.quotas.capacity.len();
+        let mut cycle = Cycle {
+            cursor: vec![0; self.pending.len()],
+            done: (0..self.pending.len()).map(|t| !waiting(t)).collect(),
+            failed_from: vec![u32::MAX; self.pending.len() * flavors],
+        };
+        loop {
+            let mut heads: Vec<(HeadOrder, usize)> = (0..self.pending.len())
+                .filter_map(|t| self.head(t, &mut cycle, strict, flavors))
+                .map(|job| (self.head_order(job), self.jobs[job].team))
+                .collect();
+            if heads.is_empty() {
+                return;
+            }
+            heads.sort_unstable();
+            for (_, team) in heads {
+                let at = cycle.cursor[team];
+                let job = self.pending[team][at];
+                let (f, gpus) = (self.jobs[job].flavor, self.jobs[job].gpus);
+                if self.usage.fits(&self.quotas, team, f, gpus) {
+                    self.pending[team].remove(at);
+                    self.start(job, minute, 0);
+                } else if gpus < cycle.failed_from[team * flavors + f]
+                    && self.preempt_for(job, minute)
+                {
+                    self.pending[team].remove(at);
+                    self.start(job, minute, TERMINATION_MIN);
+                    self.blocked_until[team] = minute + TERMINATION_MIN;
+                    cycle.done[team] = true;
+                } else {
+                    // No room and no victims: none of its queue's later workloads (no higher
+                    // priority) asking as much of this flavor can be admitted this minute.
+                    let failed = &mut cycle.failed_from[team * flavors + f];
+                    *failed = (*failed).min(gpus);
+                    if strict {
+                        cycle.done[team] = true;
+                    } else {
+                        cycle.cursor[team] += 1;
                     }
                 }
-                let held = self.usage.team[team][f];
-                let borrowed = held.saturating_sub(self.quotas.nominal[team][f]);
-                let over = held.saturating_sub(self.quotas.limit(team, f));
-                let s = &mut self.stats[team];
-                s.peak_borrowed_gpus = s.peak_borrowed_gpus.max(borrowed);
-                s.peak_over_limit_gpus = s.peak_over_limit_gpus.max(over);
             }
         }
     }
 
-    /// Step 6: the inference traffic that ready replicas serve this minute.
+    /// `team`'s head for this cycle: the next workload of its queue, past those of the minute
+    /// already known inadmissible (they ask as much of a flavor as one that was). `None` once
+    /// the queue has none left this minute.
+    fn head(&self, team: usize, cycle: &mut Cycle, strict: bool, flavors: usize) -> Option<usize> {
+        let queue = &self.pending[team];
+        while !cycle.done[team] {
+            let Some(&job) = queue.get(cycle.cursor[team]) else {
+                cycle.done[team] = true;
+                break;
+            };
+            let j = &self.jobs[job];
+            if j.gpus < cycle.failed_from[team * flavors + j.flavor] {
+                return Some(job);
+            }
+            if strict {
+                cycle.done[team] = true;
+            } else {
+                cycle.cursor[team] += 1;
+            }
+        }
+        None
+    }
+
+    /// Where a head sorts among the cycle's heads (Kueue's `makeClassicalIterator`): one that
+    /// fits within its queue's nominal quota before one that would borrow, then higher
+    /// priority, then earlier creation.
+    fn head_order(&self, job: usize) -> HeadOrder {
+        let j = &self.jobs[job];
+        let within_nominal =
+            self.usage.team[j.team][j.flavor] + j.gpus <= self.quotas.nominal[j.team][j.flavor];
+        (!within_nominal, Reverse(j.priority), j.arrival, j.team)
+    }
+
+    /// Step 5: the inference traffic that ready replicas serve this minute.
     pub fn serve(&mut self, scaler: &mut Autoscaler, minute: u32) {
         let ready = scaler
             .replicas
@@ -219,45 +292,16 @@ impl Week {
         self.pending[self.jobs[job].team].insert(at, job);
     }
 
-    fn admit_team(&mut self, team: usize, minute: u32) {
-        let strict = self.policy.queueing == Queueing::StrictFifo;
-        // Every head gets its preemption attempt, as Kueue retries each pending workload; a
-        // request that could not be made to fit this minute skips the ones no smaller on the
-        // same flavor (they have no more candidates: the queue is in priority order).
-        let mut failed_from: Vec<u32> = vec![u32::MAX; self.quotas.capacity.len()];
-        let mut i = 0;
-        while i < self.pending[team].len() {
-            let job = self.pending[team][i];
-            let (f, gpus) = (self.jobs[job].flavor, self.jobs[job].gpus);
-            let mut ok = self.usage.fits(&self.quotas, team, f, gpus);
-            let mut delay = 0;
-            if !ok && gpus < failed_from[f] {
-                ok = self.preempt_for(job, minute);
-                if ok {
-                    delay = TERMINATION_MIN;
-                } else {
-                    failed_from[f] = gpus;
-                }
-            }
-            if ok {
-                self.pending[team].remove(i);
-                self.start(job, minute, delay);
-            } else if strict {
-                break;
-            } else {
-                i += 1;
-            }
-        }
-    }
-
     /// Kueue's preemption for `job`: candidates are the lower-priority workloads of its own
     /// queue (`withinClusterQueue: LowerPriority`) and, with `reclaimWithinCohort: Any`, every
     /// workload of a queue that is borrowing the flavor, whatever its priority (Kueue has no
     /// per-workload protection). Ordered other queues first, then lowest priority, then most
-    /// recently admitted; other queues' workloads are used only while the job's queue is under
-    /// its nominal quota and so that it then fits within it; last, its own queue's candidates
-    /// with borrowing. The fewest victims that make it fit are evicted; `false` (and nothing
-    /// evicted) if none do.
+    /// recently admitted. As Kueue's `classicalPreemptions` (pkg/scheduler/preemption/
+    /// preemption.go, v0.19) tries them: while the job's queue is strictly under its nominal
+    /// quota, the other queues' workloads and then its own, for a set after which it fits
+    /// without borrowing; failing that (or with no other queue's candidate), its own queue's
+    /// candidates alone, borrowing allowed. The fewest victims that make it fit are evicted;
+    /// `false` (and nothing evicted) if none do.
     fn preempt_for(&mut self, job: usize, minute: u32) -> bool {
         let (team, f, gpus, priority) = (
             self.jobs[job].team,
@@ -265,36 +309,51 @@ impl Week {
             self.jobs[job].gpus,
             self.jobs[job].priority,
         );
-        let jobs = &self.jobs;
-        // Other queues' workloads help only a job that then fits within its nominal quota.
+        // Freeing as many GPUs of its own queue's work as the job asks for always makes room
+        // (it takes their place), so no more of them are ever needed.
+        let own: Vec<Admitted> = if self.policy.preempt_lower_priority {
+            first_gpus(
+                self.running[team][f].in_order(Some(priority)),
+                &self.jobs,
+                gpus,
+            )
+        } else {
+            Vec::new()
+        };
+        let own_gpus: u32 = own.iter().map(|&(_, _, j)| self.jobs[j].gpus).sum();
+        // Other queues' borrowed workloads are candidates only while the job's queue is
+        // strictly under its nominal quota (Kueue's `queueUnderNominalInResourcesNeedingPreemption`),
+        // and only for a set after which the job fits without borrowing: its queue must then
+        // hold no more than nominal, even with its own candidates gone.
+        let (usage, nominal) = (self.usage.team[team][f], self.quotas.nominal[team][f]);
         let reclaim = self.policy.cohort
             && self.policy.reclaim_within_cohort
-            && self.usage.team[team][f] + gpus <= self.quotas.nominal[team][f];
-        let mut own: Vec<usize> = Vec::new();
-        if self.policy.preempt_lower_priority {
-            own.extend(
-                self.running[team][f]
-                    .iter()
-                    .copied()
-                    .filter(|&j| jobs[j].priority < priority),
-            );
-        }
-        let order = |j: &usize| (jobs[*j].priority, Reverse(jobs[*j].started), *j);
-        own.sort_by_key(order);
+            && usage < nominal
+            && usage - own_gpus + gpus <= nominal;
         let mut targets = None;
         if reclaim {
-            let mut others: Vec<usize> = (0..self.usage.team.len())
-                .filter(|&t| t != team && self.usage.team[t][f] > self.quotas.nominal[t][f])
-                .flat_map(|t| self.running[t][f].iter().copied())
+            // A borrowing queue's workloads are candidates while it is still borrowing: its
+            // first ones in victim order up to what it borrows, the last taking it to nominal.
+            let mut others: Vec<Admitted> = (0..self.usage.team.len())
+                .filter(|&t| t != team)
+                .flat_map(|t| {
+                    let borrowed = self.usage.team[t][f].saturating_sub(self.quotas.nominal[t][f]);
+                    first_gpus(self.running[t][f].in_order(None), &self.jobs, borrowed)
+                })
                 .collect();
             if !others.is_empty() {
-                others.sort_by_key(order);
-                others.extend_from_slice(&own);
-                targets = self.fewest_victims(job, &others, false);
+                others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
+                let order = others.iter().chain(&own).map(|&(_, _, j)| j);
+                targets = self.fewest_victims(job, order, false);
             }
         }
         if targets.is_none() && !own.is_empty() {
-            targets = self.fewest_victims(job, &own, true);
+            // Its own candidates alone: possible only if the job fits with all of them gone.
+            let mut all_gone = Trial::new(&self.quotas, &self.usage, f);
+            all_gone.remove(team, own_gpus);
+            if all_gone.fits(team, gpus, true) {
+                targets = self.fewest_victims(job, own.iter().map(|&(_, _, j)| j), true);
+            }
         }
         let Some(targets) = targets else {
             return false;
@@ -310,40 +369,42 @@ impl Week {
 
     /// The fewest of `candidates` (in order) whose eviction lets `job` fit, borrowing or not;
     /// another queue's workload counts only while that queue is still borrowing. Taken greedily
-    /// in order, then trimmed: a victim is given back when the job fits without it.
-    fn fewest_victims(&self, job: usize, candidates: &[usize], borrow: bool) -> Option<Vec<usize>> {
+    /// in order, then trimmed: a victim is given back when the job fits without it (Kueue's
+    /// `fillBackWorkloads`).
+    fn fewest_victims(
+        &self,
+        job: usize,
+        candidates: impl Iterator<Item = usize>,
+        borrow: bool,
+    ) -> Option<Vec<usize>> {
         let (team, f, gpus) = (
             self.jobs[job].team,
             self.jobs[job].flavor,
             self.jobs[job].gpus,
         );
-        let mut trial = self.usage.clone();
-        let fits = |trial: &Usage| {
-            trial.fits(&self.quotas, team, f, gpus)
-                && (borrow || trial.team[team][f] + gpus <= self.quotas.nominal[team][f])
-        };
+        let mut trial = Trial::new(&self.quotas, &self.usage, f);
         let mut targets = Vec::new();
-        for &c in candidates {
-            if fits(&trial) {
+        for c in candidates {
+            if trial.fits(team, gpus, borrow) {
                 break;
             }
-            let (ct, cg) = (self.jobs[c].team, self.jobs[c].gpus);
-            if ct != team && trial.team[ct][f] <= self.quotas.nominal[ct][f] {
+            let ct = self.jobs[c].team;
+            if ct != team && !trial.borrowing(ct) {
                 continue;
             }
-            trial.change(&self.quotas, ct, f, cg, false);
+            trial.remove(ct, self.jobs[c].gpus);
             targets.push(c);
         }
-        if !fits(&trial) {
+        if !trial.fits(team, gpus, borrow) {
             return None;
         }
         for i in (0..targets.len().saturating_sub(1)).rev() {
             let (ct, cg) = (self.jobs[targets[i]].team, self.jobs[targets[i]].gpus);
-            trial.change(&self.quotas, ct, f, cg, true);
-            if fits(&trial) {
+            trial.restore(ct, cg);
+            if trial.fits(team, gpus, borrow) {
                 targets.remove(i);
             } else {
-                trial.change(&self.quotas, ct, f, cg, false);
+                trial.remove(ct, cg);
             }
         }
         Some(targets)
@@ -355,7 +416,7 @@ impl Week {
         let work_from = minute + delay;
         if j.first_admit.is_none() {
             j.first_admit = Some(work_from);
-            if !j.is_replica() {
+            if j.is_submitted() {
                 self.stats[j.team].jobs_admitted += 1;
                 self.waits[j.team].push(f64::from(work_from - j.arrival));
             }
@@ -374,16 +435,32 @@ impl Week {
                 ready_at,
             } => *ready_at = Some(work_from + *cold_start_min),
         }
+        self.admissions += 1;
+        j.admission = self.admissions;
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, true);
-        self.running[team][f].push(job);
+        self.running[team][f].push((j.priority, j.admission, job));
+        // Usage grows only here: the peaks of borrowing are the peaks at admissions.
+        let held = self.usage.team[team][f];
+        let s = &mut self.stats[team];
+        s.peak_borrowed_gpus = s
+            .peak_borrowed_gpus
+            .max(held.saturating_sub(self.quotas.nominal[team][f]));
+        s.peak_over_limit_gpus = s
+            .peak_over_limit_gpus
+            .max(held.saturating_sub(self.quotas.limit(team, f)));
     }
 
-    /// Closes the job's running interval: admitted GPU-minutes.
+    /// Closes the job's running interval: admitted GPU-minutes, and a batch job's busy ones
+    /// (from when its work began).
     fn account(&mut self, job: usize, minute: u32) {
         let j = &self.jobs[job];
         let gpu_minutes = f64::from(j.gpus) * f64::from(minute - j.started);
         let s = &mut self.stats[j.team];
+        if let Kind::Batch { busy_share, .. } = j.kind {
+            s.busy_gpu_minutes +=
+                f64::from(j.gpus) * f64::from(minute.saturating_sub(j.work_from)) * busy_share;
+        }
         s.admitted_gpu_minutes += gpu_minutes;
         *match j.part {
             Part::Arrival => &mut s.batch_gpu_minutes,
@@ -399,9 +476,7 @@ impl Week {
         j.running = false;
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, false);
-        if let Some(at) = self.running[team][f].iter().position(|&r| r == job) {
-            self.running[team][f].swap_remove(at);
-        }
+        self.running[team][f].remove((j.priority, j.admission, job));
     }
 
     /// Eviction: the work since the last checkpoint is lost and the job queues again.
@@ -410,6 +485,7 @@ impl Week {
         let j = &mut self.jobs[job];
         j.generation += 1;
         let (team, gpus, ran) = (j.team, j.gpus, minute.saturating_sub(j.work_from));
+        let mut lost_gpu_hours = 0.0;
         if let Kind::Batch {
             remaining_min,
             checkpoint_min,
@@ -421,9 +497,33 @@ impl Week {
                 .checked_div(*checkpoint_min)
                 .map_or(0, |n| n * *checkpoint_min);
             *remaining_min -= kept;
-            self.stats[team].rework_gpu_hours += f64::from(gpus) * f64::from(ran - kept) / 60.0;
+            lost_gpu_hours = f64::from(gpus) * f64::from(ran - kept) / 60.0;
         }
-        self.stats[team].preemptions += 1;
+        let s = &mut self.stats[team];
+        if j.is_submitted() || j.is_replica() {
+            s.preemptions += 1;
+            s.rework_gpu_hours += lost_gpu_hours;
+        } else {
+            // Elastic backlog filler: reclaimed by design, reported on its own.
+            s.backlog_reclaims += 1;
+            s.backlog_rework_gpu_hours += lost_gpu_hours;
+        }
         self.enqueue(job);
     }
+}
+
+/// The first of `candidates` whose GPUs add up to `gpus` (the last one crossing it), or all.
+fn first_gpus(
+    candidates: impl Iterator<Item = Admitted>,
+    jobs: &[Job],
+    gpus: u32,
+) -> Vec<Admitted> {
+    let mut taken = 0;
+    candidates
+        .take_while(|&(_, _, j)| {
+            let more = taken < gpus;
+            taken += jobs[j].gpus;
+            more
+        })
+        .collect()
 }
