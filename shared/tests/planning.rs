@@ -1220,6 +1220,75 @@ fn replicas_reclaim_one_termination_at_a_time() {
     );
 }
 
+/// Kueue admits on quota, not on nodes: with nominal quotas adding up to more than a flavor's
+/// cards, a workload within its queue's nominal quota is admitted and its pods wait Pending
+/// for a node; the other queue is within its own nominal quota, so there is nothing to
+/// preempt (cluster_queue.md: quota is the only admission check; the pods are the
+/// kube-scheduler's).
+#[test]
+fn quota_above_the_cards_leaves_admitted_pods_pending_and_preempts_nothing() {
+    // 8 cards; A and B each hold a nominal quota of 8 and queue one 8-GPU job at minute 0.
+    let job = |name: &str| {
+        let mut t = batch_team(name, 8, vec![(8, 10, 0)]);
+        t.workloads[0].job_minutes = 600;
+        t
+    };
+    let mut s = scenario("startup-40");
+    s.fleet[0].count = 8;
+    s.teams = vec![job("a"), job("b")];
+    let e = evaluate(&s);
+    let (a, b) = (&e.simulation.teams[0], &e.simulation.teams[1]);
+    assert_eq!(a.preemptions + b.preemptions, 0, "{a:?} {b:?}");
+    // Both are admitted at minute 0; A's pods take the 8 cards, B's wait until A's job ends.
+    assert_eq!(
+        (a.queue_wait_p95_min, a.pending_gpu_minutes),
+        (Some(0.0), 0.0)
+    );
+    let waited = b.queue_wait_p95_min.expect("B's job ran");
+    assert!(waited > 0.0);
+    assert_eq!(b.pending_gpu_minutes, 8.0 * waited, "{b:?}");
+    let verdict = e.sizing.by_flavor[0]
+        .quota_verdict()
+        .expect("overcommitted");
+    assert!(
+        verdict.contains("nominal quotas add up to 16 GPUs on 8 cards"),
+        "{verdict}"
+    );
+}
+
+/// A ClusterQueue borrows only what other ClusterQueues of its cohort leave unused of their
+/// nominal quota ("a ClusterQueue can borrow up to the sum of nominal quotas from all the
+/// ClusterQueues in the cohort", Kueue's cluster_queue.md): cards in no quota serve no one
+/// unless a Cohort holds quota for them.
+#[test]
+fn cards_outside_every_quota_serve_no_one() {
+    // 16 cards, one team with a nominal quota of 8 and 16 GPUs' worth of one-GPU work.
+    let mut s = scenario("startup-40");
+    s.fleet[0].count = 16;
+    let mut team = batch_team("only", 8, vec![(1, 10, 0)]);
+    team.workloads[0].demand = Demand::Hourly {
+        hourly_gpus: vec![16.0; 168],
+    };
+    team.workloads[0].job_minutes = 60;
+    s.teams = vec![team];
+    let e = evaluate(&s);
+    let only = &e.simulation.teams[0];
+    assert_eq!(only.peak_borrowed_gpus, 0, "{only:?}");
+    let allocated = e.simulation.total.allocated_pct.expect("a fleet");
+    assert!(allocated <= 50.0 + 1e-9, "{allocated}% of the fleet");
+    let verdict = e.sizing.by_flavor[0]
+        .quota_verdict()
+        .expect("outside quota");
+    assert!(
+        verdict.contains("8 of 16 cards are in no team's nominal quota"),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("a Cohort with a nominalQuota of 8"),
+        "{verdict}"
+    );
+}
+
 #[test]
 fn owners_reclaim_lent_quota_and_borrowers_pay_in_rework() {
     let with = evaluate(&two_teams(30, 600)).simulation;

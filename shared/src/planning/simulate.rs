@@ -24,8 +24,13 @@
 //! other); a replica's cache warms by use. Where it still departs from the sizing: the week
 //! holds whole cards per job (it does not pack work smaller than a GPU, as the sizing does).
 //!
-//! Invariants (tested): admitted GPU-minutes + idle GPU-minutes = capacity × minutes; no team
-//! ever holds more than its nominal quota plus its borrowing limit.
+//! Kueue admits on quota, not on nodes: when nominal quotas add up to more than a flavor's
+//! cards, admitted pods wait Pending until the kube-scheduler finds them room (counted as
+//! Pending GPU-minutes, never as a preemption); cards outside every quota serve no one, since
+//! a ClusterQueue borrows only the unused nominal quota of others.
+//!
+//! Invariants (tested): admitted GPU-minutes on nodes + idle GPU-minutes = capacity × minutes;
+//! no team ever holds more than its nominal quota plus its borrowing limit; lendingLimit holds.
 //!
 //! Rooms: `quota` (Kueue's arithmetic), `job` (the work and its arrivals), `autoscale`
 //! (KEDA), `running` (each queue's admitted work in victim order), `week` (the minute's
@@ -65,6 +70,10 @@ pub struct TeamStats {
     pub backlog_gpu_minutes: f64,
     /// Inference replicas, cold starts included.
     pub replica_gpu_minutes: f64,
+    /// Admitted GPU-minutes whose pods waited for nodes (Kueue admits on quota: when nominal
+    /// quotas add up to more than a flavor's cards, admitted pods stay Pending). Part of
+    /// admitted, not of any GPU's time.
+    pub pending_gpu_minutes: f64,
     /// Work of this week's arrivals still queued or running at its end.
     pub unfinished_gpu_minutes: f64,
     pub busy_gpu_minutes: f64,
@@ -93,8 +102,8 @@ pub struct TeamStats {
     pub peak_borrowed_gpus: u32,
     /// The most GPUs held above nominal + borrowing limit (0 when Kueue's rule held).
     pub peak_over_limit_gpus: u32,
-    /// Admitted GPU-minutes ÷ the team's nominal quota (the fleet, for the total), in %; over
-    /// 100 when the team borrowed. None without quota.
+    /// Admitted GPU-minutes on nodes (not Pending) ÷ the team's nominal quota (the fleet, for
+    /// the total), in %; over 100 when the team borrowed. None without quota.
     pub allocated_pct: Option<f64>,
     /// Busy GPU-minutes over the same base, in %.
     pub busy_pct: Option<f64>,
@@ -151,6 +160,7 @@ pub fn simulate_until(
             week.scale(scaler, minute);
         }
         week.admit(minute);
+        week.place(minute);
         for scaler in &mut autoscalers {
             week.serve(scaler, minute);
         }
@@ -191,6 +201,7 @@ fn sum_up(
         total.backlog_gpu_minutes += s.backlog_gpu_minutes;
         total.replica_gpu_minutes += s.replica_gpu_minutes;
         total.unfinished_gpu_minutes += s.unfinished_gpu_minutes;
+        total.pending_gpu_minutes += s.pending_gpu_minutes;
         total.busy_gpu_minutes += s.busy_gpu_minutes;
         total.jobs_submitted += s.jobs_submitted;
         total.jobs_admitted += s.jobs_admitted;
@@ -212,7 +223,8 @@ fn sum_up(
     let minutes = f64::from(MINUTES_PER_WEEK);
     let shares = |s: &mut TeamStats, gpus: f64| {
         if gpus > 0.0 {
-            s.allocated_pct = Some(s.admitted_gpu_minutes / (gpus * minutes) * 100.0);
+            let on_nodes = s.admitted_gpu_minutes - s.pending_gpu_minutes;
+            s.allocated_pct = Some(on_nodes / (gpus * minutes) * 100.0);
             s.busy_pct = Some(s.busy_gpu_minutes / (gpus * minutes) * 100.0);
         }
     };
@@ -241,6 +253,7 @@ fn empty_stats(team: &str) -> TeamStats {
         backlog_gpu_minutes: 0.0,
         replica_gpu_minutes: 0.0,
         unfinished_gpu_minutes: 0.0,
+        pending_gpu_minutes: 0.0,
         busy_gpu_minutes: 0.0,
         jobs_submitted: 0,
         jobs_admitted: 0,
@@ -435,10 +448,20 @@ mod properties {
             prop_assert!(s.validate().is_ok(), "{:?}", s.validate());
             let sim = simulate(&s);
             let capacity = sim.capacity_gpus as f64 * f64::from(sim.minutes);
-            // Admitted (summed per job interval) + idle (counted per minute) = capacity × time.
-            prop_assert_eq!(sim.total.admitted_gpu_minutes + sim.idle_gpu_minutes, capacity);
-            // Admitted is its four parts, exactly (whole GPU-minutes add without rounding).
+            // Admitted on nodes (admitted less Pending, summed per job interval) + idle
+            // (counted per minute) = capacity × time: exact, whole GPU-minutes add without
+            // rounding.
             let t = &sim.total;
+            prop_assert_eq!(
+                t.admitted_gpu_minutes - t.pending_gpu_minutes + sim.idle_gpu_minutes,
+                capacity
+            );
+            // Pods wait for nodes only where quota exceeds them.
+            let overcommitted = s.fleet.iter().any(|a| {
+                s.teams.iter().filter_map(|t| t.nominal_gpus.get(&a.flavor)).sum::<u32>() > a.count
+            });
+            prop_assert!(overcommitted || t.pending_gpu_minutes == 0.0, "{:?}", t);
+            // Admitted is its four parts, exactly.
             prop_assert_eq!(
                 t.batch_gpu_minutes + t.warm_start_gpu_minutes + t.backlog_gpu_minutes
                     + t.replica_gpu_minutes,
@@ -455,6 +478,36 @@ mod properties {
                 }
             }
             prop_assert!(sim.total.busy_pct <= sim.total.allocated_pct.map(|a| a + 1e-9));
+        }
+
+        /// Kueue preempts only for a workload that does not fit: with quota for every job and
+        /// replica of the week at once, nothing is preempted and nothing waits.
+        #[test]
+        fn nothing_is_preempted_or_waits_when_everything_fits_at_once(s in arb_scenario()) {
+            let first = simulate(&s);
+            let mut roomy = s.clone();
+            for f in &mut roomy.fleet {
+                f.count = 0;
+            }
+            for (team, stats) in roomy.teams.iter_mut().zip(&first.teams) {
+                let flavor = team.workloads[0].flavor.clone();
+                let largest = team.workloads.iter().map(|w| w.gpus_per_job).max().unwrap_or(0);
+                let replicas: u64 = team
+                    .workloads
+                    .iter()
+                    .filter_map(|w| w.inference.as_ref().map(|i| u64::from(i.max_replicas * w.gpus_per_job)))
+                    .sum();
+                let all = u32::try_from(stats.jobs_submitted * u64::from(largest) + replicas)
+                    .expect("fits in u32");
+                team.nominal_gpus = [(flavor.clone(), all)].into_iter().collect();
+                let acc = roomy.fleet.iter_mut().find(|a| a.flavor == flavor).expect("its flavor");
+                acc.count += all;
+            }
+            let sim = simulate(&roomy);
+            prop_assert_eq!(sim.total.jobs_submitted, first.total.jobs_submitted);
+            prop_assert_eq!(sim.total.preemptions, 0);
+            prop_assert_eq!(sim.total.backlog_reclaims, 0);
+            prop_assert!(sim.total.queue_wait_p95_min.is_none_or(|w| w == 0.0), "{:?}", sim.total);
         }
 
         #[test]

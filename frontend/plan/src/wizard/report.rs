@@ -211,17 +211,18 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
             </tbody>
         </table>
         <ul class="warnings" data-test="fleet-verdicts">
-            {evaluation.sizing.by_flavor.iter().filter_map(|f| f.verdict()).map(|v| view! { <li>{v}</li> }).collect_view()}
+            {evaluation.sizing.by_flavor.iter().flat_map(|f| f.verdict().into_iter().chain(f.quota_verdict())).map(|v| view! { <li>{v}</li> }).collect_view()}
         </ul>
         <h2>"The week under Kueue"</h2>
         <p data-test="simulation">
             {format!(
-                "Batch: {:.0} GPU-hours wanted; {:.0} admitted (of which {:.0} rework), {:.0} left at the week's end; plus {:.0} for work running at the start and {:.0} of backlog. Inference: {:.0} GPU-hours of traffic, held by replicas for {:.0}. Allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {} preemptions; elastic backlog reclaimed {} times ({:.0} GPU-hours lost); {} of inference traffic unserved; {} flapping cycles.",
+                "Batch: {:.0} GPU-hours wanted; {:.0} admitted (of which {:.0} rework), {:.0} left at the week's end; plus {:.0} for work running at the start and {:.0} of backlog. Inference: {:.0} GPU-hours of traffic, held by replicas for {:.0}. Allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {:.0} GPU-hours admitted on quota but Pending for nodes; {} preemptions; elastic backlog reclaimed {} times ({:.0} GPU-hours lost); {} of inference traffic unserved; {} flapping cycles.",
                 sim.wanted_batch_gpu_minutes / 60.0, sim.batch_gpu_minutes / 60.0, sim.rework_gpu_hours,
                 sim.unfinished_gpu_minutes / 60.0, sim.warm_start_gpu_minutes / 60.0, sim.backlog_gpu_minutes / 60.0,
                 sim.wanted_traffic_gpu_minutes / 60.0, sim.replica_gpu_minutes / 60.0,
                 sim.allocated_pct.unwrap_or(0.0), sim.busy_pct.unwrap_or(0.0),
                 sim.queue_wait_p95_min.map_or("–".to_owned(), |w| format!("{w:.0}")),
+                sim.pending_gpu_minutes / 60.0,
                 sim.preemptions,
                 sim.backlog_reclaims, sim.backlog_rework_gpu_hours,
                 sim.unserved_inference_pct.map_or("none".to_owned(), |u| format!("{u:.2}%")),

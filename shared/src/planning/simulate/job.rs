@@ -45,7 +45,10 @@ pub(super) struct Job {
     /// When its work begins: after a preemption, once the victims have terminated (it holds
     /// their GPUs meanwhile, as they would).
     pub work_from: u32,
+    /// Admitted: holds its quota.
     pub running: bool,
+    /// Its pods are on nodes (admitted work may wait for them when quota exceeds the fleet).
+    pub placed: bool,
     /// Bumped on every start and eviction, so stale completion events are ignored.
     pub generation: u32,
     pub part: Part,
@@ -120,6 +123,7 @@ impl Job {
             admission: 0,
             work_from: minute,
             running: false,
+            placed: false,
             generation: 0,
             part,
         }
@@ -208,6 +212,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                 admission: 0,
                 work_from: 0,
                 running: false,
+                placed: false,
                 generation: 0,
                 part: Part::Arrival,
             };

@@ -21,62 +21,78 @@ pub(super) struct Quotas {
 
 impl Quotas {
     pub fn of(scenario: &Scenario) -> Self {
-        let flavors: Vec<&str> = scenario.fleet.iter().map(|a| a.flavor.as_str()).collect();
-        let quota = |map: &BTreeMap<String, u32>, f: &str| map.get(f).copied();
         let cohort = scenario.quota.cohort;
-        let nominal: Vec<Vec<u32>> = scenario
-            .teams
+        let per_flavor = |map: &BTreeMap<String, u32>, unset: Option<u32>| -> Vec<Option<u32>> {
+            scenario
+                .fleet
+                .iter()
+                .map(|a| map.get(&a.flavor).copied().or(unset))
+                .collect()
+        };
+        let teams = &scenario.teams;
+        Self::new(
+            scenario.fleet.iter().map(|a| a.count).collect(),
+            teams
+                .iter()
+                .map(|t| {
+                    per_flavor(&t.nominal_gpus, Some(0))
+                        .into_iter()
+                        .flatten()
+                        .collect()
+                })
+                .collect(),
+            // Without a cohort there is no one to borrow from or lend to.
+            teams
+                .iter()
+                .map(|t| {
+                    if cohort {
+                        per_flavor(&t.borrowing_limit_gpus, None)
+                    } else {
+                        vec![Some(0); scenario.fleet.len()]
+                    }
+                })
+                .collect(),
+            teams
+                .iter()
+                .map(|t| {
+                    if cohort {
+                        per_flavor(&t.lending_limit_gpus, None)
+                    } else {
+                        vec![Some(0); scenario.fleet.len()]
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Quotas from GPUs per flavor and, per `[team][flavor]`, nominal quotas and borrowing and
+    /// lending limits (`None`: no limit).
+    pub fn new(
+        capacity: Vec<u32>,
+        nominal: Vec<Vec<u32>>,
+        borrow_limit: Vec<Vec<Option<u32>>>,
+        lending_limit: Vec<Vec<Option<u32>>>,
+    ) -> Self {
+        let guaranteed: Vec<Vec<u32>> = nominal
             .iter()
-            .map(|t| {
-                flavors
+            .zip(&lending_limit)
+            .map(|(nominal, lending)| {
+                nominal
                     .iter()
-                    .map(|f| quota(&t.nominal_gpus, f).unwrap_or(0))
+                    .zip(lending)
+                    .map(|(&n, l)| n - l.unwrap_or(n).min(n))
                     .collect()
             })
             .collect();
-        let borrow_limit = scenario
-            .teams
-            .iter()
-            .map(|t| {
-                flavors
-                    .iter()
-                    .map(|f| {
-                        if cohort {
-                            quota(&t.borrowing_limit_gpus, f)
-                        } else {
-                            Some(0)
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        let guaranteed: Vec<Vec<u32>> = scenario
-            .teams
-            .iter()
-            .zip(&nominal)
-            .map(|(t, nominal)| {
-                flavors
-                    .iter()
-                    .zip(nominal)
-                    .map(|(f, &n)| {
-                        if cohort {
-                            n - quota(&t.lending_limit_gpus, f).unwrap_or(n).min(n)
-                        } else {
-                            n
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        let pool_cap = (0..flavors.len())
+        let pool_cap = (0..capacity.len())
             .map(|f| {
-                (0..scenario.teams.len())
+                (0..nominal.len())
                     .map(|t| nominal[t][f] - guaranteed[t][f])
                     .sum()
             })
             .collect();
         Self {
-            capacity: scenario.fleet.iter().map(|a| a.count).collect(),
+            capacity,
             nominal,
             borrow_limit,
             guaranteed,
@@ -89,20 +105,10 @@ impl Quotas {
         self.nominal[team][f].saturating_add(self.borrow_limit[team][f].unwrap_or(u32::MAX))
     }
 
-    /// Whether `gpus` more on `f` for `team` fit the fleet, the team's limit and the cohort's
-    /// lendable pool, given the team's usage, the flavor's total and the pool's use.
-    pub fn fits(
-        &self,
-        team: usize,
-        f: usize,
-        gpus: u32,
-        usage: u32,
-        total: u32,
-        pool: u32,
-    ) -> bool {
-        if total + gpus > self.capacity[f] {
-            return false;
-        }
+    /// Whether `gpus` more on `f` for `team` fit its limit and the cohort's lendable pool,
+    /// given the team's usage and the pool's use. Quota only, as Kueue admits: whether the
+    /// flavor's nodes have room is the week's placement, not admission.
+    pub fn fits(&self, team: usize, f: usize, gpus: u32, usage: u32, pool: u32) -> bool {
         let new = usage + gpus;
         if new > self.limit(team, f) {
             return false;
@@ -112,11 +118,9 @@ impl Quotas {
     }
 }
 
-/// GPUs held now.
+/// Quota held now, in GPUs.
 pub(super) struct Usage {
     pub team: Vec<Vec<u32>>,
-    /// Per flavor.
-    pub total: Vec<u32>,
     /// Σ over teams of usage beyond the guaranteed (non-lendable) part, per flavor.
     pub pool: Vec<u32>,
 }
@@ -125,33 +129,23 @@ impl Usage {
     pub fn new(teams: usize, flavors: usize) -> Self {
         Self {
             team: vec![vec![0; flavors]; teams],
-            total: vec![0; flavors],
             pool: vec![0; flavors],
         }
     }
 
     pub fn fits(&self, quotas: &Quotas, team: usize, f: usize, gpus: u32) -> bool {
-        quotas.fits(
-            team,
-            f,
-            gpus,
-            self.team[team][f],
-            self.total[f],
-            self.pool[f],
-        )
+        quotas.fits(team, f, gpus, self.team[team][f], self.pool[f])
     }
 
     /// Adds (or, with `add` false, removes) `gpus` to a team's usage of a flavor, keeping the
-    /// flavor total and the lending pool in step.
+    /// lending pool in step.
     pub fn change(&mut self, quotas: &Quotas, team: usize, f: usize, gpus: u32, add: bool) {
         let guaranteed = quotas.guaranteed[team][f];
         let before = self.team[team][f].saturating_sub(guaranteed);
         if add {
             self.team[team][f] += gpus;
-            self.total[f] += gpus;
         } else {
             self.team[team][f] -= gpus;
-            self.total[f] -= gpus;
         }
         let after = self.team[team][f].saturating_sub(guaranteed);
         self.pool[f] = self.pool[f] - before + after;
@@ -165,7 +159,6 @@ pub(super) struct Trial<'a> {
     f: usize,
     /// GPUs freed per team so far (a few teams at most).
     freed: Vec<(usize, u32)>,
-    total: u32,
     pool: u32,
 }
 
@@ -176,7 +169,6 @@ impl<'a> Trial<'a> {
             usage,
             f,
             freed: Vec::new(),
-            total: usage.total[f],
             pool: usage.pool[f],
         }
     }
@@ -199,9 +191,7 @@ impl<'a> Trial<'a> {
     pub fn fits(&self, team: usize, gpus: u32, borrow: bool) -> bool {
         let held = self.held(team);
         (borrow || held + gpus <= self.quotas.nominal[team][self.f])
-            && self
-                .quotas
-                .fits(team, self.f, gpus, held, self.total, self.pool)
+            && self.quotas.fits(team, self.f, gpus, held, self.pool)
     }
 
     /// Frees `gpus` of `team`'s.
@@ -218,17 +208,90 @@ impl<'a> Trial<'a> {
         let guaranteed = self.quotas.guaranteed[team][self.f];
         let before = self.held(team);
         let after = if back { before + gpus } else { before - gpus };
-        self.total = if back {
-            self.total + gpus
-        } else {
-            self.total - gpus
-        };
         self.pool =
             self.pool - before.saturating_sub(guaranteed) + after.saturating_sub(guaranteed);
         let freed = self.usage.team[team][self.f] - after;
         match self.freed.iter_mut().find(|(t, _)| *t == team) {
             Some(entry) => entry.1 = freed,
             None => self.freed.push((team, freed)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Kueue's own example (site/content/en/docs/concepts/cluster_queue.md, "LendingLimit"):
+    /// team-a-cq with a nominal quota of 9, team-b-cq with 12 and `lendingLimit: 1`, in one
+    /// cohort. With team-b idle, team-a admits up to 9 + 1 = 10; without the limit team-b could
+    /// use 9 + 12.
+    #[test]
+    fn kueues_lending_limit_example() {
+        let quotas = Quotas::new(
+            vec![21],
+            vec![vec![9], vec![12]],
+            vec![vec![None], vec![None]],
+            vec![vec![None], vec![Some(1)]],
+        );
+        let usage = Usage::new(2, 1);
+        assert!(usage.fits(&quotas, 0, 0, 10));
+        assert!(!usage.fits(&quotas, 0, 0, 11));
+        assert!(usage.fits(&quotas, 1, 0, 21));
+        let mut busy_b = Usage::new(2, 1);
+        busy_b.change(&quotas, 1, 0, 11, true);
+        assert!(
+            busy_b.fits(&quotas, 0, 0, 10),
+            "b's 11 leave its lendable 1"
+        );
+        busy_b.change(&quotas, 1, 0, 1, true);
+        assert!(!busy_b.fits(&quotas, 0, 0, 10), "b uses all 12");
+        assert!(busy_b.fits(&quotas, 0, 0, 9));
+    }
+
+    proptest! {
+        /// Whatever is admitted through `fits`: no team above nominal + borrowingLimit, the
+        /// cohort within the sum of its nominal quotas, and what the borrowers hold above
+        /// nominal within what the others leave unused and may lend (each at most its
+        /// lendingLimit).
+        #[test]
+        fn admissions_through_fits_keep_kueues_limits(
+            teams in prop::collection::vec((0u32..20, prop::option::of(0u32..10), prop::option::of(0u32..20)), 1..5),
+            capacity in 1u32..60,
+            steps in prop::collection::vec((0usize..5, 1u32..8, any::<bool>()), 1..200),
+        ) {
+            let n = teams.len();
+            let quotas = Quotas::new(
+                vec![capacity],
+                teams.iter().map(|t| vec![t.0]).collect(),
+                teams.iter().map(|t| vec![t.1]).collect(),
+                teams.iter().map(|t| vec![t.2]).collect(),
+            );
+            let mut usage = Usage::new(n, 1);
+            let mut held: Vec<Vec<u32>> = vec![Vec::new(); n];
+            for (team, gpus, add) in steps {
+                let team = team % n;
+                if add {
+                    if usage.fits(&quotas, team, 0, gpus) {
+                        usage.change(&quotas, team, 0, gpus, true);
+                        held[team].push(gpus);
+                    }
+                } else if let Some(g) = held[team].pop() {
+                    usage.change(&quotas, team, 0, g, false);
+                }
+                let u: Vec<u32> = (0..n).map(|t| usage.team[t][0]).collect();
+                prop_assert!(u.iter().sum::<u32>() <= teams.iter().map(|t| t.0).sum());
+                let mut borrowed = 0;
+                let mut lendable = 0;
+                for (t, &(nominal, borrow, lend)) in teams.iter().enumerate() {
+                    prop_assert!(u[t] <= nominal + borrow.unwrap_or(u32::MAX - nominal));
+                    borrowed += u[t].saturating_sub(nominal);
+                    lendable += nominal.saturating_sub(u[t]).min(lend.unwrap_or(nominal));
+                }
+                prop_assert!(borrowed <= lendable, "{u:?} borrowed {borrowed} > lendable {lendable}");
+            }
         }
     }
 }

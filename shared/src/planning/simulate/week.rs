@@ -1,7 +1,7 @@
 //! The week's moving parts, one minute at a time: completions, arrivals, KEDA scaling,
 //! Kueue's scheduling cycles with its preemption, and the traffic replicas serve.
 
-use std::{cmp::Reverse, collections::BinaryHeap};
+use std::cmp::Reverse;
 
 use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 
@@ -9,7 +9,7 @@ use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 const TERMINATION_MIN: u32 = 1;
 
 use super::{
-    TeamStats,
+    MINUTES_PER_WEEK, TeamStats,
     autoscale::Autoscaler,
     job::{Job, Kind, Part},
     quota::{Quotas, Trial, Usage},
@@ -44,8 +44,14 @@ pub(super) struct Week {
     /// Per team: the minute its pending preemptor's victims have terminated; until then the
     /// queue admits nothing else.
     blocked_until: Vec<u32>,
-    /// Batch completions: (minute, job, generation).
-    ends: BinaryHeap<Reverse<(u32, usize, u32)>>,
+    /// GPUs of each flavor's nodes that admitted work runs on.
+    placed: Vec<u32>,
+    /// Per flavor: admitted jobs whose pods wait for nodes (Kueue admits on quota, so when
+    /// nominal quotas add up to more than a flavor's cards, admitted pods stay Pending).
+    unplaced: Vec<Vec<usize>>,
+    /// Batch completions due in each minute of the week: (job, generation); a job evicted or
+    /// restarted since has another generation, and its old entry is passed over.
+    ends: Vec<Vec<(usize, u32)>>,
     pub stats: Vec<TeamStats>,
     /// Minutes from arrival to first admission, per team (batch jobs).
     pub waits: Vec<Vec<f64>>,
@@ -63,7 +69,9 @@ impl Week {
             running: vec![vec![Running::default(); flavors]; teams],
             admissions: 0,
             blocked_until: vec![0; teams],
-            ends: BinaryHeap::new(),
+            placed: vec![0; flavors],
+            unplaced: vec![Vec::new(); flavors],
+            ends: vec![Vec::new(); MINUTES_PER_WEEK as usize],
             stats,
             waits: vec![Vec::new(); teams],
         }
@@ -71,11 +79,9 @@ impl Week {
 
     /// Step 1: batch jobs whose work is done leave.
     pub fn complete(&mut self, minute: u32) {
-        while let Some(&Reverse((end, job, generation))) = self.ends.peek() {
-            if end > minute {
-                break;
-            }
-            self.ends.pop();
+        let mut due = std::mem::take(&mut self.ends[minute as usize]);
+        due.sort_unstable();
+        for (job, generation) in due {
             if self.jobs[job].generation == generation && self.jobs[job].running {
                 self.stop(job, minute);
                 if let Kind::Batch { remaining_min, .. } = &mut self.jobs[job].kind {
@@ -254,13 +260,13 @@ impl Week {
         self.stats[scaler.team].busy_gpu_minutes += scaler.serve(minute, ready);
     }
 
-    /// GPUs no one holds this minute.
+    /// GPUs no admitted work is on this minute.
     pub fn idle_gpus(&self) -> f64 {
         self.quotas
             .capacity
             .iter()
-            .zip(&self.usage.total)
-            .map(|(c, u)| f64::from(c - u))
+            .zip(&self.placed)
+            .map(|(c, p)| f64::from(c - p))
             .sum()
     }
 
@@ -273,7 +279,7 @@ impl Week {
             }
             let j = &self.jobs[job];
             if let (Part::Arrival, Kind::Batch { remaining_min, .. }) = (j.part, &j.kind) {
-                let done = if j.running {
+                let done = if j.running && j.placed {
                     minute.saturating_sub(j.work_from)
                 } else {
                     0
@@ -410,36 +416,24 @@ impl Week {
         Some(targets)
     }
 
-    /// Starts `job` at `minute`, its work `delay` minutes later (victims terminating).
+    /// Admits `job` at `minute`: it holds its quota from now and its pods wait for nodes; its
+    /// work can begin `delay` minutes later (victims terminating).
     fn start(&mut self, job: usize, minute: u32, delay: u32) {
-        let j = &mut self.jobs[job];
-        let work_from = minute + delay;
-        if j.first_admit.is_none() {
-            j.first_admit = Some(work_from);
-            if j.is_submitted() {
-                self.stats[j.team].jobs_admitted += 1;
-                self.waits[j.team].push(f64::from(work_from - j.arrival));
-            }
-        }
-        j.running = true;
-        j.started = minute;
-        j.work_from = work_from;
-        j.generation += 1;
-        match &mut j.kind {
-            Kind::Batch { remaining_min, .. } => {
-                self.ends
-                    .push(Reverse((work_from + *remaining_min, job, j.generation)));
-            }
-            Kind::Replica {
-                cold_start_min,
-                ready_at,
-            } => *ready_at = Some(work_from + *cold_start_min),
-        }
         self.admissions += 1;
+        let j = &mut self.jobs[job];
+        j.running = true;
+        j.placed = false;
+        j.started = minute;
+        j.work_from = minute + delay;
+        j.generation += 1;
         j.admission = self.admissions;
+        if let Kind::Replica { ready_at, .. } = &mut j.kind {
+            *ready_at = None;
+        }
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, true);
         self.running[team][f].push((j.priority, j.admission, job));
+        self.unplaced[f].push(job);
         // Usage grows only here: the peaks of borrowing are the peaks at admissions.
         let held = self.usage.team[team][f];
         let s = &mut self.stats[team];
@@ -451,13 +445,69 @@ impl Week {
             .max(held.saturating_sub(self.quotas.limit(team, f)));
     }
 
+    /// Step 5: admitted pods go onto free nodes, as the kube-scheduler binds them: higher
+    /// priority first, then in order of admission, each that fits (a smaller one may pass a
+    /// larger that does not). With quotas no larger than the fleet, every admitted job is
+    /// placed in the minute it is admitted.
+    pub fn place(&mut self, minute: u32) {
+        for f in 0..self.unplaced.len() {
+            if self.unplaced[f].is_empty() {
+                continue;
+            }
+            let mut waiting = std::mem::take(&mut self.unplaced[f]);
+            let jobs = &self.jobs;
+            waiting.sort_by_key(|&j| (Reverse(jobs[j].priority), jobs[j].admission));
+            waiting.retain(|&job| {
+                let gpus = self.jobs[job].gpus;
+                if self.placed[f] + gpus > self.quotas.capacity[f] {
+                    return true;
+                }
+                self.placed[f] += gpus;
+                self.bind(job, minute);
+                false
+            });
+            self.unplaced[f] = waiting;
+        }
+    }
+
+    /// `job`'s pods are on nodes at `minute`: its work (or a replica's cold start) begins.
+    fn bind(&mut self, job: usize, minute: u32) {
+        let j = &mut self.jobs[job];
+        j.placed = true;
+        j.work_from = j.work_from.max(minute);
+        let work_from = j.work_from;
+        let s = &mut self.stats[j.team];
+        s.pending_gpu_minutes += f64::from(j.gpus) * f64::from(minute - j.started);
+        if j.first_admit.is_none() {
+            j.first_admit = Some(work_from);
+            if j.is_submitted() {
+                s.jobs_admitted += 1;
+                self.waits[j.team].push(f64::from(work_from - j.arrival));
+            }
+        }
+        match &mut j.kind {
+            Kind::Batch { remaining_min, .. } => {
+                // Work that would end after the week is closed by `close`.
+                if let Some(due) = self.ends.get_mut((work_from + *remaining_min) as usize) {
+                    due.push((job, j.generation));
+                }
+            }
+            Kind::Replica {
+                cold_start_min,
+                ready_at,
+            } => *ready_at = Some(work_from + *cold_start_min),
+        }
+    }
+
     /// Closes the job's running interval: admitted GPU-minutes, and a batch job's busy ones
     /// (from when its work began).
     fn account(&mut self, job: usize, minute: u32) {
         let j = &self.jobs[job];
         let gpu_minutes = f64::from(j.gpus) * f64::from(minute - j.started);
         let s = &mut self.stats[j.team];
-        if let Kind::Batch { busy_share, .. } = j.kind {
+        if !j.placed {
+            s.pending_gpu_minutes += gpu_minutes;
+        } else if let Kind::Batch { busy_share, .. } = j.kind {
             s.busy_gpu_minutes +=
                 f64::from(j.gpus) * f64::from(minute.saturating_sub(j.work_from)) * busy_share;
         }
@@ -477,6 +527,11 @@ impl Week {
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, false);
         self.running[team][f].remove((j.priority, j.admission, job));
+        if j.placed {
+            self.placed[f] -= gpus;
+        } else if let Some(at) = self.unplaced[f].iter().position(|&u| u == job) {
+            self.unplaced[f].remove(at);
+        }
     }
 
     /// Eviction: the work since the last checkpoint is lost and the job queues again.
@@ -484,7 +539,12 @@ impl Week {
         self.stop(job, minute);
         let j = &mut self.jobs[job];
         j.generation += 1;
-        let (team, gpus, ran) = (j.team, j.gpus, minute.saturating_sub(j.work_from));
+        let ran = if j.placed {
+            minute.saturating_sub(j.work_from)
+        } else {
+            0
+        };
+        let (team, gpus) = (j.team, j.gpus);
         let mut lost_gpu_hours = 0.0;
         if let Kind::Batch {
             remaining_min,
