@@ -9,7 +9,7 @@ use serde_json::Value;
 use shared::{
     fleet::sharing::Mechanism,
     planning::decision::Verdict,
-    planning::isolation::AllocationBase,
+    planning::isolation::{AllocationBase, WarningCode},
     planning::manifests::{self, KueueVersion},
     planning::scenario::{Accelerator, Scenario, Team, Workload, WorkloadKind},
     planning::sizing::Lever,
@@ -487,7 +487,13 @@ fn anti_patterns_are_warned_about() {
             })
             .collect()
     };
-    assert!(codes(&s).is_empty(), "{:?}", codes(&s));
+    // The preset keeps 12 H100s and 8 H200s outside every quota: no one can run on them.
+    assert_eq!(
+        codes(&s),
+        vec!["outside_nominal_quota", "outside_nominal_quota"],
+        "{:?}",
+        codes(&s)
+    );
     {
         let w = &mut s.teams[0].workloads[0];
         w.checkpoint_minutes = 0;
@@ -502,9 +508,11 @@ fn anti_patterns_are_warned_about() {
     s.teams[2].workloads[0].current_isolation = Some(Mechanism::TimeSlicing);
     s.constraints.utilisation_measured_by = shared::planning::scenario::UtilisationSource::Requests;
     // The assistant scales to 80 GPUs: on a nominal quota of 60, 20 of them are borrowed;
-    // and the quotas then add up to the whole H100 fleet.
+    // and the quotas then add up to 8 more than the H100 fleet.
     s.teams[2].nominal_gpus.insert("h100".into(), 60);
-    s.teams[1].nominal_gpus.insert("h100".into(), 236 - 96 - 60);
+    s.teams[1]
+        .nominal_gpus
+        .insert("h100".into(), 236 - 96 - 60 + 8);
     let got = codes(&s);
     for code in [
         "preemption_without_checkpoint",
@@ -513,19 +521,22 @@ fn anti_patterns_are_warned_about() {
         "keda_activation_zero",
         "time_slicing_across_tenants",
         "utilisation_from_requests",
-        "nothing_to_lend",
+        "quota_above_capacity",
         "inference_on_borrowed_quota",
     ] {
         assert!(got.iter().any(|c| c == code), "{code} missing from {got:?}");
     }
-    // startup-40's quotas hold 36 of 40 cards: without a cohort the other 4 are unreachable.
-    let mut hard = scenario("startup-40");
-    hard.quota.cohort = false;
-    assert!(
-        codes(&hard).iter().any(|c| c == "outside_nominal_quota"),
-        "{:?}",
-        codes(&hard)
-    );
+    // startup-40's quotas hold 36 of 40 cards: with or without a cohort the other 4 are
+    // unreachable.
+    for cohort in [true, false] {
+        let mut hard = scenario("startup-40");
+        hard.quota.cohort = cohort;
+        assert!(
+            codes(&hard).iter().any(|c| c == "outside_nominal_quota"),
+            "{:?}",
+            codes(&hard)
+        );
+    }
 }
 
 #[test]
@@ -1220,6 +1231,17 @@ fn replicas_reclaim_one_termination_at_a_time() {
     );
 }
 
+/// The message of the evaluation's warning with `code`.
+fn warning(e: &Evaluation, code: WarningCode) -> String {
+    e.isolation
+        .warnings
+        .iter()
+        .find(|w| w.code == code)
+        .unwrap_or_else(|| panic!("no {code:?} in {:?}", e.isolation.warnings))
+        .message
+        .clone()
+}
+
 /// Kueue admits on quota, not on nodes: with nominal quotas adding up to more than a flavor's
 /// cards, a workload within its queue's nominal quota is admitted and its pods wait Pending
 /// for a node; the other queue is within its own nominal quota, so there is nothing to
@@ -1247,12 +1269,10 @@ fn quota_above_the_cards_leaves_admitted_pods_pending_and_preempts_nothing() {
     let waited = b.queue_wait_p95_min.expect("B's job ran");
     assert!(waited > 0.0);
     assert_eq!(b.pending_gpu_minutes, 8.0 * waited, "{b:?}");
-    let verdict = e.sizing.by_flavor[0]
-        .quota_verdict()
-        .expect("overcommitted");
+    let warning = warning(&e, WarningCode::QuotaAboveCapacity);
     assert!(
-        verdict.contains("nominal quotas add up to 16 GPUs on 8 cards"),
-        "{verdict}"
+        warning.contains("add up to 16 of 8 GPUs") && warning.contains("lower the quotas by 8"),
+        "{warning}"
     );
 }
 
@@ -1276,16 +1296,11 @@ fn cards_outside_every_quota_serve_no_one() {
     assert_eq!(only.peak_borrowed_gpus, 0, "{only:?}");
     let allocated = e.simulation.total.allocated_pct.expect("a fleet");
     assert!(allocated <= 50.0 + 1e-9, "{allocated}% of the fleet");
-    let verdict = e.sizing.by_flavor[0]
-        .quota_verdict()
-        .expect("outside quota");
+    let warning = warning(&e, WarningCode::OutsideNominalQuota);
     assert!(
-        verdict.contains("8 of 16 cards are in no team's nominal quota"),
-        "{verdict}"
-    );
-    assert!(
-        verdict.contains("a Cohort with a nominalQuota of 8"),
-        "{verdict}"
+        warning.contains("8 of 16 GPUs on h100 are in no team's nominal quota")
+            && warning.contains("A Cohort with a nominalQuota of 8 for h100"),
+        "{warning}"
     );
 }
 

@@ -221,7 +221,7 @@ fn parse() -> Vec<AcceleratorModel> {
             })
         })
         .collect();
-    models.sort_by(|a, b| a.name.cmp(&b.name));
+    models.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     models
 }
 

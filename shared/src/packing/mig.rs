@@ -234,7 +234,7 @@ pub fn plan_until(
         ));
     }
     // Largest first; equal sizes by name so the layout is deterministic.
-    wanted.sort_by(|(a, an), (b, bn)| {
+    wanted.sort_unstable_by(|(a, an), (b, bn)| {
         (b.placement_slices, b.compute_slices)
             .cmp(&(a.placement_slices, a.compute_slices))
             .then(a.name.cmp(&b.name))
@@ -308,7 +308,7 @@ pub fn fits_one_gpu(gpu_model: &str, layout: &[(String, u32)]) -> Result<(), Str
     if wanted.is_empty() {
         return Err("a MIG layout needs at least one instance".to_owned());
     }
-    wanted.sort_by(|a, b| {
+    wanted.sort_unstable_by(|a, b| {
         b.placement_slices
             .cmp(&a.placement_slices)
             .then(a.name.cmp(&b.name))
@@ -363,7 +363,7 @@ fn try_place(
                 mem_mib: profile.mem_mib,
                 replica: replica.to_owned(),
             });
-            gpu.instances.sort_by_key(|i| i.start_slice);
+            gpu.instances.sort_unstable_by_key(|i| i.start_slice);
             gpu.free_memory_slices -= profile.placement_slices;
             return true;
         }
@@ -383,7 +383,7 @@ fn mig_parted(gpus: &[GpuLayout]) -> String {
                 None => counts.push((instance.profile.clone(), 1)),
             }
         }
-        counts.sort();
+        counts.sort_unstable();
         match layouts.iter_mut().find(|(c, _)| *c == counts) {
             Some((_, n)) => *n += 1,
             None => layouts.push((counts, 1)),

@@ -107,7 +107,7 @@ fn mechanisms(architecture: Architecture, isolation: &IsolationPlan, mig: &[Flav
             None => counts.push((c.mechanism, 1)),
         }
     }
-    counts.sort_by_key(|&(m, n)| (std::cmp::Reverse(n), m.label()));
+    counts.sort_unstable_by_key(|&(m, n)| (std::cmp::Reverse(n), m.label()));
     let words: Vec<String> = counts
         .iter()
         .map(|(m, n)| format!("{} for {n}", m.label()))

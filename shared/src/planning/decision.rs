@@ -532,7 +532,7 @@ fn reasons(tally: Tally, recommendation: Architecture) -> Vec<Reason> {
             _ => Verdict::Decided,
         }
     };
-    let mut reasons: Vec<Reason> = tally
+    let reasons: Vec<Reason> = tally
         .fired
         .into_iter()
         .map(|(architecture, effect, text)| Reason {
@@ -542,8 +542,11 @@ fn reasons(tally: Tally, recommendation: Architecture) -> Vec<Reason> {
             effect,
         })
         .collect();
-    reasons.sort_by_key(|r| r.verdict == Verdict::Outweighed);
-    reasons
+    // Those that decided first, each group in firing order.
+    let (decided, outweighed): (Vec<Reason>, Vec<Reason>) = reasons
+        .into_iter()
+        .partition(|r| r.verdict != Verdict::Outweighed);
+    decided.into_iter().chain(outweighed).collect()
 }
 
 /// Fleet sizes of the sensitivity series.

@@ -49,7 +49,7 @@ pub struct ClassIsolation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WarningCode {
-    NothingToLend,
+    QuotaAboveCapacity,
     PreemptionWithoutCheckpoint,
     #[serde(rename = "rework_over_15_min")]
     ReworkOver15Min,
@@ -65,7 +65,7 @@ pub enum WarningCode {
 impl Labelled for WarningCode {
     fn label(self) -> &'static str {
         match self {
-            WarningCode::NothingToLend => "Nothing to lend",
+            WarningCode::QuotaAboveCapacity => "Quota above the cards",
             WarningCode::PreemptionWithoutCheckpoint => "Preemption without checkpoints",
             WarningCode::ReworkOver15Min => "Over 15 minutes of rework per preemption",
             WarningCode::KedaCooldownInSeconds => "KEDA cooldown in seconds",
@@ -524,26 +524,30 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
             .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
             .sum();
         let count = u64::from(acc.count);
-        if nominal < count && !scenario.quota.cohort {
+        // Kueue lends only the unused nominal quota of other ClusterQueues (cluster_queue.md,
+        // borrowingLimit); a Cohort's own nominalQuota is the pool beyond it (cohort.md).
+        if nominal < count {
+            let outside = count - nominal;
             warn(
                 WarningCode::OutsideNominalQuota,
                 &subject,
                 format!("fleet[{f}].count"),
                 format!(
-                    "{} of {count} GPUs on {} are in no team's nominal quota: without a cohort nobody can use them; they idle all week.",
-                    count - nominal,
-                    acc.flavor,
+                    "{outside} of {count} GPUs on {} are in no team's nominal quota: Kueue lends only the unused nominal quota of other ClusterQueues, so no one runs on them. A Cohort with a nominalQuota of {outside} for {} (its spec.resourceGroups) would make them a pool every queue in it may borrow.",
+                    acc.flavor, acc.flavor,
                 ),
             );
         }
-        if scenario.quota.cohort && nominal >= count && scenario.teams.len() > 1 {
+        // Kueue admits on quota, not on nodes.
+        if nominal > count {
             warn(
-                WarningCode::NothingToLend,
+                WarningCode::QuotaAboveCapacity,
                 &subject,
-                format!("fleet[{f}]"),
+                format!("fleet[{f}].count"),
                 format!(
-                    "Nominal quotas on {} add up to {nominal} of {} GPUs: nothing is left unassigned, so borrowing only happens when an owner idles; keep some capacity outside nominal quota or lower quotas.",
-                    acc.flavor, acc.count
+                    "Nominal quotas on {} add up to {nominal} of {count} GPUs: Kueue admits on quota, so admitted pods wait Pending for nodes and no preemption frees them; lower the quotas by {} or add cards.",
+                    acc.flavor,
+                    nominal - count
                 ),
             );
         }

@@ -185,13 +185,13 @@ fn sum_up(
         }
     }
     for (team, waits) in week.waits.iter_mut().enumerate() {
-        waits.sort_by(f64::total_cmp);
+        waits.sort_unstable_by(f64::total_cmp);
         week.stats[team].queue_wait_p50_min = percentile(waits, 0.50);
         week.stats[team].queue_wait_p95_min = percentile(waits, 0.95);
     }
     let mut total = empty_stats("total");
     let mut all_waits: Vec<f64> = week.waits.concat();
-    all_waits.sort_by(f64::total_cmp);
+    all_waits.sort_unstable_by(f64::total_cmp);
     for s in &week.stats {
         total.wanted_batch_gpu_minutes += s.wanted_batch_gpu_minutes;
         total.wanted_traffic_gpu_minutes += s.wanted_traffic_gpu_minutes;

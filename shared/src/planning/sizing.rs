@@ -84,8 +84,6 @@ pub struct FlavorSizing {
     pub shared_gpus: u64,
     pub separate_fit: Fit,
     pub shared_fit: Fit,
-    /// The teams' nominal quotas of the flavor, summed.
-    pub quota_gpus: u64,
     /// GPUs in no team's nominal quota: no ClusterQueue reaches them (Kueue lends only the
     /// unused nominal quota of other ClusterQueues) unless a Cohort holds quota for them.
     pub outside_quota_gpus: u64,
@@ -125,28 +123,6 @@ impl Fit {
 }
 
 impl FlavorSizing {
-    /// In words, when the teams' quotas do not match the flavor's cards: cards outside every
-    /// quota serve no one (Kueue's cohort concept: a Cohort's own nominalQuota is the pool its
-    /// ClusterQueues borrow beyond each other's), and quotas above the cards leave admitted
-    /// pods Pending (Kueue admits on quota).
-    pub fn quota_verdict(&self) -> Option<String> {
-        let (f, have, quota) = (&self.flavor, self.fleet_gpus, self.quota_gpus);
-        if have > quota {
-            Some(format!(
-                "{f}: {} of {have} cards are in no team's nominal quota. Kueue lends only the unused nominal quota of other ClusterQueues, so no one runs on them; a Cohort with a nominalQuota of {} for {f} (its spec.resourceGroups) would make them a pool every queue in it may borrow.",
-                have - quota,
-                have - quota
-            ))
-        } else if quota > have {
-            Some(format!(
-                "{f}: nominal quotas add up to {quota} GPUs on {have} cards. Kueue admits on quota, so admitted pods wait Pending for nodes and no preemption frees them: lower the quotas by {} or add cards.",
-                quota - have
-            ))
-        } else {
-            None
-        }
-    }
-
     /// In words, when the fleet is short or oversized for either option.
     pub fn verdict(&self) -> Option<String> {
         let (f, have) = (&self.flavor, self.fleet_gpus);
@@ -382,7 +358,6 @@ pub fn size(scenario: &Scenario) -> Sizing {
             shared_gpus,
             separate_fit: Fit::of(fleet_gpus, separate_gpus),
             shared_fit: Fit::of(fleet_gpus, shared_gpus),
-            quota_gpus: nominal,
             outside_quota_gpus: fleet_gpus.saturating_sub(nominal),
         });
     }

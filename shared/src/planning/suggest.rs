@@ -285,7 +285,7 @@ fn apportion(total: u32, weights: &[f64]) -> Vec<u32> {
     let exact: Vec<f64> = weights.iter().map(|w| f64::from(total) * w / sum).collect();
     let mut parts: Vec<u32> = exact.iter().map(|e| e.floor() as u32).collect();
     let mut order: Vec<usize> = (0..weights.len()).collect();
-    order.sort_by(|&a, &b| {
+    order.sort_unstable_by(|&a, &b| {
         let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
         rb.total_cmp(&ra).then(a.cmp(&b))
     });
@@ -438,10 +438,11 @@ fn adjust(
         .map(|(t, s)| miss(s, t.queue_wait_target_min))
         .collect();
     let mut order: Vec<usize> = (0..misses.len()).filter(|&t| misses[t].is_some()).collect();
-    order.sort_by(|&a, &b| {
+    order.sort_unstable_by(|&a, &b| {
         misses[b]
             .unwrap_or(0.0)
             .total_cmp(&misses[a].unwrap_or(0.0))
+            .then(a.cmp(&b))
     });
     let mut moved = false;
     for t in order {
@@ -458,7 +459,7 @@ fn adjust(
             let mut donors: Vec<usize> = (0..misses.len())
                 .filter(|&d| misses[d].is_none() && nominal[d][f] > needs[d][f].floor)
                 .collect();
-            donors.sort_by(|&a, &b| spare(b).total_cmp(&spare(a)).then(a.cmp(&b)));
+            donors.sort_unstable_by(|&a, &b| spare(b).total_cmp(&spare(a)).then(a.cmp(&b)));
             let mut wanted = step;
             for d in donors {
                 let give = wanted.min(nominal[d][f] - needs[d][f].floor);

@@ -211,7 +211,7 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
             </tbody>
         </table>
         <ul class="warnings" data-test="fleet-verdicts">
-            {evaluation.sizing.by_flavor.iter().flat_map(|f| f.verdict().into_iter().chain(f.quota_verdict())).map(|v| view! { <li>{v}</li> }).collect_view()}
+            {evaluation.sizing.by_flavor.iter().filter_map(|f| f.verdict()).map(|v| view! { <li>{v}</li> }).collect_view()}
         </ul>
         <h2>"The week under Kueue"</h2>
         <p data-test="simulation">

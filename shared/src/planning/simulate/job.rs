@@ -261,7 +261,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
         }
     }
     let mut arrivals: Vec<usize> = (0..jobs.len()).collect();
-    arrivals.sort_by_key(|&j| (jobs[j].arrival, j));
+    arrivals.sort_unstable_by_key(|&j| (jobs[j].arrival, j));
     Plan {
         jobs,
         arrivals,

@@ -79,9 +79,7 @@ impl Week {
 
     /// Step 1: batch jobs whose work is done leave.
     pub fn complete(&mut self, minute: u32) {
-        let mut due = std::mem::take(&mut self.ends[minute as usize]);
-        due.sort_unstable();
-        for (job, generation) in due {
+        for (job, generation) in std::mem::take(&mut self.ends[minute as usize]) {
             if self.jobs[job].generation == generation && self.jobs[job].running {
                 self.stop(job, minute);
                 if let Kind::Batch { remaining_min, .. } = &mut self.jobs[job].kind {
@@ -137,7 +135,7 @@ impl Week {
             let jobs = &self.jobs;
             scaler
                 .replicas
-                .sort_by_key(|&r| (jobs[r].running, Reverse(jobs[r].started), r));
+                .sort_unstable_by_key(|&r| (jobs[r].running, Reverse(jobs[r].started), r));
             for r in scaler
                 .replicas
                 .drain(..(current - target) as usize)
@@ -433,7 +431,10 @@ impl Week {
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, true);
         self.running[team][f].push((j.priority, j.admission, job));
-        self.unplaced[f].push(job);
+        // In the kube-scheduler's order: higher priority first, then admission.
+        let jobs = &self.jobs;
+        let at = self.unplaced[f].partition_point(|&o| jobs[o].priority >= jobs[job].priority);
+        self.unplaced[f].insert(at, job);
         // Usage grows only here: the peaks of borrowing are the peaks at admissions.
         let held = self.usage.team[team][f];
         let s = &mut self.stats[team];
@@ -455,8 +456,6 @@ impl Week {
                 continue;
             }
             let mut waiting = std::mem::take(&mut self.unplaced[f]);
-            let jobs = &self.jobs;
-            waiting.sort_by_key(|&j| (Reverse(jobs[j].priority), jobs[j].admission));
             waiting.retain(|&job| {
                 let gpus = self.jobs[job].gpus;
                 if self.placed[f] + gpus > self.quotas.capacity[f] {
