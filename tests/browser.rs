@@ -582,17 +582,14 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser.click_css("[data-test=step-start]").await;
     let clicked = std::time::Instant::now();
     browser.click_css("[data-test=start-bank-10000]").await;
-    // The week of 10,000 GPUs takes seconds to simulate, in a Web Worker: the page answers a
-    // click meanwhile (on the page's own thread, the click would wait for the results).
+    // The week of 10,000 GPUs is simulated in a Web Worker: the page says so and answers a
+    // click meanwhile (the evaluation now takes well under a second, so whether the click
+    // lands before the results is the machine's timing; either way it is answered).
     browser
         .wait_for_text("[data-test=computing]", "Computing")
         .await;
-    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     browser.click_css("[data-test=step-constraints]").await;
     browser.wait_for_text(".step h2", "Constraints").await;
-    browser
-        .wait_for_text("[data-test=summary]", "Computing")
-        .await;
     let bank = evaluate(&preset("bank-10000"));
     expect_summary(&browser, &bank).await;
     let bank_to_results = clicked.elapsed();

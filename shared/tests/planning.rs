@@ -1304,6 +1304,97 @@ fn cards_outside_every_quota_serve_no_one() {
     );
 }
 
+/// A scenario of 8 + 8 H100s as two flavors, `a` and `b`, in that order.
+fn two_h100_flavors(teams: Vec<Team>) -> Scenario {
+    let mut s = scenario("startup-40");
+    s.fleet[0].flavor = "a".into();
+    s.fleet[0].count = 8;
+    let mut b = s.fleet[0].clone();
+    b.flavor = "b".into();
+    s.fleet.push(b);
+    s.teams = teams;
+    for w in s.teams.iter_mut().flat_map(|t| &mut t.workloads) {
+        w.flavor = "a".into();
+    }
+    s
+}
+
+/// `team` with nominal quotas of `a` and `b` GPUs on the flavors of [`two_h100_flavors`].
+fn on_two_flavors(mut team: Team, a: u32, b: u32) -> Team {
+    team.nominal_gpus = [("a".to_owned(), a), ("b".to_owned(), b)].into();
+    team
+}
+
+/// Kueue's flavor fungibility (cluster_queue.md, "FlavorFungibility"): a workload may take any
+/// flavor of its ClusterQueue's resource group that its pods' node selector allows, tried in
+/// order; the first where it fits is taken. The exported queues list both H100 flavors in one
+/// resource group and the pods select the model, so two flavors of one model serve as one pool.
+#[test]
+fn two_flavors_of_one_model_serve_as_one_pool() {
+    // One team, nominal 8 on each flavor, two 8-GPU jobs queued at minute 0 (the class names
+    // flavor a): the first fits a within nominal, the second fits b within nominal.
+    let s = two_h100_flavors(vec![on_two_flavors(
+        batch_team("t", 0, vec![(8, 10, 0), (8, 10, 0)]),
+        8,
+        8,
+    )]);
+    let t = &evaluate(&s).simulation.teams[0];
+    assert_eq!(t.queue_wait_p95_min, Some(0.0), "both start at once: {t:?}");
+    assert_eq!((t.peak_borrowed_gpus, t.preemptions), (0, 0), "{t:?}");
+    // The export: each flavor also pins its own nodes, the queues list both in one resource
+    // group, and a pod that selects the model is admissible there (on a, the first).
+    let setup = manifests::kueue_setup(&s);
+    for flavor in &setup.flavors {
+        assert_eq!(
+            flavor.node_labels.get(manifests::FLAVOR_LABEL),
+            Some(&flavor.name)
+        );
+    }
+    let acc = &s.fleet[0];
+    let pod = shared::kueue::PodRequest {
+        namespace: "t".into(),
+        queue_name: Some("t".into()),
+        requests: [(acc.vendor().resource_name().to_owned(), 8)].into(),
+        node_selector: [(
+            acc.vendor().product_label().to_owned(),
+            acc.gpu_model.clone(),
+        )]
+        .into(),
+        tolerations: Vec::new(),
+    };
+    assert_eq!(setup.admits(&pod, &[]), Ok("a".to_owned()));
+    assert!(check_export(&s, KueueVersion::V1beta2) > 0);
+}
+
+/// With Kueue's defaults the search stops at the first flavor where the workload fits by
+/// borrowing (`whenCanBorrow: MayStopSearch`), even when a later flavor holds the queue's own
+/// nominal quota; and a flavor that needs preemption is passed for a later one that fits by
+/// borrowing (`whenCanPreempt: TryNextFlavor`; "out of the considered ResourceFlavors, Kueue
+/// selects a one that fits the workload using borrowing (without preemptions)",
+/// cluster_queue.md, "FlavorFungibility").
+#[test]
+fn a_flavor_that_fits_by_borrowing_ends_the_search() {
+    // X owns b, Y owns a and is idle until hour 1. X's 8-GPU job at minute 0 fits a by
+    // borrowing Y's idle quota and is admitted there. Y's own job then needs preemption on a,
+    // but fits b by borrowing X's idle quota: it is admitted on b and nobody is evicted.
+    let s = two_h100_flavors(vec![
+        on_two_flavors(batch_team("x", 0, vec![(8, 10, 0)]), 0, 8),
+        on_two_flavors(batch_team("y", 0, vec![(8, 10, 1)]), 8, 0),
+    ]);
+    let sim = evaluate(&s).simulation;
+    let (x, y) = (&sim.teams[0], &sim.teams[1]);
+    assert_eq!(
+        x.peak_borrowed_gpus, 8,
+        "X borrowed a rather than use b: {x:?}"
+    );
+    assert_eq!(
+        y.peak_borrowed_gpus, 8,
+        "Y borrowed b rather than reclaim a: {y:?}"
+    );
+    assert_eq!(x.preemptions + y.preemptions, 0, "{x:?} {y:?}");
+    assert_eq!(y.queue_wait_p95_min, Some(0.0), "{y:?}");
+}
+
 #[test]
 fn owners_reclaim_lent_quota_and_borrowers_pay_in_rework() {
     let with = evaluate(&two_teams(30, 600)).simulation;

@@ -29,20 +29,36 @@ pub struct ManifestFile {
     pub yaml: String,
 }
 
-/// The scenario's quota set-up: one flavor per accelerator, pinned to its model's nodes; one
+/// The node label that tells apart the flavors of one GPU model (the platform team labels
+/// each node with its flavor's name).
+pub const FLAVOR_LABEL: &str = "gpufleet.io/flavor";
+
+/// The scenario's quota set-up: one flavor per accelerator, pinned to its model's nodes (and,
+/// where a model has several flavors, to that flavor's: Kueue adds the admitted flavor's node
+/// labels to the pods, which select only the model, so any flavor of it may admit them); one
 /// queue per team (the team's name as ClusterQueue, LocalQueue and namespace).
 pub fn kueue_setup(scenario: &Scenario) -> Setup {
     let cohort = scenario.quota.cohort.then(|| COHORT.to_owned());
     let flavors = scenario
         .fleet
         .iter()
-        .map(|acc| FlavorObject {
-            name: acc.flavor.clone(),
-            node_labels: BTreeMap::from([(
+        .map(|acc| {
+            let mut node_labels = BTreeMap::from([(
                 acc.vendor().product_label().to_owned(),
                 acc.gpu_model.clone(),
-            )]),
-            ..FlavorObject::default()
+            )]);
+            let alike = scenario
+                .fleet
+                .iter()
+                .filter(|a| a.gpu_model == acc.gpu_model);
+            if alike.count() > 1 {
+                node_labels.insert(FLAVOR_LABEL.to_owned(), acc.flavor.clone());
+            }
+            FlavorObject {
+                name: acc.flavor.clone(),
+                node_labels,
+                ..FlavorObject::default()
+            }
         })
         .collect();
     let resources = scenario

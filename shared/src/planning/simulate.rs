@@ -20,9 +20,13 @@
 //! 5-minute scale-down stabilisation) and serve only after their cold start. A preempted job
 //! loses the work done since its last checkpoint.
 //!
-//! Each class runs on one flavor (its pods select that flavor's node label, so Kueue tries no
-//! other); a replica's cache warms by use. Where it still departs from the sizing: the week
-//! holds whole cards per job (it does not pack work smaller than a GPU, as the sizing does).
+//! A class may run on any flavor of its GPU model (its pods select the model's node label and
+//! the exported queues list the model's flavors in one resource group), tried in the fleet's
+//! order as Kueue's flavor assigner tries them with its default `flavorFungibility`: the first
+//! that fits within nominal quota or by borrowing, else preemption on one where the job lands
+//! within nominal. A replica's cache warms by use. Where it still departs from the sizing: the
+//! week holds whole cards per job (it does not pack work smaller than a GPU, as the sizing
+//! does).
 //!
 //! Kueue admits on quota, not on nodes: when nominal quotas add up to more than a flavor's
 //! cards, admitted pods wait Pending until the kube-scheduler finds them room (counted as

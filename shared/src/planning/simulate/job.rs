@@ -31,6 +31,7 @@ pub(super) enum Kind {
 #[derive(Debug, Clone)]
 pub(super) struct Job {
     pub team: usize,
+    /// Its class's flavor until admitted, then the flavor of its model it was admitted on.
     pub flavor: usize,
     pub gpus: u32,
     pub kind: Kind,

@@ -17,6 +17,11 @@ pub(super) struct Quotas {
     pub guaranteed: Vec<Vec<u32>>,
     /// Σ lendable quota per flavor.
     pub pool_cap: Vec<u32>,
+    /// Per flavor: the flavors of its GPU model, in the fleet's order. The exported
+    /// ClusterQueues list every flavor of a device resource in one resource group, and a pod
+    /// selects its model's node label, so Kueue may admit it on any of them, tried in that
+    /// order (cluster_queue.md, "FlavorFungibility").
+    pub alike: Vec<Vec<usize>>,
 }
 
 impl Quotas {
@@ -30,7 +35,7 @@ impl Quotas {
                 .collect()
         };
         let teams = &scenario.teams;
-        Self::new(
+        let mut quotas = Self::new(
             scenario.fleet.iter().map(|a| a.count).collect(),
             teams
                 .iter()
@@ -62,11 +67,21 @@ impl Quotas {
                     }
                 })
                 .collect(),
-        )
+        );
+        let fleet = &scenario.fleet;
+        quotas.alike = fleet
+            .iter()
+            .map(|a| {
+                (0..fleet.len())
+                    .filter(|&g| fleet[g].gpu_model == a.gpu_model)
+                    .collect()
+            })
+            .collect();
+        quotas
     }
 
     /// Quotas from GPUs per flavor and, per `[team][flavor]`, nominal quotas and borrowing and
-    /// lending limits (`None`: no limit).
+    /// lending limits (`None`: no limit); each flavor a model of its own.
     pub fn new(
         capacity: Vec<u32>,
         nominal: Vec<Vec<u32>>,
@@ -92,6 +107,7 @@ impl Quotas {
             })
             .collect();
         Self {
+            alike: (0..capacity.len()).map(|f| vec![f]).collect(),
             capacity,
             nominal,
             borrow_limit,

@@ -185,21 +185,24 @@ impl Week {
             for (_, team) in heads {
                 let at = cycle.cursor[team];
                 let job = self.pending[team][at];
-                let (f, gpus) = (self.jobs[job].flavor, self.jobs[job].gpus);
-                if self.usage.fits(&self.quotas, team, f, gpus) {
+                let gpus = self.jobs[job].gpus;
+                // Its model's flavors share one slot: the first of them.
+                let model = self.quotas.alike[self.jobs[job].flavor][0];
+                if let Some(f) = self.fitting_flavor(job) {
                     self.pending[team].remove(at);
-                    self.start(job, minute, 0);
-                } else if gpus < cycle.failed_from[team * flavors + f]
-                    && self.preempt_for(job, minute)
+                    self.start(job, f, minute, 0);
+                } else if let Some(f) = (gpus < cycle.failed_from[team * flavors + model])
+                    .then(|| self.preempting_flavor(job, minute))
+                    .flatten()
                 {
                     self.pending[team].remove(at);
-                    self.start(job, minute, TERMINATION_MIN);
+                    self.start(job, f, minute, TERMINATION_MIN);
                     self.blocked_until[team] = minute + TERMINATION_MIN;
                     cycle.done[team] = true;
                 } else {
                     // No room and no victims: none of its queue's later workloads (no higher
-                    // priority) asking as much of this flavor can be admitted this minute.
-                    let failed = &mut cycle.failed_from[team * flavors + f];
+                    // priority) asking as much of this model can be admitted this minute.
+                    let failed = &mut cycle.failed_from[team * flavors + model];
                     *failed = (*failed).min(gpus);
                     if strict {
                         cycle.done[team] = true;
@@ -222,7 +225,7 @@ impl Week {
                 break;
             };
             let j = &self.jobs[job];
-            if j.gpus < cycle.failed_from[team * flavors + j.flavor] {
+            if j.gpus < cycle.failed_from[team * flavors + self.quotas.alike[j.flavor][0]] {
                 return Some(job);
             }
             if strict {
@@ -239,9 +242,42 @@ impl Week {
     /// priority, then earlier creation.
     fn head_order(&self, job: usize) -> HeadOrder {
         let j = &self.jobs[job];
-        let within_nominal =
-            self.usage.team[j.team][j.flavor] + j.gpus <= self.quotas.nominal[j.team][j.flavor];
+        let within_nominal = self.quotas.alike[j.flavor]
+            .iter()
+            .any(|&f| self.within_nominal(j.team, f, j.gpus));
         (!within_nominal, Reverse(j.priority), j.arrival, j.team)
+    }
+
+    fn within_nominal(&self, team: usize, f: usize, gpus: u32) -> bool {
+        self.usage.team[team][f] + gpus <= self.quotas.nominal[team][f]
+    }
+
+    /// The flavor Kueue's flavor assigner gives `job` without preemption: its model's flavors
+    /// in order, the first where it fits, within nominal quota or by borrowing
+    /// (`flavorFungibility` defaults: `whenCanBorrow: MayStopSearch`, so a flavor that fits
+    /// by borrowing ends the search; cluster_queue.md, "FlavorFungibility").
+    fn fitting_flavor(&self, job: usize) -> Option<usize> {
+        let j = &self.jobs[job];
+        self.quotas.alike[j.flavor]
+            .iter()
+            .copied()
+            .find(|&f| self.usage.fits(&self.quotas, j.team, f, j.gpus))
+    }
+
+    /// Preemption on the flavor Kueue would choose for it (`whenCanPreempt: TryNextFlavor`:
+    /// every flavor of the model is considered, then one that needs preemption chosen, one
+    /// where the job lands within nominal quota preferred): the first where victims make
+    /// room, evicted.
+    fn preempting_flavor(&mut self, job: usize, minute: u32) -> Option<usize> {
+        let (team, gpus) = (self.jobs[job].team, self.jobs[job].gpus);
+        let alike = self.quotas.alike[self.jobs[job].flavor].clone();
+        let (within, over): (Vec<usize>, Vec<usize>) = alike
+            .into_iter()
+            .partition(|&f| self.within_nominal(team, f, gpus));
+        within
+            .into_iter()
+            .chain(over)
+            .find(|&f| self.preempt_for(job, f, minute))
     }
 
     /// Step 5: the inference traffic that ready replicas serve this minute.
@@ -306,10 +342,9 @@ impl Week {
     /// without borrowing; failing that (or with no other queue's candidate), its own queue's
     /// candidates alone, borrowing allowed. The fewest victims that make it fit are evicted;
     /// `false` (and nothing evicted) if none do.
-    fn preempt_for(&mut self, job: usize, minute: u32) -> bool {
-        let (team, f, gpus, priority) = (
+    fn preempt_for(&mut self, job: usize, f: usize, minute: u32) -> bool {
+        let (team, gpus, priority) = (
             self.jobs[job].team,
-            self.jobs[job].flavor,
             self.jobs[job].gpus,
             self.jobs[job].priority,
         );
@@ -348,7 +383,7 @@ impl Week {
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
                 let order = others.iter().chain(&own).map(|&(_, _, j)| j);
-                targets = self.fewest_victims(job, order, false);
+                targets = self.fewest_victims(job, f, order, false);
             }
         }
         if targets.is_none() && !own.is_empty() {
@@ -356,7 +391,7 @@ impl Week {
             let mut all_gone = Trial::new(&self.quotas, &self.usage, f);
             all_gone.remove(team, own_gpus);
             if all_gone.fits(team, gpus, true) {
-                targets = self.fewest_victims(job, own.iter().map(|&(_, _, j)| j), true);
+                targets = self.fewest_victims(job, f, own.iter().map(|&(_, _, j)| j), true);
             }
         }
         let Some(targets) = targets else {
@@ -378,14 +413,11 @@ impl Week {
     fn fewest_victims(
         &self,
         job: usize,
+        f: usize,
         candidates: impl Iterator<Item = usize>,
         borrow: bool,
     ) -> Option<Vec<usize>> {
-        let (team, f, gpus) = (
-            self.jobs[job].team,
-            self.jobs[job].flavor,
-            self.jobs[job].gpus,
-        );
+        let (team, gpus) = (self.jobs[job].team, self.jobs[job].gpus);
         let mut trial = Trial::new(&self.quotas, &self.usage, f);
         let mut targets = Vec::new();
         for c in candidates {
@@ -414,11 +446,12 @@ impl Week {
         Some(targets)
     }
 
-    /// Admits `job` at `minute`: it holds its quota from now and its pods wait for nodes; its
-    /// work can begin `delay` minutes later (victims terminating).
-    fn start(&mut self, job: usize, minute: u32, delay: u32) {
+    /// Admits `job` on `flavor` at `minute`: it holds its quota from now and its pods wait for
+    /// nodes; its work can begin `delay` minutes later (victims terminating).
+    fn start(&mut self, job: usize, flavor: usize, minute: u32, delay: u32) {
         self.admissions += 1;
         let j = &mut self.jobs[job];
+        j.flavor = flavor;
         j.running = true;
         j.placed = false;
         j.started = minute;
