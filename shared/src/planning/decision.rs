@@ -532,7 +532,7 @@ fn reasons(tally: Tally, recommendation: Architecture) -> Vec<Reason> {
             _ => Verdict::Decided,
         }
     };
-    let reasons: Vec<Reason> = tally
+    let mut reasons: Vec<Reason> = tally
         .fired
         .into_iter()
         .map(|(architecture, effect, text)| Reason {
@@ -543,10 +543,11 @@ fn reasons(tally: Tally, recommendation: Architecture) -> Vec<Reason> {
         })
         .collect();
     // Those that decided first, each group in firing order.
-    let (decided, outweighed): (Vec<Reason>, Vec<Reason>) = reasons
-        .into_iter()
-        .partition(|r| r.verdict != Verdict::Outweighed);
-    decided.into_iter().chain(outweighed).collect()
+    let outweighed: Vec<Reason> = reasons
+        .extract_if(.., |r| r.verdict == Verdict::Outweighed)
+        .collect();
+    reasons.extend(outweighed);
+    reasons
 }
 
 /// Fleet sizes of the sensitivity series.

@@ -928,17 +928,18 @@ impl Inference {
 /// The benchmark scenario: 10,000 GPUs in 4 flavors, 50 teams, about 100,000 batch jobs in a
 /// week, plus inference on every team. Shared by `gpufleet plan bench` and the criterion bench.
 pub fn bench_scenario() -> Scenario {
+    // Four models, so four pools: flavors of one model would be one pool to Kueue.
     let flavors = [
-        ("f0", 4_000u32),
-        ("f1", 3_000),
-        ("f2", 2_000),
-        ("f3", 1_000),
+        ("f0", 4_000u32, "H100-SXM5-80GB"),
+        ("f1", 3_000, "H200-SXM-141GB"),
+        ("f2", 2_000, "A100-SXM4-80GB"),
+        ("f3", 1_000, "H100-NVL-94GB"),
     ];
     let fleet = flavors
         .iter()
-        .map(|(name, count)| Accelerator {
+        .map(|(name, count, model)| Accelerator {
             flavor: (*name).to_owned(),
-            gpu_model: "H100-SXM5-80GB".to_owned(),
+            gpu_model: (*model).to_owned(),
             count: *count,
             gpus_per_node: 8,
             price_cents_per_gpu_hour: 400,
@@ -946,7 +947,7 @@ pub fn bench_scenario() -> Scenario {
         .collect::<Vec<_>>();
     let teams = (0..50)
         .map(|t| {
-            let (flavor, count) = flavors[t % 4];
+            let (flavor, count, _) = flavors[t % 4];
             let share = count / (50 / 4 + u32::from(t % 4 < 50 % 4));
             let nominal = [(flavor.to_owned(), share * 9 / 10)].into_iter().collect();
             let batch = |name: &str, kind, peak: f64, gpus, minutes| Workload {

@@ -294,8 +294,8 @@ mod properties {
     use super::*;
     use crate::{kueue::Queueing, planning::scenario::*};
 
-    /// Small random scenarios: 1-2 flavors, 1-4 teams, batch and inference classes, quotas with
-    /// and without borrowing limits.
+    /// Small random scenarios: 1-2 flavors (of one GPU model or two), 1-4 teams, batch and
+    /// inference classes, quotas with and without borrowing limits.
     fn arb_scenario() -> impl Strategy<Value = Scenario> {
         let team = (
             0u32..40,
@@ -321,127 +321,137 @@ mod properties {
             prop::collection::vec(team, 1..5),
             any::<bool>(),
             any::<bool>(),
-            0u64..1000,
+            (0u64..1000, any::<bool>()),
         )
-            .prop_map(|(flavor_count, counts, teams, cohort, strict, seed)| {
-                let flavors: Vec<String> = (0..flavor_count).map(|f| format!("f{f}")).collect();
-                let fleet = flavors
-                    .iter()
-                    .zip(&counts)
-                    .map(|(f, &count)| Accelerator {
-                        flavor: f.clone(),
-                        gpu_model: "H100-SXM5-80GB".into(),
-                        count,
-                        gpus_per_node: 8,
-                        price_cents_per_gpu_hour: 300,
-                    })
-                    .collect();
-                let teams = teams
-                    .into_iter()
-                    .enumerate()
-                    .map(|(t, (nominal, borrow, lend, works))| {
-                        let f = flavors[t % flavors.len()].clone();
-                        let one = |v: Option<u32>| -> BTreeMap<String, u32> {
-                            v.filter(|_| cohort)
-                                .map(|v| (f.clone(), v))
-                                .into_iter()
-                                .collect()
-                        };
-                        Team {
-                            name: format!("t{t}"),
-                            nominal_gpus: [(f.clone(), nominal)].into_iter().collect(),
-                            borrowing_limit_gpus: one(borrow),
-                            lending_limit_gpus: one(lend),
-                            queue_wait_target_min:
-                                crate::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
-                            workloads: works
-                                .into_iter()
-                                .enumerate()
-                                .map(
-                                    |(
-                                        i,
-                                        (
-                                            kind,
-                                            peak,
-                                            gpus,
-                                            minutes,
-                                            ckpt,
-                                            priority,
-                                            preemptible,
-                                            preset,
-                                        ),
-                                    )| {
-                                        let kind = [
-                                            WorkloadKind::PreTraining,
-                                            WorkloadKind::FineTuning,
-                                            WorkloadKind::Batch,
-                                            WorkloadKind::Inference,
-                                        ][kind];
-                                        let preset = [
-                                            Preset::Flat,
-                                            Preset::BusinessHoursDiurnal,
-                                            Preset::WeeklyBatch,
-                                        ][preset];
-                                        Workload {
-                                            name: format!("w{i}"),
-                                            kind,
-                                            flavor: f.clone(),
-                                            demand: Demand::Preset {
-                                                preset,
-                                                peak_gpus: peak,
-                                            },
-                                            gpus_per_job: gpus,
-                                            job_minutes: minutes,
-                                            checkpoint_minutes: ckpt,
-                                            priority,
-                                            preemptible: preemptible
-                                                && kind != WorkloadKind::Inference,
-                                            busy_pct: 80,
-                                            tenants: 1,
-                                            slo: false,
-                                            inference: (kind == WorkloadKind::Inference).then_some(
-                                                Inference {
-                                                    tokens_per_s_per_gpu: 1000,
-                                                    cold_start_s: 120,
-                                                    warm_cache_cold_start_s: None,
-                                                    min_replicas: 0,
-                                                    max_replicas: 16,
-                                                    threshold_pct: 70,
-                                                    activation_threshold_pct: 5,
-                                                    cooldown_s: 300,
-                                                },
-                                            ),
-                                            backlog_gpus: 0.0,
-                                            mem_mib_per_job: None,
-                                            throughput: false,
-                                            current_isolation: None,
-                                        }
-                                    },
-                                )
-                                .collect(),
-                        }
-                    })
-                    .collect();
-                Scenario {
-                    version: SCENARIO_VERSION,
-                    name: "property".into(),
-                    seed,
-                    fleet,
-                    teams,
-                    quota: QuotaPolicy {
-                        cohort,
-                        queueing: if strict {
-                            Queueing::StrictFifo
+            .prop_map(
+                |(flavor_count, counts, teams, cohort, strict, (seed, one_model))| {
+                    let flavors: Vec<String> = (0..flavor_count).map(|f| format!("f{f}")).collect();
+                    let models = [
+                        "H100-SXM5-80GB",
+                        if one_model {
+                            "H100-SXM5-80GB"
                         } else {
-                            Queueing::BestEffortFifo
+                            "H200-SXM-141GB"
                         },
-                        reclaim_within_cohort: true,
-                        preempt_lower_priority: true,
-                    },
-                    constraints: bench_scenario().constraints,
-                    weights: Weights::default(),
-                }
-            })
+                    ];
+                    let fleet = flavors
+                        .iter()
+                        .zip(&counts)
+                        .zip(models)
+                        .map(|((f, &count), model)| Accelerator {
+                            flavor: f.clone(),
+                            gpu_model: model.into(),
+                            count,
+                            gpus_per_node: 8,
+                            price_cents_per_gpu_hour: 300,
+                        })
+                        .collect();
+                    let teams = teams
+                        .into_iter()
+                        .enumerate()
+                        .map(|(t, (nominal, borrow, lend, works))| {
+                            let f = flavors[t % flavors.len()].clone();
+                            let one = |v: Option<u32>| -> BTreeMap<String, u32> {
+                                v.filter(|_| cohort)
+                                    .map(|v| (f.clone(), v))
+                                    .into_iter()
+                                    .collect()
+                            };
+                            Team {
+                                name: format!("t{t}"),
+                                nominal_gpus: [(f.clone(), nominal)].into_iter().collect(),
+                                borrowing_limit_gpus: one(borrow),
+                                lending_limit_gpus: one(lend),
+                                queue_wait_target_min:
+                                    crate::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
+                                workloads: works
+                                    .into_iter()
+                                    .enumerate()
+                                    .map(
+                                        |(
+                                            i,
+                                            (
+                                                kind,
+                                                peak,
+                                                gpus,
+                                                minutes,
+                                                ckpt,
+                                                priority,
+                                                preemptible,
+                                                preset,
+                                            ),
+                                        )| {
+                                            let kind = [
+                                                WorkloadKind::PreTraining,
+                                                WorkloadKind::FineTuning,
+                                                WorkloadKind::Batch,
+                                                WorkloadKind::Inference,
+                                            ][kind];
+                                            let preset = [
+                                                Preset::Flat,
+                                                Preset::BusinessHoursDiurnal,
+                                                Preset::WeeklyBatch,
+                                            ][preset];
+                                            Workload {
+                                                name: format!("w{i}"),
+                                                kind,
+                                                flavor: f.clone(),
+                                                demand: Demand::Preset {
+                                                    preset,
+                                                    peak_gpus: peak,
+                                                },
+                                                gpus_per_job: gpus,
+                                                job_minutes: minutes,
+                                                checkpoint_minutes: ckpt,
+                                                priority,
+                                                preemptible: preemptible
+                                                    && kind != WorkloadKind::Inference,
+                                                busy_pct: 80,
+                                                tenants: 1,
+                                                slo: false,
+                                                inference: (kind == WorkloadKind::Inference)
+                                                    .then_some(Inference {
+                                                        tokens_per_s_per_gpu: 1000,
+                                                        cold_start_s: 120,
+                                                        warm_cache_cold_start_s: None,
+                                                        min_replicas: 0,
+                                                        max_replicas: 16,
+                                                        threshold_pct: 70,
+                                                        activation_threshold_pct: 5,
+                                                        cooldown_s: 300,
+                                                    }),
+                                                backlog_gpus: 0.0,
+                                                mem_mib_per_job: None,
+                                                throughput: false,
+                                                current_isolation: None,
+                                            }
+                                        },
+                                    )
+                                    .collect(),
+                            }
+                        })
+                        .collect();
+                    Scenario {
+                        version: SCENARIO_VERSION,
+                        name: "property".into(),
+                        seed,
+                        fleet,
+                        teams,
+                        quota: QuotaPolicy {
+                            cohort,
+                            queueing: if strict {
+                                Queueing::StrictFifo
+                            } else {
+                                Queueing::BestEffortFifo
+                            },
+                            reclaim_within_cohort: true,
+                            preempt_lower_priority: true,
+                        },
+                        constraints: bench_scenario().constraints,
+                        weights: Weights::default(),
+                    }
+                },
+            )
     }
 
     proptest! {
@@ -477,7 +487,11 @@ mod properties {
                 if !s.quota.cohort {
                     prop_assert_eq!(stats.peak_borrowed_gpus, 0);
                 }
-                if let Some(limit) = team.borrowing_limit_gpus.values().next() {
+                // With its model's only flavor limited, that limit bounds all it borrows.
+                let flavor = &team.workloads[0].flavor;
+                let model = |f: &str| s.accelerator(f).map(|a| a.gpu_model.clone());
+                let alone = s.fleet.iter().filter(|a| model(&a.flavor) == model(flavor)).count() == 1;
+                if let (true, Some(limit)) = (alone, team.borrowing_limit_gpus.get(flavor)) {
                     prop_assert!(stats.peak_borrowed_gpus <= *limit);
                 }
             }

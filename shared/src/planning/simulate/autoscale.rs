@@ -31,11 +31,22 @@ pub(super) struct Autoscaler {
     scaling: Inference,
     /// Its replicas' job ids.
     pub replicas: Vec<usize>,
+    /// How many of them serve, as last counted.
+    pub ready: Ready,
     recent_desired: Vec<u32>,
     below_activation_since: Option<u32>,
     last_scale_down: Option<u32>,
     pub demand_tokens: f64,
     pub unserved_tokens: f64,
+}
+
+/// A count of ready replicas, good while no replica has started, been placed or stopped
+/// (the week's `changes` count is unchanged) and before the next one is ready (`until`).
+#[derive(Clone, Copy)]
+pub(super) struct Ready {
+    pub changes: u64,
+    pub count: usize,
+    pub until: u32,
 }
 
 /// What one minute's scaling decided.
@@ -68,6 +79,11 @@ impl Autoscaler {
             busy_share: f64::from(w.busy_pct) / 100.0,
             scaling: inference.clone(),
             replicas: Vec::new(),
+            ready: Ready {
+                changes: u64::MAX,
+                count: 0,
+                until: 0,
+            },
             recent_desired: Vec::new(),
             below_activation_since: None,
             last_scale_down: None,

@@ -3,6 +3,8 @@
 //! lowest priority first, then the most recently admitted first. Kept in that order as they
 //! start and stop, so a preemption reads only the few candidates it needs.
 
+use super::job::Job;
+
 /// A workload as a candidate: (priority, admission number, job), the most recent admission
 /// having the highest number.
 pub(super) type Admitted = (i32, u64, usize);
@@ -31,12 +33,24 @@ impl Running {
         }
     }
 
-    /// The workloads below `priority` (all, with `None`) in Kueue's victim order.
-    pub fn in_order(&self, below: Option<i32>) -> impl Iterator<Item = Admitted> + '_ {
-        self.groups
-            .iter()
-            .take_while(move |(p, _)| below.is_none_or(|b| *p < b))
-            .flat_map(|(p, group)| group.iter().rev().map(move |&(a, j)| (*p, a, j)))
+    /// The first workloads below `priority` (all, with `None`) in Kueue's victim order whose
+    /// GPUs add up to `gpus` (the last one crossing it); all of them if they do not.
+    pub fn first(&self, below: Option<i32>, gpus: u32, jobs: &[Job]) -> Vec<Admitted> {
+        let mut taken = 0;
+        let mut first = Vec::new();
+        for (priority, group) in &self.groups {
+            if below.is_some_and(|b| *priority >= b) {
+                break;
+            }
+            for &(admission, job) in group.iter().rev() {
+                if taken >= gpus {
+                    return first;
+                }
+                taken += jobs[job].gpus;
+                first.push((*priority, admission, job));
+            }
+        }
+        first
     }
 }
 
@@ -46,15 +60,33 @@ mod tests {
 
     #[test]
     fn victims_come_lowest_priority_then_newest_first() {
+        let jobs: Vec<Job> = (0..14)
+            .map(|j| {
+                let kind = super::super::job::Kind::Replica {
+                    cold_start_min: 0,
+                    ready_at: None,
+                };
+                let part = super::super::job::Part::Replica;
+                Job::queued(0, 0, 1 + j % 2, kind, 0, part, 0)
+            })
+            .collect();
         let mut r = Running::default();
         for (priority, admission, job) in [(5, 1, 10), (0, 2, 11), (5, 3, 12), (0, 4, 13)] {
             r.push((priority, admission, job));
         }
-        let jobs = |r: &Running, below| r.in_order(below).map(|(_, _, j)| j).collect::<Vec<_>>();
-        assert_eq!(jobs(&r, None), vec![13, 11, 12, 10]);
-        assert_eq!(jobs(&r, Some(5)), vec![13, 11]);
+        let first = |r: &Running, below, gpus| {
+            r.first(below, gpus, &jobs)
+                .into_iter()
+                .map(|(_, _, j)| j)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(first(&r, None, u32::MAX), vec![13, 11, 12, 10]);
+        assert_eq!(first(&r, Some(5), u32::MAX), vec![13, 11]);
+        // Jobs 13 and 11 hold 2 GPUs each: the first already covers 2, the second crosses 3.
+        assert_eq!(first(&r, None, 2), vec![13]);
+        assert_eq!(first(&r, None, 3), vec![13, 11]);
         r.remove((0, 4, 13));
         r.remove((5, 1, 10));
-        assert_eq!(jobs(&r, None), vec![11, 12]);
+        assert_eq!(first(&r, None, u32::MAX), vec![11, 12]);
     }
 }

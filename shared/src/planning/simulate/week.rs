@@ -10,7 +10,7 @@ const TERMINATION_MIN: u32 = 1;
 
 use super::{
     MINUTES_PER_WEEK, TeamStats,
-    autoscale::Autoscaler,
+    autoscale::{Autoscaler, Ready},
     job::{Job, Kind, Part},
     quota::{Quotas, Trial, Usage},
     running::{Admitted, Running},
@@ -41,6 +41,9 @@ pub(super) struct Week {
     running: Vec<Vec<Running>>,
     /// Admissions so far: each admission's number orders the victims.
     admissions: u64,
+    /// Replicas started, placed or stopped so far: what a scaler's count of ready replicas
+    /// was taken at.
+    replica_changes: u64,
     /// Per team: the minute its pending preemptor's victims have terminated; until then the
     /// queue admits nothing else.
     blocked_until: Vec<u32>,
@@ -68,6 +71,7 @@ impl Week {
             pending: vec![Vec::new(); teams],
             running: vec![vec![Running::default(); flavors]; teams],
             admissions: 0,
+            replica_changes: 0,
             blocked_until: vec![0; teams],
             placed: vec![0; flavors],
             unplaced: vec![Vec::new(); flavors],
@@ -269,28 +273,59 @@ impl Week {
     /// where the job lands within nominal quota preferred): the first where victims make
     /// room, evicted.
     fn preempting_flavor(&mut self, job: usize, minute: u32) -> Option<usize> {
-        let (team, gpus) = (self.jobs[job].team, self.jobs[job].gpus);
-        let alike = self.quotas.alike[self.jobs[job].flavor].clone();
-        let (within, over): (Vec<usize>, Vec<usize>) = alike
-            .into_iter()
-            .partition(|&f| self.within_nominal(team, f, gpus));
-        within
-            .into_iter()
-            .chain(over)
-            .find(|&f| self.preempt_for(job, f, minute))
+        let (team, gpus, class) = (
+            self.jobs[job].team,
+            self.jobs[job].gpus,
+            self.jobs[job].flavor,
+        );
+        for within in [true, false] {
+            for i in 0..self.quotas.alike[class].len() {
+                let f = self.quotas.alike[class][i];
+                // A failed attempt evicts nothing, so the others see the same usage.
+                if self.within_nominal(team, f, gpus) == within && self.preempt_for(job, f, minute)
+                {
+                    return Some(f);
+                }
+            }
+        }
+        None
     }
 
     /// Step 5: the inference traffic that ready replicas serve this minute.
     pub fn serve(&mut self, scaler: &mut Autoscaler, minute: u32) {
-        let ready = scaler
-            .replicas
-            .iter()
-            .filter(|&&r| {
-                let j = &self.jobs[r];
-                j.running
-                    && matches!(j.kind, Kind::Replica { ready_at: Some(at), .. } if at <= minute)
-            })
-            .count();
+        let ready = match scaler.ready {
+            // No replica started, was placed or stopped since, and none has become ready.
+            Ready {
+                changes,
+                count,
+                until,
+            } if changes == self.replica_changes && minute < until => count,
+            _ => {
+                let (mut count, mut until) = (0, u32::MAX);
+                for &r in &scaler.replicas {
+                    let j = &self.jobs[r];
+                    if let (
+                        true,
+                        Kind::Replica {
+                            ready_at: Some(at), ..
+                        },
+                    ) = (j.running, &j.kind)
+                    {
+                        if *at <= minute {
+                            count += 1;
+                        } else {
+                            until = until.min(*at);
+                        }
+                    }
+                }
+                scaler.ready = Ready {
+                    changes: self.replica_changes,
+                    count,
+                    until,
+                };
+                count
+            }
+        };
         self.stats[scaler.team].busy_gpu_minutes += scaler.serve(minute, ready);
     }
 
@@ -351,11 +386,7 @@ impl Week {
         // Freeing as many GPUs of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
         let own: Vec<Admitted> = if self.policy.preempt_lower_priority {
-            first_gpus(
-                self.running[team][f].in_order(Some(priority)),
-                &self.jobs,
-                gpus,
-            )
+            self.running[team][f].first(Some(priority), gpus, &self.jobs)
         } else {
             Vec::new()
         };
@@ -373,13 +404,11 @@ impl Week {
         if reclaim {
             // A borrowing queue's workloads are candidates while it is still borrowing: its
             // first ones in victim order up to what it borrows, the last taking it to nominal.
-            let mut others: Vec<Admitted> = (0..self.usage.team.len())
-                .filter(|&t| t != team)
-                .flat_map(|t| {
-                    let borrowed = self.usage.team[t][f].saturating_sub(self.quotas.nominal[t][f]);
-                    first_gpus(self.running[t][f].in_order(None), &self.jobs, borrowed)
-                })
-                .collect();
+            let mut others: Vec<Admitted> = Vec::new();
+            for t in (0..self.usage.team.len()).filter(|&t| t != team) {
+                let borrowed = self.usage.team[t][f].saturating_sub(self.quotas.nominal[t][f]);
+                others.extend(self.running[t][f].first(None, borrowed, &self.jobs));
+            }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
                 let order = others.iter().chain(&own).map(|&(_, _, j)| j);
@@ -460,6 +489,7 @@ impl Week {
         j.admission = self.admissions;
         if let Kind::Replica { ready_at, .. } = &mut j.kind {
             *ready_at = None;
+            self.replica_changes += 1;
         }
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, true);
@@ -527,7 +557,10 @@ impl Week {
             Kind::Replica {
                 cold_start_min,
                 ready_at,
-            } => *ready_at = Some(work_from + *cold_start_min),
+            } => {
+                *ready_at = Some(work_from + *cold_start_min);
+                self.replica_changes += 1;
+            }
         }
     }
 
@@ -556,6 +589,9 @@ impl Week {
         self.account(job, minute);
         let j = &mut self.jobs[job];
         j.running = false;
+        if j.is_replica() {
+            self.replica_changes += 1;
+        }
         let (team, f, gpus) = (j.team, j.flavor, j.gpus);
         self.usage.change(&self.quotas, team, f, gpus, false);
         self.running[team][f].remove((j.priority, j.admission, job));
@@ -602,20 +638,4 @@ impl Week {
         }
         self.enqueue(job);
     }
-}
-
-/// The first of `candidates` whose GPUs add up to `gpus` (the last one crossing it), or all.
-fn first_gpus(
-    candidates: impl Iterator<Item = Admitted>,
-    jobs: &[Job],
-    gpus: u32,
-) -> Vec<Admitted> {
-    let mut taken = 0;
-    candidates
-        .take_while(|&(_, _, j)| {
-            let more = taken < gpus;
-            taken += jobs[j].gpus;
-            more
-        })
-        .collect()
 }
