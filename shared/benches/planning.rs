@@ -1,11 +1,12 @@
-//! One week at 1-minute steps: 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs; and the quota
-//! suggestion on the ~10,000-card bank preset (its own week plus each week it tries).
+//! One week at 1-minute steps: 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs, and ten times
+//! that; the ~10,000-card bank preset's whole evaluation; and its quota suggestion (its own
+//! week plus each week it tries).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use shared::{
-    planning::scenario::bench_scenario,
+    planning::scenario::{Scenario, Team, bench_scenario},
     planning::simulate::simulate,
-    planning::{parse_scenario, suggest_quotas},
+    planning::{evaluate, parse_scenario, suggest_quotas},
 };
 
 fn week(c: &mut Criterion) {
@@ -15,6 +16,37 @@ fn week(c: &mut Criterion) {
     group.bench_function("week_10000_gpus_50_teams", |b| {
         b.iter(|| simulate(&scenario))
     });
+    let large = ten_times(&scenario);
+    group.bench_function("week_100000_gpus_500_teams", |b| {
+        b.iter(|| simulate(&large))
+    });
+    group.finish();
+}
+
+/// The benchmark fleet ten times over: ten times the cards of each flavor and ten teams for
+/// each of its teams (~950,000 jobs).
+fn ten_times(s: &Scenario) -> Scenario {
+    let mut large = s.clone();
+    for f in &mut large.fleet {
+        f.count *= 10;
+    }
+    large.teams = (0..10)
+        .flat_map(|copy| {
+            s.teams.iter().map(move |t| Team {
+                name: format!("{}-{copy}", t.name),
+                ..t.clone()
+            })
+        })
+        .collect();
+    large
+}
+
+/// The bank preset's whole evaluation: sizing, week, decision, isolation, waterfall.
+fn evaluation(c: &mut Criterion) {
+    let bank = parse_scenario(include_str!("../scenarios/bank-10000.json")).expect("the preset");
+    let mut group = c.benchmark_group("evaluate");
+    group.sample_size(10);
+    group.bench_function("bank_10000", |b| b.iter(|| evaluate(&bank)));
     group.finish();
 }
 
@@ -33,5 +65,5 @@ fn suggestion(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, week, suggestion);
+criterion_group!(benches, week, evaluation, suggestion);
 criterion_main!(benches);

@@ -21,7 +21,8 @@ pub const SCENARIO_VERSION: u32 = 2;
 pub const HOURS_PER_WEEK: usize = 168;
 
 /// What one evaluation may cost, checked before it starts. For scale: the 10,000-GPU
-/// benchmark (4 flavors, 50 teams, 150 classes, ~100,000 jobs) simulates in ~0.4 s on one core.
+/// benchmark (4 flavors, 50 teams, 150 classes, ~100,000 jobs) simulates in under 0.1 s on one
+/// core, ten times it (~950,000 jobs) in about 2 s (docs/performance.md).
 pub const MAX_FLAVORS: usize = 32;
 pub const MAX_TEAMS: usize = 500;
 pub const MAX_WORKLOADS: usize = 2_000;

@@ -41,6 +41,9 @@ pub(super) struct Week {
     running: Vec<Vec<Running>>,
     /// Admissions so far: each admission's number orders the victims.
     admissions: u64,
+    /// Per queue and model (`[team * flavors + model]`, a model by its first flavor): the
+    /// fewest GPUs any of its workloads asks for.
+    smallest: Vec<u32>,
     /// Replicas started, placed or stopped so far: what a scaler's count of ready replicas
     /// was taken at.
     replica_changes: u64,
@@ -72,6 +75,7 @@ impl Week {
             running: vec![vec![Running::default(); flavors]; teams],
             admissions: 0,
             replica_changes: 0,
+            smallest: vec![u32::MAX; teams * flavors],
             blocked_until: vec![0; teams],
             placed: vec![0; flavors],
             unplaced: vec![Vec::new(); flavors],
@@ -208,7 +212,14 @@ impl Week {
                     // priority) asking as much of this model can be admitted this minute.
                     let failed = &mut cycle.failed_from[team * flavors + model];
                     *failed = (*failed).min(gpus);
-                    if strict {
+                    // Nothing of its queue is smaller than what failed, on any model: it is
+                    // done for the minute.
+                    let slots = team * flavors..(team + 1) * flavors;
+                    let exhausted = cycle.failed_from[slots.clone()]
+                        .iter()
+                        .zip(&self.smallest[slots])
+                        .all(|(failed, smallest)| failed <= smallest);
+                    if strict || exhausted {
                         cycle.done[team] = true;
                     } else {
                         cycle.cursor[team] += 1;
@@ -360,6 +371,9 @@ impl Week {
     }
 
     fn enqueue(&mut self, job: usize) {
+        let j = &self.jobs[job];
+        let slot = j.team * self.quotas.capacity.len() + self.quotas.alike[j.flavor][0];
+        self.smallest[slot] = self.smallest[slot].min(j.gpus);
         let key = |j: &Job| (Reverse(j.priority), j.arrival);
         let k = key(&self.jobs[job]);
         let queue = &self.pending[self.jobs[job].team];
@@ -407,7 +421,9 @@ impl Week {
             let mut others: Vec<Admitted> = Vec::new();
             for t in (0..self.usage.team.len()).filter(|&t| t != team) {
                 let borrowed = self.usage.team[t][f].saturating_sub(self.quotas.nominal[t][f]);
-                others.extend(self.running[t][f].first(None, borrowed, &self.jobs));
+                if borrowed > 0 {
+                    others.extend(self.running[t][f].first(None, borrowed, &self.jobs));
+                }
             }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
