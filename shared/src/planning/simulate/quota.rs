@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::planning::scenario::Scenario;
+use crate::planning::scenario::{Scenario, Team};
 
 pub(super) struct Quotas {
     /// GPUs per flavor.
@@ -35,6 +35,16 @@ impl Quotas {
                 .collect()
         };
         let teams = &scenario.teams;
+        // Without a cohort there is no one to borrow from or lend to.
+        let limits = |limit: fn(&Team) -> &BTreeMap<String, u32>| -> Vec<Vec<Option<u32>>> {
+            teams
+                .iter()
+                .map(|t| match cohort {
+                    true => per_flavor(limit(t), None),
+                    false => vec![Some(0); scenario.fleet.len()],
+                })
+                .collect()
+        };
         let mut quotas = Self::new(
             scenario.fleet.iter().map(|a| a.count).collect(),
             teams
@@ -46,27 +56,8 @@ impl Quotas {
                         .collect()
                 })
                 .collect(),
-            // Without a cohort there is no one to borrow from or lend to.
-            teams
-                .iter()
-                .map(|t| {
-                    if cohort {
-                        per_flavor(&t.borrowing_limit_gpus, None)
-                    } else {
-                        vec![Some(0); scenario.fleet.len()]
-                    }
-                })
-                .collect(),
-            teams
-                .iter()
-                .map(|t| {
-                    if cohort {
-                        per_flavor(&t.lending_limit_gpus, None)
-                    } else {
-                        vec![Some(0); scenario.fleet.len()]
-                    }
-                })
-                .collect(),
+            limits(|t| &t.borrowing_limit_gpus),
+            limits(|t| &t.lending_limit_gpus),
         );
         let fleet = &scenario.fleet;
         quotas.alike = fleet
