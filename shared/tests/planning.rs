@@ -563,6 +563,7 @@ fn bad_scenarios_are_refused_with_field_paths() {
     s.fleet[1].flavor = "H200!".into();
     s.teams[0].workloads[1].flavor = "nope".into();
     s.teams[1].workloads[0].gpus_per_job = 0;
+    s.teams[0].workloads[0].restart_minutes = 1_441;
     s.teams[2].workloads[0].demand = shared::planning::scenario::Demand::Hourly {
         hourly_gpus: vec![1.0; 10],
     };
@@ -573,6 +574,7 @@ fn bad_scenarios_are_refused_with_field_paths() {
         "fleet[1].flavor",
         "teams[0].workloads[1].flavor",
         "teams[1].workloads[0].gpus_per_job",
+        "teams[0].workloads[0].restart_minutes",
         "teams[2].workloads[0].demand.hourly_gpus",
         "constraints.kubernetes_version",
     ] {
@@ -1393,6 +1395,27 @@ fn a_flavor_that_fits_by_borrowing_ends_the_search() {
     );
     assert_eq!(x.preemptions + y.preemptions, 0, "{x:?} {y:?}");
     assert_eq!(y.queue_wait_p95_min, Some(0.0), "{y:?}");
+}
+
+/// An evicted job, once admitted again, pulls its image and loads its checkpoint before it
+/// works: that restart is rework on top of the work lost since the checkpoint.
+#[test]
+fn a_restart_after_eviction_is_rework() {
+    // 4 cards. A borrower runs one 4-GPU job from the start; the owner's 4-GPU job comes in
+    // hour 1 and evicts it; the borrower's job runs again once the owner's ends.
+    let rework = |restart_minutes: u32| {
+        let mut borrower = batch_team("borrower", 0, vec![(4, 10, 0)]);
+        borrower.workloads[0].restart_minutes = restart_minutes;
+        let teams = week_of(4, vec![borrower, batch_team("owner", 4, vec![(4, 10, 1)])]);
+        assert_eq!(teams[0].preemptions, 1, "{:?}", teams[0]);
+        teams[0].rework_gpu_hours
+    };
+    // The same eviction, the same work lost; 10 minutes of restart on 4 GPUs more.
+    let (none, ten) = (rework(0), rework(10));
+    assert!(
+        (ten - none - 4.0 * 10.0 / 60.0).abs() < 1e-9,
+        "{none} → {ten}"
+    );
 }
 
 #[test]

@@ -664,6 +664,7 @@ mod tests {
             throughput: false,
             job_minutes: 60,
             checkpoint_minutes: 0,
+            restart_minutes: 2,
             priority: 0,
             preemptible: false,
             busy_pct: 80,

@@ -153,6 +153,12 @@ pub struct Workload {
     /// Minutes between checkpoints; 0 means no checkpoints.
     #[serde(default)]
     pub checkpoint_minutes: u32,
+    /// Batch kinds: minutes an evicted job spends, once admitted again, before it works again
+    /// (pulling its image, loading its last checkpoint): rework on top of the work lost since
+    /// that checkpoint. Default 2: fetching ~30 GB from object storage keeps a GPU allocated
+    /// at 0% for about two minutes (docs/planning-rules.md, "Checkpoints and restarts").
+    #[serde(default = "default_restart_minutes")]
+    pub restart_minutes: u32,
     /// Higher runs first and may preempt lower inside the team's queue.
     #[serde(default)]
     pub priority: i32,
@@ -186,6 +192,9 @@ pub struct Workload {
 
 fn default_job_minutes() -> u32 {
     240
+}
+fn default_restart_minutes() -> u32 {
+    2
 }
 fn default_busy_pct() -> u32 {
     90
@@ -577,6 +586,9 @@ impl Scenario {
                 if work.job_minutes == 0 || work.job_minutes > 60 * 24 * 30 {
                     bad(p("job_minutes"), "must be between 1 and 43,200");
                 }
+                if work.restart_minutes > 24 * 60 {
+                    bad(p("restart_minutes"), "must be between 0 and 1,440");
+                }
                 if work.busy_pct > 100 {
                     bad(p("busy_pct"), "is a percentage (0-100)");
                 }
@@ -893,6 +905,7 @@ impl Workload {
             throughput: false,
             job_minutes: default_job_minutes(),
             checkpoint_minutes: if inference { 0 } else { 30 },
+            restart_minutes: default_restart_minutes(),
             priority: if inference {
                 crate::kueue::INFERENCE_PRIORITY
             } else {
@@ -962,6 +975,7 @@ pub fn bench_scenario() -> Scenario {
                 gpus_per_job: gpus,
                 job_minutes: minutes,
                 checkpoint_minutes: 30,
+                restart_minutes: default_restart_minutes(),
                 priority: 10,
                 preemptible: true,
                 busy_pct: 90,

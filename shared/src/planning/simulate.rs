@@ -403,6 +403,7 @@ mod properties {
                                                 gpus_per_job: gpus,
                                                 job_minutes: minutes,
                                                 checkpoint_minutes: ckpt,
+                                                restart_minutes: 2,
                                                 priority,
                                                 preemptible: preemptible
                                                     && kind != WorkloadKind::Inference,

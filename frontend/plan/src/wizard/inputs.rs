@@ -395,6 +395,8 @@ fn WorkloadForm(t: usize, w: usize) -> impl IntoView {
                             bind=bind_whole(move |s| work(s, t, w).map(|x| x.job_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.job_minutes = v })/>
                         <Field label="Checkpoint every" unit="min, 0: never" path=p("checkpoint_minutes") mode="numeric"
                             bind=bind_whole(move |s| work(s, t, w).map(|x| x.checkpoint_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.checkpoint_minutes = v })/>
+                        <Field label="Restart after eviction" unit="min (image, checkpoint)" path=p("restart_minutes") mode="numeric"
+                            bind=bind_whole(move |s| work(s, t, w).map(|x| x.restart_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.restart_minutes = v })/>
                         <Field label="Backlog" unit="GPUs always waiting" path=p("backlog_gpus") mode="decimal"
                             bind=bind_decimal(move |s| work(s, t, w).map(|x| x.backlog_gpus), move |s, v| if let Some(x) = work_mut(s, t, w) { x.backlog_gpus = v })/>
                     </div>

@@ -17,6 +17,10 @@ pub(super) enum Kind {
         remaining_min: u32,
         /// Minutes between checkpoints; 0: none.
         checkpoint_min: u32,
+        /// Minutes an evicted job needs, once placed again, before it works again.
+        restart_min: u32,
+        /// Evicted since it last worked: its next placement starts with a restart.
+        restarting: bool,
         /// Share of its GPUs' time that is really busy.
         busy_share: f64,
     },
@@ -137,6 +141,7 @@ impl Job {
         };
         let Kind::Batch {
             checkpoint_min,
+            restart_min,
             busy_share,
             ..
         } = self.kind
@@ -150,6 +155,8 @@ impl Job {
             Kind::Batch {
                 remaining_min: length,
                 checkpoint_min,
+                restart_min,
+                restarting: false,
                 busy_share,
             },
             self.priority,
@@ -197,15 +204,18 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
                 autoscalers.push(Autoscaler::new(team, flavor, w, inference, hourly));
                 continue;
             }
+            let batch = |remaining_min: u32| Kind::Batch {
+                remaining_min,
+                checkpoint_min: w.checkpoint_minutes,
+                restart_min: w.restart_minutes,
+                restarting: false,
+                busy_share: f64::from(w.busy_pct) / 100.0,
+            };
             let template = Job {
                 team,
                 flavor,
                 gpus: w.gpus_per_job,
-                kind: Kind::Batch {
-                    remaining_min: w.job_minutes,
-                    checkpoint_min: w.checkpoint_minutes,
-                    busy_share: f64::from(w.busy_pct) / 100.0,
-                },
+                kind: batch(w.job_minutes),
                 priority: w.priority,
                 arrival: 0,
                 first_admit: None,
@@ -219,11 +229,7 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
             };
             let with = |arrival: u32, remaining_min: u32| Job {
                 arrival,
-                kind: Kind::Batch {
-                    remaining_min,
-                    checkpoint_min: w.checkpoint_minutes,
-                    busy_share: f64::from(w.busy_pct) / 100.0,
-                },
+                kind: batch(remaining_min),
                 ..template.clone()
             };
             // Warm start: the work already running at the start of the week.

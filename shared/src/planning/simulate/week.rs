@@ -358,6 +358,16 @@ impl Week {
                 self.account(job, minute);
             }
             let j = &self.jobs[job];
+            // A restart that runs past the week's end counts only up to it.
+            if j.running && j.placed && j.work_from > minute {
+                let beyond = f64::from(j.gpus) * f64::from(j.work_from - minute) / 60.0;
+                let s = &mut self.stats[j.team];
+                *if j.is_submitted() {
+                    &mut s.rework_gpu_hours
+                } else {
+                    &mut s.backlog_rework_gpu_hours
+                } -= beyond;
+            }
             if let (Part::Arrival, Kind::Batch { remaining_min, .. }) = (j.part, &j.kind) {
                 let done = if j.running && j.placed {
                     minute.saturating_sub(j.work_from)
@@ -553,8 +563,25 @@ impl Week {
         let j = &mut self.jobs[job];
         j.placed = true;
         j.work_from = j.work_from.max(minute);
-        let work_from = j.work_from;
+        let submitted = j.is_submitted();
         let s = &mut self.stats[j.team];
+        // An evicted job first pulls its image and loads its checkpoint: rework.
+        if let Kind::Batch {
+            restart_min,
+            restarting: restarting @ true,
+            ..
+        } = &mut j.kind
+        {
+            *restarting = false;
+            j.work_from += *restart_min;
+            let lost = f64::from(j.gpus) * f64::from(*restart_min) / 60.0;
+            *if submitted {
+                &mut s.rework_gpu_hours
+            } else {
+                &mut s.backlog_rework_gpu_hours
+            } += lost;
+        }
+        let work_from = j.work_from;
         s.pending_gpu_minutes += f64::from(j.gpus) * f64::from(minute - j.started);
         if j.first_admit.is_none() {
             j.first_admit = Some(work_from);
@@ -629,19 +656,27 @@ impl Week {
             0
         };
         let (team, gpus) = (j.team, j.gpus);
-        let mut lost_gpu_hours = 0.0;
+        // Evicted during its restart: the rest of that restart was never spent.
+        let mut lost_gpu_hours = if j.placed {
+            -f64::from(gpus) * f64::from(j.work_from.saturating_sub(minute)) / 60.0
+        } else {
+            0.0
+        };
         if let Kind::Batch {
             remaining_min,
             checkpoint_min,
+            restarting,
             ..
         } = &mut j.kind
         {
-            // Work up to the last checkpoint is kept; with no checkpoints, nothing is.
+            // Work up to the last checkpoint is kept; with no checkpoints, nothing is. Its
+            // restart is owed at its next placement.
             let kept = ran
                 .checked_div(*checkpoint_min)
                 .map_or(0, |n| n * *checkpoint_min);
             *remaining_min -= kept;
-            lost_gpu_hours = f64::from(gpus) * f64::from(ran - kept) / 60.0;
+            lost_gpu_hours += f64::from(gpus) * f64::from(ran - kept) / 60.0;
+            *restarting = true;
         }
         let s = &mut self.stats[team];
         if j.is_submitted() || j.is_replica() {
