@@ -107,6 +107,11 @@ impl Quotas {
         }
     }
 
+    /// The model of flavor `f`, as the index of its model's first flavor.
+    pub fn model(&self, f: usize) -> usize {
+        self.alike[f][0]
+    }
+
     /// The most `team` may hold of flavor `f`: nominal plus its borrowing limit.
     pub fn limit(&self, team: usize, f: usize) -> u32 {
         self.nominal[team][f].saturating_add(self.borrow_limit[team][f].unwrap_or(u32::MAX))
@@ -120,8 +125,14 @@ impl Quotas {
         if new > self.limit(team, f) {
             return false;
         }
+        self.pool_after(team, f, pool, usage, new) <= self.pool_cap[f]
+    }
+
+    /// The lending pool's use once `team`'s usage of `f` goes from `before` to `after`: each
+    /// team counts there with what it holds beyond its guaranteed (unlendable) quota.
+    pub fn pool_after(&self, team: usize, f: usize, pool: u32, before: u32, after: u32) -> u32 {
         let guaranteed = self.guaranteed[team][f];
-        pool - usage.saturating_sub(guaranteed) + new.saturating_sub(guaranteed) <= self.pool_cap[f]
+        pool - before.saturating_sub(guaranteed) + after.saturating_sub(guaranteed)
     }
 }
 
@@ -147,15 +158,10 @@ impl Usage {
     /// Adds (or, with `add` false, removes) `gpus` to a team's usage of a flavor, keeping the
     /// lending pool in step.
     pub fn change(&mut self, quotas: &Quotas, team: usize, f: usize, gpus: u32, add: bool) {
-        let guaranteed = quotas.guaranteed[team][f];
-        let before = self.team[team][f].saturating_sub(guaranteed);
-        if add {
-            self.team[team][f] += gpus;
-        } else {
-            self.team[team][f] -= gpus;
-        }
-        let after = self.team[team][f].saturating_sub(guaranteed);
-        self.pool[f] = self.pool[f] - before + after;
+        let before = self.team[team][f];
+        let after = if add { before + gpus } else { before - gpus };
+        self.team[team][f] = after;
+        self.pool[f] = quotas.pool_after(team, f, self.pool[f], before, after);
     }
 }
 
@@ -212,11 +218,11 @@ impl<'a> Trial<'a> {
     }
 
     fn shift(&mut self, team: usize, gpus: u32, back: bool) {
-        let guaranteed = self.quotas.guaranteed[team][self.f];
         let before = self.held(team);
         let after = if back { before + gpus } else { before - gpus };
-        self.pool =
-            self.pool - before.saturating_sub(guaranteed) + after.saturating_sub(guaranteed);
+        self.pool = self
+            .quotas
+            .pool_after(team, self.f, self.pool, before, after);
         let freed = self.usage.team[team][self.f] - after;
         match self.freed.iter_mut().find(|(t, _)| *t == team) {
             Some(entry) => entry.1 = freed,

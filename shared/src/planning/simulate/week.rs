@@ -30,6 +30,27 @@ struct Cycle {
     failed_from: Vec<u32>,
 }
 
+impl Cycle {
+    /// `team`'s head could not be admitted: the next workload of its queue heads it
+    /// (BestEffortFIFO), or the queue waits for the next minute (StrictFIFO, or `exhausted`).
+    fn pass(&mut self, team: usize, strict: bool, exhausted: bool) {
+        if strict || exhausted {
+            self.done[team] = true;
+        } else {
+            self.cursor[team] += 1;
+        }
+    }
+}
+
+/// Where a job's rework counts: its team's, or its backlog's.
+fn rework(s: &mut TeamStats, submitted: bool) -> &mut f64 {
+    if submitted {
+        &mut s.rework_gpu_hours
+    } else {
+        &mut s.backlog_rework_gpu_hours
+    }
+}
+
 pub(super) struct Week {
     policy: QuotaPolicy,
     pub quotas: Quotas,
@@ -195,7 +216,7 @@ impl Week {
                 let job = self.pending[team][at];
                 let gpus = self.jobs[job].gpus;
                 // Its model's flavors share one slot: the first of them.
-                let model = self.quotas.alike[self.jobs[job].flavor][0];
+                let model = self.quotas.model(self.jobs[job].flavor);
                 if let Some(f) = self.fitting_flavor(job) {
                     self.pending[team].remove(at);
                     self.start(job, f, minute, 0);
@@ -219,11 +240,7 @@ impl Week {
                         .iter()
                         .zip(&self.smallest[slots])
                         .all(|(failed, smallest)| failed <= smallest);
-                    if strict || exhausted {
-                        cycle.done[team] = true;
-                    } else {
-                        cycle.cursor[team] += 1;
-                    }
+                    cycle.pass(team, strict, exhausted);
                 }
             }
         }
@@ -240,14 +257,10 @@ impl Week {
                 break;
             };
             let j = &self.jobs[job];
-            if j.gpus < cycle.failed_from[team * flavors + self.quotas.alike[j.flavor][0]] {
+            if j.gpus < cycle.failed_from[team * flavors + self.quotas.model(j.flavor)] {
                 return Some(job);
             }
-            if strict {
-                cycle.done[team] = true;
-            } else {
-                cycle.cursor[team] += 1;
-            }
+            cycle.pass(team, strict, false);
         }
         None
     }
@@ -302,7 +315,7 @@ impl Week {
         None
     }
 
-    /// Step 5: the inference traffic that ready replicas serve this minute.
+    /// Step 6: the inference traffic that ready replicas serve this minute.
     pub fn serve(&mut self, scaler: &mut Autoscaler, minute: u32) {
         let ready = match scaler.ready {
             // No replica started, was placed or stopped since, and none has become ready.
@@ -361,12 +374,7 @@ impl Week {
             // A restart that runs past the week's end counts only up to it.
             if j.running && j.placed && j.work_from > minute {
                 let beyond = f64::from(j.gpus) * f64::from(j.work_from - minute) / 60.0;
-                let s = &mut self.stats[j.team];
-                *if j.is_submitted() {
-                    &mut s.rework_gpu_hours
-                } else {
-                    &mut s.backlog_rework_gpu_hours
-                } -= beyond;
+                *rework(&mut self.stats[j.team], j.is_submitted()) -= beyond;
             }
             if let (Part::Arrival, Kind::Batch { remaining_min, .. }) = (j.part, &j.kind) {
                 let done = if j.running && j.placed {
@@ -382,7 +390,7 @@ impl Week {
 
     fn enqueue(&mut self, job: usize) {
         let j = &self.jobs[job];
-        let slot = j.team * self.quotas.capacity.len() + self.quotas.alike[j.flavor][0];
+        let slot = j.team * self.quotas.capacity.len() + self.quotas.model(j.flavor);
         self.smallest[slot] = self.smallest[slot].min(j.gpus);
         let key = |j: &Job| (Reverse(j.priority), j.arrival);
         let k = key(&self.jobs[job]);
@@ -574,12 +582,7 @@ impl Week {
         {
             *restarting = false;
             j.work_from += *restart_min;
-            let lost = f64::from(j.gpus) * f64::from(*restart_min) / 60.0;
-            *if submitted {
-                &mut s.rework_gpu_hours
-            } else {
-                &mut s.backlog_rework_gpu_hours
-            } += lost;
+            *rework(s, submitted) += f64::from(j.gpus) * f64::from(*restart_min) / 60.0;
         }
         let work_from = j.work_from;
         s.pending_gpu_minutes += f64::from(j.gpus) * f64::from(minute - j.started);
@@ -678,15 +681,15 @@ impl Week {
             lost_gpu_hours += f64::from(gpus) * f64::from(ran - kept) / 60.0;
             *restarting = true;
         }
+        // Elastic backlog filler is reclaimed by design: reported on its own.
+        let submitted = j.is_submitted() || j.is_replica();
         let s = &mut self.stats[team];
-        if j.is_submitted() || j.is_replica() {
-            s.preemptions += 1;
-            s.rework_gpu_hours += lost_gpu_hours;
+        *if submitted {
+            &mut s.preemptions
         } else {
-            // Elastic backlog filler: reclaimed by design, reported on its own.
-            s.backlog_reclaims += 1;
-            s.backlog_rework_gpu_hours += lost_gpu_hours;
-        }
+            &mut s.backlog_reclaims
+        } += 1;
+        *rework(s, submitted) += lost_gpu_hours;
         self.enqueue(job);
     }
 }
