@@ -447,7 +447,11 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     // 6. Export: the page shows exactly the native export, whose objects validate against
     // the real Kueue and KEDA CRD schemas (shared's planning tests).
     browser.click_css("[data-test=step-export]").await;
-    for file in manifests::export(&aws, KueueVersion::V1beta2) {
+    for file in manifests::export(
+        &aws,
+        &shared::planning::isolation_plan(&aws),
+        KueueVersion::V1beta2,
+    ) {
         let shown = browser
             .wait_for_text(
                 &format!("[data-test=manifest][data-name='{}'] pre", file.name),
@@ -464,10 +468,20 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     }
     // All of them as one zip: the file saved is the native export's archive, byte for byte.
     // Kueue and KEDA first, then the MIG partitions of the evaluation.
-    let mut files: Vec<(String, String)> = manifests::export(&aws, KueueVersion::V1beta2)
-        .into_iter()
-        .map(|f| (f.name, f.yaml))
-        .collect();
+    let mut files: Vec<(String, String)> = manifests::export(
+        &aws,
+        &shared::planning::isolation_plan(&aws),
+        KueueVersion::V1beta2,
+    )
+    .into_iter()
+    .map(|f| (f.name, f.yaml))
+    .collect();
+    // Then the check's verdicts on them, one line per class.
+    let verdicts = manifests::admission(&aws, &shared::planning::isolation_plan(&aws));
+    files.push((
+        manifests::CHECK_FILE.to_owned(),
+        shared::kueue::report(&verdicts),
+    ));
     let exported = evaluate(&aws);
     for m in exported.mig {
         let plan = m.layout.expect("aws-300's MIG classes lay out");

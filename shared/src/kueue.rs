@@ -69,26 +69,117 @@ impl KueueVersion {
 /// only, yet every pod also requests cpu and memory, and Kueue admits a workload only when its
 /// ClusterQueue covers every resource its pods request ("resource cpu unavailable in
 /// ClusterQueue"). The Kueue manager must exclude these (its configuration's
-/// `resources.excludeResourcePrefixes`); [`manager_config_note`] says so in the export.
+/// `resources.excludeResourcePrefixes`); [`ManagerConfig::note`] says so in the export.
 pub const EXCLUDED_PREFIXES: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
 
-/// The header of `kueue.yaml`: what the Kueue manager's configuration must hold for these
-/// objects to admit real pods.
-pub fn manager_config_note() -> String {
-    let list = EXCLUDED_PREFIXES
-        .iter()
-        .map(|p| format!("\"{p}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "# These ClusterQueues govern accelerators only. Every pod also requests cpu and memory, and\n\
-         # Kueue admits a workload only when its ClusterQueue covers every resource it requests, so\n\
-         # the Kueue manager's configuration (ConfigMap kueue-manager-config) must exclude them:\n\
-         #   apiVersion: config.kueue.x-k8s.io/v1beta1\n\
-         #   kind: Configuration\n\
-         #   resources:\n\
-         #     excludeResourcePrefixes: [{list}]\n"
-    )
+/// One of the Kueue manager's `resources.transformations`: what a pod's `input` resource
+/// counts as for quota (Kueue's `ResourceTransformation`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transformation {
+    pub input: String,
+    /// The input's quantity is first multiplied by this resource's quantity in the same pod
+    /// (HAMi's per-vGPU memory × the vGPUs it asks for).
+    pub multiply_by: Option<String>,
+    /// Output resource and the factor the (multiplied) input is scaled by.
+    pub outputs: Vec<(String, i64)>,
+    /// `strategy: Replace` (the input is dropped); `false` is Kueue's default, `Retain`.
+    pub replace: bool,
+}
+
+/// What the Kueue manager's configuration (ConfigMap `kueue-manager-config`) must hold for the
+/// exported objects to admit real pods: the resources it leaves out of quota and the
+/// transformations it applies.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ManagerConfig {
+    pub excluded_prefixes: Vec<String>,
+    pub transformations: Vec<Transformation>,
+}
+
+impl ManagerConfig {
+    /// cpu, memory and ephemeral storage excluded; no transformations.
+    pub fn accelerators_only() -> Self {
+        Self {
+            excluded_prefixes: EXCLUDED_PREFIXES.map(str::to_owned).to_vec(),
+            transformations: Vec::new(),
+        }
+    }
+
+    /// A pod's requests as Kueue counts them for quota: excluded prefixes dropped, then each
+    /// transformation applied, its outputs summed with what remains (Kueue's
+    /// `pkg/workload/workload.go`, `dropExcludedResources` then `applyResourceTransformations`;
+    /// negative totals are floored at 0 there, and cannot arise from positive factors here).
+    pub fn quota_requests(&self, requests: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+        let kept = requests.iter().filter(|(r, _)| {
+            !self
+                .excluded_prefixes
+                .iter()
+                .any(|p| r.starts_with(p.as_str()))
+        });
+        let mut out: BTreeMap<String, i64> = BTreeMap::new();
+        for (resource, &amount) in kept {
+            let Some(t) = self.transformations.iter().find(|t| t.input == *resource) else {
+                *out.entry(resource.clone()).or_default() += amount;
+                continue;
+            };
+            let by = t
+                .multiply_by
+                .as_ref()
+                .and_then(|m| requests.get(m))
+                .copied()
+                .unwrap_or(1);
+            for (output, factor) in &t.outputs {
+                *out.entry(output.clone()).or_default() +=
+                    amount.saturating_mul(by).saturating_mul(*factor);
+            }
+            if !t.replace {
+                *out.entry(resource.clone()).or_default() += amount;
+            }
+        }
+        out
+    }
+
+    /// The header of `kueue.yaml`: this configuration as the YAML to put in the manager's
+    /// ConfigMap, with why.
+    pub fn note(&self) -> String {
+        let list = self
+            .excluded_prefixes
+            .iter()
+            .map(|p| format!("\"{p}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut note = format!(
+            "# These ClusterQueues govern accelerators only. Every pod also requests cpu and memory, and\n\
+             # Kueue admits a workload only when its ClusterQueue covers every resource it requests, so\n\
+             # the Kueue manager's configuration (ConfigMap kueue-manager-config) must exclude them:\n\
+             #   apiVersion: config.kueue.x-k8s.io/v1beta1\n\
+             #   kind: Configuration\n\
+             #   resources:\n\
+             #     excludeResourcePrefixes: [{list}]\n"
+        );
+        if self.transformations.is_empty() {
+            return note;
+        }
+        note.push_str(
+            "# HAMi's per-vGPU memory and cores count for quota multiplied by the vGPUs a pod asks for\n\
+             # (Kueue's \"Using HAMi\" task and its resource transformations), so it must also hold:\n\
+             #     transformations:\n",
+        );
+        for t in &self.transformations {
+            note.push_str(&format!("#     - input: {}\n", t.input));
+            note.push_str(&format!(
+                "#       strategy: {}\n",
+                if t.replace { "Replace" } else { "Retain" }
+            ));
+            if let Some(by) = &t.multiply_by {
+                note.push_str(&format!("#       multiplyBy: {by}\n"));
+            }
+            note.push_str("#       outputs:\n");
+            for (output, factor) in &t.outputs {
+                note.push_str(&format!("#         {output}: \"{factor}\"\n"));
+            }
+        }
+        note
+    }
 }
 
 /// What Kueue sees of a workload's pod: where it runs from, what it asks for and where it may
@@ -311,13 +402,13 @@ impl Setup {
     }
 
     /// The flavor Kueue would admit `pod` on, following its rules: the pod's LocalQueue (by the
-    /// queue-name label, in its namespace) leads to a ClusterQueue; every resource it requests
-    /// that the manager does not exclude (`excluded` prefixes) must be covered there; then the
+    /// queue-name label, in its namespace) leads to a ClusterQueue; every resource it requests,
+    /// as the manager's `config` counts it for quota, must be covered there; then the
     /// first flavor of the covering group whose node labels agree with the pod's node
     /// selector, whose taints the pod (with the flavor's own tolerations, which Kueue adds)
     /// tolerates, and whose quota holds the request (nominal, or borrowing in a cohort). The
     /// reason, in Kueue's words where it has them, when none does.
-    pub fn admits(&self, pod: &PodRequest, excluded: &[&str]) -> Result<String, String> {
+    pub fn admits(&self, pod: &PodRequest, config: &ManagerConfig) -> Result<String, String> {
         let queue_name = pod
             .queue_name
             .as_deref()
@@ -327,12 +418,8 @@ impl Setup {
             .iter()
             .find(|q| q.local_queue == queue_name && q.namespace == pod.namespace)
             .ok_or_else(|| format!("LocalQueue {queue_name} doesn't exist in {}", pod.namespace))?;
-        let wanted: Vec<(&String, i64)> = pod
-            .requests
-            .iter()
-            .filter(|(r, _)| !excluded.iter().any(|p| r.starts_with(p)))
-            .map(|(r, n)| (r, *n))
-            .collect();
+        let counted = config.quota_requests(&pod.requests);
+        let wanted: Vec<(&String, i64)> = counted.iter().map(|(r, n)| (r, *n)).collect();
         let groups = self.resource_groups();
         let mut group: Option<&(Vec<String>, Vec<String>)> = None;
         for (resource, _) in &wanted {
@@ -477,6 +564,128 @@ impl Setup {
                 resource_groups,
             },
         })
+    }
+}
+
+/// Whether a pod would start: Kueue admits it and a node carries what the flavor selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Admissible {
+    Yes,
+    /// It starts, but not as planned (on unshared cards where the plan shares them).
+    Unlike,
+    /// It never starts: Kueue refuses it, or no node matches its flavor's labels.
+    Never,
+}
+
+/// The check's answer for one pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Whose pod: `team/workload`, or a team and the resource of its quota.
+    pub subject: String,
+    pub admissible: Admissible,
+    /// The flavor Kueue admits it on; `None` when it refuses.
+    pub flavor: Option<String>,
+    /// In words: where it lands, or why it does not.
+    pub message: String,
+}
+
+impl Admissible {
+    pub fn word(self) -> &'static str {
+        match self {
+            Admissible::Yes => "starts",
+            Admissible::Unlike => "starts unlike the plan",
+            Admissible::Never => "never starts",
+        }
+    }
+}
+
+/// The check's verdicts as text, one line each, then the count of each kind.
+pub fn report(verdicts: &[Verdict]) -> String {
+    let mut text: String = verdicts
+        .iter()
+        .map(|v| format!("{} {}: {}\n", v.subject, v.admissible.word(), v.message))
+        .collect();
+    for kind in [Admissible::Yes, Admissible::Unlike, Admissible::Never] {
+        let n = verdicts.iter().filter(|v| v.admissible == kind).count();
+        text.push_str(&format!("# {n} {}\n", kind.word()));
+    }
+    text
+}
+
+/// A pod and the node it needs.
+pub struct Trial<'a> {
+    pub subject: String,
+    pub pod: PodRequest,
+    /// Labels a node that can run it carries, by the keys their owner (GPU Feature Discovery
+    /// for `nvidia.com/gpu.product`) writes; a flavor label under another key is the platform
+    /// team's to set and is taken as set.
+    pub node_labels: &'a BTreeMap<String, String>,
+    /// The node labels of the same model whose cards are not shared, where the pod is planned
+    /// on shared ones: a flavor selecting them admits it, unlike the plan.
+    pub unshared: Option<&'a BTreeMap<String, String>>,
+}
+
+impl Setup {
+    /// The check: whether Kueue admits the trial's pod under `config` and whether the flavor
+    /// it admits on selects the node it needs.
+    pub fn check(&self, trial: &Trial, config: &ManagerConfig) -> Verdict {
+        let verdict = |admissible, flavor: Option<&str>, message: String| Verdict {
+            subject: trial.subject.clone(),
+            admissible,
+            flavor: flavor.map(str::to_owned),
+            message,
+        };
+        let flavor = match self.admits(&trial.pod, config) {
+            Ok(flavor) => flavor,
+            Err(reason) => {
+                return verdict(
+                    Admissible::Never,
+                    None,
+                    format!("Kueue refuses it: {reason}"),
+                );
+            }
+        };
+        let selects = |node: &BTreeMap<String, String>| {
+            self.flavors
+                .iter()
+                .find(|f| f.name == flavor)
+                .and_then(|f| {
+                    f.node_labels
+                        .iter()
+                        .find(|(k, v)| node.get(*k).is_some_and(|n| n != *v))
+                })
+                .map(|(k, v)| format!("{k}={v}"))
+        };
+        let Some(wrong) = selects(trial.node_labels) else {
+            return verdict(
+                Admissible::Yes,
+                Some(&flavor),
+                format!("admitted on flavor {flavor}"),
+            );
+        };
+        let carried = trial
+            .node_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match trial.unshared.filter(|node| selects(node).is_none()) {
+            Some(_) => verdict(
+                Admissible::Unlike,
+                Some(&flavor),
+                format!(
+                    "admitted on flavor {flavor}, whose {wrong} selects unshared cards: each pod holds a whole card; the nodes that share carry {carried}"
+                ),
+            ),
+            None => verdict(
+                Admissible::Never,
+                Some(&flavor),
+                format!(
+                    "admitted on flavor {flavor}, but no node carries {wrong}: the nodes it needs carry {carried}, so the pod stays Pending"
+                ),
+            ),
+        }
     }
 }
 

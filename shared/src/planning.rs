@@ -83,6 +83,16 @@ pub fn evaluate_until(
     })
 }
 
+/// The isolation plan under the architecture the decision recommends: what the export's
+/// objects follow, without the week's simulation. The scenario must be valid.
+pub fn isolation_plan(scenario: &Scenario) -> IsolationPlan {
+    let sizing = sizing::size(scenario);
+    isolation::plan(
+        scenario,
+        decision::evaluate(scenario, &sizing).recommendation,
+    )
+}
+
 /// Validates, simulates the week under today's quotas, then suggests quotas
 /// ([`crate::planning::suggest`]). The browser's worker and the CLI both call this.
 pub fn suggest_quotas(

@@ -463,10 +463,7 @@ fn device_key(labels: &Labels) -> String {
 /// GPU, `nvidia.com/mig-<profile>` its profile's share of the flavor's GPU; `None` for
 /// resources that are not GPUs (cpu, memory, …).
 pub fn resource_share(resource: &str, flavor: Option<&FlavorFacts>) -> Option<(i64, i64)> {
-    if catalogue::Vendor::ALL
-        .iter()
-        .any(|v| v.resource_name() == resource)
-    {
+    if catalogue::device_resources().any(|r| r == resource) {
         return Some((1, 1));
     }
     let profile = resource.strip_prefix("nvidia.com/mig-")?;
@@ -705,10 +702,7 @@ pub fn requested_minutes(
 /// A resource name as kube-state-metrics writes it (`nvidia_com_gpu`,
 /// `nvidia_com_mig_1g_18gb`) in GPUs.
 fn sanitized_resource_share(resource: &str) -> Option<(i64, i64)> {
-    if catalogue::Vendor::ALL
-        .iter()
-        .any(|v| v.resource_name().replace(['.', '/'], "_") == resource)
-    {
+    if catalogue::device_resources().any(|r| r.replace(['.', '/'], "_") == resource) {
         return Some((1, 1));
     }
     let profile = resource.strip_prefix("nvidia_com_mig_")?;

@@ -16,6 +16,7 @@ use shared::{
     planning::terms::Architecture,
     planning::{self, Evaluation},
 };
+use std::collections::BTreeMap;
 
 fn scenario(name: &str) -> Scenario {
     let path = format!("{}/scenarios/{name}.json", env!("CARGO_MANIFEST_DIR"));
@@ -843,7 +844,7 @@ fn crd_for(kind: &str) -> &'static str {
 
 fn check_export(s: &Scenario, version: KueueVersion) -> usize {
     let mut checked = 0;
-    for file in manifests::export(s, version) {
+    for file in manifests::export(s, &shared::planning::isolation_plan(&s), version) {
         // The YAML text says exactly what the objects say.
         let parsed: Vec<Value> = serde_yaml::Deserializer::from_str(&file.yaml)
             .map(|doc| {
@@ -887,9 +888,17 @@ fn exported_manifests_validate_against_the_real_crds() {
     }
     // v1beta1 uses `cohort`, v1beta2 `cohortName`.
     let s = scenario("aws-300");
-    let v1 = manifests::export(&s, KueueVersion::V1beta1);
+    let v1 = manifests::export(
+        &s,
+        &shared::planning::isolation_plan(&s),
+        KueueVersion::V1beta1,
+    );
     assert!(v1[0].yaml.contains("cohort: \"gpufleet\"") && !v1[0].yaml.contains("cohortName"));
-    let v2 = manifests::export(&s, KueueVersion::V1beta2);
+    let v2 = manifests::export(
+        &s,
+        &shared::planning::isolation_plan(&s),
+        KueueVersion::V1beta2,
+    );
     assert!(v2[0].yaml.contains("cohortName: \"gpufleet\""));
     assert!(
         v2[1].yaml.contains("kind: \"ScaledObject\"")
@@ -1345,7 +1354,7 @@ fn two_flavors_of_one_model_serve_as_one_pool() {
     assert_eq!((t.peak_borrowed_gpus, t.preemptions), (0, 0), "{t:?}");
     // The export: each flavor also pins its own nodes, the queues list both in one resource
     // group, and a pod that selects the model is admissible there (on a, the first).
-    let setup = manifests::kueue_setup(&s);
+    let setup = manifests::kueue_setup(&s, &shared::planning::isolation_plan(&s));
     for flavor in &setup.flavors {
         assert_eq!(
             flavor.node_labels.get(manifests::FLAVOR_LABEL),
@@ -1356,15 +1365,18 @@ fn two_flavors_of_one_model_serve_as_one_pool() {
     let pod = shared::kueue::PodRequest {
         namespace: "t".into(),
         queue_name: Some("t".into()),
-        requests: [(acc.vendor().resource_name().to_owned(), 8)].into(),
+        requests: [(acc.resource().to_owned(), 8)].into(),
         node_selector: [(
             acc.vendor().product_label().to_owned(),
-            acc.gpu_model.clone(),
+            "NVIDIA-H100-80GB-HBM3".to_owned(),
         )]
         .into(),
         tolerations: Vec::new(),
     };
-    assert_eq!(setup.admits(&pod, &[]), Ok("a".to_owned()));
+    assert_eq!(
+        setup.admits(&pod, &shared::kueue::ManagerConfig::default()),
+        Ok("a".to_owned())
+    );
     assert!(check_export(&s, KueueVersion::V1beta2) > 0);
 }
 
@@ -1566,8 +1578,6 @@ fn scale_to_zero_follows_cooldown_not_the_stabilisation_window() {
 
 #[test]
 fn approved_quota_renders_to_objects_the_real_crds_accept() {
-    use std::collections::BTreeMap;
-
     use shared::{
         common::day::Day,
         kueue::{Taint, TaintEffect, Toleration, TolerationOperator},
@@ -1683,7 +1693,7 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
     // Kueue's rule on the approved quota: research holds 4 whole GPUs and may borrow 2 more
     // (the flavor's own toleration covers its taint); its MIG pods land on the sliced flavor;
     // idle, with no quota in force, admits nothing.
-    use shared::kueue::{EXCLUDED_PREFIXES, PodRequest};
+    use shared::kueue::PodRequest;
     let setup = world.kueue_setup(today);
     let pod = |team: &str, resource: &str, n: i64| PodRequest {
         namespace: format!("team-{team}"),
@@ -1693,7 +1703,10 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
         tolerations: Vec::new(),
     };
     let admits = |team: &str, resource: &str, n: i64| {
-        setup.admits(&pod(team, resource, n), &EXCLUDED_PREFIXES)
+        setup.admits(
+            &pod(team, resource, n),
+            &shared::kueue::ManagerConfig::accelerators_only(),
+        )
     };
     assert_eq!(
         admits("research", "nvidia.com/gpu", 6),
@@ -1715,74 +1728,200 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
     );
 }
 
-/// A typical training Job and inference Deployment of every team in every preset: each pod
-/// asks for its class's GPUs, 8 CPUs and 64 GiB, selects its model's nodes and carries its
-/// team's queue-name label. With the manager excluding cpu and memory (as the export's header
-/// says) Kueue's rules admit each on its class's flavor; without, Kueue's own refusal.
+/// The check over every preset: each class's typical pod (its device limits by the isolation
+/// plan, 8 CPUs, 64 GiB, its team's queue-name label, its flavor's product label as node
+/// selector) is admitted by Kueue's rules on its own flavor and lands on a node GPU Feature
+/// Discovery labels as the flavor selects. The one class that starts unlike the plan is
+/// startup-40's MPS chat, on a flavor whose other classes hold whole cards and HAMi vGPUs:
+/// nodes that share by MPS carry `…-SHARED`, which that flavor cannot also select.
 #[test]
-fn the_exported_queues_admit_each_teams_typical_pods() {
-    use shared::kueue::{EXCLUDED_PREFIXES, PodRequest};
+fn every_presets_pods_start_where_the_export_puts_them() {
+    use shared::kueue::Admissible;
     for name in ["startup-40", "aws-300", "bank-10000", "no-own-model"] {
         let s = scenario(name);
-        let setup = manifests::kueue_setup(&s);
-        let kueue_yaml = &manifests::export(&s, KueueVersion::V1beta2)[0].yaml;
-        assert!(
-            kueue_yaml.contains("excludeResourcePrefixes: [\"cpu\", \"memory\""),
+        let plan = shared::planning::isolation_plan(&s);
+        let verdicts = manifests::admission(&s, &plan);
+        let classes: usize = s.teams.iter().map(|t| t.workloads.len()).sum();
+        assert_eq!(verdicts.len(), classes, "{name}");
+        for (v, (team, w)) in verdicts.iter().zip(
+            s.teams
+                .iter()
+                .flat_map(|t| t.workloads.iter().map(move |w| (t, w))),
+        ) {
+            assert_eq!(v.subject, format!("{}/{}", team.name, w.name));
+            let expected = if v.subject == "product/chat" {
+                Admissible::Unlike
+            } else {
+                Admissible::Yes
+            };
+            assert_eq!(v.admissible, expected, "{name}: {v:?}");
+            assert_eq!(
+                v.flavor.as_deref(),
+                Some(w.flavor.as_str()),
+                "{name}: {v:?}"
+            );
+        }
+        // Without the manager's configuration the header asks for, Kueue's own refusal.
+        let setup = manifests::kueue_setup(&s, &plan);
+        let unconfigured = shared::kueue::ManagerConfig::default();
+        let pod = shared::kueue::PodRequest {
+            namespace: s.teams[0].name.clone(),
+            queue_name: Some(s.teams[0].name.clone()),
+            requests: [
+                ("cpu".to_owned(), 8_000),
+                (s.fleet[0].resource().to_owned(), 1),
+            ]
+            .into(),
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+        };
+        assert_eq!(
+            setup.admits(&pod, &unconfigured),
+            Err(format!(
+                "resource cpu unavailable in ClusterQueue {}",
+                s.teams[0].name
+            )),
             "{name}"
         );
-        let mut checked = 0;
-        for team in &s.teams {
-            for w in team.workloads.iter().filter(|w| w.gpus_per_job >= 1) {
-                let acc = s.accelerator(&w.flavor).expect("the class's flavor");
-                let pod = PodRequest {
+    }
+}
+
+/// What the check catches, on the bank preset's export as it was: flavors selecting the
+/// catalogue's name (`H100-SXM5-80GB`, which no node carries: GFD writes
+/// `NVIDIA-H100-80GB-HBM3`), queues covering only `nvidia.com/gpu` and `huawei.com/Ascend910`
+/// while the HAMi classes ask for `gpumem`/`gpucores` and `Ascend910B`, and a manager that
+/// excludes only cpu, memory and ephemeral storage.
+#[test]
+fn the_check_fails_the_bank_export_as_it_was() {
+    use shared::kueue::{Admissible, ManagerConfig, Quota, Trial};
+    let s = scenario("bank-10000");
+    let plan = shared::planning::isolation_plan(&s);
+    let mut old = manifests::kueue_setup(&s, &plan);
+    for (flavor, acc) in old.flavors.iter_mut().zip(&s.fleet) {
+        let key = acc.vendor().product_label().to_owned();
+        flavor.node_labels = BTreeMap::from([(key, acc.gpu_model.clone())]);
+    }
+    let old_resource = |acc: &shared::planning::scenario::Accelerator| {
+        if acc.vendor() == shared::fleet::catalogue::Vendor::Huawei {
+            "huawei.com/Ascend910".to_owned()
+        } else {
+            acc.resource().to_owned()
+        }
+    };
+    old.resources = s
+        .fleet
+        .iter()
+        .map(|acc| (acc.flavor.clone(), vec![old_resource(acc)]))
+        .collect();
+    for queue in &mut old.queues {
+        let team = s
+            .teams
+            .iter()
+            .find(|t| t.name == queue.cluster_queue)
+            .expect("team");
+        queue.quotas = s
+            .fleet
+            .iter()
+            .map(|acc| Quota {
+                flavor: acc.flavor.clone(),
+                resource: old_resource(acc),
+                nominal: i64::from(team.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)),
+                borrowing_limit: None,
+                lending_limit: None,
+            })
+            .collect();
+    }
+    let config = ManagerConfig::accelerators_only();
+    let team = &s.teams[0];
+    let trial = |w: &str, requests: &[(&str, i64)], node: &BTreeMap<String, String>| {
+        let w = team.workloads.iter().find(|x| x.name == w).expect("class");
+        let acc = s.accelerator(&w.flavor).expect("flavor");
+        let product = acc.vendor().product_label().to_owned();
+        let selector = [(product, node.values().next().cloned().unwrap_or_default())];
+        old.check(
+            &Trial {
+                subject: w.name.clone(),
+                pod: shared::kueue::PodRequest {
                     namespace: team.name.clone(),
                     queue_name: Some(team.name.clone()),
-                    requests: [
-                        (
-                            acc.vendor().resource_name().to_owned(),
-                            i64::from(w.gpus_per_job),
-                        ),
-                        ("cpu".to_owned(), 8_000),
-                        ("memory".to_owned(), 64 << 30),
-                    ]
-                    .into_iter()
-                    .collect(),
-                    node_selector: [(
-                        acc.vendor().product_label().to_owned(),
-                        acc.gpu_model.clone(),
-                    )]
-                    .into_iter()
-                    .collect(),
+                    requests: requests
+                        .iter()
+                        .map(|(r, n)| ((*r).to_owned(), *n))
+                        .collect(),
+                    node_selector: selector.into(),
                     tolerations: Vec::new(),
-                };
-                assert_eq!(
-                    setup.admits(&pod, &EXCLUDED_PREFIXES),
-                    Ok(w.flavor.clone()),
-                    "{name}: {}/{}",
-                    team.name,
-                    w.name
-                );
-                assert_eq!(
-                    setup.admits(&pod, &[]),
-                    Err(format!(
-                        "resource cpu unavailable in ClusterQueue {}",
-                        team.name
-                    )),
-                    "{name}: {}/{}",
-                    team.name,
-                    w.name
-                );
-                checked += 1;
-            }
-        }
-        assert!(checked >= s.teams.len(), "{name}: {checked} classes");
-    }
+                },
+                node_labels: node,
+                unshared: None,
+            },
+            &config,
+        )
+    };
+    let node =
+        |value: &str| BTreeMap::from([("nvidia.com/gpu.product".to_owned(), value.to_owned())]);
+    // Pre-training on whole H100s: the flavor selects a label no node carries.
+    let v = trial(
+        "pretrain",
+        &[("nvidia.com/gpu", 32)],
+        &node("NVIDIA-H100-80GB-HBM3"),
+    );
+    assert_eq!(v.admissible, Admissible::Never, "{v:?}");
+    // HAMi LoRA on an A100: nvidia.com/gpumem is covered by no queue.
+    let v = trial(
+        "lora",
+        &[
+            ("nvidia.com/gpu", 1),
+            ("nvidia.com/gpumem", 40_960),
+            ("nvidia.com/gpucores", 50),
+        ],
+        &BTreeMap::new(),
+    );
+    assert_eq!(v.admissible, Admissible::Never, "{v:?}");
+    assert!(v.message.contains("unavailable in ClusterQueue"), "{v:?}");
+    // HAMi backtests on the 910B: huawei.com/Ascend910B is covered by no queue.
+    let ascend = BTreeMap::from([(
+        "gpufleet.io/accelerator".to_owned(),
+        "Ascend-910B-64GB".to_owned(),
+    )]);
+    let v = trial(
+        "backtests",
+        &[
+            ("huawei.com/Ascend910B", 1),
+            ("huawei.com/Ascend910B-memory", 16_384),
+        ],
+        &ascend,
+    );
+    assert_eq!(v.admissible, Admissible::Never, "{v:?}");
+    assert!(v.message.contains("huawei.com/Ascend910B"), "{v:?}");
+}
+
+/// Kueue's transformations by its own example ("Using HAMi"): a pod asking 2 vGPUs, 20 cores
+/// and 1,024 MiB each counts as 2 `nvidia.com/gpu`, 40 `total-gpucores` and 2,048
+/// `total-gpumem`; cpu is excluded.
+#[test]
+fn hami_requests_count_as_kueues_using_hami_page_says() {
+    let s = scenario("startup-40");
+    let config = manifests::manager_config(&s, &shared::planning::isolation_plan(&s));
+    let requests = BTreeMap::from([
+        ("cpu".to_owned(), 4_000),
+        ("nvidia.com/gpu".to_owned(), 2),
+        ("nvidia.com/gpucores".to_owned(), 20),
+        ("nvidia.com/gpumem".to_owned(), 1_024),
+    ]);
+    assert_eq!(
+        config.quota_requests(&requests),
+        BTreeMap::from([
+            ("nvidia.com/gpu".to_owned(), 2),
+            ("nvidia.com/total-gpucores".to_owned(), 40),
+            ("nvidia.com/total-gpumem".to_owned(), 2_048),
+        ])
+    );
+    let note = config.note();
+    assert!(note.contains("#     - input: nvidia.com/gpumem\n#       strategy: Replace\n#       multiplyBy: nvidia.com/gpu\n#       outputs:\n#         nvidia.com/total-gpumem: \"1\"\n"), "{note}");
 }
 
 #[test]
 fn kueue_refuses_what_its_rules_refuse() {
-    use std::collections::BTreeMap;
-
     use shared::kueue::{
         FlavorObject, PodRequest, Queue, Quota, Reclaim, Setup, Taint, TaintEffect, Toleration,
         TolerationOperator, WithinQueue,
@@ -1837,10 +1976,17 @@ fn kueue_refuses_what_its_rules_refuse() {
         },
     };
     assert_eq!(
-        setup.admits(&pod(4, "H100-SXM5-80GB", true), &[]),
+        setup.admits(
+            &pod(4, "H100-SXM5-80GB", true),
+            &shared::kueue::ManagerConfig::default()
+        ),
         Ok("h100".to_owned())
     );
-    let refused = |p: PodRequest| setup.admits(&p, &[]).expect_err("refused");
+    let refused = |p: PodRequest| {
+        setup
+            .admits(&p, &shared::kueue::ManagerConfig::default())
+            .expect_err("refused")
+    };
     assert!(refused(pod(4, "H100-SXM5-80GB", false)).contains("untolerated taint dedicated"));
     assert!(refused(pod(4, "A100-SXM4-80GB", true)).contains("the pod selects another"));
     // No cohort: 5 GPUs on a nominal quota of 4 can never be admitted.

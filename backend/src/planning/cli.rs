@@ -90,9 +90,15 @@ pub fn export_file(path: &Path, out: &Path, version: &str) -> Result<Vec<String>
     std::fs::create_dir_all(out)
         .map_err(|err| CliError::Failed(format!("{}: {err}", out.display())))?;
     let mut written = Vec::new();
-    for file in manifests::export(&scenario, version) {
-        let target = out.join(&file.name);
-        crate::packing::cli::write(&target, &file.yaml)?;
+    let plan = shared::planning::isolation_plan(&scenario);
+    let check = shared::kueue::report(&manifests::admission(&scenario, &plan));
+    let files = manifests::export(&scenario, &plan, version)
+        .into_iter()
+        .map(|f| (f.name, f.yaml))
+        .chain([(manifests::CHECK_FILE.to_owned(), check)]);
+    for (name, yaml) in files {
+        let target = out.join(&name);
+        crate::packing::cli::write(&target, &yaml)?;
         written.push(target.display().to_string());
     }
     Ok(written)

@@ -197,6 +197,16 @@ fn export_writes_kueue_and_keda_yaml() {
     );
     let keda = std::fs::read_to_string(dir.join("keda-scaledobjects.yaml")).expect("keda yaml");
     assert!(keda.contains("kind: \"ScaledObject\""));
+    // The check beside them: aws-300's five classes each start where the export puts them.
+    let check = std::fs::read_to_string(dir.join("admission-check.txt")).expect("check");
+    assert!(
+        check.contains("foundation/eval starts: admitted on flavor h200"),
+        "{check}"
+    );
+    assert!(
+        check.ends_with("# 5 starts\n# 0 starts unlike the plan\n# 0 never starts\n"),
+        "{check}"
+    );
     assert!(export("v1beta1").status.success());
     assert!(kueue().contains("cohort: \"gpufleet\""));
     assert_eq!(export("v2").status.code(), Some(2));

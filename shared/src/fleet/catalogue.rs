@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::common::label::Labelled;
+use crate::{common::label::Labelled, fleet::sharing::Mechanism};
 
 const ACCELERATORS_CSV: &str = include_str!("../../data/accelerators.csv");
 const MIG_PROFILES_CSV: &str = include_str!("../../data/mig_profiles.csv");
@@ -32,16 +32,6 @@ impl Vendor {
 
     pub fn parse(s: &str) -> Option<Vendor> {
         Vendor::ALL.into_iter().find(|v| v.label() == s)
-    }
-
-    /// The extended resource its device plugin advertises, which pods and quotas request.
-    pub fn resource_name(self) -> &'static str {
-        match self {
-            Vendor::Nvidia => "nvidia.com/gpu",
-            Vendor::Amd => "amd.com/gpu",
-            Vendor::Huawei => "huawei.com/Ascend910",
-            Vendor::Intel => "gpu.intel.com/i915",
-        }
     }
 
     /// The node label that names the model: GPU feature discovery's for NVIDIA, ours elsewhere.
@@ -112,12 +102,66 @@ pub struct AcceleratorModel {
     pub mem_measured: bool,
     /// `None` when the model has no MIG.
     pub mig: Option<MigGeometry>,
+    /// The extended resource its device plugin advertises for a whole card, which pods and
+    /// quotas request (`nvidia.com/gpu`, `huawei.com/Ascend910B`).
+    pub resource: String,
+    /// The device name NVML reports (`nvidia-smi`'s "Product Name", dcgm-exporter's
+    /// `modelName`), e.g. `NVIDIA H200`; `None` outside NVIDIA.
+    pub device_name: Option<String>,
 }
 
 impl AcceleratorModel {
     pub fn supports_mig(&self) -> bool {
         self.mig.is_some()
     }
+
+    /// The value of [`Vendor::product_label`] on a node of this model whose cards the device
+    /// plugin offers whole (or, under the mixed MIG strategy, as `nvidia.com/mig-*`
+    /// resources): GPU Feature Discovery's name for the card, the NVML device name with
+    /// characters outside `[A-Za-z0-9-_. ]` dropped and runs of spaces made one dash
+    /// (`NVIDIA H100 80GB HBM3` → `NVIDIA-H100-80GB-HBM3`; NVIDIA/k8s-device-plugin
+    /// `internal/lm/resource.go`, `getProductName` and `sanitise`). Elsewhere our own label,
+    /// whose value the platform team sets to the catalogue's name.
+    pub fn product(&self) -> String {
+        match &self.device_name {
+            Some(name) => gfd_sanitise(name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// The product label GFD writes on a node whose cards are offered by `sharing`: where the
+    /// NVIDIA device plugin shares each card (time-slicing or MPS, the resource not renamed)
+    /// it appends `-SHARED` (`resource.go`, `getProductName`; `NVIDIA-L4-SHARED` on a
+    /// time-sliced L4); whole cards, MIG (mixed strategy) and HAMi's own device plugin leave
+    /// the name as it is.
+    pub fn product_under(&self, sharing: Option<Mechanism>) -> String {
+        let shared = matches!(sharing, Some(Mechanism::Mps | Mechanism::TimeSlicing));
+        match &self.device_name {
+            Some(_) if shared => format!("{}-SHARED", self.product()),
+            _ => self.product(),
+        }
+    }
+}
+
+/// GFD's `sanitise`: keep `[A-Za-z0-9-_. ]`, then join the words with dashes.
+fn gfd_sanitise(name: &str) -> String {
+    let kept: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ' '))
+        .collect();
+    kept.split_whitespace().collect::<Vec<_>>().join("-")
+}
+
+/// Every whole-card resource the catalogue's device plugins advertise, each once.
+pub fn device_resources() -> impl Iterator<Item = &'static str> {
+    let mut seen: Vec<&'static str> = Vec::new();
+    models().iter().filter_map(move |m| {
+        let r = m.resource.as_str();
+        (!seen.contains(&r)).then(|| {
+            seen.push(r);
+            r
+        })
+    })
 }
 
 /// A model name the catalogue does not hold.
@@ -200,6 +244,8 @@ fn parse() -> Vec<AcceleratorModel> {
             let vendor = Vendor::parse(f.get(1)?)?;
             let nominal_gb: u32 = f.get(2)?.parse().ok()?;
             let measured = f.get(3).and_then(|v| v.parse::<u32>().ok());
+            let resource = (*f.get(4).filter(|r| !r.is_empty())?).to_owned();
+            let device_name = f.get(5).filter(|d| !d.is_empty()).map(|d| (*d).to_owned());
             let own: Vec<&(String, MigProfile, u8, u8)> =
                 profiles.iter().filter(|(m, ..)| *m == name).collect();
             let mig = own.first().map(|(_, _, total_c, total_m)| MigGeometry {
@@ -218,11 +264,69 @@ fn parse() -> Vec<AcceleratorModel> {
                 mem_mib: measured.unwrap_or(nominal_gb * 1024),
                 mem_measured: measured.is_some(),
                 mig,
+                resource,
+                device_name,
             })
         })
         .collect();
     models.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     models
+}
+
+/// HAMi's resource names for one model's cards — the one set the isolation plan's container
+/// limits, the exported ClusterQueues and the Kueue manager's transformations all use.
+/// HAMi v2.10.0 (`charts/hami/values.yaml`; the docs' `userguide/nvidia-device/
+/// specify-device-memory-usage.md`, `amd-device/enable-amd-gpu-sharing.md`,
+/// `ascend-device/enable-ascend-sharing.md`): NVIDIA and AMD `<domain>/gpu` (vGPUs),
+/// `<domain>/gpumem` (MiB per vGPU), `<domain>/gpucores` (% of the card per vGPU); the Ascend
+/// 910B `huawei.com/Ascend910B` and `huawei.com/Ascend910B-memory` (MiB), compute following
+/// the memory's vNPU template. Intel has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HamiResources {
+    pub count: String,
+    pub memory: String,
+    pub cores: Option<String>,
+    /// Most vGPUs one card offers: HAMi's `devicePlugin.deviceSplitCount` default (10), or the
+    /// 910B's smallest vNPU template (a quarter card).
+    pub per_card: i64,
+}
+
+impl HamiResources {
+    pub fn of(model: &AcceleratorModel) -> Option<Self> {
+        let count = model.resource.clone();
+        match model.vendor {
+            Vendor::Nvidia | Vendor::Amd => {
+                let domain = count.trim_end_matches("/gpu");
+                Some(Self {
+                    memory: format!("{domain}/gpumem"),
+                    cores: Some(format!("{domain}/gpucores")),
+                    count,
+                    per_card: 10,
+                })
+            }
+            Vendor::Huawei => Some(Self {
+                memory: format!("{count}-memory"),
+                cores: None,
+                count,
+                per_card: 4,
+            }),
+            Vendor::Intel => None,
+        }
+    }
+
+    /// What Kueue counts a per-vGPU resource as, once multiplied by the vGPUs: Kueue's
+    /// "Using HAMi" names, `nvidia.com/total-gpumem` for `nvidia.com/gpumem`.
+    pub fn total(resource: &str) -> String {
+        match resource.split_once('/') {
+            Some((domain, name)) => format!("{domain}/total-{name}"),
+            None => format!("total-{resource}"),
+        }
+    }
+
+    /// The per-vGPU resources (memory, then cores where there are any).
+    pub fn per_vgpu(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.memory).chain(&self.cores)
+    }
 }
 
 #[cfg(test)]
@@ -290,6 +394,43 @@ mod tests {
         // The A30 divides into 4 + 4 slices, not 7 + 8.
         let a30 = find("A30-24GB").expect("known").mig.as_ref().expect("MIG");
         assert_eq!((a30.total_compute_slices, a30.total_memory_slices), (4, 4));
+    }
+
+    #[test]
+    fn product_labels_are_what_gpu_feature_discovery_writes() {
+        // The real H200's NVML name (`nvidia_smi_q.txt`: "Product Name: NVIDIA H200") and the
+        // labels GFD writes, as published node listings show them: `NVIDIA-H200`,
+        // `NVIDIA-H100-80GB-HBM3`, `NVIDIA-A100-SXM4-80GB`, `NVIDIA-L4-SHARED` when
+        // time-sliced, `NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition`.
+        let product = |name: &str| find(name).expect("known").product();
+        assert_eq!(product("H200-SXM-141GB"), "NVIDIA-H200");
+        assert_eq!(product("H100-SXM5-80GB"), "NVIDIA-H100-80GB-HBM3");
+        assert_eq!(product("A100-SXM4-80GB"), "NVIDIA-A100-SXM4-80GB");
+        assert_eq!(
+            product("RTX-PRO-6000-96GB"),
+            "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"
+        );
+        assert_eq!(
+            find("L4-24GB")
+                .expect("known")
+                .product_under(Some(Mechanism::TimeSlicing)),
+            "NVIDIA-L4-SHARED"
+        );
+        // GFD drops what a label value may not hold and joins the words with one dash.
+        assert_eq!(
+            gfd_sanitise("NVIDIA  A100 (PCIe) 40GB"),
+            "NVIDIA-A100-PCIe-40GB"
+        );
+        // Outside NVIDIA the label is ours, valued by the catalogue's name.
+        assert_eq!(product("Ascend-910B-64GB"), "Ascend-910B-64GB");
+        assert_eq!(
+            find("Ascend-910B-64GB").expect("known").resource,
+            "huawei.com/Ascend910B"
+        );
+        assert_eq!(
+            device_resources().collect::<Vec<_>>(),
+            ["nvidia.com/gpu", "huawei.com/Ascend910B", "amd.com/gpu"]
+        );
     }
 
     #[test]

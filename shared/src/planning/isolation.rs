@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     common::label::Labelled,
-    fleet::{catalogue::Vendor, sharing::Mechanism},
+    fleet::{
+        catalogue::{HamiResources, Vendor},
+        sharing::Mechanism,
+    },
     packing::mig::{MigPlan, MigRequest, ReplicaGroup},
     planning::scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
     planning::terms::Architecture,
@@ -165,15 +168,10 @@ pub fn mig_layouts(scenario: &Scenario, plan: &IsolationPlan) -> Vec<FlavorMig> 
         let Some(mem_mib) = w.mem_mib_per_job.filter(|_| on_mig) else {
             continue;
         };
-        let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
-        let replicas = match &w.inference {
-            Some(inf) => inf.replicas_held(peak, w.gpus_per_job),
-            None => (peak - 1e-9).ceil().max(0.0) as u32,
-        };
         let group = ReplicaGroup {
             name: format!("{}/{}", team.name, w.name),
             mem_mib,
-            replicas,
+            replicas: peak_replicas(w),
         };
         match by_flavor.iter_mut().find(|(f, _)| *f == w.flavor) {
             Some((_, groups)) => groups.push(group),
@@ -200,20 +198,150 @@ pub fn mig_layouts(scenario: &Scenario, plan: &IsolationPlan) -> Vec<FlavorMig> 
         .collect()
 }
 
-/// What the plan's HAMi classes set in each container's `resources.limits`: the memory one
-/// job needs, and the card's compute shared as the sizing packs it (100 ÷ jobs per card).
-/// YAML, one entry per class; `None` when no class is on HAMi. HAMi's names per vendor:
-/// - NVIDIA (HAMi v2.10.0, `charts/hami/values.yaml` and the docs' `userguide/nvidia-device/
-///   specify-device-memory-usage.md`): `nvidia.com/gpu`, `nvidia.com/gpumem` in
-///   MiB, `nvidia.com/gpucores` in % of the card;
-/// - AMD (HAMi's docs, `userguide/amd-device/enable-amd-gpu-sharing.md`): `amd.com/gpu`,
-///   `amd.com/gpumem` in MiB per GPU, `amd.com/gpucores` in % of the compute units (0-100);
-/// - Huawei Ascend 910B (HAMi's docs, `userguide/ascend-device/enable-ascend-sharing.md`, and
-///   the chart's resource list): `huawei.com/Ascend910B` and `huawei.com/Ascend910B-memory` in
-///   MiB. Hard slicing cuts a 910B into 1/4 or 1/2 (vNPU templates) and aligns the memory asked
-///   up to the nearest; compute follows the memory share, so no core limit is set, and a job
-///   over half a card gets a whole NPU. Where the template holds fewer jobs than the sizing
-///   packs, a comment says so.
+/// The pods a class holds at its peak: KEDA's replicas at the peak traffic for inference, one
+/// job per GPU of peak demand for batch.
+pub fn peak_replicas(w: &Workload) -> u32 {
+    let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
+    match &w.inference {
+        Some(inf) => inf.replicas_held(peak, w.gpus_per_job),
+        None => (peak - 1e-9).ceil().max(0.0) as u32,
+    }
+}
+
+/// The device resources one class's container asks for in `resources.limits`, in order, and a
+/// comment where the plan cannot hold what the sizing assumed. By its mechanism:
+/// - whole cards (and MPS, time-slicing): the model's resource, one per GPU of a job; on a
+///   flavor that also runs HAMi classes each card also states all its memory and cores, so
+///   Kueue counts it against the same totals as the fractions;
+/// - MIG: one `nvidia.com/mig-<profile>` of the smallest profile that holds the job;
+/// - HAMi fractions ([`HamiResources`]' names): one vGPU, the memory one job needs and the
+///   card's compute shared as the sizing packs it (100 ÷ jobs per card). The Ascend 910B's hard
+///   slicing cuts a card into 1/4 or 1/2 (vNPU templates) and aligns the memory asked up to the
+///   nearest; compute follows the memory share, so no core limit is set, and a job over half a
+///   card gets a whole NPU. Intel has no HAMi: whole cards.
+pub fn class_limits(
+    scenario: &Scenario,
+    plan: &IsolationPlan,
+    team: &str,
+    w: &Workload,
+) -> (Vec<(String, i64)>, Option<String>) {
+    let name = format!("{team}/{}", w.name);
+    let mechanism = mechanism_of(plan, team, &w.name);
+    let acc = scenario.accelerator(&w.flavor);
+    let model = acc.and_then(Accelerator::model);
+    let hami = model.and_then(HamiResources::of);
+    let whole = |note: Option<String>| {
+        let resource = acc.map_or("nvidia.com/gpu", Accelerator::resource);
+        let gpus = i64::from(w.gpus_per_job);
+        let mut limits = vec![(resource.to_owned(), gpus)];
+        if let (Some(hami), Some(card)) = (&hami, model)
+            && on_hami_flavor(scenario, plan, &w.flavor)
+        {
+            limits.push((hami.memory.clone(), i64::from(card.mem_mib)));
+            limits.extend(hami.cores.iter().map(|c| (c.clone(), 100)));
+        }
+        (limits, note)
+    };
+    match (mechanism, w.mem_mib_per_job, model) {
+        (Mechanism::Mig, Some(job_mib), _) => match mig_profile(acc, job_mib) {
+            Some(profile) => (vec![(format!("nvidia.com/mig-{profile}"), 1)], None),
+            None => whole(None),
+        },
+        (Mechanism::HamiFractions, Some(job_mib), Some(card)) => {
+            let Some(hami) = hami else {
+                return whole(Some(format!(
+                    "# {name} on {}: HAMi does not share {} accelerators; give each job a whole card.\n",
+                    w.flavor,
+                    card.vendor.label()
+                )));
+            };
+            let per_card = crate::planning::sizing::jobs_per_card(
+                card.mem_mib,
+                job_mib,
+                f64::from(w.busy_pct) / 100.0,
+            );
+            let Some(cores) = &hami.cores else {
+                return vnpu(&name, &hami, card.mem_mib, job_mib, per_card);
+            };
+            (
+                vec![
+                    (hami.count.clone(), 1),
+                    (hami.memory.clone(), i64::from(job_mib)),
+                    (cores.clone(), i64::from(100 / per_card.max(1))),
+                ],
+                None,
+            )
+        }
+        _ => whole(None),
+    }
+}
+
+/// An Ascend job's vNPU: the smallest template (a quarter or a half card) that holds it, or a
+/// whole NPU.
+fn vnpu(
+    name: &str,
+    hami: &HamiResources,
+    card_mib: u32,
+    job_mib: u32,
+    per_card: u32,
+) -> (Vec<(String, i64)>, Option<String>) {
+    let slice = [4u32, 2]
+        .into_iter()
+        .map(|parts| (parts, card_mib / parts))
+        .find(|(_, mib)| *mib >= job_mib);
+    match slice {
+        Some((parts, mib)) => (
+            vec![(hami.count.clone(), 1), (hami.memory.clone(), i64::from(mib))],
+            (per_card > parts).then(|| format!(
+                "# {name}: {job_mib} MiB aligns up to the 1/{parts} vNPU template ({mib} MiB): {parts} jobs per card, not the {per_card} the sizing packs.\n"
+            )),
+        ),
+        None => (
+            vec![(hami.count.clone(), 1)],
+            Some(format!(
+                "# {name}: {job_mib} MiB is more than half a card, the largest vNPU template: a whole NPU each.\n"
+            )),
+        ),
+    }
+}
+
+/// The class's mechanism in the plan; whole cards for a class the plan does not name.
+pub fn mechanism_of(plan: &IsolationPlan, team: &str, workload: &str) -> Mechanism {
+    plan.classes
+        .iter()
+        .find(|c| c.team == team && c.workload == workload)
+        .map_or(Mechanism::WholeGpu, |c| c.mechanism)
+}
+
+/// Whether any class of the scenario runs on `flavor` by `mechanism`.
+pub fn flavor_runs(
+    scenario: &Scenario,
+    plan: &IsolationPlan,
+    flavor: &str,
+    mechanism: Mechanism,
+) -> bool {
+    classes_on(scenario, flavor).any(|(team, w)| mechanism_of(plan, team, &w.name) == mechanism)
+}
+
+fn on_hami_flavor(scenario: &Scenario, plan: &IsolationPlan, flavor: &str) -> bool {
+    flavor_runs(scenario, plan, flavor, Mechanism::HamiFractions)
+}
+
+/// The classes (team name, workload) on `flavor`.
+pub fn classes_on<'a>(
+    scenario: &'a Scenario,
+    flavor: &'a str,
+) -> impl Iterator<Item = (&'a str, &'a Workload)> {
+    scenario.teams.iter().flat_map(move |t| {
+        t.workloads
+            .iter()
+            .filter(move |w| w.flavor == flavor)
+            .map(move |w| (t.name.as_str(), w))
+    })
+}
+
+/// What the containers of the classes on a flavor with HAMi classes set in `resources.limits`
+/// ([`class_limits`]): YAML, one entry per class; `None` when no class is on HAMi.
 pub fn hami_limits(scenario: &Scenario, plan: &IsolationPlan) -> Option<String> {
     let mut yaml = String::from(
         "# HAMi fractions: the resources.limits of each container of these classes.\n",
@@ -221,63 +349,19 @@ pub fn hami_limits(scenario: &Scenario, plan: &IsolationPlan) -> Option<String> 
     let mut any = false;
     for team in &scenario.teams {
         for w in &team.workloads {
-            let on_hami = plan.classes.iter().any(|c| {
-                c.team == team.name
-                    && c.workload == w.name
-                    && c.mechanism == Mechanism::HamiFractions
-            });
-            let (Some(job_mib), Some(acc)) = (w.mem_mib_per_job, scenario.accelerator(&w.flavor))
-            else {
+            let hami = mechanism_of(plan, &team.name, &w.name) == Mechanism::HamiFractions;
+            if w.mem_mib_per_job.is_none() || !(hami || on_hami_flavor(scenario, plan, &w.flavor)) {
                 continue;
-            };
-            let Some(card) = acc.model().filter(|_| on_hami) else {
-                continue;
-            };
-            any = true;
-            let per_card = crate::planning::sizing::jobs_per_card(
-                card.mem_mib,
-                job_mib,
-                f64::from(w.busy_pct) / 100.0,
-            );
-            let cores = 100 / per_card.max(1);
-            let name = format!("{}/{}", team.name, w.name);
-            let head = format!("\"{name}\":\n  flavor: \"{}\"\n  limits:\n", acc.flavor);
-            match acc.vendor() {
-                Vendor::Nvidia | Vendor::Amd => {
-                    let domain = acc.vendor().resource_name().trim_end_matches("/gpu");
-                    yaml.push_str(&format!(
-                        "{head}    {domain}/gpu: 1\n    {domain}/gpumem: {job_mib}\n    {domain}/gpucores: {cores}\n"
-                    ));
-                }
-                Vendor::Huawei => {
-                    let slice = [4u32, 2]
-                        .into_iter()
-                        .map(|parts| (parts, card.mem_mib / parts))
-                        .find(|(_, mib)| *mib >= job_mib);
-                    match slice {
-                        Some((parts, mib)) => {
-                            if per_card > parts {
-                                yaml.push_str(&format!(
-                                    "# {name}: {job_mib} MiB aligns up to the 1/{parts} vNPU template ({mib} MiB): {parts} jobs per card, not the {per_card} the sizing packs.\n"
-                                ));
-                            }
-                            yaml.push_str(&format!(
-                                "{head}    huawei.com/Ascend910B: 1\n    huawei.com/Ascend910B-memory: {mib}\n"
-                            ));
-                        }
-                        None => {
-                            yaml.push_str(&format!(
-                                "# {name}: {job_mib} MiB is more than half a card, the largest vNPU template: a whole NPU each.\n{head}    huawei.com/Ascend910B: 1\n"
-                            ));
-                        }
-                    }
-                }
-                Vendor::Intel => {
-                    yaml.push_str(&format!(
-                        "# {name} on {}: HAMi does not share Intel accelerators; give each job a whole card.\n",
-                        acc.flavor
-                    ));
-                }
+            }
+            let (limits, note) = class_limits(scenario, plan, &team.name, w);
+            any |= hami;
+            yaml.push_str(&note.unwrap_or_default());
+            yaml.push_str(&format!(
+                "\"{}/{}\":\n  flavor: \"{}\"\n  limits:\n",
+                team.name, w.name, w.flavor
+            ));
+            for (resource, amount) in limits {
+                yaml.push_str(&format!("    {resource}: {amount}\n"));
             }
         }
     }
@@ -351,7 +435,7 @@ pub fn needs_software_sharing(scenario: &Scenario) -> Option<String> {
 }
 
 /// The smallest plain MIG profile of the class's GPU that holds `mem_mib`.
-fn mig_profile(acc: Option<&Accelerator>, mem_mib: u32) -> Option<&'static str> {
+pub fn mig_profile(acc: Option<&Accelerator>, mem_mib: u32) -> Option<&'static str> {
     let geometry = acc?.model()?.mig.as_ref()?;
     geometry
         .profiles

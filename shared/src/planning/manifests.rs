@@ -12,8 +12,13 @@ use serde_json::{Value, json};
 pub use crate::kueue::{KueueVersion, priority_class};
 use crate::{
     common::yaml::to_yaml,
-    kueue::{FlavorObject, Queue, Quota, Reclaim, Setup, WithinQueue},
-    planning::scenario::{Scenario, WorkloadKind},
+    fleet::{catalogue::HamiResources, sharing::Mechanism},
+    kueue::{
+        FlavorObject, ManagerConfig, PodRequest, Queue, Quota, Reclaim, Setup, Transformation,
+        Trial, Verdict, WithinQueue,
+    },
+    planning::isolation::{self, IsolationPlan},
+    planning::scenario::{Accelerator, Scenario, Team, WorkloadKind},
 };
 
 /// The cohort every team's ClusterQueue joins.
@@ -33,42 +38,30 @@ pub struct ManifestFile {
 /// each node with its flavor's name).
 pub const FLAVOR_LABEL: &str = "gpufleet.io/flavor";
 
-/// The scenario's quota set-up: one flavor per accelerator, pinned to its model's nodes (and,
-/// where a model has several flavors, to that flavor's: Kueue adds the admitted flavor's node
-/// labels to the pods, which select only the model, so any flavor of it may admit them); one
-/// queue per team (the team's name as ClusterQueue, LocalQueue and namespace).
-pub fn kueue_setup(scenario: &Scenario) -> Setup {
+/// The scenario's quota set-up under its isolation `plan`: one flavor per accelerator, pinned
+/// to its model's nodes by the product label they carry (GPU Feature Discovery's, `-SHARED`
+/// where every class on it shares cards by MPS or time-slicing) and, where a model has
+/// several flavors, to that flavor's: Kueue adds the admitted flavor's node labels to the
+/// pods, which select only the model, so any flavor of it may admit them. One queue per team
+/// (the team's name as ClusterQueue, LocalQueue and namespace), covering every resource the
+/// plan's pods ask for ([`isolation::class_limits`]): the model's cards; on a flavor with HAMi
+/// classes, vGPUs (`per_card` a card) and the total memory and cores Kueue counts them by;
+/// the MIG profiles the plan's MIG classes take, as many as each team's classes hold at peak.
+pub fn kueue_setup(scenario: &Scenario, plan: &IsolationPlan) -> Setup {
     let cohort = scenario.quota.cohort.then(|| COHORT.to_owned());
     let flavors = scenario
         .fleet
         .iter()
-        .map(|acc| {
-            let mut node_labels = BTreeMap::from([(
-                acc.vendor().product_label().to_owned(),
-                acc.gpu_model.clone(),
-            )]);
-            let alike = scenario
-                .fleet
-                .iter()
-                .filter(|a| a.gpu_model == acc.gpu_model);
-            if alike.count() > 1 {
-                node_labels.insert(FLAVOR_LABEL.to_owned(), acc.flavor.clone());
-            }
-            FlavorObject {
-                name: acc.flavor.clone(),
-                node_labels,
-                ..FlavorObject::default()
-            }
-        })
+        .map(|acc| flavor_object(scenario, plan, acc))
         .collect();
     let resources = scenario
         .fleet
         .iter()
         .map(|acc| {
-            (
-                acc.flavor.clone(),
-                vec![acc.vendor().resource_name().to_owned()],
-            )
+            let offered = flavor_quotas(scenario, plan, acc, None)
+                .into_iter()
+                .map(|(r, ..)| r);
+            (acc.flavor.clone(), offered.collect())
         })
         .collect();
     let queues = scenario
@@ -93,18 +86,18 @@ pub fn kueue_setup(scenario: &Scenario) -> Setup {
             quotas: scenario
                 .fleet
                 .iter()
-                .map(|acc| Quota {
-                    flavor: acc.flavor.clone(),
-                    resource: acc.vendor().resource_name().to_owned(),
-                    nominal: i64::from(team.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)),
-                    borrowing_limit: team
-                        .borrowing_limit_gpus
-                        .get(&acc.flavor)
-                        .map(|&b| i64::from(b)),
-                    lending_limit: team
-                        .lending_limit_gpus
-                        .get(&acc.flavor)
-                        .map(|&l| i64::from(l)),
+                .flat_map(|acc| {
+                    flavor_quotas(scenario, plan, acc, Some(team))
+                        .into_iter()
+                        .map(
+                            |(resource, nominal, borrowing_limit, lending_limit)| Quota {
+                                flavor: acc.flavor.clone(),
+                                resource,
+                                nominal,
+                                borrowing_limit,
+                                lending_limit,
+                            },
+                        )
                 })
                 .collect(),
         })
@@ -123,9 +116,181 @@ pub fn kueue_setup(scenario: &Scenario) -> Setup {
     }
 }
 
+/// The labels a node that runs `mechanism` on `acc`'s model carries.
+fn node_labels(acc: &Accelerator, mechanism: Option<Mechanism>) -> BTreeMap<String, String> {
+    let product = acc
+        .model()
+        .map_or_else(|| acc.gpu_model.clone(), |m| m.product_under(mechanism));
+    BTreeMap::from([(acc.vendor().product_label().to_owned(), product)])
+}
+
+/// Whether every class on the flavor shares cards through the device plugin (MPS or
+/// time-slicing): then its nodes are the shared ones.
+fn shared_nodes(scenario: &Scenario, plan: &IsolationPlan, flavor: &str) -> Option<Mechanism> {
+    let mut mechanisms = isolation::classes_on(scenario, flavor)
+        .map(|(team, w)| isolation::mechanism_of(plan, team, &w.name));
+    let first = mechanisms.next()?;
+    let shared = |m: Mechanism| matches!(m, Mechanism::Mps | Mechanism::TimeSlicing);
+    (shared(first) && mechanisms.all(shared)).then_some(first)
+}
+
+fn flavor_object(scenario: &Scenario, plan: &IsolationPlan, acc: &Accelerator) -> FlavorObject {
+    let mut node_labels = node_labels(acc, shared_nodes(scenario, plan, &acc.flavor));
+    let alike = scenario
+        .fleet
+        .iter()
+        .filter(|a| a.gpu_model == acc.gpu_model);
+    if alike.count() > 1 {
+        node_labels.insert(FLAVOR_LABEL.to_owned(), acc.flavor.clone());
+    }
+    FlavorObject {
+        name: acc.flavor.clone(),
+        node_labels,
+        ..FlavorObject::default()
+    }
+}
+
+/// A flavor's resources and, for `team`, each one's nominal quota, borrowing and lending limit
+/// (for no team: the resources, in order, with zeros).
+fn flavor_quotas(
+    scenario: &Scenario,
+    plan: &IsolationPlan,
+    acc: &Accelerator,
+    team: Option<&Team>,
+) -> Vec<(String, i64, Option<i64>, Option<i64>)> {
+    let gpus = |map: Option<&BTreeMap<String, u32>>| {
+        map.and_then(|m| m.get(&acc.flavor)).map(|&g| i64::from(g))
+    };
+    let nominal = gpus(team.map(|t| &t.nominal_gpus)).unwrap_or(0);
+    let borrowing = gpus(team.map(|t| &t.borrowing_limit_gpus));
+    let lending = gpus(team.map(|t| &t.lending_limit_gpus));
+    let scaled = |per_card: i64| {
+        let limit = |l: Option<i64>| l.map(|l| l.saturating_mul(per_card));
+        (
+            nominal.saturating_mul(per_card),
+            limit(borrowing),
+            limit(lending),
+        )
+    };
+    let model = acc.model();
+    let hami = model
+        .and_then(HamiResources::of)
+        .filter(|_| isolation::flavor_runs(scenario, plan, &acc.flavor, Mechanism::HamiFractions));
+    let mut out = Vec::new();
+    let per_card = hami.as_ref().map_or(1, |h| h.per_card);
+    let (n, b, l) = scaled(per_card);
+    out.push((acc.resource().to_owned(), n, b, l));
+    if let (Some(hami), Some(card)) = (&hami, model) {
+        let (n, b, l) = scaled(i64::from(card.mem_mib));
+        out.push((HamiResources::total(&hami.memory), n, b, l));
+        if let Some(cores) = &hami.cores {
+            let (n, b, l) = scaled(100);
+            out.push((HamiResources::total(cores), n, b, l));
+        }
+    }
+    let mut profiles: BTreeMap<String, i64> = BTreeMap::new();
+    for (name, w) in isolation::classes_on(scenario, &acc.flavor) {
+        let (limits, _) = isolation::class_limits(scenario, plan, name, w);
+        for (resource, _) in limits
+            .iter()
+            .filter(|(r, _)| r.starts_with("nvidia.com/mig-"))
+        {
+            let mine = team.is_some_and(|t| t.name == name);
+            *profiles.entry(resource.clone()).or_default() += if mine {
+                i64::from(isolation::peak_replicas(w))
+            } else {
+                0
+            };
+        }
+    }
+    out.extend(profiles.into_iter().map(|(r, n)| (r, n, None, None)));
+    out
+}
+
+/// What the Kueue manager must hold for the export's pods: cpu, memory and ephemeral storage
+/// excluded, and Kueue's HAMi transformations for each model a HAMi class runs on.
+pub fn manager_config(scenario: &Scenario, plan: &IsolationPlan) -> ManagerConfig {
+    let mut config = ManagerConfig::accelerators_only();
+    for acc in &scenario.fleet {
+        if !isolation::flavor_runs(scenario, plan, &acc.flavor, Mechanism::HamiFractions) {
+            continue;
+        }
+        let Some(hami) = acc.model().and_then(HamiResources::of) else {
+            continue;
+        };
+        // Each per-vGPU resource, multiplied by the vGPUs, counts as its total and is
+        // replaced by it (Kueue's "Using HAMi").
+        let transformations = hami.per_vgpu().map(|r| Transformation {
+            input: r.clone(),
+            multiply_by: Some(hami.count.clone()),
+            outputs: vec![(HamiResources::total(r), 1)],
+            replace: true,
+        });
+        for t in transformations {
+            if !config.transformations.contains(&t) {
+                config.transformations.push(t);
+            }
+        }
+    }
+    config
+}
+
+/// The file the export shows the check's verdicts in.
+pub const CHECK_FILE: &str = "admission-check.txt";
+
+/// The check: each class's typical pod (its device limits by the plan, 8 CPUs and 64 GiB,
+/// its team's queue-name label, in its team's namespace, selecting its model by the product
+/// label its flavor names — without it Kueue may admit it on any flavor of the group, another
+/// model's) under the export's Kueue objects and manager configuration, and the node its
+/// mechanism needs.
+pub fn admission(scenario: &Scenario, plan: &IsolationPlan) -> Vec<Verdict> {
+    let setup = kueue_setup(scenario, plan);
+    let config = manager_config(scenario, plan);
+    let mut verdicts = Vec::new();
+    for team in &scenario.teams {
+        for w in &team.workloads {
+            let Some(acc) = scenario.accelerator(&w.flavor) else {
+                continue;
+            };
+            let (limits, _) = isolation::class_limits(scenario, plan, &team.name, w);
+            let mut requests: BTreeMap<String, i64> = limits.into_iter().collect();
+            requests.insert("cpu".to_owned(), 8_000);
+            requests.insert("memory".to_owned(), 64 << 30);
+            let mechanism = isolation::mechanism_of(plan, &team.name, &w.name);
+            let needs = node_labels(acc, Some(mechanism));
+            let unshared = node_labels(acc, None);
+            let product = acc.vendor().product_label();
+            let selector = setup
+                .flavors
+                .iter()
+                .find(|f| f.name == w.flavor)
+                .and_then(|f| f.node_labels.get(product))
+                .map(|v| (product.to_owned(), v.clone()));
+            let trial = Trial {
+                subject: format!("{}/{}", team.name, w.name),
+                pod: PodRequest {
+                    namespace: team.name.clone(),
+                    queue_name: Some(team.name.clone()),
+                    requests,
+                    node_selector: selector.into_iter().collect(),
+                    tolerations: Vec::new(),
+                },
+                node_labels: &needs,
+                unshared: (needs != unshared).then_some(&unshared),
+            };
+            verdicts.push(setup.check(&trial, &config));
+        }
+    }
+    verdicts
+}
+
 /// Objects per file: `kueue.yaml` (flavors, cohort, queues, priorities) and `keda.yaml`.
-pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
-    let kueue = kueue_setup(scenario).objects(version);
+pub fn export(
+    scenario: &Scenario,
+    plan: &IsolationPlan,
+    version: KueueVersion,
+) -> Vec<ManifestFile> {
+    let kueue = kueue_setup(scenario, plan).objects(version);
     let mut keda = Vec::new();
     for team in &scenario.teams {
         for w in team
@@ -166,7 +331,7 @@ pub fn export(scenario: &Scenario, version: KueueVersion) -> Vec<ManifestFile> {
         }
     }
     let mut files = vec![file("kueue.yaml", kueue)];
-    files[0].yaml = format!("{}{}", crate::kueue::manager_config_note(), files[0].yaml);
+    files[0].yaml = format!("{}{}", manager_config(scenario, plan).note(), files[0].yaml);
     if !keda.is_empty() {
         files.push(file("keda-scaledobjects.yaml", keda));
     }

@@ -81,6 +81,12 @@ impl Accelerator {
     pub fn vendor(&self) -> Vendor {
         self.model().map_or(Vendor::Nvidia, |m| m.vendor)
     }
+
+    /// The whole-card resource its pods and quotas name (the catalogue's).
+    pub fn resource(&self) -> &'static str {
+        self.model()
+            .map_or("nvidia.com/gpu", |m| m.resource.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

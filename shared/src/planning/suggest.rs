@@ -156,7 +156,7 @@ impl QuotaSuggestion {
                                 })
                                 .collect(),
                             (None, Some(acc)) => {
-                                vec![line(acc.vendor().resource_name().to_owned(), 1)]
+                                vec![line(acc.resource().to_owned(), 1)]
                             }
                             (None, None) => vec![],
                         }

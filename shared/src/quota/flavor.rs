@@ -61,12 +61,24 @@ impl Flavor {
         catalogue::find(&self.gpu_model).map_or(Vendor::Nvidia, |m| m.vendor)
     }
 
+    /// The labels GPU Feature Discovery (or, outside NVIDIA, the platform team) puts on a node
+    /// of its pools, as its sharing offers the cards: the product label.
+    pub fn node_labels(&self) -> BTreeMap<String, String> {
+        let product = catalogue::find(&self.gpu_model).map_or_else(
+            |_| self.gpu_model.clone(),
+            |m| m.product_under(self.settings.sharing),
+        );
+        BTreeMap::from([(self.vendor().product_label().to_owned(), product)])
+    }
+
     /// Whole GPUs as the vendor's resource, or, when MIG-partitioned, each profile's
     /// `nvidia.com/mig-<profile>` at instances per GPU × GPUs.
     pub fn resources(&self) -> Vec<Capacity> {
         if self.settings.mig_layout.is_empty() {
             return vec![Capacity {
-                resource: self.vendor().resource_name().to_owned(),
+                resource: catalogue::find(&self.gpu_model)
+                    .map_or("nvidia.com/gpu", |m| m.resource.as_str())
+                    .to_owned(),
                 amount: self.gpus,
             }];
         }
@@ -87,13 +99,11 @@ impl Flavor {
             .map(|c| c.amount)
     }
 
-    /// The node label that pins the flavor to its model, unless admins set their own labels.
+    /// The node label that pins the flavor to its model (the product label its nodes carry),
+    /// unless admins set their own labels.
     pub fn object(&self) -> FlavorObject {
         let node_labels = if self.settings.node_labels.is_empty() {
-            BTreeMap::from([(
-                self.vendor().product_label().to_owned(),
-                self.gpu_model.clone(),
-            )])
+            self.node_labels()
         } else {
             self.settings.node_labels.clone()
         };

@@ -468,8 +468,9 @@ fn a_team_without_quota_in_force_keeps_its_queue_and_admits_nothing() {
         .find(|q| q.cluster_queue == "search")
         .expect("queue");
     assert_eq!(search.quotas[0].nominal, 24);
+    // GPU Feature Discovery's label for an H100 SXM5 (NVML "NVIDIA H100 80GB HBM3").
     assert_eq!(
         setup.flavors[0].node_labels["nvidia.com/gpu.product"],
-        "H100-SXM5-80GB"
+        "NVIDIA-H100-80GB-HBM3"
     );
 }

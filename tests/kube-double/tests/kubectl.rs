@@ -49,7 +49,11 @@ async fn kubectl_applies_gets_and_diffs_the_exported_manifests_through_the_doubl
         "/../../shared/scenarios/aws-300.json"
     )))
     .expect("scenario");
-    let files = manifests::export(&scenario, KueueVersion::V1beta2);
+    let files = manifests::export(
+        &scenario,
+        &shared::planning::isolation_plan(&scenario),
+        KueueVersion::V1beta2,
+    );
     for file in &files {
         for object in &file.objects {
             if let Some(ns) = object["metadata"]["namespace"].as_str() {

@@ -17,17 +17,36 @@ pub fn ExportStep() -> impl IntoView {
     // a newer draft is being evaluated, they follow once it is).
     let files = Memo::new(move |_| {
         let valid = draft.problems.with(Vec::is_empty);
-        valid.then(|| {
-            let mut files: Vec<(String, String, String)> = draft
-                .scenario
-                .with(|s| manifests::export(s, version.get()))
-                .into_iter()
-                .map(|f| {
+        let done = matches!(results.run.get(), Run::Done { .. });
+        (valid && done).then(|| {
+            let mut files: Vec<(String, String, String)> = Vec::new();
+            results.evaluation.with(|e| {
+                let Some(e) = e else { return };
+                let (objects, verdicts) = draft.scenario.with(|s| {
+                    (
+                        manifests::export(s, &e.isolation, version.get()),
+                        manifests::admission(s, &e.isolation),
+                    )
+                });
+                files.extend(objects.into_iter().map(|f| {
                     let what = format!("({} objects)", f.objects.len());
                     (f.name, f.yaml, what)
-                })
-                .collect();
-            if matches!(results.run.get(), Run::Done { .. }) {
+                }));
+                let never = verdicts
+                    .iter()
+                    .any(|v| v.admissible == shared::kueue::Admissible::Never);
+                let what = if never {
+                    "(some classes' pods would never start: read why)"
+                } else {
+                    "(whether each class's pod starts where the export puts it)"
+                };
+                files.push((
+                    manifests::CHECK_FILE.to_owned(),
+                    shared::kueue::report(&verdicts),
+                    what.to_owned(),
+                ));
+            });
+            {
                 results.evaluation.with(|e| {
                     for m in e.iter().flat_map(|e| &e.mig) {
                         if let Ok(plan) = &m.layout {
@@ -79,7 +98,7 @@ pub fn ExportStep() -> impl IntoView {
         }>"Download all (zip)"</button>
         {move || status.get().map(|s| view! { <p class="ok" role="status" data-test="export-status">{s}</p> })}
         {move || match files.get() {
-            None => view! { <p class="problem" role="alert">"Fix the scenario's problems first: the manifests are made from a valid scenario only."</p> }.into_any(),
+            None => view! { <p class="problem" role="alert">"The manifests follow the scenario's evaluation (its isolation plan): fix the scenario's problems, if any, and they appear once it is evaluated."</p> }.into_any(),
             Some(files) => files.into_iter().map(|(name, yaml, what)| {
                 let (for_download, for_copy) = ((name.clone(), yaml.clone()), yaml.clone());
                 view! {
