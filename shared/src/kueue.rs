@@ -108,31 +108,33 @@ impl ManagerConfig {
     /// transformation applied, its outputs summed with what remains (Kueue's
     /// `pkg/workload/workload.go`, `dropExcludedResources` then `applyResourceTransformations`;
     /// negative totals are floored at 0 there, and cannot arise from positive factors here).
-    pub fn quota_requests(&self, requests: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
-        let kept = requests.iter().filter(|(r, _)| {
-            !self
-                .excluded_prefixes
+    pub fn quota_requests(&self, requests: &[(String, i64)]) -> Vec<(String, i64)> {
+        let mut out: Vec<(String, i64)> = Vec::new();
+        let mut add =
+            |resource: &str, amount: i64| match out.iter_mut().find(|(r, _)| r == resource) {
+                Some((_, total)) => *total = total.saturating_add(amount),
+                None => out.push((resource.to_owned(), amount)),
+            };
+        let excluded = |r: &str| {
+            self.excluded_prefixes
                 .iter()
                 .any(|p| r.starts_with(p.as_str()))
-        });
-        let mut out: BTreeMap<String, i64> = BTreeMap::new();
-        for (resource, &amount) in kept {
+        };
+        for (resource, amount) in requests.iter().filter(|(r, _)| !excluded(r)) {
             let Some(t) = self.transformations.iter().find(|t| t.input == *resource) else {
-                *out.entry(resource.clone()).or_default() += amount;
+                add(resource, *amount);
                 continue;
             };
             let by = t
                 .multiply_by
                 .as_ref()
-                .and_then(|m| requests.get(m))
-                .copied()
-                .unwrap_or(1);
+                .and_then(|m| requests.iter().find(|(r, _)| r == m))
+                .map_or(1, |(_, n)| *n);
             for (output, factor) in &t.outputs {
-                *out.entry(output.clone()).or_default() +=
-                    amount.saturating_mul(by).saturating_mul(*factor);
+                add(output, amount.saturating_mul(by).saturating_mul(*factor));
             }
             if !t.replace {
-                *out.entry(resource.clone()).or_default() += amount;
+                add(resource, *amount);
             }
         }
         out
@@ -189,8 +191,8 @@ impl ManagerConfig {
 pub struct PodRequest {
     pub namespace: String,
     pub queue_name: Option<String>,
-    /// Per resource, in its units (GPUs, CPU milli, bytes).
-    pub requests: BTreeMap<String, i64>,
+    /// Per resource, in its units (GPUs, CPU milli, bytes), each resource once.
+    pub requests: Vec<(String, i64)>,
     pub node_selector: BTreeMap<String, String>,
     pub tolerations: Vec<Toleration>,
 }
@@ -298,8 +300,9 @@ pub struct Queue {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Setup {
     pub flavors: Vec<FlavorObject>,
-    /// The resources each flavor offers, in order (`nvidia.com/gpu`, MIG resources, …).
-    pub resources: BTreeMap<String, Vec<String>>,
+    /// The resources each flavor offers, in order (`nvidia.com/gpu`, MIG resources, …), by
+    /// flavor name, each flavor once.
+    pub resources: Vec<(String, Vec<String>)>,
     pub queues: Vec<Queue>,
     pub priorities: Vec<i32>,
 }
@@ -323,8 +326,9 @@ impl Setup {
         for flavor in &self.flavors {
             let offers = self
                 .resources
-                .get(&flavor.name)
-                .cloned()
+                .iter()
+                .find(|(f, _)| *f == flavor.name)
+                .map(|(_, offers)| offers.clone())
                 .unwrap_or_default();
             let mut merged = (offers, vec![flavor.name.clone()]);
             groups.retain(|(covered, flavors)| {
@@ -385,9 +389,13 @@ impl Setup {
                 },
             }));
         }
-        let mut priorities = self.priorities.clone();
-        priorities.sort_unstable();
-        priorities.dedup();
+        // Each value once, in order; kept sorted as it is built (no sort's code in the wasm).
+        let mut priorities: Vec<i32> = Vec::new();
+        for &value in &self.priorities {
+            if let Err(at) = priorities.binary_search(&value) {
+                priorities.insert(at, value);
+            }
+        }
         for value in priorities {
             let name = priority_class(value);
             objects.push(to_value(&PriorityClass {
@@ -855,7 +863,7 @@ mod tests {
         // A whole-GPU flavor and two MIG flavors, one of which also offers a second profile.
         let setup = Setup {
             flavors: vec![flavor("h100"), flavor("mig-a"), flavor("mig-b")],
-            resources: BTreeMap::from([
+            resources: Vec::from([
                 ("h100".into(), vec!["nvidia.com/gpu".into()]),
                 ("mig-a".into(), vec!["nvidia.com/mig-1g.18gb".into()]),
                 (
@@ -888,7 +896,7 @@ mod tests {
     fn a_queue_without_a_cohort_carries_no_limits_and_reclaims_nothing() {
         let setup = Setup {
             flavors: vec![flavor("h100")],
-            resources: BTreeMap::from([("h100".into(), vec!["nvidia.com/gpu".into()])]),
+            resources: vec![("h100".into(), vec!["nvidia.com/gpu".into()])],
             queues: vec![Queue {
                 cluster_queue: "cq".into(),
                 namespace: "ns".into(),

@@ -274,6 +274,16 @@ fn the_adoption_plan_measures_first_and_names_what_each_step_needs() {
         "{}",
         bank.adoption[1].why
     );
+    // Most classes first, ties by name: per business unit four whole-card classes (pretrain,
+    // risk-eval, research, lora-sweeps), two HAMi (lora, backtests), two MPS (the OCRs), one
+    // MIG (customer-llm).
+    assert!(
+        bank.adoption[2].why.starts_with(
+            "Whole GPU for 40, HAMi fractions for 20, MPS for 20, MIG for 10 (the isolation plan above)."
+        ),
+        "{}",
+        bank.adoption[2].why
+    );
     let needs = bank.adoption[2].needs.join(" | ");
     assert!(
         needs.contains("mig-parted-h800.yaml") && needs.contains("hami-limits.yaml"),
@@ -1698,7 +1708,7 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
     let pod = |team: &str, resource: &str, n: i64| PodRequest {
         namespace: format!("team-{team}"),
         queue_name: Some(format!("{team}-lq")),
-        requests: BTreeMap::from([(resource.to_owned(), n), ("cpu".to_owned(), 4_000)]),
+        requests: vec![(resource.to_owned(), n), ("cpu".to_owned(), 4_000)],
         node_selector: BTreeMap::new(),
         tolerations: Vec::new(),
     };
@@ -1902,14 +1912,17 @@ fn the_check_fails_the_bank_export_as_it_was() {
 fn hami_requests_count_as_kueues_using_hami_page_says() {
     let s = scenario("startup-40");
     let config = manifests::manager_config(&s, &shared::planning::isolation_plan(&s));
-    let requests = BTreeMap::from([
+    let requests = Vec::from([
         ("cpu".to_owned(), 4_000),
         ("nvidia.com/gpu".to_owned(), 2),
         ("nvidia.com/gpucores".to_owned(), 20),
         ("nvidia.com/gpumem".to_owned(), 1_024),
     ]);
     assert_eq!(
-        config.quota_requests(&requests),
+        config
+            .quota_requests(&requests)
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
         BTreeMap::from([
             ("nvidia.com/gpu".to_owned(), 2),
             ("nvidia.com/total-gpucores".to_owned(), 40),
@@ -1940,7 +1953,7 @@ fn kueue_refuses_what_its_rules_refuse() {
             }],
             tolerations: Vec::new(),
         }],
-        resources: BTreeMap::from([("h100".into(), vec!["nvidia.com/gpu".into()])]),
+        resources: vec![("h100".into(), vec!["nvidia.com/gpu".into()])],
         queues: vec![Queue {
             cluster_queue: "cq".into(),
             namespace: "ns".into(),
@@ -1962,7 +1975,7 @@ fn kueue_refuses_what_its_rules_refuse() {
     let pod = |gpus: i64, selector: &str, tolerate: bool| PodRequest {
         namespace: "ns".into(),
         queue_name: Some("lq".into()),
-        requests: BTreeMap::from([("nvidia.com/gpu".into(), gpus)]),
+        requests: vec![("nvidia.com/gpu".into(), gpus)],
         node_selector: BTreeMap::from([("nvidia.com/gpu.product".into(), selector.into())]),
         tolerations: if tolerate {
             vec![Toleration {

@@ -107,7 +107,17 @@ fn mechanisms(architecture: Architecture, isolation: &IsolationPlan, mig: &[Flav
             None => counts.push((c.mechanism, 1)),
         }
     }
-    counts.sort_unstable_by_key(|&(m, n)| (std::cmp::Reverse(n), m.label()));
+    // Most classes first, then by name: at most five mechanisms, put in place one by one
+    // (a sort would be one more copy of its code in the planner's wasm).
+    let before =
+        |a: &(Mechanism, usize), b: &(Mechanism, usize)| (a.1, b.0.label()) > (b.1, a.0.label());
+    for i in 1..counts.len() {
+        let mut j = i;
+        while j > 0 && before(&counts[j], &counts[j - 1]) {
+            counts.swap(j, j - 1);
+            j -= 1;
+        }
+    }
     let words: Vec<String> = counts
         .iter()
         .map(|(m, n)| format!("{} for {n}", m.label()))

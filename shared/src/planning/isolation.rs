@@ -46,6 +46,12 @@ pub struct ClassIsolation {
     /// DRA on Kubernetes 1.34+, else the device plugin.
     pub allocation_base: AllocationBase,
     pub reasons: Vec<String>,
+    /// The device resources each of its containers asks for ([`class_limits`]), in order.
+    #[serde(default)]
+    pub limits: Vec<(String, i64)>,
+    /// The pods it holds at its peak ([`peak_replicas`]).
+    #[serde(default)]
+    pub peak_pods: u32,
 }
 
 /// An anti-pattern found in the scenario. The JSON value is stable; clients may match on it.
@@ -117,6 +123,13 @@ pub struct IsolationGroup {
 }
 
 impl IsolationPlan {
+    /// The plan for one class.
+    pub fn class(&self, team: &str, workload: &str) -> Option<&ClassIsolation> {
+        self.classes
+            .iter()
+            .find(|c| c.team == team && c.workload == workload)
+    }
+
     /// The classes grouped by mechanism, allocation base and reasons; groups in the order of
     /// their first class, so the plan reads as it was written.
     pub fn groups(&self) -> Vec<IsolationGroup> {
@@ -307,9 +320,7 @@ fn vnpu(
 
 /// The class's mechanism in the plan; whole cards for a class the plan does not name.
 pub fn mechanism_of(plan: &IsolationPlan, team: &str, workload: &str) -> Mechanism {
-    plan.classes
-        .iter()
-        .find(|c| c.team == team && c.workload == workload)
+    plan.class(team, workload)
         .map_or(Mechanism::WholeGpu, |c| c.mechanism)
 }
 
@@ -389,6 +400,8 @@ pub fn plan(scenario: &Scenario, architecture: Architecture) -> IsolationPlan {
                     AllocationBase::DevicePlugin
                 },
                 reasons,
+                limits: Vec::new(),
+                peak_pods: peak_replicas(w),
             });
             let (fits_spot, reason) = spot_fit(w);
             spot.push(SpotAdvice {
@@ -404,11 +417,24 @@ pub fn plan(scenario: &Scenario, architecture: Architecture) -> IsolationPlan {
             c.reasons.push("Kubernetes 1.34+: allocate through DRA (topology-aware); fractioning stays a separate choice.".to_owned());
         }
     }
-    IsolationPlan {
+    let mut plan = IsolationPlan {
         classes,
         warnings: warnings(scenario),
         spot,
+    };
+    // What each class's pods ask for follows from every class's mechanism (a whole-card class
+    // on a flavor with HAMi classes states its memory and cores too).
+    let workloads = scenario
+        .teams
+        .iter()
+        .flat_map(|t| t.workloads.iter().map(move |w| (t, w)));
+    let limits: Vec<_> = workloads
+        .map(|(t, w)| class_limits(scenario, &plan, &t.name, w).0)
+        .collect();
+    for (c, l) in plan.classes.iter_mut().zip(limits) {
+        c.limits = l;
     }
+    plan
 }
 
 /// The first class (`team/workload`) that can only share its cards in software: work smaller

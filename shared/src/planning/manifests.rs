@@ -44,7 +44,7 @@ pub const FLAVOR_LABEL: &str = "gpufleet.io/flavor";
 /// several flavors, to that flavor's: Kueue adds the admitted flavor's node labels to the
 /// pods, which select only the model, so any flavor of it may admit them. One queue per team
 /// (the team's name as ClusterQueue, LocalQueue and namespace), covering every resource the
-/// plan's pods ask for ([`isolation::class_limits`]): the model's cards; on a flavor with HAMi
+/// plan's pods ask for (each class's `limits` in the plan): the model's cards; on a flavor with HAMi
 /// classes, vGPUs (`per_card` a card) and the total memory and cores Kueue counts them by;
 /// the MIG profiles the plan's MIG classes take, as many as each team's classes hold at peak.
 pub fn kueue_setup(scenario: &Scenario, plan: &IsolationPlan) -> Setup {
@@ -188,19 +188,23 @@ fn flavor_quotas(
             out.push((HamiResources::total(cores), n, b, l));
         }
     }
-    let mut profiles: BTreeMap<String, i64> = BTreeMap::new();
+    // Each MIG profile the flavor's classes take, with this team's peak instances of it.
+    let mut profiles: Vec<(String, i64)> = Vec::new();
     for (name, w) in isolation::classes_on(scenario, &acc.flavor) {
-        let (limits, _) = isolation::class_limits(scenario, plan, name, w);
-        for (resource, _) in limits
+        let Some(class) = plan.class(name, &w.name) else {
+            continue;
+        };
+        let mine = team.is_some_and(|t| t.name == name);
+        let peak = if mine { i64::from(class.peak_pods) } else { 0 };
+        let mig = class
+            .limits
             .iter()
-            .filter(|(r, _)| r.starts_with("nvidia.com/mig-"))
-        {
-            let mine = team.is_some_and(|t| t.name == name);
-            *profiles.entry(resource.clone()).or_default() += if mine {
-                i64::from(isolation::peak_replicas(w))
-            } else {
-                0
-            };
+            .filter(|(r, _)| r.starts_with("nvidia.com/mig-"));
+        for (resource, _) in mig {
+            match profiles.iter_mut().find(|(r, _)| r == resource) {
+                Some((_, n)) => *n += peak,
+                None => profiles.push((resource.clone(), peak)),
+            }
         }
     }
     out.extend(profiles.into_iter().map(|(r, n)| (r, n, None, None)));
@@ -252,31 +256,34 @@ pub fn admission(scenario: &Scenario, plan: &IsolationPlan) -> Vec<Verdict> {
             let Some(acc) = scenario.accelerator(&w.flavor) else {
                 continue;
             };
-            let (limits, _) = isolation::class_limits(scenario, plan, &team.name, w);
-            let mut requests: BTreeMap<String, i64> = limits.into_iter().collect();
-            requests.insert("cpu".to_owned(), 8_000);
-            requests.insert("memory".to_owned(), 64 << 30);
+            let mut requests = plan
+                .class(&team.name, &w.name)
+                .map(|c| c.limits.clone())
+                .unwrap_or_default();
+            requests.push(("cpu".to_owned(), 8_000));
+            requests.push(("memory".to_owned(), 64 << 30));
             let mechanism = isolation::mechanism_of(plan, &team.name, &w.name);
             let needs = node_labels(acc, Some(mechanism));
+            let shares = matches!(mechanism, Mechanism::Mps | Mechanism::TimeSlicing);
             let unshared = node_labels(acc, None);
+            // Its pods select their model as their flavor's nodes are labelled.
             let product = acc.vendor().product_label();
-            let selector = setup
-                .flavors
-                .iter()
-                .find(|f| f.name == w.flavor)
-                .and_then(|f| f.node_labels.get(product))
-                .map(|v| (product.to_owned(), v.clone()));
+            let mut node_selector = BTreeMap::new();
+            let flavor = setup.flavors.iter().find(|f| f.name == w.flavor);
+            if let Some(value) = flavor.and_then(|f| f.node_labels.get(product)) {
+                node_selector.insert(product.to_owned(), value.clone());
+            }
             let trial = Trial {
                 subject: format!("{}/{}", team.name, w.name),
                 pod: PodRequest {
                     namespace: team.name.clone(),
                     queue_name: Some(team.name.clone()),
                     requests,
-                    node_selector: selector.into_iter().collect(),
+                    node_selector,
                     tolerations: Vec::new(),
                 },
                 node_labels: &needs,
-                unshared: (needs != unshared).then_some(&unshared),
+                unshared: shares.then_some(&unshared),
             };
             verdicts.push(setup.check(&trial, &config));
         }

@@ -277,6 +277,13 @@ fn needs(scenario: &Scenario) -> Vec<Vec<Need>> {
 
 /// `total` split in proportion to `weights` (largest remainder; ties to the first), so the
 /// parts add up to `total` exactly. All zero weights: all zero parts.
+/// `indices` by `keys[i]`, largest first, ties by index: the one ordering this module needs
+/// (one sort, so one copy of its code in the wasm).
+fn largest_first(mut indices: Vec<usize>, keys: &[f64]) -> Vec<usize> {
+    indices.sort_unstable_by(|&a, &b| keys[b].total_cmp(&keys[a]).then(a.cmp(&b)));
+    indices
+}
+
 fn apportion(total: u32, weights: &[f64]) -> Vec<u32> {
     let sum: f64 = weights.iter().sum();
     if sum <= 0.0 {
@@ -284,11 +291,8 @@ fn apportion(total: u32, weights: &[f64]) -> Vec<u32> {
     }
     let exact: Vec<f64> = weights.iter().map(|w| f64::from(total) * w / sum).collect();
     let mut parts: Vec<u32> = exact.iter().map(|e| e.floor() as u32).collect();
-    let mut order: Vec<usize> = (0..weights.len()).collect();
-    order.sort_unstable_by(|&a, &b| {
-        let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
-        rb.total_cmp(&ra).then(a.cmp(&b))
-    });
+    let remainders: Vec<f64> = exact.iter().map(|e| e - e.floor()).collect();
+    let order = largest_first((0..weights.len()).collect(), &remainders);
     let left = total.saturating_sub(parts.iter().sum());
     for &i in order.iter().take(left as usize) {
         parts[i] += 1;
@@ -437,13 +441,11 @@ fn adjust(
         .zip(&week.teams)
         .map(|(t, s)| miss(s, t.queue_wait_target_min))
         .collect();
-    let mut order: Vec<usize> = (0..misses.len()).filter(|&t| misses[t].is_some()).collect();
-    order.sort_unstable_by(|&a, &b| {
-        misses[b]
-            .unwrap_or(0.0)
-            .total_cmp(&misses[a].unwrap_or(0.0))
-            .then(a.cmp(&b))
-    });
+    let missed: Vec<f64> = misses.iter().map(|m| m.unwrap_or(0.0)).collect();
+    let order = largest_first(
+        (0..misses.len()).filter(|&t| misses[t].is_some()).collect(),
+        &missed,
+    );
     let mut moved = false;
     for t in order {
         for f in 0..scenario.fleet.len() {
@@ -456,10 +458,13 @@ fn adjust(
             let spare = |d: usize| {
                 f64::from(nominal[d][f]) - f64::from(needs[d][f].floor) - needs[d][f].mean_batch
             };
-            let mut donors: Vec<usize> = (0..misses.len())
-                .filter(|&d| misses[d].is_none() && nominal[d][f] > needs[d][f].floor)
-                .collect();
-            donors.sort_unstable_by(|&a, &b| spare(b).total_cmp(&spare(a)).then(a.cmp(&b)));
+            let spares: Vec<f64> = (0..misses.len()).map(spare).collect();
+            let donors = largest_first(
+                (0..misses.len())
+                    .filter(|&d| misses[d].is_none() && nominal[d][f] > needs[d][f].floor)
+                    .collect(),
+                &spares,
+            );
             let mut wanted = step;
             for d in donors {
                 let give = wanted.min(nominal[d][f] - needs[d][f].floor);

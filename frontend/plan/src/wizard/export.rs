@@ -22,13 +22,27 @@ pub fn ExportStep() -> impl IntoView {
             let mut files: Vec<(String, String, String)> = Vec::new();
             results.evaluation.with(|e| {
                 let Some(e) = e else { return };
-                let objects = draft
-                    .scenario
-                    .with(|s| manifests::export(s, &e.isolation, version.get()));
+                let (objects, verdicts) = draft.scenario.with(|s| {
+                    let objects = manifests::export(s, &e.isolation, version.get());
+                    (objects, manifests::admission(s, &e.isolation))
+                });
                 files.extend(objects.into_iter().map(|f| {
                     let what = format!("({} objects)", f.objects.len());
                     (f.name, f.yaml, what)
                 }));
+                let never = verdicts
+                    .iter()
+                    .any(|v| v.admissible == shared::kueue::Admissible::Never);
+                let what = if never {
+                    "(some classes' pods would never start: read why)"
+                } else {
+                    "(whether each class's pod starts where the export puts it)"
+                };
+                files.push((
+                    manifests::CHECK_FILE.to_owned(),
+                    shared::kueue::report(&verdicts),
+                    what.to_owned(),
+                ));
             });
             {
                 results.evaluation.with(|e| {

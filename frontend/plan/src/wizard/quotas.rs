@@ -317,11 +317,14 @@ fn DraftRequests(made: (Scenario, QuotaSuggestion)) -> impl IntoView {
         outcomes.set(Vec::new());
         spawn_local(async move {
             let layouts = match api::get::<FlavorsOfWorld>("/api/quota/world").await {
-                Ok(world) => world
-                    .flavors
-                    .into_iter()
-                    .map(|f| (f.name, f.settings.mig_layout))
-                    .collect(),
+                // Inserted one by one: collecting a map sorts, and each sort is code in the wasm.
+                Ok(world) => {
+                    let mut layouts = std::collections::BTreeMap::new();
+                    for f in world.flavors {
+                        layouts.insert(f.name, f.settings.mig_layout);
+                    }
+                    layouts
+                }
                 Err(err) => {
                     let why = format!("the cluster's flavors cannot be read: {err}");
                     outcomes.set(vec![("every team".to_owned(), Err(why))]);

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use plotly::{
     Bar, Layout, Plot, Scatter,
     common::{AxisSide, DashType, Line, Mode},
-    layout::{Axis, AxisType, BarMode, CategoryOrder},
+    layout::{Axis, AxisType, BarMode},
 };
 use shared::{
     common::label::Labelled,
@@ -17,6 +17,7 @@ use shared::{
     planning::isolation::{FlavorMig, WarningCode},
     planning::scenario::{HOURS_PER_WEEK, Scenario, Weights},
     planning::sizing::Sizing,
+    planning::terms::Architecture,
 };
 
 use super::{
@@ -499,10 +500,15 @@ fn team_plot(evaluation: &Evaluation) -> Plot {
 
 fn sensitivity_plot(evaluation: &Evaluation) -> Plot {
     let points = &evaluation.decision.sensitivity;
-    let gpus: Vec<u64> = points.iter().map(|p| p.gpus).collect();
-    let picks: Vec<String> = points
+    // The architectures as numbers on a y axis labelled with their names: the chart's traces
+    // then share one plotly type (a trace type per pair of axis types is a copy of its code).
+    let gpus: Vec<f64> = points.iter().map(|p| p.gpus as f64).collect();
+    let index = |a| Architecture::ALL.iter().position(|x| *x == a).unwrap_or(0) as f64;
+    let picks: Vec<f64> = points.iter().map(|p| index(p.recommendation)).collect();
+    let ticks = Architecture::ALL.iter().map(|a| index(*a)).collect();
+    let names = Architecture::ALL
         .iter()
-        .map(|p| p.recommendation.label().to_owned())
+        .map(|a| a.label().to_owned())
         .collect();
     let mut plot = Plot::new();
     plot.add_trace(
@@ -515,7 +521,7 @@ fn sensitivity_plot(evaluation: &Evaluation) -> Plot {
             .title("Recommendation as the fleet grows")
             .height(260)
             .x_axis(Axis::new().type_(AxisType::Log).title("GPUs"))
-            .y_axis(Axis::new().category_order(CategoryOrder::CategoryAscending)),
+            .y_axis(Axis::new().tick_values(ticks).tick_text(names)),
     );
     plot
 }
