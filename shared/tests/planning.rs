@@ -854,7 +854,7 @@ fn crd_for(kind: &str) -> &'static str {
 
 fn check_export(s: &Scenario, version: KueueVersion) -> usize {
     let mut checked = 0;
-    for file in manifests::export(s, &shared::planning::isolation_plan(&s), version) {
+    for file in manifests::export(s, &shared::planning::isolation_plan(s), version) {
         // The YAML text says exactly what the objects say.
         let parsed: Vec<Value> = serde_yaml::Deserializer::from_str(&file.yaml)
             .map(|doc| {
