@@ -1543,6 +1543,17 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     browser
         .wait_for_text("[data-test=object-clusterqueue-search]", "in sync")
         .await;
+    // Beside the objects, the check: search's pods for its approved GPUs would start.
+    let admission = browser
+        .wait_for_text("[data-test=admission]", "search nvidia.com/gpu on")
+        .await
+        .text()
+        .await
+        .expect("admission table");
+    assert!(
+        admission.contains("admitted on flavor") && !admission.contains("never starts"),
+        "{admission}"
+    );
     let search_quota = || {
         double.object("ClusterQueue", None, "search").expect("search's queue")["spec"]
             ["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"]

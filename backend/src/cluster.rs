@@ -549,25 +549,30 @@ pub async fn health(state: &AppState) -> Result<shared::cluster::ClusterHealth> 
     })
 }
 
-/// The cluster view; its objects' YAML is rendered on the compute pool (10,000 pools make
-/// tens of thousands of objects: rendering them must not hold up the async runtime).
+/// The cluster view; its objects' YAML and the admission check are computed on the compute
+/// pool (10,000 pools make tens of thousands of objects: rendering them must not hold up the
+/// async runtime).
 async fn view(state: &AppState) -> Result<ClusterView> {
     let mut conn = state.pool.acquire().await?;
     let rows = db::objects(&mut *conn).await?;
     let reconciler = reconciler_status(&mut *conn).await?;
+    let world = quota::world(&mut conn).await?;
     drop(conn);
-    let objects = state
+    let today = clock::today();
+    let (objects, admission) = state
         .work
         .compute
         .run(move |stop| {
-            rows.into_iter()
+            let objects = rows
+                .into_iter()
                 .map(|row| {
                     if stop.fired() {
                         return Err(Error::Unavailable);
                     }
                     object_status(row)
                 })
-                .collect::<Result<_>>()
+                .collect::<Result<_>>()?;
+            Ok::<_, Error>((objects, world.admission(today)))
         })
         .await??;
     Ok(ClusterView {
@@ -576,6 +581,7 @@ async fn view(state: &AppState) -> Result<ClusterView> {
         version_warning: version_warning(state.cluster.version),
         reconciler,
         objects,
+        admission,
     })
 }
 

@@ -300,6 +300,10 @@ pub struct ClusterView {
     pub version_warning: Option<String>,
     pub reconciler: ReconcilerStatus,
     pub objects: Vec<ObjectStatus>,
+    /// Whether each team's pods start under the quota in force today
+    /// ([`crate::quota::QuotaWorld::admission`]).
+    #[serde(default)]
+    pub admission: Vec<crate::kueue::Verdict>,
 }
 
 /// What an approval would change on the cluster, object by object.

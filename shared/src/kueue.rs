@@ -417,6 +417,16 @@ impl Setup {
     /// tolerates, and whose quota holds the request (nominal, or borrowing in a cohort). The
     /// reason, in Kueue's words where it has them, when none does.
     pub fn admits(&self, pod: &PodRequest, config: &ManagerConfig) -> Result<String, String> {
+        self.admits_in(&self.resource_groups(), pod, config)
+    }
+
+    /// [`Setup::admits`] with the resource groups already formed (once for many pods).
+    fn admits_in(
+        &self,
+        groups: &[(Vec<String>, Vec<String>)],
+        pod: &PodRequest,
+        config: &ManagerConfig,
+    ) -> Result<String, String> {
         let queue_name = pod
             .queue_name
             .as_deref()
@@ -428,7 +438,6 @@ impl Setup {
             .ok_or_else(|| format!("LocalQueue {queue_name} doesn't exist in {}", pod.namespace))?;
         let counted = config.quota_requests(&pod.requests);
         let wanted: Vec<(&String, i64)> = counted.iter().map(|(r, n)| (r, *n)).collect();
-        let groups = self.resource_groups();
         let mut group: Option<&(Vec<String>, Vec<String>)> = None;
         for (resource, _) in &wanted {
             match groups
@@ -622,29 +631,47 @@ pub fn report(verdicts: &[Verdict]) -> String {
 }
 
 /// A pod and the node it needs.
-pub struct Trial<'a> {
+pub struct Trial {
     pub subject: String,
     pub pod: PodRequest,
     /// Labels a node that can run it carries, by the keys their owner (GPU Feature Discovery
     /// for `nvidia.com/gpu.product`) writes; a flavor label under another key is the platform
     /// team's to set and is taken as set.
-    pub node_labels: &'a BTreeMap<String, String>,
+    pub node_labels: BTreeMap<String, String>,
     /// The node labels of the same model whose cards are not shared, where the pod is planned
     /// on shared ones: a flavor selecting them admits it, unlike the plan.
-    pub unshared: Option<&'a BTreeMap<String, String>>,
+    pub unshared: Option<BTreeMap<String, String>>,
 }
 
 impl Setup {
+    /// The check of each trial ([`Setup::check`]), the resource groups formed once.
+    pub fn check_all(&self, trials: &[Trial], config: &ManagerConfig) -> Vec<Verdict> {
+        let groups = self.resource_groups();
+        trials
+            .iter()
+            .map(|t| self.check_in(&groups, t, config))
+            .collect()
+    }
+
     /// The check: whether Kueue admits the trial's pod under `config` and whether the flavor
     /// it admits on selects the node it needs.
     pub fn check(&self, trial: &Trial, config: &ManagerConfig) -> Verdict {
+        self.check_in(&self.resource_groups(), trial, config)
+    }
+
+    fn check_in(
+        &self,
+        groups: &[(Vec<String>, Vec<String>)],
+        trial: &Trial,
+        config: &ManagerConfig,
+    ) -> Verdict {
         let verdict = |admissible, flavor: Option<&str>, message: String| Verdict {
             subject: trial.subject.clone(),
             admissible,
             flavor: flavor.map(str::to_owned),
             message,
         };
-        let flavor = match self.admits(&trial.pod, config) {
+        let flavor = match self.admits_in(groups, &trial.pod, config) {
             Ok(flavor) => flavor,
             Err(reason) => {
                 return verdict(
@@ -665,7 +692,7 @@ impl Setup {
                 })
                 .map(|(k, v)| format!("{k}={v}"))
         };
-        let Some(wrong) = selects(trial.node_labels) else {
+        let Some(wrong) = selects(&trial.node_labels) else {
             return verdict(
                 Admissible::Yes,
                 Some(&flavor),
@@ -678,7 +705,11 @@ impl Setup {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(", ");
-        match trial.unshared.filter(|node| selects(node).is_none()) {
+        match trial
+            .unshared
+            .as_ref()
+            .filter(|node| selects(node).is_none())
+        {
             Some(_) => verdict(
                 Admissible::Unlike,
                 Some(&flavor),

@@ -1736,6 +1736,69 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
         admits("solo", "nvidia.com/gpu", 3).is_err(),
         "no cohort: nominal only"
     );
+
+    // The check the Cluster page shows: each team's pod for each resource of its quota starts
+    // (the flavors select the platform team's own pool label, which GPU Feature Discovery does
+    // not write, so any node of the pool carries it); idle holds no quota.
+    use shared::kueue::Admissible;
+    let subjects = |w: &QuotaWorld| {
+        w.admission(today)
+            .into_iter()
+            .map(|v| (v.subject, v.admissible))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        subjects(&world),
+        [
+            (
+                "research nvidia.com/gpu on whole".to_owned(),
+                Admissible::Yes
+            ),
+            (
+                "research nvidia.com/mig-1g.10gb on sliced".to_owned(),
+                Admissible::Yes
+            ),
+            (
+                "research nvidia.com/mig-2g.20gb on sliced".to_owned(),
+                Admissible::Yes
+            ),
+            ("solo nvidia.com/gpu on whole".to_owned(), Admissible::Yes),
+        ]
+    );
+    // A flavor that names its model by the catalogue's name selects nodes no GFD labels so
+    // (an H100 SXM5 is NVIDIA-H100-80GB-HBM3); one that shares by HAMi asks for per-vGPU
+    // memory these queues do not cover.
+    let mut named = world.clone();
+    named.flavors[0].settings.node_labels =
+        BTreeMap::from([("nvidia.com/gpu.product".into(), "H100-SXM5-80GB".into())]);
+    let verdicts = named.admission(today);
+    assert_eq!(
+        verdicts[0].admissible,
+        Admissible::Never,
+        "{:?}",
+        verdicts[0]
+    );
+    assert!(
+        verdicts[0].message.contains("NVIDIA-H100-80GB-HBM3"),
+        "{:?}",
+        verdicts[0]
+    );
+    let mut hami = world.clone();
+    hami.flavors[0].settings.sharing = Some(shared::fleet::sharing::Mechanism::HamiFractions);
+    let verdicts = hami.admission(today);
+    assert_eq!(
+        verdicts[0].admissible,
+        Admissible::Never,
+        "{:?}",
+        verdicts[0]
+    );
+    assert!(
+        verdicts[0]
+            .message
+            .contains("resource nvidia.com/gpumem unavailable"),
+        "{:?}",
+        verdicts[0]
+    );
 }
 
 /// The check over every preset: each class's typical pod (its device limits by the isolation
@@ -1861,7 +1924,7 @@ fn the_check_fails_the_bank_export_as_it_was() {
                     node_selector: selector.into(),
                     tolerations: Vec::new(),
                 },
-                node_labels: node,
+                node_labels: node.clone(),
                 unshared: None,
             },
             &config,

@@ -816,6 +816,64 @@ async fn without_a_cluster_nothing_leaves_and_the_page_says_so(pool: PgPool) {
     );
 }
 
+/// The check the Cluster page shows, on the demo inventory: research's approved H200s and
+/// search's H100s start, their flavors selecting the product labels GPU Feature Discovery
+/// writes (`NVIDIA-H200`, `NVIDIA-H100-80GB-HBM3`); with the H100 flavor naming its model by
+/// the catalogue's name, as the console did, search's pods never would.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_demo_fleets_approved_pods_start_where_their_flavors_put_them(pool: PgPool) {
+    use shared::kueue::Admissible;
+    let rig = rig(&pool, "admission", |_| Arc::new(Cluster::off())).await;
+    for (who, team, flavor, gpus) in [
+        (&rig.rita, "research", "h200-train", 48),
+        (&rig.sam, "search", "h100-shared", 16),
+    ] {
+        let (id, version) = submitted(&rig, who, team, flavor, gpus).await;
+        decide(&rig, team, id, "approve", version).await;
+    }
+    let view = reconcile(&rig).await;
+    let verdicts: Vec<(String, Admissible)> = view
+        .admission
+        .iter()
+        .map(|v| (v.subject.clone(), v.admissible))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            (
+                "research nvidia.com/gpu on h200-train".to_owned(),
+                Admissible::Yes
+            ),
+            (
+                "search nvidia.com/gpu on h100-shared".to_owned(),
+                Admissible::Yes
+            ),
+        ],
+        "{:#?}",
+        view.admission
+    );
+    let world = backend::quota::world(&mut *pool.acquire().await.expect("conn"))
+        .await
+        .expect("world");
+    let mut named = world.clone();
+    let h100 = named
+        .flavors
+        .iter_mut()
+        .find(|f| f.name == "h100-shared")
+        .expect("flavor");
+    h100.settings.node_labels = [(
+        "nvidia.com/gpu.product".to_owned(),
+        "H100-SXM5-80GB".to_owned(),
+    )]
+    .into();
+    let search = named
+        .admission(backend::clock::today())
+        .into_iter()
+        .find(|v| v.subject.starts_with("search"))
+        .expect("search");
+    assert_eq!(search.admissible, Admissible::Never, "{search:?}");
+}
+
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn one_replica_reconciles_at_a_time(pool: PgPool) {
     let rig = rig(&pool, "lock", |_| Arc::new(Cluster::off())).await;

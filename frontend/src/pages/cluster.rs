@@ -143,11 +143,42 @@ pub fn ClusterPage() -> impl IntoView {
                 })}
                 <a href="/api/cluster/gitops.zip" download="gpufleet-kueue.zip" data-test="gitops-zip">"Download as GitOps files (zip)"</a>
             </p>
+            {move || latest.get().map(|v| view! { <Admission verdicts=v.admission/> })}
             {move || latest.get().map(|v| view! {
                 <ObjectTable objects=v.objects can_act=Signal::derive(can_act)
                     can_delete=Signal::derive(is_admin) busy reapply remove/>
             })}
         </section>
+    }
+}
+
+/// Whether each team's pods start under the quota in force: Kueue's rules on these objects,
+/// and the flavors' labels against those GPU Feature Discovery writes on their nodes.
+#[component]
+fn Admission(verdicts: Vec<shared::kueue::Verdict>) -> impl IntoView {
+    let rows = verdicts
+        .into_iter()
+        .map(|v| {
+            let class = if v.admissible == shared::kueue::Admissible::Yes {
+                ""
+            } else {
+                "error"
+            };
+            view! {
+                <tr data-test="admission-row">
+                    <td>{v.subject}</td>
+                    <td class=class>{v.admissible.word()}</td>
+                    <td>{v.message}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <h3>"Would each team's pods start?"</h3>
+        <table data-test="admission">
+            <thead><tr><th>"Team, resource, flavor"</th><th>"Pods"</th><th>"Why"</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
     }
 }
 

@@ -250,7 +250,7 @@ pub const CHECK_FILE: &str = "admission-check.txt";
 pub fn admission(scenario: &Scenario, plan: &IsolationPlan) -> Vec<Verdict> {
     let setup = kueue_setup(scenario, plan);
     let config = manager_config(scenario, plan);
-    let mut verdicts = Vec::new();
+    let mut trials = Vec::new();
     for team in &scenario.teams {
         for w in &team.workloads {
             let Some(acc) = scenario.accelerator(&w.flavor) else {
@@ -265,7 +265,6 @@ pub fn admission(scenario: &Scenario, plan: &IsolationPlan) -> Vec<Verdict> {
             let mechanism = isolation::mechanism_of(plan, &team.name, &w.name);
             let needs = node_labels(acc, Some(mechanism));
             let shares = matches!(mechanism, Mechanism::Mps | Mechanism::TimeSlicing);
-            let unshared = node_labels(acc, None);
             // Its pods select their model as their flavor's nodes are labelled.
             let product = acc.vendor().product_label();
             let mut node_selector = BTreeMap::new();
@@ -273,7 +272,7 @@ pub fn admission(scenario: &Scenario, plan: &IsolationPlan) -> Vec<Verdict> {
             if let Some(value) = flavor.and_then(|f| f.node_labels.get(product)) {
                 node_selector.insert(product.to_owned(), value.clone());
             }
-            let trial = Trial {
+            trials.push(Trial {
                 subject: format!("{}/{}", team.name, w.name),
                 pod: PodRequest {
                     namespace: team.name.clone(),
@@ -282,13 +281,12 @@ pub fn admission(scenario: &Scenario, plan: &IsolationPlan) -> Vec<Verdict> {
                     node_selector,
                     tolerations: Vec::new(),
                 },
-                node_labels: &needs,
-                unshared: shares.then_some(&unshared),
-            };
-            verdicts.push(setup.check(&trial, &config));
+                node_labels: needs,
+                unshared: shares.then(|| node_labels(acc, None)),
+            });
         }
     }
-    verdicts
+    setup.check_all(&trials, &config)
 }
 
 /// Objects per file: `kueue.yaml` (flavors, cohort, queues, priorities) and `keda.yaml`.

@@ -1,9 +1,18 @@
 //! The Kueue objects the effective quota renders to, and the review an approver reads.
 
+use std::collections::BTreeMap;
+
 use crate::{
     common::day::Day,
     common::yaml::to_yaml,
-    kueue::{KueueVersion, Queue, Queueing, Quota, Reclaim, Setup, WithinQueue},
+    fleet::{
+        catalogue::{self, HamiResources},
+        sharing::Mechanism,
+    },
+    kueue::{
+        KueueVersion, ManagerConfig, PodRequest, Queue, Queueing, Quota, Reclaim, Setup, Trial,
+        Verdict, WithinQueue,
+    },
 };
 
 use super::*;
@@ -39,6 +48,62 @@ impl QuotaWorld {
             queue_after_yaml: queue_yaml(&others.with(&request.team, &request.spec)),
             request,
         }
+    }
+
+    /// The check on the quota in force on `day`, as the Cluster page shows it: for each team
+    /// and each flavor resource its quota holds, a pod asking one of it (and cpu and memory,
+    /// which the manager excludes), in the team's namespace with its queue-name label, selecting
+    /// the flavor's product label — on a flavor that shares by HAMi also HAMi's per-vGPU memory
+    /// and cores (half a card each), which these queues do not cover — put through Kueue's
+    /// rules on these objects, and the flavor's labels against those GPU Feature Discovery
+    /// writes on a node of its pools ([`Flavor::node_labels`]).
+    pub fn admission(&self, day: Day) -> Vec<Verdict> {
+        let setup = self.kueue_setup(day);
+        let config = ManagerConfig::accelerators_only();
+        let effective = self.effective_on(day);
+        let mut trials = Vec::new();
+        for team in &self.teams {
+            let Some(approved) = effective.get(team.team.as_str()) else {
+                continue;
+            };
+            for line in approved.spec.lines.iter().filter(|l| l.nominal > 0) {
+                let Some(flavor) = self.flavors.iter().find(|f| f.name == line.flavor) else {
+                    continue;
+                };
+                let node = flavor.node_labels();
+                let mut requests = vec![(line.resource.clone(), 1)];
+                let model = catalogue::find(&flavor.gpu_model).ok();
+                let hami = model
+                    .and_then(HamiResources::of)
+                    .filter(|_| flavor.settings.sharing == Some(Mechanism::HamiFractions));
+                if let (Some(hami), Some(card)) = (hami, model) {
+                    requests.push((hami.memory.clone(), i64::from(card.mem_mib / 2)));
+                    requests.extend(hami.cores.map(|c| (c, 50)));
+                }
+                requests.push(("cpu".to_owned(), 8_000));
+                requests.push(("memory".to_owned(), 64 << 30));
+                let mut node_selector = BTreeMap::new();
+                let labels = flavor.object().node_labels;
+                for key in node.keys() {
+                    if let Some(value) = labels.get(key) {
+                        node_selector.insert(key.clone(), value.clone());
+                    }
+                }
+                trials.push(Trial {
+                    subject: format!("{} {} on {}", team.team, line.resource, flavor.name),
+                    pod: PodRequest {
+                        namespace: team.namespace.clone(),
+                        queue_name: Some(team.local_queue.clone()),
+                        requests,
+                        node_selector,
+                        tolerations: Vec::new(),
+                    },
+                    node_labels: node,
+                    unshared: None,
+                });
+            }
+        }
+        setup.check_all(&trials, &config)
     }
 
     /// The Kueue objects of the quota in force on `day`.
