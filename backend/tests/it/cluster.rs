@@ -852,7 +852,7 @@ async fn the_demo_fleets_approved_pods_start_where_their_flavors_put_them(pool: 
         "{:#?}",
         view.admission
     );
-    let world = backend::quota::world(&mut *pool.acquire().await.expect("conn"))
+    let world = backend::quota::world(&mut pool.acquire().await.expect("conn"))
         .await
         .expect("world");
     let mut named = world.clone();
