@@ -152,6 +152,7 @@ pub async fn world(db: &mut PgConnection) -> Result<QuotaWorld> {
                 pools: row.pools,
                 gpus: row.gpus,
                 version: row.version,
+                product_label: row.product_label,
             })
         })
         .collect::<Result<_>>()?;

@@ -43,6 +43,11 @@ pub struct ModelEntry {
     /// A catalogue name, e.g. `H100-SXM5-80GB`.
     pub name: String,
     pub price_cents_per_gpu_hour: i64,
+    /// The product label its nodes carry where it is not the catalogue's (GPU Feature
+    /// Discovery's `nvidia.com/gpu.product` for a board variant whose NVML name differs, e.g.
+    /// `NVIDIA-H200-NVL`); absent: the catalogue's ([`catalogue::AcceleratorModel::product`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product_label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +157,15 @@ impl Inventory {
                 errors.push(error(
                     format!("models[{i}].price_cents_per_gpu_hour"),
                     format!("whole cents per GPU-hour, 0 to {MAX_CENTS_PER_GPU_HOUR}"),
+                ));
+            }
+            if m.product_label
+                .as_deref()
+                .is_some_and(|l| !crate::quota::is_label_value(l))
+            {
+                errors.push(error(
+                    format!("models[{i}].product_label"),
+                    crate::quota::LABEL_VALUE_RULE.to_owned(),
                 ));
             }
         }
@@ -353,11 +367,18 @@ impl Inventory {
             &want.models,
             |m| &m.name,
             |a, b| {
-                field_change(
+                let mut c = field_change(
                     "price_cents_per_gpu_hour",
                     a.price_cents_per_gpu_hour,
                     b.price_cents_per_gpu_hour,
-                )
+                );
+                let label = |m: &ModelEntry| {
+                    m.product_label
+                        .clone()
+                        .unwrap_or_else(|| "(the catalogue's)".to_owned())
+                };
+                c.extend(field_change("product_label", label(a), label(b)));
+                c
             },
             true,
             &mut changes,
@@ -503,6 +524,7 @@ mod tests {
     fn demo() -> Inventory {
         Inventory {
             models: vec![ModelEntry {
+                product_label: None,
                 name: "H100-SXM5-80GB".into(),
                 price_cents_per_gpu_hour: 860,
             }],
@@ -627,6 +649,7 @@ mod tests {
     fn problems_are_named_by_path() {
         let mut inv = demo();
         inv.models.push(ModelEntry {
+            product_label: None,
             name: "H9000".into(),
             price_cents_per_gpu_hour: -1,
         });

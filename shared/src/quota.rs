@@ -20,7 +20,10 @@ mod setup;
 #[cfg(test)]
 mod tests;
 
-pub use flavor::{Capacity, Flavor, FlavorSettings, SOFTWARE_SHARING, SettingsText};
+pub use flavor::{
+    Capacity, Flavor, FlavorSettings, LABEL_VALUE_RULE, SOFTWARE_SHARING, SettingsText,
+    is_label_value,
+};
 pub use request::{
     Action, Approved, DEFAULT_COHORT, Decision, EditRequest, FlavorEdit, NewRequest, QueueNames,
     QuotaLine, QuotaRequest, QuotaSpec, RequestView, State, Submit, TeamQueue,

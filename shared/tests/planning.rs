@@ -1616,6 +1616,7 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
             sharing: None,
         },
         version: 1,
+        product_label: None,
     };
     let team = |name: &str, cohort: Option<&str>| TeamQueue {
         team: name.into(),

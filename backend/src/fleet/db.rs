@@ -53,7 +53,7 @@ pub async fn lock_fleet(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
 pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
     let models = sqlx::query_as!(
         ModelEntry,
-        "select name, price_cents_per_gpu_hour from gpu_models order by name"
+        "select name, price_cents_per_gpu_hour, product_label from gpu_models order by name"
     )
     .fetch_all(&mut *db)
     .await?;
@@ -136,11 +136,14 @@ pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
 pub async fn write_inventory(db: &mut PgConnection, wanted: &Inventory) -> Result<()> {
     for m in &wanted.models {
         sqlx::query!(
-            "insert into gpu_models (name, price_cents_per_gpu_hour) values ($1, $2)
-             on conflict (name) do update set price_cents_per_gpu_hour = excluded.price_cents_per_gpu_hour
-             where gpu_models.price_cents_per_gpu_hour <> excluded.price_cents_per_gpu_hour",
+            "insert into gpu_models (name, price_cents_per_gpu_hour, product_label) values ($1, $2, $3)
+             on conflict (name) do update set price_cents_per_gpu_hour = excluded.price_cents_per_gpu_hour,
+                                              product_label = excluded.product_label
+             where (gpu_models.price_cents_per_gpu_hour, gpu_models.product_label)
+                   is distinct from (excluded.price_cents_per_gpu_hour, excluded.product_label)",
             m.name,
-            m.price_cents_per_gpu_hour
+            m.price_cents_per_gpu_hour,
+            m.product_label.as_deref()
         )
         .execute(&mut *db)
         .await?;

@@ -13,12 +13,13 @@ pub struct FlavorRow {
     pub version: i32,
     pub pools: Vec<String>,
     pub gpus: i64,
+    pub product_label: Option<String>,
 }
 
 pub async fn flavors(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<FlavorRow>> {
     sqlx::query_as!(
         FlavorRow,
-        r#"select f.name, m.name as gpu_model, f.settings as "settings!: Json<FlavorSettings>", f.version,
+        r#"select f.name, m.name as gpu_model, f.settings as "settings!: Json<FlavorSettings>", f.version, m.product_label,
                   array(select p.name from node_pools p where p.flavor_id = f.id order by p.name) as "pools!",
                   coalesce((select sum(p.nodes::bigint * p.gpus_per_node) from node_pools p
                             where p.flavor_id = f.id), 0)::bigint as "gpus!"

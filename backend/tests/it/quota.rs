@@ -756,6 +756,81 @@ async fn admins_edit_flavors_and_queues_and_the_rules_hold(pool: PgPool) {
     assert_eq!(kinds, ["flavor", "team_queue"]);
 }
 
+/// A fleet whose nodes of a model carry another product label than the catalogue's (a board
+/// variant: an H200 NVL's NVML name is "NVIDIA H200 NVL") says so in the inventory; the
+/// flavors of that model then select it, and the check takes it as what the nodes carry.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_inventory_names_the_product_label_its_nodes_carry(pool: PgPool) {
+    let w = world(&pool).await;
+    let mut inventory: Value = call(&w, Method::GET, "/api/inventory", &w.ada, None)
+        .await
+        .json();
+    let h200 = inventory["models"]
+        .as_array()
+        .and_then(|models| models.iter().position(|m| m["name"] == "H200-SXM-141GB"))
+        .expect("the H200 model");
+    assert_eq!(inventory["models"][h200].get("product_label"), None);
+    // A value no label may hold is refused at its path.
+    inventory["models"][h200]["product_label"] = json!("NVIDIA H200 NVL");
+    let reply = call(
+        &w,
+        Method::POST,
+        "/api/inventory",
+        &w.ada,
+        Some(inventory.clone()),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.text()
+    );
+    assert!(
+        reply
+            .text()
+            .contains(&format!("models[{h200}].product_label")),
+        "{}",
+        reply.text()
+    );
+    inventory["models"][h200]["product_label"] = json!("NVIDIA-H200-NVL");
+    let reply = call(
+        &w,
+        Method::POST,
+        "/api/inventory",
+        &w.ada,
+        Some(inventory.clone()),
+    )
+    .await;
+    assert_eq!(
+        reply.json::<Value>(),
+        json!({"changes": ["change model H200-SXM-141GB: product_label (the catalogue's) → NVIDIA-H200-NVL"], "applied": true})
+    );
+    let world: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.ada, None)
+        .await
+        .json();
+    let flavor = world
+        .flavors
+        .iter()
+        .find(|f| f.name == "h200-train")
+        .expect("h200-train");
+    assert_eq!(
+        flavor.object().node_labels["nvidia.com/gpu.product"],
+        "NVIDIA-H200-NVL"
+    );
+    assert_eq!(flavor.node_labels(), flavor.object().node_labels);
+    // Applied again, nothing changes; exported, it is there.
+    let reply = call(&w, Method::POST, "/api/inventory", &w.ada, Some(inventory)).await;
+    assert_eq!(
+        reply.json::<Value>(),
+        json!({"changes": [], "applied": false})
+    );
+    let exported: Value = call(&w, Method::GET, "/api/inventory", &w.ada, None)
+        .await
+        .json();
+    assert_eq!(exported["models"][h200]["product_label"], "NVIDIA-H200-NVL");
+}
+
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn admins_apply_the_inventory_over_the_api_and_approved_quota_holds(pool: PgPool) {
     let w = world(&pool).await;

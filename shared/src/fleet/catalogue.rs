@@ -135,10 +135,15 @@ impl AcceleratorModel {
     /// time-sliced L4); whole cards, MIG (mixed strategy) and HAMi's own device plugin leave
     /// the name as it is.
     pub fn product_under(&self, sharing: Option<Mechanism>) -> String {
+        self.product_under_name(&self.product(), sharing)
+    }
+
+    /// [`AcceleratorModel::product_under`] for nodes whose whole-card label is `product`.
+    pub fn product_under_name(&self, product: &str, sharing: Option<Mechanism>) -> String {
         let shared = matches!(sharing, Some(Mechanism::Mps | Mechanism::TimeSlicing));
         match &self.device_name {
-            Some(_) if shared => format!("{}-SHARED", self.product()),
-            _ => self.product(),
+            Some(_) if shared => format!("{product}-SHARED"),
+            _ => product.to_owned(),
         }
     }
 }

@@ -27,6 +27,10 @@ pub struct Flavor {
     /// Bumped by every change to the settings; an edit naming an older one is refused (409).
     #[serde(default)]
     pub version: i32,
+    /// The product label its model's nodes carry where the inventory says it is not the
+    /// catalogue's (`ModelEntry::product_label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product_label: Option<String>,
 }
 
 /// What admins set on a flavor.
@@ -62,12 +66,16 @@ impl Flavor {
     }
 
     /// The labels GPU Feature Discovery (or, outside NVIDIA, the platform team) puts on a node
-    /// of its pools, as its sharing offers the cards: the product label.
+    /// of its pools, as its sharing offers the cards: the product label (the inventory's for
+    /// its model, where it gives one).
     pub fn node_labels(&self) -> BTreeMap<String, String> {
-        let product = catalogue::find(&self.gpu_model).map_or_else(
-            |_| self.gpu_model.clone(),
-            |m| m.product_under(self.settings.sharing),
-        );
+        let model = catalogue::find(&self.gpu_model).ok();
+        let product = match (&self.product_label, model) {
+            (Some(own), Some(m)) => m.product_under_name(own, self.settings.sharing),
+            (Some(own), None) => own.clone(),
+            (None, Some(m)) => m.product_under(self.settings.sharing),
+            (None, None) => self.gpu_model.clone(),
+        };
         BTreeMap::from([(self.vendor().product_label().to_owned(), product)])
     }
 
@@ -139,7 +147,7 @@ impl FlavorSettings {
             if let Err(problem) = label_key(key) {
                 error(path.clone(), problem);
             }
-            if !value.is_empty() && !label_name(value) {
+            if !value.is_empty() && !is_label_value(value) {
                 error(path, LABEL_VALUE_RULE.into());
             }
         }
@@ -147,7 +155,7 @@ impl FlavorSettings {
             if let Err(problem) = label_key(&taint.key) {
                 error(format!("node_taints[{i}].key"), problem);
             }
-            if !taint.value.is_empty() && !label_name(&taint.value) {
+            if !taint.value.is_empty() && !is_label_value(&taint.value) {
                 error(format!("node_taints[{i}].value"), LABEL_VALUE_RULE.into());
             }
         }
@@ -387,10 +395,10 @@ impl SettingsText {
     }
 }
 
-const LABEL_VALUE_RULE: &str = "must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
+pub const LABEL_VALUE_RULE: &str = "must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
 
 /// A label value or a key's name part.
-fn label_name(s: &str) -> bool {
+pub fn is_label_value(s: &str) -> bool {
     let b = s.as_bytes();
     !s.is_empty()
         && s.len() <= 63
@@ -411,7 +419,7 @@ fn label_key(key: &str) -> Result<(), String> {
     {
         return Err("the prefix before '/' must be a DNS subdomain (e.g. nvidia.com)".into());
     }
-    if label_name(name) {
+    if is_label_value(name) {
         Ok(())
     } else {
         Err(format!("the name part {LABEL_VALUE_RULE}"))

@@ -21,6 +21,7 @@ fn flavor(name: &str, gpus: i64) -> Flavor {
         gpus,
         settings: FlavorSettings::default(),
         version: 1,
+        product_label: None,
     }
 }
 
