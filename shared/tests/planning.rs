@@ -1769,37 +1769,23 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
     // A flavor that names its model by the catalogue's name selects nodes no GFD labels so
     // (an H100 SXM5 is NVIDIA-H100-80GB-HBM3); one that shares by HAMi asks for per-vGPU
     // memory these queues do not cover.
+    let first_never = |w: &QuotaWorld, why: &str| {
+        let verdicts = w.admission(today);
+        assert_eq!(
+            verdicts[0].admissible,
+            Admissible::Never,
+            "{:?}",
+            verdicts[0]
+        );
+        assert!(verdicts[0].message.contains(why), "{:?}", verdicts[0]);
+    };
     let mut named = world.clone();
     named.flavors[0].settings.node_labels =
         BTreeMap::from([("nvidia.com/gpu.product".into(), "H100-SXM5-80GB".into())]);
-    let verdicts = named.admission(today);
-    assert_eq!(
-        verdicts[0].admissible,
-        Admissible::Never,
-        "{:?}",
-        verdicts[0]
-    );
-    assert!(
-        verdicts[0].message.contains("NVIDIA-H100-80GB-HBM3"),
-        "{:?}",
-        verdicts[0]
-    );
+    first_never(&named, "NVIDIA-H100-80GB-HBM3");
     let mut hami = world.clone();
     hami.flavors[0].settings.sharing = Some(shared::fleet::sharing::Mechanism::HamiFractions);
-    let verdicts = hami.admission(today);
-    assert_eq!(
-        verdicts[0].admissible,
-        Admissible::Never,
-        "{:?}",
-        verdicts[0]
-    );
-    assert!(
-        verdicts[0]
-            .message
-            .contains("resource nvidia.com/gpumem unavailable"),
-        "{:?}",
-        verdicts[0]
-    );
+    first_never(&hami, "resource nvidia.com/gpumem unavailable");
 }
 
 /// The check over every preset: each class's typical pod (its device limits by the isolation

@@ -770,40 +770,29 @@ async fn the_inventory_names_the_product_label_its_nodes_carry(pool: PgPool) {
         .and_then(|models| models.iter().position(|m| m["name"] == "H200-SXM-141GB"))
         .expect("the H200 model");
     assert_eq!(inventory["models"][h200].get("product_label"), None);
+    let apply = |inventory: &Value| {
+        call(
+            &w,
+            Method::POST,
+            "/api/inventory",
+            &w.ada,
+            Some(inventory.clone()),
+        )
+    };
     // A value no label may hold is refused at its path.
     inventory["models"][h200]["product_label"] = json!("NVIDIA H200 NVL");
-    let reply = call(
-        &w,
-        Method::POST,
-        "/api/inventory",
-        &w.ada,
-        Some(inventory.clone()),
-    )
-    .await;
+    let reply = apply(&inventory).await;
     assert_eq!(
         reply.status,
         StatusCode::UNPROCESSABLE_ENTITY,
         "{}",
         reply.text()
     );
-    assert!(
-        reply
-            .text()
-            .contains(&format!("models[{h200}].product_label")),
-        "{}",
-        reply.text()
-    );
+    let path = format!("models[{h200}].product_label");
+    assert!(reply.text().contains(&path), "{}", reply.text());
     inventory["models"][h200]["product_label"] = json!("NVIDIA-H200-NVL");
-    let reply = call(
-        &w,
-        Method::POST,
-        "/api/inventory",
-        &w.ada,
-        Some(inventory.clone()),
-    )
-    .await;
     assert_eq!(
-        reply.json::<Value>(),
+        apply(&inventory).await.json::<Value>(),
         json!({"changes": ["change model H200-SXM-141GB: product_label (the catalogue's) → NVIDIA-H200-NVL"], "applied": true})
     );
     let world: QuotaWorld = call(&w, Method::GET, "/api/quota/world", &w.ada, None)
@@ -820,9 +809,8 @@ async fn the_inventory_names_the_product_label_its_nodes_carry(pool: PgPool) {
     );
     assert_eq!(flavor.node_labels(), flavor.object().node_labels);
     // Applied again, nothing changes; exported, it is there.
-    let reply = call(&w, Method::POST, "/api/inventory", &w.ada, Some(inventory)).await;
     assert_eq!(
-        reply.json::<Value>(),
+        apply(&inventory).await.json::<Value>(),
         json!({"changes": [], "applied": false})
     );
     let exported: Value = call(&w, Method::GET, "/api/inventory", &w.ada, None)
