@@ -331,24 +331,28 @@ pub fn flavor_runs(
     flavor: &str,
     mechanism: Mechanism,
 ) -> bool {
-    classes_on(scenario, flavor).any(|(team, w)| mechanism_of(plan, team, &w.name) == mechanism)
+    classes_on(scenario, plan, flavor).any(|(_, _, c)| c.mechanism == mechanism)
 }
 
 fn on_hami_flavor(scenario: &Scenario, plan: &IsolationPlan, flavor: &str) -> bool {
     flavor_runs(scenario, plan, flavor, Mechanism::HamiFractions)
 }
 
-/// The classes (team name, workload) on `flavor`.
+/// The classes on `flavor` (team name, workload, its plan): the plan lists them in the
+/// scenario's order, so one pass pairs them (a pair that does not match, from a plan of
+/// another scenario, is left out).
 pub fn classes_on<'a>(
     scenario: &'a Scenario,
+    plan: &'a IsolationPlan,
     flavor: &'a str,
-) -> impl Iterator<Item = (&'a str, &'a Workload)> {
-    scenario.teams.iter().flat_map(move |t| {
-        t.workloads
-            .iter()
-            .filter(move |w| w.flavor == flavor)
-            .map(move |w| (t.name.as_str(), w))
-    })
+) -> impl Iterator<Item = (&'a str, &'a Workload, &'a ClassIsolation)> {
+    scenario
+        .teams
+        .iter()
+        .flat_map(|t| t.workloads.iter().map(move |w| (t.name.as_str(), w)))
+        .zip(&plan.classes)
+        .filter(move |((team, w), c)| w.flavor == flavor && c.team == *team && c.workload == w.name)
+        .map(|((team, w), c)| (team, w, c))
 }
 
 /// What the containers of the classes on a flavor with HAMi classes set in `resources.limits`

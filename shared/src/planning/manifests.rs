@@ -127,8 +127,7 @@ fn node_labels(acc: &Accelerator, mechanism: Option<Mechanism>) -> BTreeMap<Stri
 /// Whether every class on the flavor shares cards through the device plugin (MPS or
 /// time-slicing): then its nodes are the shared ones.
 fn shared_nodes(scenario: &Scenario, plan: &IsolationPlan, flavor: &str) -> Option<Mechanism> {
-    let mut mechanisms = isolation::classes_on(scenario, flavor)
-        .map(|(team, w)| isolation::mechanism_of(plan, team, &w.name));
+    let mut mechanisms = isolation::classes_on(scenario, plan, flavor).map(|(.., c)| c.mechanism);
     let first = mechanisms.next()?;
     let shared = |m: Mechanism| matches!(m, Mechanism::Mps | Mechanism::TimeSlicing);
     (shared(first) && mechanisms.all(shared)).then_some(first)
@@ -190,10 +189,7 @@ fn flavor_quotas(
     }
     // Each MIG profile the flavor's classes take, with this team's peak instances of it.
     let mut profiles: Vec<(String, i64)> = Vec::new();
-    for (name, w) in isolation::classes_on(scenario, &acc.flavor) {
-        let Some(class) = plan.class(name, &w.name) else {
-            continue;
-        };
+    for (name, _, class) in isolation::classes_on(scenario, plan, &acc.flavor) {
         let mine = team.is_some_and(|t| t.name == name);
         let peak = if mine { i64::from(class.peak_pods) } else { 0 };
         let mig = class
