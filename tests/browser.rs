@@ -951,6 +951,17 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
             ),
         )
         .await;
+    // The week's busy fleet beside the sizing's estimate for the same fleet.
+    browser
+        .wait_for_text(
+            "[data-test=simulation]",
+            &format!(
+                "busy {:.1}% of the fleet (the sizing's hourly estimate for this fleet: {:.1}%)",
+                sim.busy_pct.unwrap_or(0.0),
+                sizing.fleet_pool.mean_busy_pct
+            ),
+        )
+        .await;
     // Preemptions of submitted work, and the backlog's reclaims on their own.
     browser
         .wait_for_text(

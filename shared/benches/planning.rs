@@ -6,19 +6,21 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use shared::{
     planning::scenario::{Scenario, Team, bench_scenario},
     planning::simulate::simulate,
-    planning::{evaluate, parse_scenario, suggest_quotas},
+    planning::{evaluate, isolation_plan, parse_scenario, suggest_quotas},
 };
 
 fn week(c: &mut Criterion) {
     let scenario = bench_scenario();
     let mut group = c.benchmark_group("simulate");
     group.sample_size(10);
+    let plan = isolation_plan(&scenario);
     group.bench_function("week_10000_gpus_50_teams", |b| {
-        b.iter(|| simulate(&scenario))
+        b.iter(|| simulate(&scenario, &plan))
     });
     let large = ten_times(&scenario);
+    let large_plan = isolation_plan(&large);
     group.bench_function("week_100000_gpus_500_teams", |b| {
-        b.iter(|| simulate(&large))
+        b.iter(|| simulate(&large, &large_plan))
     });
     group.finish();
 }

@@ -64,10 +64,10 @@ pub fn evaluate_until(
 ) -> Result<Evaluation, EvaluateError> {
     scenario.validate().map_err(EvaluateError::Invalid)?;
     let sizing = sizing::size(scenario);
-    let simulation = simulate::simulate_until(scenario, stop)
-        .map_err(|Interrupted| EvaluateError::Interrupted)?;
     let decision = decision::evaluate(scenario, &sizing);
     let isolation = isolation::plan(scenario, decision.recommendation);
+    let simulation = simulate::simulate_until(scenario, &isolation, stop)
+        .map_err(|Interrupted| EvaluateError::Interrupted)?;
     let mig = isolation::mig_layouts(scenario, &isolation);
     Ok(Evaluation {
         scenario: scenario.name.clone(),
@@ -84,7 +84,8 @@ pub fn evaluate_until(
 }
 
 /// The isolation plan under the architecture the decision recommends: what the export's
-/// objects follow, without the week's simulation. The scenario must be valid.
+/// objects follow and how the week packs each class, without the week's simulation. The
+/// scenario must be valid.
 pub fn isolation_plan(scenario: &Scenario) -> IsolationPlan {
     let sizing = sizing::size(scenario);
     isolation::plan(
@@ -117,8 +118,11 @@ pub fn suggest_quotas_with(
     today: Option<Simulation>,
 ) -> Result<crate::planning::suggest::QuotaSuggestion, Vec<FieldError>> {
     scenario.validate()?;
-    let today = today.unwrap_or_else(|| simulate::simulate(scenario));
-    Ok(crate::planning::suggest::suggest(scenario, &today))
+    let isolation = isolation_plan(scenario);
+    let today = today.unwrap_or_else(|| simulate::simulate(scenario, &isolation));
+    Ok(crate::planning::suggest::suggest(
+        scenario, &isolation, &today,
+    ))
 }
 
 /// Reads a scenario from JSON, naming the field path of a type error (`fleet[0].count`).

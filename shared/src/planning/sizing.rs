@@ -70,6 +70,11 @@ pub struct PoolSizing {
 pub struct Sizing {
     pub separate_pools: PoolSizing,
     pub shared_pool: PoolSizing,
+    /// The fleet the scenario has, one shared pool per flavor, as the week runs it: work
+    /// reaches only the cards within some team's nominal quota (Kueue lends only unused
+    /// nominal quota), and the utilisation is of every card. The figure the simulated week's
+    /// is held against.
+    pub fleet_pool: PoolSizing,
     /// From separate to shared, on the separate pools' GPUs.
     pub gain: UtilisationGain,
     pub by_flavor: Vec<FlavorSizing>,
@@ -289,7 +294,14 @@ fn run_pool(gpus: u64, price: i64, classes: &[&Series]) -> Week {
     let mut held_by = vec![0.0; classes.len()];
     for h in 0..HOURS_PER_WEEK {
         let at = |v: &Vec<f64>| v.get(h).copied().unwrap_or(0.0);
-        let held: f64 = classes.iter().map(|s| at(&s.held)).sum();
+        let wanted: f64 = classes.iter().map(|s| at(&s.held)).sum();
+        // A pool smaller than the hour's demand (the fleet as it is) runs that share of it.
+        let share = if wanted > gpus as f64 + 1e-6 {
+            gpus as f64 / wanted
+        } else {
+            1.0
+        };
+        let held = wanted * share;
         let fill = backlog.min((gpus as f64 - held).max(0.0));
         for (i, s) in classes.iter().enumerate() {
             let mine = if backlog > 0.0 {
@@ -297,12 +309,12 @@ fn run_pool(gpus: u64, price: i64, classes: &[&Series]) -> Week {
             } else {
                 0.0
             };
-            held_by[i] += at(&s.held) + mine;
+            held_by[i] += at(&s.held) * share + mine;
             // Work is in jobs (one GPU each unpacked); a card of backlog runs `pack` jobs.
-            week.busy_gpu_hours += (at(&s.work) + mine * s.pack) * s.busy_share;
+            week.busy_gpu_hours += (at(&s.work) * share + mine * s.pack) * s.busy_share;
             week.backlog_gpu_hours += mine;
             if let Some(tokens) = s.tokens_per_gpu_hour {
-                week.tokens += at(&s.work) * tokens;
+                week.tokens += at(&s.work) * share * tokens;
             }
         }
         week.held_gpu_hours += held + fill;
@@ -322,7 +334,7 @@ pub fn size(scenario: &Scenario) -> Sizing {
         .flat_map(|t| &t.workloads)
         .map(|w| Series::of(scenario, w))
         .collect();
-    let (mut separate, mut shared) = (Week::default(), Week::default());
+    let (mut separate, mut shared, mut fleet) = (Week::default(), Week::default(), Week::default());
     let mut by_flavor = Vec::new();
     for acc in &scenario.fleet {
         let mine: Vec<&Series> = all.iter().filter(|s| s.flavor == acc.flavor).collect();
@@ -351,6 +363,10 @@ pub fn size(scenario: &Scenario) -> Sizing {
             .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
             .sum();
         shared.add(pool);
+        let mut as_it_is = run_pool(fleet_gpus.min(nominal), price, &packed);
+        as_it_is.gpus = fleet_gpus;
+        as_it_is.cost_cents_per_year = fleet_gpus as i64 * price * HOURS_PER_YEAR;
+        fleet.add(as_it_is);
         by_flavor.push(FlavorSizing {
             flavor: acc.flavor.clone(),
             fleet_gpus,
@@ -370,6 +386,7 @@ pub fn size(scenario: &Scenario) -> Sizing {
     Sizing {
         separate_pools,
         shared_pool,
+        fleet_pool: fleet.sizing(),
         gain,
         by_flavor,
     }

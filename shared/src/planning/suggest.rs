@@ -30,6 +30,7 @@ use crate::{
     common::day::Day,
     common::interrupt::{Interrupt, Interrupted, Never},
     kueue::{Reclaim, WithinQueue},
+    planning::isolation::IsolationPlan,
     planning::scenario::{Scenario, WorkloadKind},
     planning::simulate::{self, Simulation, TeamStats},
     quota::{NewRequest, QuotaLine, QuotaSpec},
@@ -229,12 +230,16 @@ struct Need {
 }
 
 /// `needs[team][flavor]`, flavors in fleet order.
-fn needs(scenario: &Scenario) -> Vec<Vec<Need>> {
+fn needs(scenario: &Scenario, isolation: &IsolationPlan) -> Vec<Vec<Need>> {
     let hours = crate::planning::scenario::HOURS_PER_WEEK;
+    // The plan lists the classes in the scenario's order: each team's first is at its offset.
+    let mut first_class = 0;
     scenario
         .teams
         .iter()
         .map(|team| {
+            let offset = first_class;
+            first_class += team.workloads.len();
             scenario
                 .fleet
                 .iter()
@@ -242,20 +247,26 @@ fn needs(scenario: &Scenario) -> Vec<Vec<Need>> {
                     let mut floor = vec![0.0; hours];
                     let mut other = vec![0.0; hours];
                     let mut need = Need::default();
-                    for w in team.workloads.iter().filter(|w| w.flavor == acc.flavor) {
+                    let classes = team.workloads.iter().enumerate();
+                    for (i, w) in classes.filter(|(_, w)| w.flavor == acc.flavor) {
+                        // Cards' worth: a class whose jobs share cards needs a share of one each.
+                        let per_card = isolation
+                            .classes
+                            .get(offset + i)
+                            .map_or(1.0, |c| f64::from(c.jobs_per_card.max(1)));
                         let demand = w.demand.hourly();
                         match (&w.kind, &w.inference) {
                             (WorkloadKind::Inference, Some(inf)) => {
                                 for (h, traffic) in demand.iter().enumerate() {
                                     let replicas = inf.replicas_held(*traffic, w.gpus_per_job);
-                                    floor[h] += f64::from(replicas * w.gpus_per_job);
+                                    floor[h] += f64::from(replicas * w.gpus_per_job) / per_card;
                                 }
                             }
                             _ => {
                                 for (h, gpus) in demand.iter().enumerate() {
-                                    other[h] += gpus;
+                                    other[h] += gpus / per_card;
                                 }
-                                need.backlog += w.backlog_gpus;
+                                need.backlog += w.backlog_gpus / per_card;
                                 need.largest_job = need.largest_job.max(w.gpus_per_job);
                             }
                         }
@@ -485,8 +496,12 @@ fn adjust(
 type Candidate = (Vec<Vec<Limits>>, Simulation, (usize, f64));
 
 /// [`suggest_until`] to the end.
-pub fn suggest(scenario: &Scenario, today: &Simulation) -> QuotaSuggestion {
-    match suggest_until(scenario, today, &Never) {
+pub fn suggest(
+    scenario: &Scenario,
+    isolation: &IsolationPlan,
+    today: &Simulation,
+) -> QuotaSuggestion {
+    match suggest_until(scenario, isolation, today, &Never) {
         Ok(suggestion) => suggestion,
         Err(Interrupted) => unreachable!("Never does not fire"),
     }
@@ -495,6 +510,7 @@ pub fn suggest(scenario: &Scenario, today: &Simulation) -> QuotaSuggestion {
 /// Suggests quotas for `scenario` (valid), whose week under today's quotas is `today`.
 pub fn suggest_until(
     scenario: &Scenario,
+    isolation: &IsolationPlan,
     today: &Simulation,
     stop: &dyn Interrupt,
 ) -> Result<QuotaSuggestion, Interrupted> {
@@ -514,13 +530,13 @@ pub fn suggest_until(
                 .to_owned(),
         );
     }
-    let needs = needs(scenario);
+    let needs = needs(scenario, isolation);
     let mut nominal = first_nominals(scenario, &needs, &mut notes);
     let mut best: Option<Candidate> = None;
     let mut weeks = 0;
     loop {
         let candidate = limits(scenario, &needs, &nominal);
-        let week = simulate::simulate_until(&with_limits(scenario, &candidate), stop)?;
+        let week = simulate::simulate_until(&with_limits(scenario, &candidate), isolation, stop)?;
         weeks += 1;
         let score = score(scenario, &week);
         let done = score.0 == 0 || weeks == MAX_WEEKS;

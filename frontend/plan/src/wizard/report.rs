@@ -217,11 +217,11 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
         <h2>"The week under Kueue"</h2>
         <p data-test="simulation">
             {format!(
-                "Batch: {:.0} GPU-hours wanted; {:.0} admitted (of which {:.0} rework), {:.0} left at the week's end; plus {:.0} for work running at the start and {:.0} of backlog. Inference: {:.0} GPU-hours of traffic, held by replicas for {:.0}. Allocated {:.1}%, busy {:.1}% of the fleet; queue wait p95 {} min; {:.0} GPU-hours admitted on quota but Pending for nodes; {} preemptions; elastic backlog reclaimed {} times ({:.0} GPU-hours lost); {} of inference traffic unserved; {} flapping cycles.",
+                "Batch: {:.0} GPU-hours wanted; {:.0} admitted (of which {:.0} rework), {:.0} left at the week's end; plus {:.0} for work running at the start and {:.0} of backlog. Inference: {:.0} GPU-hours of traffic, held by replicas for {:.0}. Allocated {:.1}%, busy {:.1}% of the fleet (the sizing's hourly estimate for this fleet: {:.1}%); queue wait p95 {} min; {:.0} GPU-hours admitted on quota but Pending for nodes; {} preemptions; elastic backlog reclaimed {} times ({:.0} GPU-hours lost); {} of inference traffic unserved; {} flapping cycles.",
                 sim.wanted_batch_gpu_minutes / 60.0, sim.batch_gpu_minutes / 60.0, sim.rework_gpu_hours,
                 sim.unfinished_gpu_minutes / 60.0, sim.warm_start_gpu_minutes / 60.0, sim.backlog_gpu_minutes / 60.0,
                 sim.wanted_traffic_gpu_minutes / 60.0, sim.replica_gpu_minutes / 60.0,
-                sim.allocated_pct.unwrap_or(0.0), sim.busy_pct.unwrap_or(0.0),
+                sim.allocated_pct.unwrap_or(0.0), sim.busy_pct.unwrap_or(0.0), evaluation.sizing.fleet_pool.mean_busy_pct,
                 sim.queue_wait_p95_min.map_or("–".to_owned(), |w| format!("{w:.0}")),
                 sim.pending_gpu_minutes / 60.0,
                 sim.preemptions,

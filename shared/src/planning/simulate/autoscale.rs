@@ -16,6 +16,9 @@ pub(super) struct Autoscaler {
     hourly: Vec<f64>,
     tokens_per_gpu: f64,
     pub gpus_per_replica: u32,
+    /// What one replica holds of its flavor's cards ([`super::SLICES_PER_GPU`] a card): less
+    /// than its GPUs where replicas share a card.
+    pub slices_per_replica: u64,
     pub priority: i32,
     /// Replica slots whose node-local cache holds the weights: a cache warms by use, so the
     /// first start beyond the most replicas run so far is a full cold start. The week starts
@@ -63,6 +66,7 @@ impl Autoscaler {
         w: &Workload,
         inference: &Inference,
         hourly: Vec<f64>,
+        slices_per_replica: u64,
     ) -> Self {
         Self {
             team,
@@ -70,6 +74,7 @@ impl Autoscaler {
             hourly,
             tokens_per_gpu: f64::from(inference.tokens_per_s_per_gpu),
             gpus_per_replica: w.gpus_per_job,
+            slices_per_replica,
             priority: w.priority,
             warm_slots: inference.min_replicas,
             min: inference.min_replicas,

@@ -4,10 +4,22 @@
 
 use crate::{
     common::rng::Rng,
-    planning::scenario::{Scenario, WorkloadKind},
+    planning::{
+        isolation::IsolationPlan,
+        scenario::{Scenario, WorkloadKind},
+    },
 };
 
-use super::autoscale::Autoscaler;
+use super::{SLICES_PER_GPU, autoscale::Autoscaler, slices};
+
+/// What one job of `gpus` GPUs holds when `per_card` of its class's jobs share a card.
+fn job_slices(gpus: u32, per_card: u32) -> u64 {
+    if per_card > 1 {
+        SLICES_PER_GPU / u64::from(per_card)
+    } else {
+        slices(gpus)
+    }
+}
 
 /// What a job is, with what only that kind has.
 #[derive(Debug, Clone)]
@@ -21,8 +33,9 @@ pub(super) enum Kind {
         restart_min: u32,
         /// Evicted since it last worked: its next placement starts with a restart.
         restarting: bool,
-        /// Share of its GPUs' time that is really busy.
-        busy_share: f64,
+        /// GPUs' worth of work it keeps busy while it works: its GPUs × their busy share,
+        /// whether it has its cards to itself or shares one.
+        busy_gpus: f64,
     },
     /// Runs until scaled down; serves once its cold start is over.
     Replica {
@@ -37,7 +50,9 @@ pub(super) struct Job {
     pub team: usize,
     /// Its class's flavor until admitted, then the flavor of its model it was admitted on.
     pub flavor: usize,
-    pub gpus: u32,
+    /// What it holds of its flavor's cards, in slices ([`super::SLICES_PER_GPU`] a card): its
+    /// GPUs, or its share of one where its class's jobs share cards.
+    pub slices: u64,
     pub kind: Kind,
     /// The class's priority, as its WorkloadPriorityClass in the export: higher goes first
     /// and may preempt lower in the same queue.
@@ -87,7 +102,7 @@ impl Job {
     pub fn replica(
         team: usize,
         flavor: usize,
-        gpus: u32,
+        slices: u64,
         priority: i32,
         cold_start_min: u32,
         minute: u32,
@@ -95,7 +110,7 @@ impl Job {
         Job::queued(
             team,
             flavor,
-            gpus,
+            slices,
             Kind::Replica {
                 cold_start_min,
                 ready_at: None,
@@ -110,7 +125,7 @@ impl Job {
     pub fn queued(
         team: usize,
         flavor: usize,
-        gpus: u32,
+        slices: u64,
         kind: Kind,
         priority: i32,
         part: Part,
@@ -119,7 +134,7 @@ impl Job {
         Job {
             team,
             flavor,
-            gpus,
+            slices,
             kind,
             priority,
             arrival: minute,
@@ -142,7 +157,7 @@ impl Job {
         let Kind::Batch {
             checkpoint_min,
             restart_min,
-            busy_share,
+            busy_gpus,
             ..
         } = self.kind
         else {
@@ -151,13 +166,13 @@ impl Job {
         Some(Job::queued(
             self.team,
             self.flavor,
-            self.gpus,
+            self.slices,
             Kind::Batch {
                 remaining_min: length,
                 checkpoint_min,
                 restart_min,
                 restarting: false,
-                busy_share,
+                busy_gpus,
             },
             self.priority,
             self.part,
@@ -172,13 +187,15 @@ pub(super) struct Plan {
     /// Batch job ids in arrival order.
     pub arrivals: Vec<usize>,
     pub autoscalers: Vec<Autoscaler>,
-    /// Per team: batch GPU-minutes of the profiles, inference traffic GPU-minutes.
+    /// Per team: batch GPU-minutes of the profiles, inference traffic GPU-minutes, each in the
+    /// cards' worth its jobs hold (a class whose jobs share cards wants a share of one each).
     pub wanted: Vec<(f64, f64)>,
 }
 
 /// Every batch job of the week (the work already running at its start, then arrivals spread
-/// over each hour, lengths ±50% around the mean), and one autoscaler per inference class.
-pub(super) fn plan(scenario: &Scenario) -> Plan {
+/// over each hour, lengths ±50% around the mean), and one autoscaler per inference class; each
+/// job and replica holds its share of a card as `isolation` packs its class.
+pub(super) fn plan(scenario: &Scenario, isolation: &IsolationPlan) -> Plan {
     let flavor_of = |name: &str| {
         scenario
             .fleet
@@ -190,80 +207,88 @@ pub(super) fn plan(scenario: &Scenario) -> Plan {
     let mut jobs = Vec::new();
     let mut autoscalers = Vec::new();
     let mut wanted = vec![(0.0, 0.0); scenario.teams.len()];
-    for (team, t) in scenario.teams.iter().enumerate() {
-        for w in &t.workloads {
-            let hourly = w.demand.hourly();
-            let gpu_minutes = hourly.iter().sum::<f64>() * 60.0;
-            if w.kind == WorkloadKind::Inference {
-                wanted[team].1 += gpu_minutes;
-            } else {
-                wanted[team].0 += gpu_minutes;
-            }
-            let flavor = flavor_of(&w.flavor);
-            if let (WorkloadKind::Inference, Some(inference)) = (w.kind, &w.inference) {
-                autoscalers.push(Autoscaler::new(team, flavor, w, inference, hourly));
-                continue;
-            }
-            let batch = |remaining_min: u32| Kind::Batch {
-                remaining_min,
-                checkpoint_min: w.checkpoint_minutes,
-                restart_min: w.restart_minutes,
-                restarting: false,
-                busy_share: f64::from(w.busy_pct) / 100.0,
-            };
-            let template = Job {
-                team,
-                flavor,
-                gpus: w.gpus_per_job,
-                kind: batch(w.job_minutes),
-                priority: w.priority,
-                arrival: 0,
-                first_admit: None,
-                started: 0,
-                admission: 0,
-                work_from: 0,
-                running: false,
-                placed: false,
-                generation: 0,
-                part: Part::Arrival,
-            };
-            let with = |arrival: u32, remaining_min: u32| Job {
-                arrival,
-                kind: batch(remaining_min),
-                ..template.clone()
-            };
-            // Warm start: the work already running at the start of the week.
-            let initial =
-                (hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job)).floor() as u32;
-            for _ in 0..initial {
-                jobs.push(Job {
-                    part: Part::WarmStart,
-                    ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
-                });
-            }
-            // The backlog: enough queued jobs to hold its GPUs, each renewed when it ends.
-            let backlog_jobs = (w.backlog_gpus / f64::from(w.gpus_per_job)).ceil() as u32;
-            for _ in 0..backlog_jobs {
-                jobs.push(Job {
-                    part: Part::Backlog {
-                        renew_min: w.job_minutes,
-                    },
-                    ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
-                });
-            }
-            let job_gpu_hours = f64::from(w.gpus_per_job) * f64::from(w.job_minutes) / 60.0;
-            let mut carry = 0.0;
-            for (h, gpus) in hourly.iter().enumerate() {
-                carry += gpus / job_gpu_hours;
-                while carry >= 1.0 {
-                    carry -= 1.0;
-                    let arrival = h as u32 * 60 + rng.below(60) as u32;
-                    let length = (f64::from(w.job_minutes)
-                        * (0.5 + rng.below(1001) as f64 / 1000.0))
-                        .round()
-                        .max(1.0) as u32;
-                    jobs.push(with(arrival, length));
-                }
+    let classes = scenario
+        .teams
+        .iter()
+        .enumerate()
+        .flat_map(|(team, t)| t.workloads.iter().map(move |w| (team, w)));
+    for (i, (team, w)) in classes.enumerate() {
+        // The plan lists the classes in the scenario's order.
+        let per_card = isolation
+            .classes
+            .get(i)
+            .map_or(1, |c| c.jobs_per_card.max(1));
+        let slices = job_slices(w.gpus_per_job, per_card);
+        let hourly = w.demand.hourly();
+        let gpu_minutes = hourly.iter().sum::<f64>() * 60.0 / f64::from(per_card);
+        if w.kind == WorkloadKind::Inference {
+            wanted[team].1 += gpu_minutes;
+        } else {
+            wanted[team].0 += gpu_minutes;
+        }
+        let flavor = flavor_of(&w.flavor);
+        if let (WorkloadKind::Inference, Some(inference)) = (w.kind, &w.inference) {
+            autoscalers.push(Autoscaler::new(team, flavor, w, inference, hourly, slices));
+            continue;
+        }
+        let batch = |remaining_min: u32| Kind::Batch {
+            remaining_min,
+            checkpoint_min: w.checkpoint_minutes,
+            restart_min: w.restart_minutes,
+            restarting: false,
+            busy_gpus: f64::from(w.gpus_per_job) * f64::from(w.busy_pct) / 100.0,
+        };
+        let template = Job {
+            team,
+            flavor,
+            slices,
+            kind: batch(w.job_minutes),
+            priority: w.priority,
+            arrival: 0,
+            first_admit: None,
+            started: 0,
+            admission: 0,
+            work_from: 0,
+            running: false,
+            placed: false,
+            generation: 0,
+            part: Part::Arrival,
+        };
+        let with = |arrival: u32, remaining_min: u32| Job {
+            arrival,
+            kind: batch(remaining_min),
+            ..template.clone()
+        };
+        // Warm start: the work already running at the start of the week.
+        let initial =
+            (hourly.first().copied().unwrap_or(0.0) / f64::from(w.gpus_per_job)).floor() as u32;
+        for _ in 0..initial {
+            jobs.push(Job {
+                part: Part::WarmStart,
+                ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
+            });
+        }
+        // The backlog: enough queued jobs to hold its GPUs, each renewed when it ends.
+        let backlog_jobs = (w.backlog_gpus / f64::from(w.gpus_per_job)).ceil() as u32;
+        for _ in 0..backlog_jobs {
+            jobs.push(Job {
+                part: Part::Backlog {
+                    renew_min: w.job_minutes,
+                },
+                ..with(0, 1 + rng.below(w.job_minutes as usize) as u32)
+            });
+        }
+        let job_gpu_hours = f64::from(w.gpus_per_job) * f64::from(w.job_minutes) / 60.0;
+        let mut carry = 0.0;
+        for (h, gpus) in hourly.iter().enumerate() {
+            carry += gpus / job_gpu_hours;
+            while carry >= 1.0 {
+                carry -= 1.0;
+                let arrival = h as u32 * 60 + rng.below(60) as u32;
+                let length = (f64::from(w.job_minutes) * (0.5 + rng.below(1001) as f64 / 1000.0))
+                    .round()
+                    .max(1.0) as u32;
+                jobs.push(with(arrival, length));
             }
         }
     }

@@ -1,22 +1,25 @@
 //! Kueue's quota arithmetic: one ClusterQueue per team with a nominal quota per flavor and, in
 //! a cohort, lending up to each lender's `lendingLimit` and borrowing up to each borrower's
 //! `borrowingLimit`. [`Quotas`] holds the fixed limits, [`Usage`] what is held now; both in
-//! whole GPUs, indexed `[team][flavor]`.
+//! slices of a card ([`SLICES_PER_GPU`] a card, so work smaller than a GPU counts its share),
+//! indexed `[team][flavor]`.
 
 use std::collections::BTreeMap;
 
 use crate::planning::scenario::{Scenario, Team};
 
+use super::slices;
+
 pub(super) struct Quotas {
-    /// GPUs per flavor.
-    pub capacity: Vec<u32>,
-    pub nominal: Vec<Vec<u32>>,
+    /// Slices per flavor: its cards × [`SLICES_PER_GPU`].
+    pub capacity: Vec<u64>,
+    pub nominal: Vec<Vec<u64>>,
     /// `None`: no limit.
-    pub borrow_limit: Vec<Vec<Option<u32>>>,
+    pub borrow_limit: Vec<Vec<Option<u64>>>,
     /// Nominal quota that is not lendable (nominal − lendingLimit).
-    pub guaranteed: Vec<Vec<u32>>,
+    pub guaranteed: Vec<Vec<u64>>,
     /// Σ lendable quota per flavor.
-    pub pool_cap: Vec<u32>,
+    pub pool_cap: Vec<u64>,
     /// Per flavor: the flavors of its GPU model, in the fleet's order. The exported
     /// ClusterQueues list every flavor of a device resource in one resource group, and a pod
     /// selects its model's node label, so Kueue may admit it on any of them, tried in that
@@ -25,18 +28,19 @@ pub(super) struct Quotas {
 }
 
 impl Quotas {
+    /// The scenario's quotas, in slices.
     pub fn of(scenario: &Scenario) -> Self {
         let cohort = scenario.quota.cohort;
-        let per_flavor = |map: &BTreeMap<String, u32>, unset: Option<u32>| -> Vec<Option<u32>> {
+        let per_flavor = |map: &BTreeMap<String, u32>, unset: Option<u64>| -> Vec<Option<u64>> {
             scenario
                 .fleet
                 .iter()
-                .map(|a| map.get(&a.flavor).copied().or(unset))
+                .map(|a| map.get(&a.flavor).map(|&g| slices(g)).or(unset))
                 .collect()
         };
         let teams = &scenario.teams;
         // Without a cohort there is no one to borrow from or lend to.
-        let limits = |limit: fn(&Team) -> &BTreeMap<String, u32>| -> Vec<Vec<Option<u32>>> {
+        let limits = |limit: fn(&Team) -> &BTreeMap<String, u32>| -> Vec<Vec<Option<u64>>> {
             teams
                 .iter()
                 .map(|t| match cohort {
@@ -46,7 +50,7 @@ impl Quotas {
                 .collect()
         };
         let mut quotas = Self::new(
-            scenario.fleet.iter().map(|a| a.count).collect(),
+            scenario.fleet.iter().map(|a| slices(a.count)).collect(),
             teams
                 .iter()
                 .map(|t| {
@@ -71,15 +75,15 @@ impl Quotas {
         quotas
     }
 
-    /// Quotas from GPUs per flavor and, per `[team][flavor]`, nominal quotas and borrowing and
+    /// Quotas from slices per flavor and, per `[team][flavor]`, nominal quotas and borrowing and
     /// lending limits (`None`: no limit); each flavor a model of its own.
     pub fn new(
-        capacity: Vec<u32>,
-        nominal: Vec<Vec<u32>>,
-        borrow_limit: Vec<Vec<Option<u32>>>,
-        lending_limit: Vec<Vec<Option<u32>>>,
+        capacity: Vec<u64>,
+        nominal: Vec<Vec<u64>>,
+        borrow_limit: Vec<Vec<Option<u64>>>,
+        lending_limit: Vec<Vec<Option<u64>>>,
     ) -> Self {
-        let guaranteed: Vec<Vec<u32>> = nominal
+        let guaranteed: Vec<Vec<u64>> = nominal
             .iter()
             .zip(&lending_limit)
             .map(|(nominal, lending)| {
@@ -113,15 +117,15 @@ impl Quotas {
     }
 
     /// The most `team` may hold of flavor `f`: nominal plus its borrowing limit.
-    pub fn limit(&self, team: usize, f: usize) -> u32 {
-        self.nominal[team][f].saturating_add(self.borrow_limit[team][f].unwrap_or(u32::MAX))
+    pub fn limit(&self, team: usize, f: usize) -> u64 {
+        self.nominal[team][f].saturating_add(self.borrow_limit[team][f].unwrap_or(u64::MAX))
     }
 
-    /// Whether `gpus` more on `f` for `team` fit its limit and the cohort's lendable pool,
+    /// Whether `slices` more on `f` for `team` fit its limit and the cohort's lendable pool,
     /// given the team's usage and the pool's use. Quota only, as Kueue admits: whether the
     /// flavor's nodes have room is the week's placement, not admission.
-    pub fn fits(&self, team: usize, f: usize, gpus: u32, usage: u32, pool: u32) -> bool {
-        let new = usage + gpus;
+    pub fn fits(&self, team: usize, f: usize, slices: u64, usage: u64, pool: u64) -> bool {
+        let new = usage + slices;
         if new > self.limit(team, f) {
             return false;
         }
@@ -130,17 +134,17 @@ impl Quotas {
 
     /// The lending pool's use once `team`'s usage of `f` goes from `before` to `after`: each
     /// team counts there with what it holds beyond its guaranteed (unlendable) quota.
-    pub fn pool_after(&self, team: usize, f: usize, pool: u32, before: u32, after: u32) -> u32 {
+    pub fn pool_after(&self, team: usize, f: usize, pool: u64, before: u64, after: u64) -> u64 {
         let guaranteed = self.guaranteed[team][f];
         pool - before.saturating_sub(guaranteed) + after.saturating_sub(guaranteed)
     }
 }
 
-/// Quota held now, in GPUs.
+/// Quota held now, in slices.
 pub(super) struct Usage {
-    pub team: Vec<Vec<u32>>,
+    pub team: Vec<Vec<u64>>,
     /// Σ over teams of usage beyond the guaranteed (non-lendable) part, per flavor.
-    pub pool: Vec<u32>,
+    pub pool: Vec<u64>,
 }
 
 impl Usage {
@@ -151,15 +155,19 @@ impl Usage {
         }
     }
 
-    pub fn fits(&self, quotas: &Quotas, team: usize, f: usize, gpus: u32) -> bool {
-        quotas.fits(team, f, gpus, self.team[team][f], self.pool[f])
+    pub fn fits(&self, quotas: &Quotas, team: usize, f: usize, slices: u64) -> bool {
+        quotas.fits(team, f, slices, self.team[team][f], self.pool[f])
     }
 
-    /// Adds (or, with `add` false, removes) `gpus` to a team's usage of a flavor, keeping the
+    /// Adds (or, with `add` false, removes) `slices` to a team's usage of a flavor, keeping the
     /// lending pool in step.
-    pub fn change(&mut self, quotas: &Quotas, team: usize, f: usize, gpus: u32, add: bool) {
+    pub fn change(&mut self, quotas: &Quotas, team: usize, f: usize, slices: u64, add: bool) {
         let before = self.team[team][f];
-        let after = if add { before + gpus } else { before - gpus };
+        let after = if add {
+            before + slices
+        } else {
+            before - slices
+        };
         self.team[team][f] = after;
         self.pool[f] = quotas.pool_after(team, f, self.pool[f], before, after);
     }
@@ -170,9 +178,9 @@ pub(super) struct Trial<'a> {
     quotas: &'a Quotas,
     usage: &'a Usage,
     f: usize,
-    /// GPUs freed per team so far (a few teams at most).
-    freed: Vec<(usize, u32)>,
-    pool: u32,
+    /// Slices freed per team so far (a few teams at most).
+    freed: Vec<(usize, u64)>,
+    pool: u64,
 }
 
 impl<'a> Trial<'a> {
@@ -186,7 +194,7 @@ impl<'a> Trial<'a> {
         }
     }
 
-    fn held(&self, team: usize) -> u32 {
+    fn held(&self, team: usize) -> u64 {
         let freed = self
             .freed
             .iter()
@@ -200,26 +208,30 @@ impl<'a> Trial<'a> {
         self.held(team) > self.quotas.nominal[team][self.f]
     }
 
-    /// Whether `gpus` more fit for `team`; without `borrow`, only within its nominal quota.
-    pub fn fits(&self, team: usize, gpus: u32, borrow: bool) -> bool {
+    /// Whether `slices` more fit for `team`; without `borrow`, only within its nominal quota.
+    pub fn fits(&self, team: usize, slices: u64, borrow: bool) -> bool {
         let held = self.held(team);
-        (borrow || held + gpus <= self.quotas.nominal[team][self.f])
-            && self.quotas.fits(team, self.f, gpus, held, self.pool)
+        (borrow || held + slices <= self.quotas.nominal[team][self.f])
+            && self.quotas.fits(team, self.f, slices, held, self.pool)
     }
 
-    /// Frees `gpus` of `team`'s.
-    pub fn remove(&mut self, team: usize, gpus: u32) {
-        self.shift(team, gpus, false);
+    /// Frees `slices` of `team`'s.
+    pub fn remove(&mut self, team: usize, slices: u64) {
+        self.shift(team, slices, false);
     }
 
-    /// Gives `gpus` back to `team`.
-    pub fn restore(&mut self, team: usize, gpus: u32) {
-        self.shift(team, gpus, true);
+    /// Gives `slices` back to `team`.
+    pub fn restore(&mut self, team: usize, slices: u64) {
+        self.shift(team, slices, true);
     }
 
-    fn shift(&mut self, team: usize, gpus: u32, back: bool) {
+    fn shift(&mut self, team: usize, slices: u64, back: bool) {
         let before = self.held(team);
-        let after = if back { before + gpus } else { before - gpus };
+        let after = if back {
+            before + slices
+        } else {
+            before - slices
+        };
         self.pool = self
             .quotas
             .pool_after(team, self.f, self.pool, before, after);
@@ -271,9 +283,9 @@ mod tests {
         /// lendingLimit).
         #[test]
         fn admissions_through_fits_keep_kueues_limits(
-            teams in prop::collection::vec((0u32..20, prop::option::of(0u32..10), prop::option::of(0u32..20)), 1..5),
-            capacity in 1u32..60,
-            steps in prop::collection::vec((0usize..5, 1u32..8, any::<bool>()), 1..200),
+            teams in prop::collection::vec((0u64..20, prop::option::of(0u64..10), prop::option::of(0u64..20)), 1..5),
+            capacity in 1u64..60,
+            steps in prop::collection::vec((0usize..5, 1u64..8, any::<bool>()), 1..200),
         ) {
             let n = teams.len();
             let quotas = Quotas::new(
@@ -283,7 +295,7 @@ mod tests {
                 teams.iter().map(|t| vec![t.2]).collect(),
             );
             let mut usage = Usage::new(n, 1);
-            let mut held: Vec<Vec<u32>> = vec![Vec::new(); n];
+            let mut held: Vec<Vec<u64>> = vec![Vec::new(); n];
             for (team, gpus, add) in steps {
                 let team = team % n;
                 if add {
@@ -294,12 +306,12 @@ mod tests {
                 } else if let Some(g) = held[team].pop() {
                     usage.change(&quotas, team, 0, g, false);
                 }
-                let u: Vec<u32> = (0..n).map(|t| usage.team[t][0]).collect();
-                prop_assert!(u.iter().sum::<u32>() <= teams.iter().map(|t| t.0).sum());
+                let u: Vec<u64> = (0..n).map(|t| usage.team[t][0]).collect();
+                prop_assert!(u.iter().sum::<u64>() <= teams.iter().map(|t| t.0).sum());
                 let mut borrowed = 0;
                 let mut lendable = 0;
                 for (t, &(nominal, borrow, lend)) in teams.iter().enumerate() {
-                    prop_assert!(u[t] <= nominal + borrow.unwrap_or(u32::MAX - nominal));
+                    prop_assert!(u[t] <= nominal + borrow.unwrap_or(u64::MAX - nominal));
                     borrowed += u[t].saturating_sub(nominal);
                     lendable += nominal.saturating_sub(u[t]).min(lend.unwrap_or(nominal));
                 }

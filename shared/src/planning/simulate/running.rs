@@ -34,8 +34,8 @@ impl Running {
     }
 
     /// The first workloads below `priority` (all, with `None`) in Kueue's victim order whose
-    /// GPUs add up to `gpus` (the last one crossing it); all of them if they do not.
-    pub fn first(&self, below: Option<i32>, gpus: u32, jobs: &[Job]) -> Vec<Admitted> {
+    /// slices add up to `slices` (the last one crossing it); all of them if they do not.
+    pub fn first(&self, below: Option<i32>, slices: u64, jobs: &[Job]) -> Vec<Admitted> {
         let mut taken = 0;
         let mut first = Vec::new();
         for (priority, group) in &self.groups {
@@ -43,10 +43,10 @@ impl Running {
                 break;
             }
             for &(admission, job) in group.iter().rev() {
-                if taken >= gpus {
+                if taken >= slices {
                     return first;
                 }
-                taken += jobs[job].gpus;
+                taken += jobs[job].slices;
                 first.push((*priority, admission, job));
             }
         }
@@ -74,19 +74,19 @@ mod tests {
         for (priority, admission, job) in [(5, 1, 10), (0, 2, 11), (5, 3, 12), (0, 4, 13)] {
             r.push((priority, admission, job));
         }
-        let first = |r: &Running, below, gpus| {
-            r.first(below, gpus, &jobs)
+        let first = |r: &Running, below, slices| {
+            r.first(below, slices, &jobs)
                 .into_iter()
                 .map(|(_, _, j)| j)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(first(&r, None, u32::MAX), vec![13, 11, 12, 10]);
-        assert_eq!(first(&r, Some(5), u32::MAX), vec![13, 11]);
-        // Jobs 13 and 11 hold 2 GPUs each: the first already covers 2, the second crosses 3.
+        assert_eq!(first(&r, None, u64::MAX), vec![13, 11, 12, 10]);
+        assert_eq!(first(&r, Some(5), u64::MAX), vec![13, 11]);
+        // Jobs 13 and 11 hold 2 slices each: the first already covers 2, the second crosses 3.
         assert_eq!(first(&r, None, 2), vec![13]);
         assert_eq!(first(&r, None, 3), vec![13, 11]);
         r.remove((0, 4, 13));
         r.remove((5, 1, 10));
-        assert_eq!(first(&r, None, u32::MAX), vec![11, 12]);
+        assert_eq!(first(&r, None, u64::MAX), vec![11, 12]);
     }
 }

@@ -9,8 +9,9 @@ use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 const TERMINATION_MIN: u32 = 1;
 
 use super::{
-    MINUTES_PER_WEEK, TeamStats,
+    MINUTES_PER_WEEK, SLICES_PER_GPU, TeamStats,
     autoscale::{Autoscaler, Ready},
+    gpus,
     job::{Job, Kind, Part},
     quota::{Quotas, Trial, Usage},
     running::{Admitted, Running},
@@ -25,9 +26,9 @@ struct Cycle {
     cursor: Vec<usize>,
     /// No more heads this minute.
     done: Vec<bool>,
-    /// Per queue and flavor (`[team * flavors + flavor]`): the fewest GPUs a workload found
+    /// Per queue and flavor (`[team * flavors + flavor]`): the fewest slices a workload found
     /// inadmissible this minute asked for.
-    failed_from: Vec<u32>,
+    failed_from: Vec<u64>,
 }
 
 impl Cycle {
@@ -63,16 +64,16 @@ pub(super) struct Week {
     /// Admissions so far: each admission's number orders the victims.
     admissions: u64,
     /// Per queue and model (`[team * flavors + model]`, a model by its first flavor): the
-    /// fewest GPUs any of its workloads asks for.
-    smallest: Vec<u32>,
+    /// fewest slices any of its workloads asks for.
+    smallest: Vec<u64>,
     /// Replicas started, placed or stopped so far: what a scaler's count of ready replicas
     /// was taken at.
     replica_changes: u64,
     /// Per team: the minute its pending preemptor's victims have terminated; until then the
     /// queue admits nothing else.
     blocked_until: Vec<u32>,
-    /// GPUs of each flavor's nodes that admitted work runs on.
-    placed: Vec<u32>,
+    /// Slices of each flavor's nodes that admitted work runs on.
+    placed: Vec<u64>,
     /// Per flavor: admitted jobs whose pods wait for nodes (Kueue admits on quota, so when
     /// nominal quotas add up to more than a flavor's cards, admitted pods stay Pending).
     unplaced: Vec<Vec<usize>>,
@@ -96,7 +97,7 @@ impl Week {
             running: vec![vec![Running::default(); flavors]; teams],
             admissions: 0,
             replica_changes: 0,
-            smallest: vec![u32::MAX; teams * flavors],
+            smallest: vec![u64::MAX; teams * flavors],
             blocked_until: vec![0; teams],
             placed: vec![0; flavors],
             unplaced: vec![Vec::new(); flavors],
@@ -151,7 +152,7 @@ impl Week {
                 self.jobs.push(Job::replica(
                     scaler.team,
                     scaler.flavor,
-                    scaler.gpus_per_replica,
+                    scaler.slices_per_replica,
                     scaler.priority,
                     cold_start_min,
                     minute,
@@ -200,7 +201,7 @@ impl Week {
         let mut cycle = Cycle {
             cursor: vec![0; self.pending.len()],
             done: (0..self.pending.len()).map(|t| !waiting(t)).collect(),
-            failed_from: vec![u32::MAX; self.pending.len() * flavors],
+            failed_from: vec![u64::MAX; self.pending.len() * flavors],
         };
         loop {
             let mut heads: Vec<(HeadOrder, usize)> = (0..self.pending.len())
@@ -214,13 +215,13 @@ impl Week {
             for (_, team) in heads {
                 let at = cycle.cursor[team];
                 let job = self.pending[team][at];
-                let gpus = self.jobs[job].gpus;
+                let slices = self.jobs[job].slices;
                 // Its model's flavors share one slot: the first of them.
                 let model = self.quotas.model(self.jobs[job].flavor);
                 if let Some(f) = self.fitting_flavor(job) {
                     self.pending[team].remove(at);
                     self.start(job, f, minute, 0);
-                } else if let Some(f) = (gpus < cycle.failed_from[team * flavors + model])
+                } else if let Some(f) = (slices < cycle.failed_from[team * flavors + model])
                     .then(|| self.preempting_flavor(job, minute))
                     .flatten()
                 {
@@ -232,7 +233,7 @@ impl Week {
                     // No room and no victims: none of its queue's later workloads (no higher
                     // priority) asking as much of this model can be admitted this minute.
                     let failed = &mut cycle.failed_from[team * flavors + model];
-                    *failed = (*failed).min(gpus);
+                    *failed = (*failed).min(slices);
                     // Nothing of its queue is smaller than what failed, on any model: it is
                     // done for the minute.
                     let slots = team * flavors..(team + 1) * flavors;
@@ -257,7 +258,7 @@ impl Week {
                 break;
             };
             let j = &self.jobs[job];
-            if j.gpus < cycle.failed_from[team * flavors + self.quotas.model(j.flavor)] {
+            if j.slices < cycle.failed_from[team * flavors + self.quotas.model(j.flavor)] {
                 return Some(job);
             }
             cycle.pass(team, strict, false);
@@ -272,12 +273,12 @@ impl Week {
         let j = &self.jobs[job];
         let within_nominal = self.quotas.alike[j.flavor]
             .iter()
-            .any(|&f| self.within_nominal(j.team, f, j.gpus));
+            .any(|&f| self.within_nominal(j.team, f, j.slices));
         (!within_nominal, Reverse(j.priority), j.arrival, j.team)
     }
 
-    fn within_nominal(&self, team: usize, f: usize, gpus: u32) -> bool {
-        self.usage.team[team][f] + gpus <= self.quotas.nominal[team][f]
+    fn within_nominal(&self, team: usize, f: usize, slices: u64) -> bool {
+        self.usage.team[team][f] + slices <= self.quotas.nominal[team][f]
     }
 
     /// The flavor Kueue's flavor assigner gives `job` without preemption: its model's flavors
@@ -289,7 +290,7 @@ impl Week {
         self.quotas.alike[j.flavor]
             .iter()
             .copied()
-            .find(|&f| self.usage.fits(&self.quotas, j.team, f, j.gpus))
+            .find(|&f| self.usage.fits(&self.quotas, j.team, f, j.slices))
     }
 
     /// Preemption on the flavor Kueue would choose for it (`whenCanPreempt: TryNextFlavor`:
@@ -297,16 +298,17 @@ impl Week {
     /// where the job lands within nominal quota preferred): the first where victims make
     /// room, evicted.
     fn preempting_flavor(&mut self, job: usize, minute: u32) -> Option<usize> {
-        let (team, gpus, class) = (
+        let (team, slices, class) = (
             self.jobs[job].team,
-            self.jobs[job].gpus,
+            self.jobs[job].slices,
             self.jobs[job].flavor,
         );
         for within in [true, false] {
             for i in 0..self.quotas.alike[class].len() {
                 let f = self.quotas.alike[class][i];
                 // A failed attempt evicts nothing, so the others see the same usage.
-                if self.within_nominal(team, f, gpus) == within && self.preempt_for(job, f, minute)
+                if self.within_nominal(team, f, slices) == within
+                    && self.preempt_for(job, f, minute)
                 {
                     return Some(f);
                 }
@@ -359,7 +361,7 @@ impl Week {
             .capacity
             .iter()
             .zip(&self.placed)
-            .map(|(c, p)| f64::from(c - p))
+            .map(|(c, p)| gpus(c - p))
             .sum()
     }
 
@@ -373,7 +375,7 @@ impl Week {
             let j = &self.jobs[job];
             // A restart that runs past the week's end counts only up to it.
             if j.running && j.placed && j.work_from > minute {
-                let beyond = f64::from(j.gpus) * f64::from(j.work_from - minute) / 60.0;
+                let beyond = gpus(j.slices) * f64::from(j.work_from - minute) / 60.0;
                 *rework(&mut self.stats[j.team], j.is_submitted()) -= beyond;
             }
             if let (Part::Arrival, Kind::Batch { remaining_min, .. }) = (j.part, &j.kind) {
@@ -383,7 +385,7 @@ impl Week {
                     0
                 };
                 let left = remaining_min.saturating_sub(done);
-                self.stats[j.team].unfinished_gpu_minutes += f64::from(j.gpus) * f64::from(left);
+                self.stats[j.team].unfinished_gpu_minutes += gpus(j.slices) * f64::from(left);
             }
         }
     }
@@ -391,7 +393,7 @@ impl Week {
     fn enqueue(&mut self, job: usize) {
         let j = &self.jobs[job];
         let slot = j.team * self.quotas.capacity.len() + self.quotas.model(j.flavor);
-        self.smallest[slot] = self.smallest[slot].min(j.gpus);
+        self.smallest[slot] = self.smallest[slot].min(j.slices);
         let key = |j: &Job| (Reverse(j.priority), j.arrival);
         let k = key(&self.jobs[job]);
         let queue = &self.pending[self.jobs[job].team];
@@ -410,19 +412,19 @@ impl Week {
     /// candidates alone, borrowing allowed. The fewest victims that make it fit are evicted;
     /// `false` (and nothing evicted) if none do.
     fn preempt_for(&mut self, job: usize, f: usize, minute: u32) -> bool {
-        let (team, gpus, priority) = (
+        let (team, slices, priority) = (
             self.jobs[job].team,
-            self.jobs[job].gpus,
+            self.jobs[job].slices,
             self.jobs[job].priority,
         );
-        // Freeing as many GPUs of its own queue's work as the job asks for always makes room
+        // Freeing as many slices of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
         let own: Vec<Admitted> = if self.policy.preempt_lower_priority {
-            self.running[team][f].first(Some(priority), gpus, &self.jobs)
+            self.running[team][f].first(Some(priority), slices, &self.jobs)
         } else {
             Vec::new()
         };
-        let own_gpus: u32 = own.iter().map(|&(_, _, j)| self.jobs[j].gpus).sum();
+        let own_slices: u64 = own.iter().map(|&(_, _, j)| self.jobs[j].slices).sum();
         // Other queues' borrowed workloads are candidates only while the job's queue is
         // strictly under its nominal quota (Kueue's `queueUnderNominalInResourcesNeedingPreemption`),
         // and only for a set after which the job fits without borrowing: its queue must then
@@ -431,7 +433,7 @@ impl Week {
         let reclaim = self.policy.cohort
             && self.policy.reclaim_within_cohort
             && usage < nominal
-            && usage - own_gpus + gpus <= nominal;
+            && usage - own_slices + slices <= nominal;
         let mut targets = None;
         if reclaim {
             // A borrowing queue's workloads are candidates while it is still borrowing: its
@@ -452,8 +454,8 @@ impl Week {
         if targets.is_none() && !own.is_empty() {
             // Its own candidates alone: possible only if the job fits with all of them gone.
             let mut all_gone = Trial::new(&self.quotas, &self.usage, f);
-            all_gone.remove(team, own_gpus);
-            if all_gone.fits(team, gpus, true) {
+            all_gone.remove(team, own_slices);
+            if all_gone.fits(team, slices, true) {
                 targets = self.fewest_victims(job, f, own.iter().map(|&(_, _, j)| j), true);
             }
         }
@@ -480,27 +482,27 @@ impl Week {
         candidates: impl Iterator<Item = usize>,
         borrow: bool,
     ) -> Option<Vec<usize>> {
-        let (team, gpus) = (self.jobs[job].team, self.jobs[job].gpus);
+        let (team, slices) = (self.jobs[job].team, self.jobs[job].slices);
         let mut trial = Trial::new(&self.quotas, &self.usage, f);
         let mut targets = Vec::new();
         for c in candidates {
-            if trial.fits(team, gpus, borrow) {
+            if trial.fits(team, slices, borrow) {
                 break;
             }
             let ct = self.jobs[c].team;
             if ct != team && !trial.borrowing(ct) {
                 continue;
             }
-            trial.remove(ct, self.jobs[c].gpus);
+            trial.remove(ct, self.jobs[c].slices);
             targets.push(c);
         }
-        if !trial.fits(team, gpus, borrow) {
+        if !trial.fits(team, slices, borrow) {
             return None;
         }
         for i in (0..targets.len().saturating_sub(1)).rev() {
-            let (ct, cg) = (self.jobs[targets[i]].team, self.jobs[targets[i]].gpus);
+            let (ct, cg) = (self.jobs[targets[i]].team, self.jobs[targets[i]].slices);
             trial.restore(ct, cg);
-            if trial.fits(team, gpus, borrow) {
+            if trial.fits(team, slices, borrow) {
                 targets.remove(i);
             } else {
                 trial.remove(ct, cg);
@@ -525,8 +527,8 @@ impl Week {
             *ready_at = None;
             self.replica_changes += 1;
         }
-        let (team, f, gpus) = (j.team, j.flavor, j.gpus);
-        self.usage.change(&self.quotas, team, f, gpus, true);
+        let (team, f, slices) = (j.team, j.flavor, j.slices);
+        self.usage.change(&self.quotas, team, f, slices, true);
         self.running[team][f].push((j.priority, j.admission, job));
         // In the kube-scheduler's order: higher priority first, then admission.
         let jobs = &self.jobs;
@@ -535,12 +537,15 @@ impl Week {
         // Usage grows only here: the peaks of borrowing are the peaks at admissions.
         let held = self.usage.team[team][f];
         let s = &mut self.stats[team];
+        // In GPUs, a share of one counting as one.
+        let whole =
+            |slices: u64| u32::try_from(slices.div_ceil(SLICES_PER_GPU)).unwrap_or(u32::MAX);
         s.peak_borrowed_gpus = s
             .peak_borrowed_gpus
-            .max(held.saturating_sub(self.quotas.nominal[team][f]));
+            .max(whole(held.saturating_sub(self.quotas.nominal[team][f])));
         s.peak_over_limit_gpus = s
             .peak_over_limit_gpus
-            .max(held.saturating_sub(self.quotas.limit(team, f)));
+            .max(whole(held.saturating_sub(self.quotas.limit(team, f))));
     }
 
     /// Step 5: admitted pods go onto free nodes, as the kube-scheduler binds them: higher
@@ -554,11 +559,11 @@ impl Week {
             }
             let mut waiting = std::mem::take(&mut self.unplaced[f]);
             waiting.retain(|&job| {
-                let gpus = self.jobs[job].gpus;
-                if self.placed[f] + gpus > self.quotas.capacity[f] {
+                let slices = self.jobs[job].slices;
+                if self.placed[f] + slices > self.quotas.capacity[f] {
                     return true;
                 }
-                self.placed[f] += gpus;
+                self.placed[f] += slices;
                 self.bind(job, minute);
                 false
             });
@@ -582,10 +587,10 @@ impl Week {
         {
             *restarting = false;
             j.work_from += *restart_min;
-            *rework(s, submitted) += f64::from(j.gpus) * f64::from(*restart_min) / 60.0;
+            *rework(s, submitted) += gpus(j.slices) * f64::from(*restart_min) / 60.0;
         }
         let work_from = j.work_from;
-        s.pending_gpu_minutes += f64::from(j.gpus) * f64::from(minute - j.started);
+        s.pending_gpu_minutes += gpus(j.slices) * f64::from(minute - j.started);
         if j.first_admit.is_none() {
             j.first_admit = Some(work_from);
             if j.is_submitted() {
@@ -614,13 +619,12 @@ impl Week {
     /// (from when its work began).
     fn account(&mut self, job: usize, minute: u32) {
         let j = &self.jobs[job];
-        let gpu_minutes = f64::from(j.gpus) * f64::from(minute - j.started);
+        let gpu_minutes = gpus(j.slices) * f64::from(minute - j.started);
         let s = &mut self.stats[j.team];
         if !j.placed {
             s.pending_gpu_minutes += gpu_minutes;
-        } else if let Kind::Batch { busy_share, .. } = j.kind {
-            s.busy_gpu_minutes +=
-                f64::from(j.gpus) * f64::from(minute.saturating_sub(j.work_from)) * busy_share;
+        } else if let Kind::Batch { busy_gpus, .. } = j.kind {
+            s.busy_gpu_minutes += busy_gpus * f64::from(minute.saturating_sub(j.work_from));
         }
         s.admitted_gpu_minutes += gpu_minutes;
         *match j.part {
@@ -638,11 +642,11 @@ impl Week {
         if j.is_replica() {
             self.replica_changes += 1;
         }
-        let (team, f, gpus) = (j.team, j.flavor, j.gpus);
-        self.usage.change(&self.quotas, team, f, gpus, false);
+        let (team, f, slices) = (j.team, j.flavor, j.slices);
+        self.usage.change(&self.quotas, team, f, slices, false);
         self.running[team][f].remove((j.priority, j.admission, job));
         if j.placed {
-            self.placed[f] -= gpus;
+            self.placed[f] -= slices;
         } else if let Some(at) = self.unplaced[f].iter().position(|&u| u == job) {
             self.unplaced[f].remove(at);
         }
@@ -658,10 +662,10 @@ impl Week {
         } else {
             0
         };
-        let (team, gpus) = (j.team, j.gpus);
+        let (team, slices) = (j.team, j.slices);
         // Evicted during its restart: the rest of that restart was never spent.
         let mut lost_gpu_hours = if j.placed {
-            -f64::from(gpus) * f64::from(j.work_from.saturating_sub(minute)) / 60.0
+            -gpus(slices) * f64::from(j.work_from.saturating_sub(minute)) / 60.0
         } else {
             0.0
         };
@@ -678,7 +682,7 @@ impl Week {
                 .checked_div(*checkpoint_min)
                 .map_or(0, |n| n * *checkpoint_min);
             *remaining_min -= kept;
-            lost_gpu_hours += f64::from(gpus) * f64::from(ran - kept) / 60.0;
+            lost_gpu_hours += gpus(slices) * f64::from(ran - kept) / 60.0;
             *restarting = true;
         }
         // Elastic backlog filler is reclaimed by design: reported on its own.

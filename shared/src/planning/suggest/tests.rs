@@ -1,5 +1,13 @@
 use super::*;
-use crate::planning::scenario::{Accelerator, Demand, Inference, Team, Workload};
+use crate::planning::{
+    isolation_plan,
+    scenario::{Accelerator, Demand, Inference, Team, Workload},
+};
+
+/// The week of `s`, packed as its own isolation plan says.
+fn week_of(s: &Scenario) -> Simulation {
+    simulate::simulate(s, &isolation_plan(s))
+}
 
 /// The presets, compiled in (the shared crate reads no files, tests included).
 fn preset(name: &str) -> Scenario {
@@ -77,7 +85,7 @@ fn apportioning_adds_up_and_gives_the_remainder_to_the_largest_fractions() {
 #[test]
 fn the_first_proposal_follows_the_rules_by_hand() {
     let s = three_teams();
-    let needs = needs(&s);
+    let needs = needs(&s, &isolation_plan(&s));
     assert_eq!(needs[0][0].floor, 5);
     assert!((needs[1][0].mean_batch - 2.0).abs() < 1e-9);
     let mut notes = Vec::new();
@@ -101,8 +109,8 @@ fn the_first_proposal_follows_the_rules_by_hand() {
 fn without_reclaim_inference_keeps_its_peak_unlent() {
     let mut s = three_teams();
     s.quota.reclaim_within_cohort = false;
-    let today = simulate::simulate(&s);
-    let suggestion = suggest(&s, &today);
+    let today = week_of(&s);
+    let suggestion = suggest(&s, &isolation_plan(&s), &today);
     let serve = &suggestion.teams[0];
     assert_eq!(serve.lines[0].suggested.lending_limit_gpus, Some(0));
     assert!(
@@ -134,7 +142,7 @@ fn inference_peaks_over_the_flavor_are_shared_in_proportion() {
     });
     other.workloads.push(chat);
     s.teams.push(other);
-    let needs = needs(&s);
+    let needs = needs(&s, &isolation_plan(&s));
     let mut notes = Vec::new();
     assert_eq!(
         first_nominals(&s, &needs, &mut notes),
@@ -154,8 +162,8 @@ fn inference_peaks_over_the_flavor_are_shared_in_proportion() {
 #[test]
 fn the_start_up_preset_by_hand() {
     let s = preset("startup-40");
-    let today = simulate::simulate(&s);
-    let suggestion = suggest(&s, &today);
+    let today = week_of(&s);
+    let suggestion = suggest(&s, &isolation_plan(&s), &today);
     let research = &suggestion.teams[0];
     let product = &suggestion.teams[1];
     assert_eq!(research.lines[0].today, quota(24, None, None));
@@ -186,8 +194,8 @@ fn the_start_up_preset_by_hand() {
 #[test]
 fn a_missed_target_takes_quota_from_teams_that_meet_theirs() {
     let s = three_teams();
-    let needs = needs(&s);
-    let mut week = simulate::simulate(&s);
+    let needs = needs(&s, &isolation_plan(&s));
+    let mut week = week_of(&s);
     // serve and eval meet their targets; train waits 3 hours at p95.
     for (stats, wait) in week.teams.iter_mut().zip([None, Some(180.0), Some(5.0)]) {
         stats.queue_wait_p95_min = wait;
@@ -206,7 +214,7 @@ fn a_missed_target_takes_quota_from_teams_that_meet_theirs() {
 
 #[test]
 fn a_target_counts_waits_and_jobs_never_started() {
-    let mut stats = simulate::simulate(&three_teams()).teams[1].clone();
+    let mut stats = week_of(&three_teams()).teams[1].clone();
     stats.jobs_submitted = 100;
     stats.jobs_admitted = 100;
     stats.queue_wait_p95_min = Some(60.0);
@@ -227,15 +235,15 @@ fn a_target_counts_waits_and_jobs_never_started() {
 fn on_every_preset_the_suggestion_is_the_week_it_shows() {
     for name in ["startup-40", "aws-300", "no-own-model", "bank-10000"] {
         let s = preset(name);
-        let today = simulate::simulate(&s);
-        let suggestion = suggest(&s, &today);
+        let today = week_of(&s);
+        let suggestion = suggest(&s, &isolation_plan(&s), &today);
         assert!(suggestion.weeks_simulated >= 1 && suggestion.weeks_simulated <= MAX_WEEKS);
         let mut applied = s.clone();
         suggestion.apply(&mut applied);
         applied
             .validate()
             .unwrap_or_else(|err| panic!("{name}: {err:?}"));
-        let week = simulate::simulate(&applied);
+        let week = week_of(&applied);
         for (team, stats) in suggestion.teams.iter().zip(&week.teams) {
             assert_eq!(team.suggested, *stats, "{name}/{}", team.team);
         }
@@ -258,7 +266,7 @@ fn on_every_preset_the_suggestion_is_the_week_it_shows() {
                 acc.flavor
             );
         }
-        let needs = needs(&s);
+        let needs = needs(&s, &isolation_plan(&s));
         for (t, team) in applied.teams.iter().enumerate() {
             for (f, acc) in s.fleet.iter().enumerate() {
                 let nominal = team.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0);
@@ -291,7 +299,7 @@ fn on_every_preset_the_suggestion_is_the_week_it_shows() {
 #[test]
 fn the_suggestion_becomes_one_draft_request_per_team() {
     let s = three_teams();
-    let suggestion = suggest(&s, &simulate::simulate(&s));
+    let suggestion = suggest(&s, &isolation_plan(&s), &week_of(&s));
     let day = Day::parse("2026-12-02").expect("day");
     let drafts = suggestion.draft_requests(&s, day, &BTreeMap::new());
     let teams: Vec<&str> = drafts.iter().map(|(t, _)| t.as_str()).collect();
@@ -383,14 +391,14 @@ fn the_suggestion_becomes_one_draft_request_per_team() {
 fn a_team_that_misses_its_target_gets_quota_until_it_meets_it() {
     let mut s = preset("aws-300");
     s.teams[1].queue_wait_target_min = 5;
-    let needs = needs(&s);
+    let needs = needs(&s, &isolation_plan(&s));
     let first = first_nominals(&s, &needs, &mut Vec::new());
-    let first_week = simulate::simulate(&with_limits(&s, &limits(&s, &needs, &first)));
+    let first_week = week_of(&with_limits(&s, &limits(&s, &needs, &first)));
     assert!(
         miss(&first_week.teams[1], 5).is_some(),
         "the first proposal must miss for this test to mean anything"
     );
-    let suggestion = suggest(&s, &simulate::simulate(&s));
+    let suggestion = suggest(&s, &isolation_plan(&s), &week_of(&s));
     assert!(suggestion.weeks_simulated > 1);
     let applied = &suggestion.teams[1];
     assert!(
