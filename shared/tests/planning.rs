@@ -668,7 +668,7 @@ fn scenarios_over_the_cost_limits_are_refused_before_the_week_runs() {
         .expect("the job limit");
     assert_eq!(too_many.path, "teams");
     assert!(
-        too_many.message.contains("at most 1,000,000"),
+        too_many.message.contains("at most 20,000,000"),
         "{}",
         too_many.message
     );
@@ -688,6 +688,29 @@ fn scenarios_over_the_cost_limits_are_refused_before_the_week_runs() {
             .iter()
             .any(|e| e.path == "teams" && e.message == "at most 500 teams")
     );
+}
+
+/// A real 10,000-card fleet has millions of jobs a week: 10,000 H100s running one-GPU,
+/// one-hour batch jobs all week are 10,000 running at the start plus 10,000 arriving each of
+/// the 168 hours, 1,690,000 jobs, and the week runs every one of them.
+#[test]
+fn a_ten_thousand_card_fleet_of_one_hour_jobs_evaluates() {
+    let mut s = scenario("startup-40");
+    s.fleet[0].count = 10_000;
+    s.teams.truncate(1);
+    s.teams[0].nominal_gpus = [("h100".to_owned(), 10_000)].into_iter().collect();
+    let w = &mut s.teams[0].workloads[0];
+    w.kind = WorkloadKind::Batch;
+    w.demand = shared::planning::scenario::Demand::Preset {
+        preset: shared::planning::scenario::Preset::Flat,
+        peak_gpus: 10_000.0,
+    };
+    w.gpus_per_job = 1;
+    w.job_minutes = 60;
+    s.teams[0].workloads.truncate(1);
+    assert_eq!(s.estimated_jobs(), 1_690_000);
+    let week = evaluate(&s).simulation.total;
+    assert_eq!(week.jobs_submitted, 1_690_000);
 }
 
 /// The jobs the preset's other classes imply (unchanged by the test above).

@@ -162,31 +162,26 @@ pub fn simulate_until(
     isolation: &IsolationPlan,
     stop: &dyn Interrupt,
 ) -> Result<Simulation, Interrupted> {
-    let job::Plan {
-        jobs,
-        arrivals,
-        mut autoscalers,
-        wanted,
-    } = job::plan(scenario, isolation);
+    let mut plan = job::plan(scenario, isolation);
+    let mut autoscalers = std::mem::take(&mut plan.autoscalers);
     let stats = scenario
         .teams
         .iter()
-        .zip(wanted)
-        .map(|(t, (batch, traffic))| TeamStats {
+        .zip(&plan.wanted)
+        .map(|(t, &(batch, traffic))| TeamStats {
             wanted_batch_gpu_minutes: batch,
             wanted_traffic_gpu_minutes: traffic,
             ..empty_stats(&t.name)
         })
         .collect();
-    let mut week = Week::new(scenario.quota.clone(), Quotas::of(scenario), jobs, stats);
+    let mut week = Week::new(scenario.quota.clone(), Quotas::of(scenario), plan, stats);
     let mut idle_gpu_minutes = 0.0;
-    let mut next_arrival = 0;
     for minute in 0..MINUTES_PER_WEEK {
         if stop.fired() {
             return Err(Interrupted);
         }
         week.complete(minute);
-        week.arrive(minute, &arrivals, &mut next_arrival);
+        week.arrive(minute);
         for scaler in &mut autoscalers {
             week.scale(scaler, minute);
         }
@@ -215,14 +210,13 @@ fn sum_up(
             s.unserved_inference_pct = Some(unserved);
         }
     }
-    for (team, waits) in week.waits.iter_mut().enumerate() {
-        waits.sort_unstable_by(f64::total_cmp);
-        week.stats[team].queue_wait_p50_min = percentile(waits, 0.50);
-        week.stats[team].queue_wait_p95_min = percentile(waits, 0.95);
+    let mut all_waits = Waits::default();
+    for (team, waits) in week.waits.iter().enumerate() {
+        week.stats[team].queue_wait_p50_min = waits.percentile(0.50);
+        week.stats[team].queue_wait_p95_min = waits.percentile(0.95);
+        all_waits.merge(waits);
     }
     let mut total = empty_stats("total");
-    let mut all_waits: Vec<f64> = week.waits.concat();
-    all_waits.sort_unstable_by(f64::total_cmp);
     for s in &week.stats {
         total.wanted_batch_gpu_minutes += s.wanted_batch_gpu_minutes;
         total.wanted_traffic_gpu_minutes += s.wanted_traffic_gpu_minutes;
@@ -249,8 +243,8 @@ fn sum_up(
         (u + s.unserved_tokens, d + s.demand_tokens)
     });
     total.unserved_inference_pct = (demand > 0.0).then(|| unserved / demand * 100.0);
-    total.queue_wait_p50_min = percentile(&all_waits, 0.50);
-    total.queue_wait_p95_min = percentile(&all_waits, 0.95);
+    total.queue_wait_p50_min = all_waits.percentile(0.50);
+    total.queue_wait_p95_min = all_waits.percentile(0.95);
     let minutes = f64::from(MINUTES_PER_WEEK);
     let shares = |s: &mut TeamStats, gpus: f64| {
         if gpus > 0.0 {
@@ -304,12 +298,47 @@ fn empty_stats(team: &str) -> TeamStats {
     }
 }
 
-fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
+/// Queue waits in whole minutes, as a count per minute: percentiles as of the sorted waits,
+/// in memory that grows with the longest wait rather than with the jobs.
+#[derive(Debug, Clone, Default)]
+struct Waits {
+    /// Jobs that waited each number of minutes.
+    counts: Vec<u32>,
+    jobs: u64,
+}
+
+impl Waits {
+    fn add(&mut self, minutes: u32) {
+        let at = minutes as usize;
+        if self.counts.len() <= at {
+            self.counts.resize(at + 1, 0);
+        }
+        self.counts[at] += 1;
+        self.jobs += 1;
     }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    Some(sorted[i])
+
+    fn merge(&mut self, other: &Waits) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.jobs += other.jobs;
+    }
+
+    /// The wait at `q` (0 to 1): the sorted waits' element at `round((n − 1) × q)`.
+    fn percentile(&self, q: f64) -> Option<f64> {
+        let index = (self.jobs.checked_sub(1)? as f64 * q).round() as u64;
+        let mut below = 0;
+        for (minutes, &count) in self.counts.iter().enumerate() {
+            below += u64::from(count);
+            if below > index {
+                return Some(minutes as f64);
+            }
+        }
+        None
+    }
 }
 
 #[cfg(test)]

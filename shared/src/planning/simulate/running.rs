@@ -9,26 +9,59 @@ use super::job::Job;
 /// having the highest number.
 pub(super) type Admitted = (i32, u64, usize);
 
+/// A removed workload's place until the group is next compacted.
+const GONE: usize = usize::MAX;
+
 #[derive(Debug, Clone, Default)]
 pub(super) struct Running {
-    /// By priority, ascending; each group's workloads in admission order.
-    groups: Vec<(i32, Vec<(u64, usize)>)>,
+    /// By priority, ascending: each group's workloads in admission order, and how many of its
+    /// places are [`GONE`]. A workload that stops leaves its place marked, and the group is
+    /// compacted once half of it is gone, so a stop costs a binary search, not a shift of the
+    /// rest.
+    groups: Vec<Group>,
+}
+
+/// One priority's workloads: (admission number, job) in admission order.
+#[derive(Debug, Clone)]
+struct Group {
+    priority: i32,
+    workloads: Vec<(u64, usize)>,
+    gone: usize,
 }
 
 impl Running {
     /// Adds a workload admitted after every other in the queue.
     pub fn push(&mut self, (priority, admission, job): Admitted) {
-        match self.groups.binary_search_by_key(&priority, |(p, _)| *p) {
-            Ok(g) => self.groups[g].1.push((admission, job)),
-            Err(g) => self.groups.insert(g, (priority, vec![(admission, job)])),
+        match self.groups.binary_search_by_key(&priority, |g| g.priority) {
+            Ok(g) => self.groups[g].workloads.push((admission, job)),
+            Err(g) => self.groups.insert(
+                g,
+                Group {
+                    priority,
+                    workloads: vec![(admission, job)],
+                    gone: 0,
+                },
+            ),
         }
     }
 
     pub fn remove(&mut self, (priority, admission, _): Admitted) {
-        if let Ok(g) = self.groups.binary_search_by_key(&priority, |(p, _)| *p) {
-            let group = &mut self.groups[g].1;
-            if let Ok(at) = group.binary_search_by_key(&admission, |(a, _)| *a) {
-                group.remove(at);
+        let Ok(g) = self.groups.binary_search_by_key(&priority, |g| g.priority) else {
+            return;
+        };
+        let Group {
+            workloads: group,
+            gone,
+            ..
+        } = &mut self.groups[g];
+        if let Ok(at) = group.binary_search_by_key(&admission, |(a, _)| *a)
+            && group[at].1 != GONE
+        {
+            group[at].1 = GONE;
+            *gone += 1;
+            if *gone * 2 > group.len() {
+                group.retain(|(_, job)| *job != GONE);
+                *gone = 0;
             }
         }
     }
@@ -38,16 +71,17 @@ impl Running {
     pub fn first(&self, below: Option<i32>, slices: u64, jobs: &[Job]) -> Vec<Admitted> {
         let mut taken = 0;
         let mut first = Vec::new();
-        for (priority, group) in &self.groups {
-            if below.is_some_and(|b| *priority >= b) {
+        for group in &self.groups {
+            if below.is_some_and(|b| group.priority >= b) {
                 break;
             }
-            for &(admission, job) in group.iter().rev() {
+            let live = group.workloads.iter().rev().filter(|(_, job)| *job != GONE);
+            for &(admission, job) in live {
                 if taken >= slices {
                     return first;
                 }
                 taken += jobs[job].slices;
-                first.push((*priority, admission, job));
+                first.push((group.priority, admission, job));
             }
         }
         first

@@ -9,10 +9,10 @@ use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 const TERMINATION_MIN: u32 = 1;
 
 use super::{
-    MINUTES_PER_WEEK, SLICES_PER_GPU, TeamStats,
+    MINUTES_PER_WEEK, SLICES_PER_GPU, TeamStats, Waits,
     autoscale::{Autoscaler, Ready},
     gpus,
-    job::{Job, Kind, Part},
+    job::{Job, Kind, Part, Plan},
     quota::{Quotas, Trial, Usage},
     running::{Admitted, Running},
 };
@@ -56,7 +56,14 @@ pub(super) struct Week {
     policy: QuotaPolicy,
     pub quotas: Quotas,
     usage: Usage,
+    /// The week's batch jobs, not yet arrived.
+    plan: Plan,
+    /// The jobs queued or running (and finished ones, until another takes their place), by id.
     pub jobs: Vec<Job>,
+    /// Ids of finished jobs, whose places new jobs take.
+    free: Vec<usize>,
+    /// The next new job's `seq`.
+    next_seq: u64,
     /// Pending job ids per team, ordered by (rank desc, arrival asc).
     pending: Vec<Vec<usize>>,
     /// Running jobs per (team, flavor), in Kueue's order of preemption victims.
@@ -82,17 +89,20 @@ pub(super) struct Week {
     ends: Vec<Vec<(usize, u32)>>,
     pub stats: Vec<TeamStats>,
     /// Minutes from arrival to first admission, per team (batch jobs).
-    pub waits: Vec<Vec<f64>>,
+    pub waits: Vec<Waits>,
 }
 
 impl Week {
-    pub fn new(policy: QuotaPolicy, quotas: Quotas, jobs: Vec<Job>, stats: Vec<TeamStats>) -> Self {
+    pub fn new(policy: QuotaPolicy, quotas: Quotas, plan: Plan, stats: Vec<TeamStats>) -> Self {
         let (teams, flavors) = (stats.len(), quotas.capacity.len());
         Self {
             policy,
             usage: Usage::new(teams, flavors),
             quotas,
-            jobs,
+            next_seq: u64::from(plan.drawn),
+            plan,
+            jobs: Vec::new(),
+            free: Vec::new(),
             pending: vec![Vec::new(); teams],
             running: vec![vec![Running::default(); flavors]; teams],
             admissions: 0,
@@ -103,7 +113,7 @@ impl Week {
             unplaced: vec![Vec::new(); flavors],
             ends: vec![Vec::new(); MINUTES_PER_WEEK as usize],
             stats,
-            waits: vec![Vec::new(); teams],
+            waits: vec![Waits::default(); teams],
         }
     }
 
@@ -116,24 +126,46 @@ impl Week {
                     *remaining_min = 0;
                 }
                 if let Some(next) = self.jobs[job].renewed(minute) {
-                    self.jobs.push(next);
-                    self.enqueue(self.jobs.len() - 1);
+                    let seq = self.next_seq();
+                    let id = self.make(Job { seq, ..next });
+                    self.enqueue(id);
                 }
+                self.free.push(job);
             }
         }
     }
 
-    /// Step 2: batch jobs arriving by `minute` join their team's queue.
-    pub fn arrive(&mut self, minute: u32, arrivals: &[usize], next: &mut usize) {
-        while let Some(&job) = arrivals.get(*next) {
-            if self.jobs[job].arrival > minute {
-                break;
+    /// A place for `job` among the jobs: a finished one's (the generation counting on, so that
+    /// the finished job's stale completion events stay stale) or a new one.
+    fn make(&mut self, mut job: Job) -> usize {
+        match self.free.pop() {
+            Some(id) => {
+                job.generation = self.jobs[id].generation + 1;
+                self.jobs[id] = job;
+                id
             }
-            *next += 1;
-            if self.jobs[job].is_submitted() {
-                self.stats[self.jobs[job].team].jobs_submitted += 1;
+            None => {
+                self.jobs.push(job);
+                self.jobs.len() - 1
             }
-            self.enqueue(job);
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq - 1
+    }
+
+    /// Step 2: batch jobs arriving at `minute` join their team's queue.
+    pub fn arrive(&mut self, minute: u32) {
+        let arrivals = std::mem::take(&mut self.plan.arrivals[minute as usize]);
+        for arrival in &arrivals {
+            let job = self.plan.job(arrival, minute);
+            if job.is_submitted() {
+                self.stats[job.team].jobs_submitted += 1;
+            }
+            let id = self.make(job);
+            self.enqueue(id);
         }
     }
 
@@ -149,23 +181,26 @@ impl Week {
         if target > current {
             for slot in current..target {
                 let cold_start_min = scaler.cold_start_min(slot);
-                self.jobs.push(Job::replica(
-                    scaler.team,
-                    scaler.flavor,
-                    scaler.slices_per_replica,
-                    scaler.priority,
-                    cold_start_min,
-                    minute,
-                ));
-                let id = self.jobs.len() - 1;
+                let replica = Job {
+                    seq: self.next_seq(),
+                    ..Job::replica(
+                        scaler.team,
+                        scaler.flavor,
+                        scaler.slices_per_replica,
+                        scaler.priority,
+                        cold_start_min,
+                        minute,
+                    )
+                };
+                let id = self.make(replica);
                 scaler.replicas.push(id);
                 self.enqueue(id);
             }
         } else if target < current {
             let jobs = &self.jobs;
-            scaler
-                .replicas
-                .sort_unstable_by_key(|&r| (jobs[r].running, Reverse(jobs[r].started), r));
+            scaler.replicas.sort_unstable_by_key(|&r| {
+                (jobs[r].running, Reverse(jobs[r].started), jobs[r].seq)
+            });
             for r in scaler
                 .replicas
                 .drain(..(current - target) as usize)
@@ -178,6 +213,7 @@ impl Week {
                 {
                     self.pending[self.jobs[r].team].remove(at);
                 }
+                self.free.push(r);
             }
         }
     }
@@ -203,16 +239,23 @@ impl Week {
             done: (0..self.pending.len()).map(|t| !waiting(t)).collect(),
             failed_from: vec![u64::MAX; self.pending.len() * flavors],
         };
+        // The queues with heads left this minute (a done queue has none).
+        let mut active: Vec<usize> = (0..self.pending.len())
+            .filter(|&t| !cycle.done[t])
+            .collect();
+        let mut heads: Vec<(HeadOrder, usize)> = Vec::with_capacity(active.len());
         loop {
-            let mut heads: Vec<(HeadOrder, usize)> = (0..self.pending.len())
-                .filter_map(|t| self.head(t, &mut cycle, strict, flavors))
-                .map(|job| (self.head_order(job), self.jobs[job].team))
-                .collect();
+            heads.clear();
+            for &t in &active {
+                if let Some(job) = self.head(t, &mut cycle, strict, flavors) {
+                    heads.push((self.head_order(job), t));
+                }
+            }
             if heads.is_empty() {
                 return;
             }
             heads.sort_unstable();
-            for (_, team) in heads {
+            for &(_, team) in &heads {
                 let at = cycle.cursor[team];
                 let job = self.pending[team][at];
                 let slices = self.jobs[job].slices;
@@ -244,6 +287,7 @@ impl Week {
                     cycle.pass(team, strict, exhausted);
                 }
             }
+            active.retain(|&t| !cycle.done[t]);
         }
     }
 
@@ -368,6 +412,7 @@ impl Week {
     /// Closes the intervals still open at `minute` (the end of the week), and counts the work
     /// of this week's arrivals that is left.
     pub fn close(&mut self, minute: u32) {
+        // Finished jobs still in their places add nothing: not running, no work left.
         for job in 0..self.jobs.len() {
             if self.jobs[job].running {
                 self.account(job, minute);
@@ -394,10 +439,10 @@ impl Week {
         let j = &self.jobs[job];
         let slot = j.team * self.quotas.capacity.len() + self.quotas.model(j.flavor);
         self.smallest[slot] = self.smallest[slot].min(j.slices);
-        let key = |j: &Job| (Reverse(j.priority), j.arrival);
+        let key = |j: &Job| (Reverse(j.priority), j.arrival, j.seq);
         let k = key(&self.jobs[job]);
         let queue = &self.pending[self.jobs[job].team];
-        let at = queue.partition_point(|&other| (key(&self.jobs[other]), other) < (k, job));
+        let at = queue.partition_point(|&other| key(&self.jobs[other]) < k);
         self.pending[self.jobs[job].team].insert(at, job);
     }
 
@@ -595,7 +640,7 @@ impl Week {
             j.first_admit = Some(work_from);
             if j.is_submitted() {
                 s.jobs_admitted += 1;
-                self.waits[j.team].push(f64::from(work_from - j.arrival));
+                self.waits[j.team].add(work_from - j.arrival);
             }
         }
         match &mut j.kind {
