@@ -9,7 +9,7 @@ use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 const TERMINATION_MIN: u32 = 1;
 
 use super::{
-    MINUTES_PER_WEEK, SLICES_PER_GPU, TeamStats, Waits,
+    Held, MINUTES_PER_WEEK, SLICES_PER_GPU, TeamStats, Waits,
     autoscale::{Autoscaler, Ready},
     gpus,
     job::{Job, Kind, Part, Plan},
@@ -88,6 +88,10 @@ pub(super) struct Week {
     /// restarted since has another generation, and its old entry is passed over.
     ends: Vec<Vec<(usize, u32)>>,
     pub stats: Vec<TeamStats>,
+    /// Per team: what its jobs held, in slice-minutes.
+    pub held: Vec<Held>,
+    /// Slice-minutes no admitted work was on.
+    pub idle: u64,
     /// Minutes from arrival to first admission, per team (batch jobs).
     pub waits: Vec<Waits>,
 }
@@ -113,6 +117,8 @@ impl Week {
             unplaced: vec![Vec::new(); flavors],
             ends: vec![Vec::new(); MINUTES_PER_WEEK as usize],
             stats,
+            held: vec![Held::default(); teams],
+            idle: 0,
             waits: vec![Waits::default(); teams],
         }
     }
@@ -399,14 +405,11 @@ impl Week {
         self.stats[scaler.team].busy_gpu_minutes += scaler.serve(minute, ready);
     }
 
-    /// GPUs no admitted work is on this minute.
-    pub fn idle_gpus(&self) -> f64 {
-        self.quotas
-            .capacity
-            .iter()
-            .zip(&self.placed)
-            .map(|(c, p)| gpus(c - p))
-            .sum()
+    /// Counts this minute's slices that no admitted work is on.
+    pub fn count_idle(&mut self) {
+        let capacity = &self.quotas.capacity;
+        let idle: u64 = capacity.iter().zip(&self.placed).map(|(c, p)| c - p).sum();
+        self.idle += idle;
     }
 
     /// Closes the intervals still open at `minute` (the end of the week), and counts the work
@@ -430,7 +433,7 @@ impl Week {
                     0
                 };
                 let left = remaining_min.saturating_sub(done);
-                self.stats[j.team].unfinished_gpu_minutes += gpus(j.slices) * f64::from(left);
+                self.held[j.team].unfinished += j.slices * u64::from(left);
             }
         }
     }
@@ -635,7 +638,7 @@ impl Week {
             *rework(s, submitted) += gpus(j.slices) * f64::from(*restart_min) / 60.0;
         }
         let work_from = j.work_from;
-        s.pending_gpu_minutes += gpus(j.slices) * f64::from(minute - j.started);
+        self.held[j.team].pending += j.slices * u64::from(minute - j.started);
         if j.first_admit.is_none() {
             j.first_admit = Some(work_from);
             if j.is_submitted() {
@@ -664,20 +667,21 @@ impl Week {
     /// (from when its work began).
     fn account(&mut self, job: usize, minute: u32) {
         let j = &self.jobs[job];
-        let gpu_minutes = gpus(j.slices) * f64::from(minute - j.started);
-        let s = &mut self.stats[j.team];
+        let slice_minutes = j.slices * u64::from(minute - j.started);
+        let held = &mut self.held[j.team];
         if !j.placed {
-            s.pending_gpu_minutes += gpu_minutes;
+            held.pending += slice_minutes;
         } else if let Kind::Batch { busy_gpus, .. } = j.kind {
-            s.busy_gpu_minutes += busy_gpus * f64::from(minute.saturating_sub(j.work_from));
+            self.stats[j.team].busy_gpu_minutes +=
+                busy_gpus * f64::from(minute.saturating_sub(j.work_from));
         }
-        s.admitted_gpu_minutes += gpu_minutes;
+        held.admitted += slice_minutes;
         *match j.part {
-            Part::Arrival => &mut s.batch_gpu_minutes,
-            Part::WarmStart => &mut s.warm_start_gpu_minutes,
-            Part::Backlog { .. } => &mut s.backlog_gpu_minutes,
-            Part::Replica => &mut s.replica_gpu_minutes,
-        } += gpu_minutes;
+            Part::Arrival => &mut held.batch,
+            Part::WarmStart => &mut held.warm_start,
+            Part::Backlog { .. } => &mut held.backlog,
+            Part::Replica => &mut held.replica,
+        } += slice_minutes;
     }
 
     fn stop(&mut self, job: usize, minute: u32) {
