@@ -22,6 +22,11 @@ fn week(c: &mut Criterion) {
     group.bench_function("week_100000_gpus_500_teams", |b| {
         b.iter(|| simulate(&large, &large_plan))
     });
+    let hourly = one_hour_jobs(10_000);
+    let hourly_plan = isolation_plan(&hourly);
+    group.bench_function("week_10000_gpus_1690000_one_hour_jobs", |b| {
+        b.iter(|| simulate(&hourly, &hourly_plan))
+    });
     group.finish();
 }
 
@@ -41,6 +46,31 @@ fn ten_times(s: &Scenario) -> Scenario {
         })
         .collect();
     large
+}
+
+/// `gpus` H100s running one-GPU, one-hour batch jobs all week, in one team's quota: at 10,000
+/// GPUs, 10,000 running at the start and 10,000 arriving each hour, 1,690,000 jobs.
+fn one_hour_jobs(gpus: u32) -> Scenario {
+    let mut s = bench_scenario();
+    s.fleet.truncate(1);
+    s.fleet[0].count = gpus;
+    s.teams.truncate(1);
+    let flavor = s.fleet[0].flavor.clone();
+    s.teams[0].nominal_gpus = [(flavor.clone(), gpus)].into_iter().collect();
+    let mut w = s.teams[0].workloads[0].clone();
+    w.kind = shared::planning::scenario::WorkloadKind::Batch;
+    w.flavor = flavor;
+    w.inference = None;
+    w.demand = shared::planning::scenario::Demand::Hourly {
+        hourly_gpus: vec![f64::from(gpus); shared::planning::scenario::HOURS_PER_WEEK],
+    };
+    w.gpus_per_job = 1;
+    w.job_minutes = 60;
+    w.backlog_gpus = 0.0;
+    w.mem_mib_per_job = None;
+    s.teams[0].workloads = vec![w];
+    s.validate().expect("a valid scenario");
+    s
 }
 
 /// The bank preset's whole evaluation: sizing, week, decision, isolation, waterfall.
