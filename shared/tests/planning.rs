@@ -2123,12 +2123,14 @@ fn mig_jobs_run_seven_to_a_card() {
     assert_eq!(class.mechanism, Mechanism::Mig);
     assert_eq!(class.limits, vec![("nvidia.com/mig-1g.10gb".to_owned(), 1)]);
     assert_eq!(class.jobs_per_card, 7);
-    let t = &e.simulation.total;
-    assert!(
-        (t.allocated_pct.expect("fleet") - 100.0).abs() < 1e-6,
-        "{t:?}"
-    );
-    assert!((t.busy_pct.expect("fleet") - 70.0).abs() < 1e-6, "{t:?}");
+    fleet_is(&e.simulation.total, 100.0, 70.0);
+}
+
+/// The fleet's allocated and busy utilisation, in %, as worked out by hand.
+fn fleet_is(t: &shared::planning::simulate::TeamStats, allocated_pct: f64, busy_pct: f64) {
+    let near = |figure: Option<f64>, want: f64| (figure.expect("fleet") - want).abs() < 1e-6;
+    assert!(near(t.allocated_pct, allocated_pct), "{t:?}");
+    assert!(near(t.busy_pct, busy_pct), "{t:?}");
 }
 
 /// HAMi offers ten vGPUs a card by default (`devicePlugin.deviceSplitCount`, HAMi's chart), and
@@ -2140,8 +2142,7 @@ fn hami_jobs_run_ten_to_a_card() {
     let class = &e.isolation.classes[0];
     assert_eq!(class.mechanism, Mechanism::HamiFractions);
     assert_eq!(class.jobs_per_card, 10);
-    let busy = e.simulation.total.busy_pct.expect("fleet");
-    assert!((busy - 100.0).abs() < 1e-6, "{busy}");
+    fleet_is(&e.simulation.total, 100.0, 100.0);
 }
 
 /// A team's quota in GPUs holds the shares: with a nominal quota of one H100 it runs seven MIG
@@ -2149,12 +2150,11 @@ fn hami_jobs_run_ten_to_a_card() {
 /// allocated 50%, busy 7 × 10% ÷ 2 = 35% of the fleet.
 #[test]
 fn a_quota_of_one_gpu_holds_seven_mig_jobs() {
-    let t = evaluate(&small_jobs(1, 2, true)).simulation.total;
-    assert!(
-        (t.allocated_pct.expect("fleet") - 50.0).abs() < 1e-6,
-        "{t:?}"
+    fleet_is(
+        &evaluate(&small_jobs(1, 2, true)).simulation.total,
+        50.0,
+        35.0,
     );
-    assert!((t.busy_pct.expect("fleet") - 35.0).abs() < 1e-6, "{t:?}");
 }
 
 /// The simulated week and the sizing agree on how busy the fleet is: on every preset the week's
