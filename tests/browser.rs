@@ -1025,17 +1025,24 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
             )
             .await;
     }
-    // The isolation plan reads once per mechanism and reason, with its count of classes.
+    // The isolation plan reads once per mechanism and reason, with its count of classes and
+    // how many of their jobs share a card in the week.
     let groups = e.isolation.groups();
     let first = &groups[0];
+    let (fewest, most) = first.jobs_per_card_range();
     browser
         .wait_for_text(
             "[data-test=isolation]",
             &format!(
-                "{} ({}) {} {}",
+                "{} ({}) {} {} {}",
                 first.mechanism.label(),
                 first.allocation_base.label(),
                 first.classes.len(),
+                if fewest == most {
+                    fewest.to_string()
+                } else {
+                    format!("{fewest}–{most}")
+                },
                 first.classes[0]
             ),
         )

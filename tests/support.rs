@@ -192,22 +192,37 @@ impl Browser {
 
     /// Clicks the link with this text.
     pub async fn click(&self, link_text: &str) {
-        let link = self
-            .client
-            .find(Locator::LinkText(link_text))
-            .await
-            .unwrap_or_else(|e| panic!("{link_text}: {e}"));
-        link.click().await.expect("click");
+        self.click_found(Locator::LinkText(link_text), link_text)
+            .await;
     }
 
     /// Clicks the element matching `css`.
     pub async fn click_css(&self, css: &str) {
-        let element = self
-            .client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"));
-        element.click().await.expect("click");
+        self.click_found(Locator::Css(css), css).await;
+    }
+
+    /// Clicks what `locator` finds. The page may render the element anew between finding and
+    /// clicking it (WebDriver's "stale element reference": a reactive view replaced the node);
+    /// then it is found again and clicked, for up to 5 s.
+    async fn click_found(&self, locator: Locator<'_>, what: &str) {
+        let started = Instant::now();
+        loop {
+            let element = self
+                .client
+                .find(locator)
+                .await
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            match element.click().await {
+                Ok(_) => return,
+                Err(e)
+                    if e.is_stale_element_reference()
+                        && started.elapsed() < Duration::from_secs(5) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("click {what}: {e}"),
+            }
+        }
     }
 
     /// Types into the fields of the form at `form_css` (each field by CSS selector), then submits it.

@@ -128,7 +128,7 @@ fn the_isolation_plan_reads_once_per_mechanism_and_reason() {
     seen.dedup();
     assert_eq!(seen.len(), e.isolation.classes.len());
     for g in &groups {
-        for name in &g.classes {
+        for (name, &per_card) in g.classes.iter().zip(&g.jobs_per_card) {
             let c = e
                 .isolation
                 .classes
@@ -136,6 +136,7 @@ fn the_isolation_plan_reads_once_per_mechanism_and_reason() {
                 .find(|c| format!("{}/{}", c.team, c.workload) == *name)
                 .expect("a class of the plan");
             assert_eq!((c.mechanism, &c.reasons), (g.mechanism, &g.reasons));
+            assert_eq!(per_card, c.jobs_per_card, "{name}");
         }
     }
     // The business units repeat the same classes: each unit's customer LLM is in one group.

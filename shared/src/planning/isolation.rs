@@ -128,6 +128,18 @@ pub struct IsolationGroup {
     pub reasons: Vec<String>,
     /// `team/workload`, in the plan's order.
     pub classes: Vec<String>,
+    /// Each class's jobs that share a card ([`ClassIsolation::jobs_per_card`]), in the order of
+    /// `classes`.
+    pub jobs_per_card: Vec<u32>,
+}
+
+impl IsolationGroup {
+    /// The fewest and the most of its classes' jobs that share a card.
+    pub fn jobs_per_card_range(&self) -> (u32, u32) {
+        let fewest = self.jobs_per_card.iter().copied().min().unwrap_or(1);
+        let most = self.jobs_per_card.iter().copied().max().unwrap_or(1);
+        (fewest, most)
+    }
 }
 
 impl IsolationPlan {
@@ -150,12 +162,16 @@ impl IsolationPlan {
                     && g.reasons == c.reasons
             });
             match same {
-                Some(group) => group.classes.push(name),
+                Some(group) => {
+                    group.classes.push(name);
+                    group.jobs_per_card.push(c.jobs_per_card);
+                }
                 None => groups.push(IsolationGroup {
                     mechanism: c.mechanism,
                     allocation_base: c.allocation_base,
                     reasons: c.reasons.clone(),
                     classes: vec![name],
+                    jobs_per_card: vec![c.jobs_per_card],
                 }),
             }
         }

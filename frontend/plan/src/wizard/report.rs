@@ -233,12 +233,13 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
         <Chart id="teams-chart" plot=Box::new(move || Some(teams.clone()))/>
         <h2>"Isolation"</h2>
         <table data-test="isolation">
-            <thead><tr><th>"Mechanism"</th><th class="num">"Classes"</th><th>"Which"</th><th>"Why"</th></tr></thead>
+            <thead><tr><th>"Mechanism"</th><th class="num">"Classes"</th><th class="num" title="How many of a class's jobs share one card in the week: what its mechanism offers a card, within what its memory and busy time allow">"Jobs a card"</th><th>"Which"</th><th>"Why"</th></tr></thead>
             <tbody>
                 {evaluation.isolation.groups().into_iter().map(|g| view! {
                     <tr>
                         <td title=g.mechanism.description()>{g.mechanism.label()}" ("{g.allocation_base.label()}")"</td>
                         <td class="num">{g.classes.len()}</td>
+                        <td class="num">{match g.jobs_per_card_range() { (few, most) if few == most => few.to_string(), (few, most) => format!("{few}–{most}") }}</td>
                         <td class="names">{g.classes.join(", ")}</td>
                         <td>{g.reasons.join(" ")}</td>
                     </tr>
