@@ -1,8 +1,8 @@
 //! Kueue's quota arithmetic: one ClusterQueue per team with a nominal quota per flavor and, in
 //! a cohort, lending up to each lender's `lendingLimit` and borrowing up to each borrower's
 //! `borrowingLimit`. [`Quotas`] holds the fixed limits, [`Usage`] what is held now; both in
-//! slices of a card ([`SLICES_PER_GPU`] a card, so work smaller than a GPU counts its share),
-//! indexed `[team][flavor]`.
+//! slices of a card ([`super::SLICES_PER_GPU`] a card, so work smaller than a GPU counts its
+//! share), indexed `[team][flavor]`.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +11,7 @@ use crate::planning::scenario::{Scenario, Team};
 use super::slices;
 
 pub(super) struct Quotas {
-    /// Slices per flavor: its cards × [`SLICES_PER_GPU`].
+    /// Slices per flavor: its cards × [`super::SLICES_PER_GPU`].
     pub capacity: Vec<u64>,
     pub nominal: Vec<Vec<u64>>,
     /// `None`: no limit.
