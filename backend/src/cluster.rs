@@ -2,7 +2,8 @@
 //! objects of the quota in force (`shared::quota` → `shared::kueue`, the one renderer) and
 //! applies them by server-side apply (`k8s.rs`), or writes them as GitOps files, then records
 //! what it saw of every object (`db.rs`). Approvers see a dry run before approving, drift,
-//! conflicts and failures on the Cluster page, and re-apply or take ownership from there.
+//! conflicts and failures on the Cluster page, and re-apply or take ownership from there. What
+//! ran comes back the other way: `history.rs` records Kueue's Workloads.
 //!
 //! Invariants:
 //! - failures are states, never losses: an object that could not land stays `pending` (the
@@ -14,6 +15,7 @@
 //!   serialised by a mutex, so the console scales out as stateless replicas.
 
 pub mod db;
+pub mod history;
 pub mod k8s;
 
 use std::{
@@ -55,6 +57,8 @@ use crate::{
 use self::k8s::{Failure, Kube};
 
 const DECIDERS: &[Role] = &[Role::Approver, Role::Admin];
+/// Who reads every team's workload history (a team's members read their own).
+const HISTORY_READERS: &[Role] = &[Role::Approver, Role::Finance, Role::Admin];
 
 /// Where approved quota goes and how often the reconciler looks.
 pub struct Cluster {
@@ -62,6 +66,9 @@ pub struct Cluster {
     target: Target,
     pub version: KueueVersion,
     pub every: Duration,
+    /// Workloads asked of the API server per page when recording the history: a cluster of
+    /// any size is read in bounded memory.
+    pub page: u32,
     wake: Notify,
     running: Mutex<()>,
 }
@@ -97,6 +104,7 @@ impl Cluster {
             target,
             version,
             every: Duration::from_secs(30),
+            page: 500,
             wake: Notify::new(),
             running: Mutex::new(()),
         }
@@ -107,9 +115,22 @@ impl Cluster {
         self
     }
 
+    pub fn page(mut self, page: u32) -> Self {
+        self.page = page.max(1);
+        self
+    }
+
     /// Asks the reconciler to run now (after an approval or a revocation).
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// The cluster's client, when a cluster (not GitOps, not off) is the target.
+    pub fn client(&self) -> Option<&Kube> {
+        match &self.sink {
+            Sink::Kube(kube) => Some(kube),
+            _ => None,
+        }
     }
 
     pub fn mode(&self) -> &'static str {
@@ -146,6 +167,18 @@ pub fn api() -> Api {
             "/cluster/queues/{kind}/{name}",
             Access::Roles(&[Role::Admin]),
             delete_queue,
+        )
+        .route(
+            Method::GET,
+            "/cluster/workloads",
+            Access::Roles(HISTORY_READERS),
+            history::all,
+        )
+        .route(
+            Method::GET,
+            "/cluster/teams/{team}/workloads",
+            Access::TeamOr(HISTORY_READERS),
+            history::of_team,
         )
         .route(
             Method::GET,

@@ -80,6 +80,7 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         .with_cluster(cluster)
         .with_usage(usage.clone());
     let reconciler = backend::cluster::spawn(state.clone());
+    let recorder = backend::cluster::history::spawn(state.clone());
     let exporter = match args.usage.demo_exporter_listen {
         Some(addr) => Some(backend::usage::demo::serve(pool.clone(), addr).await?),
         None => None,
@@ -91,7 +92,7 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
     app::serve(listener, router, app::shutdown_signal(), work).await?;
     reconciler.abort();
     live.abort();
-    for task in [ingest, exporter].into_iter().flatten() {
+    for task in [ingest, exporter, recorder].into_iter().flatten() {
         task.abort();
     }
     pool.close().await;

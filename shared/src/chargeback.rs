@@ -28,7 +28,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FieldError, common::day::Day};
+use crate::{
+    FieldError,
+    common::{
+        day::Day,
+        validate::{day_window, required_day},
+    },
+};
 
 /// GPU-microseconds in one GPU-hour.
 pub const GPU_US_PER_GPU_HOUR: i64 = 3_600_000_000;
@@ -347,26 +353,14 @@ pub const MAX_DAYS: i32 = 731;
 impl StatementQuery {
     pub fn checked(&self) -> Result<Period, Vec<FieldError>> {
         let mut errors = Vec::new();
+        let from = required_day("from", self.from.as_deref(), &mut errors);
+        let to = required_day("to", self.to.as_deref(), &mut errors);
         let mut bad = |path: &str, message: String| {
             errors.push(FieldError {
                 path: path.into(),
                 message,
             })
         };
-        let mut day = |path: &str, text: &Option<String>| match text.as_deref() {
-            None | Some("") => {
-                bad(path, "required: a date written YYYY-MM-DD (UTC)".to_owned());
-                None
-            }
-            Some(t) => {
-                let parsed = Day::parse(t);
-                if parsed.is_none() {
-                    bad(path, format!("{t:?} is not a date written YYYY-MM-DD"));
-                }
-                parsed
-            }
-        };
-        let (from, to) = (day("from", &self.from), day("to", &self.to));
         let by_day = match self.by.as_deref() {
             None | Some("") => false,
             Some("day") => true,
@@ -407,21 +401,14 @@ impl StatementQuery {
                 false
             }
         };
-        if let (Some(from), Some(to)) = (from, to) {
-            let days = from.days_until(to) + 1;
-            if days < 1 {
-                bad("to", format!("{to} is before {from}"));
-            } else if days > MAX_DAYS {
-                bad(
-                    "to",
-                    format!("{days} days: a statement covers at most {MAX_DAYS}"),
-                );
-            }
-        }
-        match (from, to, errors.is_empty()) {
+        let end = match (from, to) {
+            (Some(from), Some(to)) => day_window(from, to, MAX_DAYS, "a statement", &mut errors),
+            _ => None,
+        };
+        match (from, end, errors.is_empty()) {
             (Some(from), Some(to), true) => Ok(Period {
                 from,
-                to: to.plus(1),
+                to,
                 by_day,
                 idle,
                 lend_credit_pct,

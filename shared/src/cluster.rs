@@ -5,7 +5,10 @@
 //! Invariants: an object is named by kind, namespace and name, never by its API version; drift
 //! is read only on the fields gpufleet writes (defaults the API server adds and fields other
 //! managers own are not drift), while a dry run's diff covers every field but the server's own
-//! metadata; GitOps output is the same bytes for the same objects.
+//! metadata; GitOps output is the same bytes for the same objects. `workload` reads what Kueue
+//! ran: its Workload objects, as the history the planner learns from.
+
+pub mod workload;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,7 +1,8 @@
 //! The cluster SQL: `cluster_objects` (what the reconciler last saw), `cluster_reconciler`
-//! (its last run) and the apply columns of `quota_requests`. Times leave as RFC 3339 UTC text.
+//! (its last run), the apply columns of `quota_requests`, and the workload history
+//! (`workload_history`, `workload_evictions`, `workload_recorder`). Times leave as RFC 3339 UTC text.
 
-use sqlx::{PgConnection, PgExecutor};
+use sqlx::{PgConnection, PgExecutor, types::time::Date};
 
 /// The session-level lock one reconciling replica holds for a run.
 const RECONCILER_LOCK: &str = "gpufleet.cluster.reconciler";
@@ -184,4 +185,163 @@ pub async fn unlock(db: &mut PgConnection) -> sqlx::Result<()> {
     .fetch_one(db)
     .await?;
     Ok(())
+}
+
+/// Records one page of listed Workloads (`workloads`: `shared::cluster::workload::RecordedWorkload`s
+/// as a JSON array) as seen at `seen_at_ms`, and each eviction they show, once. Idempotent: the
+/// same page twice changes only `last_seen_at`; the first time a condition was seen True is
+/// kept, so a re-admission does not move the first admission.
+pub async fn record_workloads(
+    db: impl PgExecutor<'_>,
+    workloads: &str,
+    seen_at_ms: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"with r as (
+               select * from jsonb_to_recordset($1::text::jsonb) as r(
+                   uid text, namespace text, name text, local_queue text, cluster_queue text,
+                   priority integer, priority_class text, pod_sets jsonb, created_at_ms bigint,
+                   quota_reserved_at_ms bigint, admitted_at_ms bigint, evicted jsonb,
+                   finished jsonb, evictions jsonb, problems jsonb)
+           ), recorded as (
+               insert into workload_history as h (uid, namespace, name, local_queue,
+                   cluster_queue, priority, priority_class, pod_sets, created_at,
+                   quota_reserved_at, admitted_at, finished_at, finished_reason, evicted,
+                   evictions, problems, first_seen_at, last_seen_at)
+               select uid, namespace, name, local_queue, cluster_queue, priority, priority_class,
+                      pod_sets,
+                      timestamptz 'epoch' + created_at_ms * interval '1 millisecond',
+                      timestamptz 'epoch' + quota_reserved_at_ms * interval '1 millisecond',
+                      timestamptz 'epoch' + admitted_at_ms * interval '1 millisecond',
+                      timestamptz 'epoch' + (finished->>'at_ms')::bigint * interval '1 millisecond',
+                      finished->>'reason', nullif(evicted, 'null'::jsonb), evictions, problems,
+                      timestamptz 'epoch' + $2::bigint * interval '1 millisecond',
+                      timestamptz 'epoch' + $2::bigint * interval '1 millisecond'
+               from r
+               on conflict (uid) do update set
+                   local_queue = excluded.local_queue,
+                   cluster_queue = coalesce(excluded.cluster_queue, h.cluster_queue),
+                   priority = excluded.priority,
+                   priority_class = excluded.priority_class,
+                   pod_sets = case when excluded.cluster_queue is not null or h.cluster_queue is null
+                                   then excluded.pod_sets else h.pod_sets end,
+                   quota_reserved_at = coalesce(h.quota_reserved_at, excluded.quota_reserved_at),
+                   admitted_at = coalesce(h.admitted_at, excluded.admitted_at),
+                   finished_at = coalesce(h.finished_at, excluded.finished_at),
+                   finished_reason = coalesce(h.finished_reason, excluded.finished_reason),
+                   evicted = excluded.evicted,
+                   evictions = excluded.evictions,
+                   problems = excluded.problems,
+                   last_seen_at = excluded.last_seen_at,
+                   gone_at = null
+               returning 1
+           )
+           insert into workload_evictions (uid, at, reason, detail)
+           select uid, timestamptz 'epoch' + (evicted->>'at_ms')::bigint * interval '1 millisecond',
+                  evicted->>'reason', evicted->>'detail'
+           from r where jsonb_typeof(evicted) = 'object'
+           on conflict do nothing"#,
+        workloads,
+        seen_at_ms
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Ends a complete listing that began at `listed_from_ms`: Workloads it did not hold are gone
+/// (kept, marked); the recorder's state says when and how many.
+pub async fn listed_workloads(
+    db: impl PgExecutor<'_>,
+    listed_from_ms: i64,
+    listed: i32,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "with gone as (
+             update workload_history set gone_at = now()
+             where gone_at is null
+               and last_seen_at < timestamptz 'epoch' + $1::bigint * interval '1 millisecond'
+         )
+         update workload_recorder set listed_at = now(), listed = $2, last_error = null,
+             last_error_at = null",
+        listed_from_ms,
+        listed
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// A listing that failed: nothing is marked gone, and the error is shown until one completes.
+pub async fn listing_failed(db: impl PgExecutor<'_>, error: &str) -> sqlx::Result<()> {
+    sqlx::query!(
+        "update workload_recorder set last_error = $1, last_error_at = now()",
+        error
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub struct RecorderRow {
+    pub listed_at_ms: Option<i64>,
+    pub listed: Option<i32>,
+    pub last_error: Option<String>,
+    pub last_error_at_ms: Option<i64>,
+}
+
+pub async fn recorder(db: impl PgExecutor<'_>) -> sqlx::Result<RecorderRow> {
+    sqlx::query_as!(
+        RecorderRow,
+        r#"select (extract(epoch from listed_at) * 1000)::bigint as listed_at_ms, listed,
+                  last_error, (extract(epoch from last_error_at) * 1000)::bigint as last_error_at_ms
+           from workload_recorder"#
+    )
+    .fetch_one(db)
+    .await
+}
+
+/// Up to `limit` Workloads created in [from, to) (of `team`'s namespace when given), oldest
+/// first, each as a `shared::cluster::workload::HistoryEntry` in JSON.
+pub async fn workload_history(
+    db: impl PgExecutor<'_>,
+    from: Date,
+    to: Date,
+    team: Option<&str>,
+    limit: i64,
+) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        r#"select jsonb_build_object(
+                   'uid', h.uid, 'namespace', h.namespace, 'name', h.name,
+                   'local_queue', h.local_queue, 'cluster_queue', h.cluster_queue,
+                   'priority', h.priority, 'priority_class', h.priority_class,
+                   'pod_sets', h.pod_sets,
+                   'created_at_ms', (extract(epoch from h.created_at) * 1000)::bigint,
+                   'quota_reserved_at_ms', (extract(epoch from h.quota_reserved_at) * 1000)::bigint,
+                   'admitted_at_ms', (extract(epoch from h.admitted_at) * 1000)::bigint,
+                   'evicted', h.evicted,
+                   'finished', case when h.finished_at is not null then jsonb_build_object(
+                       'at_ms', (extract(epoch from h.finished_at) * 1000)::bigint,
+                       'reason', h.finished_reason, 'detail', null) end,
+                   'evictions', h.evictions, 'problems', h.problems, 'team', t.name,
+                   'evictions_seen', coalesce((
+                       select jsonb_agg(jsonb_build_object(
+                           'at_ms', (extract(epoch from e.at) * 1000)::bigint,
+                           'reason', e.reason, 'detail', e.detail) order by e.at)
+                       from workload_evictions e where e.uid = h.uid), '[]'::jsonb),
+                   'gone_at_ms', (extract(epoch from h.gone_at) * 1000)::bigint
+               )::text as "entry!"
+           from workload_history h left join teams t on t.namespace = h.namespace
+           where h.created_at >= $1::date::timestamp at time zone 'UTC'
+             and h.created_at < $2::date::timestamp at time zone 'UTC'
+             and ($3::text is null or t.name = $3)
+           order by h.created_at, h.uid
+           limit $4"#,
+        from,
+        to,
+        team,
+        limit
+    )
+    .fetch_all(db)
+    .await
 }

@@ -6,7 +6,7 @@ use std::{path::Path, time::Duration};
 
 use kube::{
     Client, Config,
-    api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams},
+    api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::{Value, json};
@@ -241,6 +241,36 @@ impl Kube {
             .await
             .map_err(|e| Failure::of(e, &self.server))?;
         list.items.into_iter().map(to_value).collect()
+    }
+
+    /// One page of at most `limit` objects of `kind` across namespaces, from `from` (the
+    /// previous page's continue token); the token of the next page, None after the last.
+    pub async fn list_page(
+        &self,
+        kind: &str,
+        version: KueueVersion,
+        limit: u32,
+        from: Option<String>,
+    ) -> Result<(Vec<Value>, Option<String>), Failure> {
+        let any = ObjectRef {
+            kind: kind.to_owned(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        let mut params = ListParams::default().limit(limit);
+        params.continue_token = from;
+        let list = self
+            .api(&any, version)
+            .list(&params)
+            .await
+            .map_err(|e| Failure::of(e, &self.server))?;
+        let next = list.metadata.continue_.filter(|t| !t.is_empty());
+        let items = list
+            .items
+            .into_iter()
+            .map(to_value)
+            .collect::<Result<_, _>>()?;
+        Ok((items, next))
     }
 
     /// Server-side apply of `object` as `gpufleet`; the object as the server left it (or

@@ -83,6 +83,12 @@ async fn double_and_cluster(
     let double = KubeDouble::start().await.expect("double");
     double.create_namespace("team-research");
     double.create_namespace("team-search");
+    let cluster = connect(&double, dir, timeout).await;
+    (double, Arc::new(cluster))
+}
+
+/// A cluster that reaches `double` through a kubeconfig written in `dir`.
+async fn connect(double: &KubeDouble, dir: &std::path::Path, timeout: Duration) -> Cluster {
     let kubeconfig = dir.join("kubeconfig");
     double.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let connection = Connection {
@@ -90,10 +96,9 @@ async fn double_and_cluster(
         context: None,
         timeout,
     };
-    let cluster = Cluster::kube(&connection, KueueVersion::V1beta2)
+    Cluster::kube(&connection, KueueVersion::V1beta2)
         .await
-        .expect("connect");
-    (double, Arc::new(cluster))
+        .expect("connect")
 }
 
 async fn kube_rig(pool: &PgPool, name: &str, timeout: Duration) -> (Rig, KubeDouble) {
@@ -1052,8 +1057,8 @@ async fn an_admin_deletes_only_a_queue_left_behind_and_never_one_with_admitted_w
 }
 
 /// The ClusterRole in `deploy/` grants exactly the verbs and resources the client uses: every
-/// call a full scenario makes (apply, dry run, drift, re-apply, reports) is granted, and every
-/// grant is used.
+/// call a full scenario makes (apply, dry run, drift, re-apply, reports, the workload history)
+/// is granted, and every grant is used.
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
     let (rig, double) = kube_rig(&pool, "rbac", Duration::from_secs(5)).await;
@@ -1079,6 +1084,9 @@ async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
         let reply = delete(&rig, path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text());
     }
+    cluster::history::record(&rig.state)
+        .await
+        .expect("the workload history");
     let used: BTreeSet<(String, String)> = double
         .calls()
         .into_iter()
@@ -1107,4 +1115,309 @@ async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
         }
     }
     assert_eq!(used, granted);
+}
+
+/// A v1beta2 Workload as Kueue makes it for a Job of `pods` pods of `gpus` H100s each in
+/// `namespace`, submitted to LocalQueue `queue` at `created`; `status` as Kueue's controller
+/// last wrote it.
+fn workload(
+    namespace: &str,
+    name: &str,
+    queue: Option<&str>,
+    created: &str,
+    status: Value,
+) -> Value {
+    let mut spec = json!({"priority": 0, "active": true, "podSets": [{"name": "main", "count": 4,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "train",
+            "image": "registry.example/train:1",
+            "resources": {"requests": {"cpu": "8", "nvidia.com/gpu": "8"}}}]}}}]});
+    if let Some(queue) = queue {
+        spec["queueName"] = json!(queue);
+    }
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
+        "spec": spec, "status": status})
+}
+
+fn condition(kind: &str, status: &str, reason: &str, at: &str) -> Value {
+    json!({"type": kind, "status": status, "reason": reason, "message": "", "lastTransitionTime": at})
+}
+
+/// Admitted to ClusterQueue `queue` at `admitted` on flavor h100-shared (4 pods × 8 GPUs), with
+/// `more` conditions and `evictions` so far.
+fn admitted(queue: &str, admitted: &str, more: Vec<Value>, evictions: u32) -> Value {
+    let mut conditions = vec![
+        condition("QuotaReserved", "True", "QuotaReserved", admitted),
+        condition("Admitted", "True", "Admitted", admitted),
+    ];
+    conditions.extend(more);
+    let mut status = json!({"conditions": conditions, "admission": {"clusterQueue": queue,
+        "podSetAssignments": [{"name": "main", "count": 4,
+            "flavors": {"nvidia.com/gpu": "h100-shared"},
+            "resourceUsage": {"cpu": "32", "nvidia.com/gpu": "32"}}]}});
+    if evictions > 0 {
+        status["schedulingStats"] = json!({"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": evictions}]});
+    }
+    status
+}
+
+async fn history(rig: &Rig, path: &str, who: &Session) -> Reply {
+    call(rig, Method::GET, path, who, None).await
+}
+
+const NOV_30: &str = "/api/cluster/workloads?from=2026-11-30&to=2026-11-30";
+
+/// The workload history against the API double serving Workloads under the real CRD schema:
+/// what Kueue wrote is recorded page by page; a re-admission keeps the first admission and an
+/// eviction is counted once however often it is listed; a cluster that is down loses nothing
+/// and marks nothing gone; a Workload Kueue deleted is kept and marked; a restarted console
+/// counts nothing twice; each reader sees what their role allows.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and_restarts(
+    pool: PgPool,
+) {
+    let dir = scratch("history-kube");
+    let (double, _) = double_and_cluster(&dir, Duration::from_secs(5)).await;
+    let cluster = connect(&double, &dir, Duration::from_secs(5)).await.page(2);
+    let rig = rig(&pool, "history", |_| Arc::new(cluster)).await;
+    let kueue = |object: Value| double.write_as_controller("kueue-controller", object);
+    let preempted = vec![
+        condition("Evicted", "True", "Preempted", "2026-11-30T10:30:00Z"),
+        condition(
+            "Preempted",
+            "True",
+            "InCohortReclamation",
+            "2026-11-30T10:30:00Z",
+        ),
+    ];
+    let train = |status| {
+        workload(
+            "team-research",
+            "job-train",
+            Some("research"),
+            "2026-11-30T08:00:00Z",
+            status,
+        )
+    };
+    kueue(train(admitted(
+        "research",
+        "2026-11-30T08:04:00Z",
+        preempted.clone(),
+        1,
+    )))
+    .expect("train");
+    kueue(workload(
+        "team-search",
+        "job-index",
+        Some("search"),
+        "2026-11-30T09:00:00Z",
+        json!({}),
+    ))
+    .expect("index");
+    kueue(workload(
+        "team-search",
+        "job-lost",
+        None,
+        "2026-11-30T09:30:00Z",
+        json!({}),
+    ))
+    .expect("lost");
+    // The real schema's CEL rule: quota reserved for one pod set of a Workload that has two.
+    let mut two_sets = train(admitted("research", "2026-11-30T08:04:00Z", vec![], 0));
+    two_sets["metadata"]["name"] = json!("two-sets");
+    let second = two_sets["spec"]["podSets"][0].clone();
+    two_sets["spec"]["podSets"]
+        .as_array_mut()
+        .expect("sets")
+        .push(json!({"name": "launcher",
+        "count": 1, "template": second["template"].clone()}));
+    let refused = kueue(two_sets).expect_err("422");
+    assert_eq!(refused.code, 422, "{}", refused.message);
+    assert!(
+        refused
+            .message
+            .contains("podSetAssignments must have the same number of podSets")
+    );
+
+    assert_eq!(
+        cluster::history::record(&rig.state).await.expect("record"),
+        Some(3)
+    );
+    let seen: shared::cluster::workload::WorkloadHistory =
+        history(&rig, NOV_30, &rig.alex).await.json();
+    assert_eq!(
+        (
+            seen.unrecorded.as_deref(),
+            seen.recorder.listed,
+            seen.truncated
+        ),
+        (None, Some(3), false)
+    );
+    let names: Vec<&str> = seen
+        .workloads
+        .iter()
+        .map(|w| w.workload.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["job-train", "job-index", "job-lost"],
+        "oldest first"
+    );
+    let train_seen = &seen.workloads[0];
+    assert_eq!(train_seen.team.as_deref(), Some("research"));
+    assert_eq!(
+        train_seen.workload.cluster_queue.as_deref(),
+        Some("research")
+    );
+    assert_eq!(
+        train_seen.workload.pod_sets[0].flavors["nvidia.com/gpu"],
+        "h100-shared"
+    );
+    assert_eq!(
+        train_seen.workload.resources(),
+        [("nvidia.com/gpu", 32)].into()
+    );
+    // 2026-11-30T08:04:00Z: 1,796,025,600 s + 240 s after the epoch.
+    assert_eq!(train_seen.workload.admitted_at_ms, Some(1_796_025_840_000));
+    assert_eq!(train_seen.evictions_seen.len(), 1);
+    assert_eq!(
+        train_seen.evictions_seen[0].detail.as_deref(),
+        Some("InCohortReclamation")
+    );
+    assert_eq!(
+        seen.workloads[1].workload.resources(),
+        [("nvidia.com/gpu", 32)].into(),
+        "4 pods × 8, pending"
+    );
+    assert_eq!(
+        seen.workloads[2].workload.problems,
+        ["no spec.queueName: Kueue queues it nowhere"]
+    );
+
+    // Re-admitted, then evicted again: the first admission stays, each eviction counts once.
+    let readmitted = vec![condition(
+        "Evicted",
+        "False",
+        "Preempted",
+        "2026-11-30T10:45:00Z",
+    )];
+    kueue(train(admitted(
+        "research",
+        "2026-11-30T10:45:00Z",
+        readmitted,
+        1,
+    )))
+    .expect("readmitted");
+    cluster::history::record(&rig.state).await.expect("record");
+    let again = vec![
+        condition("Evicted", "True", "Preempted", "2026-11-30T11:00:00Z"),
+        condition(
+            "Preempted",
+            "True",
+            "InClusterQueue",
+            "2026-11-30T11:00:00Z",
+        ),
+    ];
+    kueue(train(admitted(
+        "research",
+        "2026-11-30T10:45:00Z",
+        again,
+        2,
+    )))
+    .expect("evicted again");
+    for _ in 0..2 {
+        cluster::history::record(&rig.state).await.expect("record");
+    }
+    let seen: shared::cluster::workload::WorkloadHistory =
+        history(&rig, NOV_30, &rig.alex).await.json();
+    let train_seen = &seen.workloads[0];
+    assert_eq!(
+        train_seen.workload.admitted_at_ms,
+        Some(1_796_025_840_000),
+        "the first admission"
+    );
+    let reasons: Vec<_> = train_seen
+        .evictions_seen
+        .iter()
+        .map(|e| e.detail.as_deref())
+        .collect();
+    assert_eq!(
+        reasons,
+        [Some("InCohortReclamation"), Some("InClusterQueue")]
+    );
+    assert_eq!(train_seen.workload.evictions[0].count, 2);
+
+    // The cluster is down while Kueue deletes a finished Workload: nothing is marked gone.
+    assert!(double.delete("Workload", Some("team-search"), "job-index"));
+    double.set_fault(Some(Fault::Status(503)));
+    assert!(cluster::history::record(&rig.state).await.is_err());
+    let seen: shared::cluster::workload::WorkloadHistory =
+        history(&rig, NOV_30, &rig.alex).await.json();
+    assert!(
+        seen.recorder
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("503")),
+        "{:?}",
+        seen.recorder
+    );
+    assert!(seen.workloads.iter().all(|w| w.gone_at_ms.is_none()));
+    double.set_fault(None);
+    assert_eq!(
+        cluster::history::record(&rig.state).await.expect("record"),
+        Some(2)
+    );
+    let seen: shared::cluster::workload::WorkloadHistory =
+        history(&rig, NOV_30, &rig.alex).await.json();
+    assert_eq!(seen.recorder.last_error, None);
+    let gone: Vec<&str> = seen
+        .workloads
+        .iter()
+        .filter(|w| w.gone_at_ms.is_some())
+        .map(|w| w.workload.name.as_str())
+        .collect();
+    assert_eq!(gone, ["job-index"], "kept, and marked gone");
+
+    // A restarted console (a new connection, the same database) counts nothing twice.
+    let restarted = connect(&double, &scratch("history-restart"), Duration::from_secs(5)).await;
+    let state = AppState::new(pool.clone()).with_cluster(Arc::new(restarted));
+    assert_eq!(
+        cluster::history::record(&state)
+            .await
+            .expect("record after restart"),
+        Some(2)
+    );
+    let again: shared::cluster::workload::WorkloadHistory =
+        history(&rig, NOV_30, &rig.alex).await.json();
+    assert_eq!(again.workloads, seen.workloads);
+
+    // Who sees what; a window that is not one.
+    let own = history(
+        &rig,
+        "/api/cluster/teams/research/workloads?from=2026-11-30&to=2026-11-30",
+        &rig.rita,
+    )
+    .await;
+    assert_eq!(own.status, StatusCode::OK, "{}", own.text());
+    let own: shared::cluster::workload::WorkloadHistory = own.json();
+    assert_eq!(own.workloads.len(), 1);
+    for path in [
+        NOV_30,
+        "/api/cluster/teams/search/workloads?from=2026-11-30&to=2026-11-30",
+    ] {
+        assert_eq!(
+            history(&rig, path, &rig.rita).await.status,
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
+    }
+    let bad = history(
+        &rig,
+        "/api/cluster/workloads?from=2026-12-01&to=2026-11-30",
+        &rig.alex,
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: shared::ApiError = bad.json();
+    assert_eq!(err.fields[0].message, "2026-11-30 is before 2026-12-01");
 }

@@ -1,7 +1,7 @@
-//! Field rules that several domains share (accounts, scenarios, quotas): each pushes a
+//! Field rules that several domains share (accounts, scenarios, quotas, windows of days): each pushes a
 //! [`FieldError`] naming the path it was given.
 
-use crate::common::error::FieldError;
+use crate::common::{day::Day, error::FieldError};
 
 /// Team names, namespaces, flavors, queues: Kubernetes DNS-1123 labels.
 pub fn is_dns_label(value: &str) -> bool {
@@ -130,4 +130,46 @@ mod visible_tests {
             assert!(message.contains(code), "{text:?}: {message}");
         }
     }
+}
+
+/// A required day on `path`, written `YYYY-MM-DD` (UTC).
+pub fn required_day(path: &str, text: Option<&str>, errors: &mut Vec<FieldError>) -> Option<Day> {
+    let (parsed, message) = match text {
+        None | Some("") => (None, "required: a date written YYYY-MM-DD (UTC)".to_owned()),
+        Some(t) => (
+            Day::parse(t),
+            format!("{t:?} is not a date written YYYY-MM-DD"),
+        ),
+    };
+    if parsed.is_none() {
+        errors.push(FieldError {
+            path: path.to_owned(),
+            message,
+        });
+    }
+    parsed
+}
+
+/// The days `from` to `to`, both included, as a window of at most `max_days` (`what` names
+/// it in the error, on `to`): the day after `to`.
+pub fn day_window(
+    from: Day,
+    to: Day,
+    max_days: i32,
+    what: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<Day> {
+    let days = from.days_until(to) + 1;
+    let message = if days < 1 {
+        format!("{to} is before {from}")
+    } else if days > max_days {
+        format!("{days} days: {what} covers at most {max_days}")
+    } else {
+        return Some(to.plus(1));
+    };
+    errors.push(FieldError {
+        path: "to".to_owned(),
+        message,
+    });
+    None
 }

@@ -3,9 +3,10 @@
 //! talk to it through an ordinary kubeconfig and nothing in the product knows:
 //!
 //! - discovery: `/version`, `/api`, `/api/v1`, `/apis`, each group and version;
-//! - GET, LIST (also across namespaces), POST, PUT, DELETE, and PATCH as server-side apply
-//!   (`application/apply-patch+yaml`, field managers, conflicts, `force`), JSON merge patch,
-//!   with `resourceVersion`, `generation`, `managedFields` and `dryRun=All`;
+//! - GET, LIST (also across namespaces, in pages by `limit` and `continue`), POST, PUT,
+//!   DELETE, and PATCH as server-side apply (`application/apply-patch+yaml`, field managers,
+//!   conflicts, `force`), JSON merge patch, with `resourceVersion`, `generation`,
+//!   `managedFields` and `dryRun=All`;
 //! - every object checked against the real CRD schemas and the CEL rules of `schema::cel`,
 //!   refused with 422 and the API server's `Status` body;
 //! - TLS with a certificate made at start (the kubeconfig carries its CA), bearer-token
@@ -14,7 +15,8 @@
 //!   any status (409, 500, 503, …), slow answers, refused connections.
 //!
 //! Not modelled: watches, conversion between Kueue versions (an object is stored as written),
-//! finalizers, admission webhooks, status updates by a controller.
+//! finalizers, admission webhooks, a controller of its own (tests write what Kueue's would:
+//! `set_status`, `write_as_controller`).
 
 pub mod schema;
 
@@ -377,6 +379,37 @@ impl KubeDouble {
         change(&mut object);
         let version = api_version_of(&object).1;
         world.update(&crd, &version, key, manager, object, false)
+    }
+
+    /// Writes `object` as a controller does (Kueue making a Workload, then updating its status)
+    /// as `manager`: checked like any write against its CRD's schema and CEL rules, status
+    /// included. A `creationTimestamp` it carries is kept (an object made before anyone looked).
+    pub fn write_as_controller(&self, manager: &str, object: Value) -> Result<Value, Status> {
+        let mut world = self.world();
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        let crd = world
+            .crds
+            .iter()
+            .find(|c| c.kind == kind)
+            .cloned()
+            .ok_or_else(|| Status::new(404, "NotFound", format!("no kind {kind}")))?;
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let key = (
+            crd.group.clone(),
+            crd.plural(),
+            text(&object["metadata"]["namespace"]),
+            text(&object["metadata"]["name"]),
+        );
+        let created = object["metadata"]["creationTimestamp"].clone();
+        let version = api_version_of(&object).1;
+        let mut shown = world.update(&crd, &version, key.clone(), manager, object, false)?;
+        if created.is_string() {
+            if let Some(stored) = world.objects.get_mut(&key) {
+                stored.object["metadata"]["creationTimestamp"] = created.clone();
+            }
+            shown["metadata"]["creationTimestamp"] = created;
+        }
+        Ok(shown)
     }
 
     /// Sets an object's status, as Kueue's controller would (e.g. `admittedWorkloads`).
@@ -1188,22 +1221,43 @@ fn resource(
             let created = world.update(&crd, version, key(&name), &manager, object, dry_run)?;
             return Ok(ok(StatusCode::CREATED, created));
         }
-        let items: Vec<Value> = world
+        // Pages as the API server hands them out: `limit` objects, then a `continue` token
+        // (here how many were handed out before) from which the next page starts.
+        let limit = params
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .filter(|l| *l > 0);
+        let skip = params
+            .get("continue")
+            .and_then(|t| t.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut page: Vec<&Stored> = world
             .objects
             .iter()
             .filter(|((g, p, n, _), _)| {
                 g == group && p == plural && (namespace.is_none() || *n == ns)
             })
-            .map(|(_, s)| shown_object(s))
+            .map(|(_, s)| s)
+            .skip(skip)
+            .take(limit.map_or(usize::MAX, |l| l + 1))
             .collect();
+        let next = limit.filter(|l| page.len() > *l).map(|l| {
+            page.truncate(l);
+            (skip + l).to_string()
+        });
+        let items: Vec<Value> = page.into_iter().map(shown_object).collect();
         if wants_table {
             return Ok(ok(StatusCode::OK, table(&items)));
+        }
+        let mut metadata = json!({"resourceVersion": world.resource_version.to_string()});
+        if let Some(next) = next {
+            metadata["continue"] = Value::from(next);
         }
         return Ok(ok(
             StatusCode::OK,
             json!({
                 "apiVersion": format!("{group}/{version}"), "kind": format!("{}List", crd.kind),
-                "metadata": {"resourceVersion": world.resource_version.to_string()}, "items": items,
+                "metadata": metadata, "items": items,
             }),
         ));
     };

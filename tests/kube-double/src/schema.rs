@@ -42,8 +42,9 @@ macro_rules! crd_file {
     };
 }
 
-/// The Kueue CRDs (v0.19.2) and KEDA's ScaledObject (v2.20.2), from
-/// `shared/tests/fixtures/crds/` (see its README for the source).
+/// The Kueue CRDs (v0.19.2; the console only reads Workloads, which tests write as Kueue
+/// would) and KEDA's ScaledObject (v2.20.2), from `shared/tests/fixtures/crds/` (see its
+/// README for the source).
 pub fn crds() -> Vec<Crd> {
     [
         crd_file!("resourceflavor"),
@@ -51,6 +52,7 @@ pub fn crds() -> Vec<Crd> {
         crd_file!("clusterqueue"),
         crd_file!("localqueue"),
         crd_file!("workloadpriorityclass"),
+        crd_file!("workload"),
         crd_file!("scaledobject"),
     ]
     .iter()
@@ -334,6 +336,25 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
         }
     }
     match kind {
+        "Workload" => {
+            // Kueue v0.19.2's rule on the Workload type (workload_types.go).
+            let status = &object["status"];
+            let reserved = status["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True")
+            });
+            let sets = |v: &Value| v.as_array().map_or(0, Vec::len);
+            if reserved
+                && status.get("admission").is_some()
+                && sets(&spec["podSets"]) != sets(&status["admission"]["podSetAssignments"])
+            {
+                fail(
+                    "",
+                    "object",
+                    "podSetAssignments must have the same number of podSets as the spec",
+                );
+            }
+        }
         "ClusterQueue" => {
             let cohort = if version == "v1beta1" {
                 "cohort"

@@ -1,0 +1,177 @@
+//! The workload history (`/api/cluster/workloads`): every Kueue Workload on the cluster, listed
+//! a page at a time every `every` and recorded (`db.rs`), so that what ran is kept after Kueue
+//! deletes it and the planner can learn from it.
+//!
+//! Invariants:
+//! - recording is idempotent: a listing writes by upsert and each eviction once (its condition's
+//!   transition time is its identity), so a restart, two replicas or a listing repeated after a
+//!   failure count nothing twice;
+//! - nothing is lost: a row outlives its object (a complete listing that no longer holds it
+//!   marks it gone), and a listing that fails part-way marks nothing gone;
+//! - only a cluster is read: in GitOps mode or with no target the answer says so, and is empty.
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+};
+use shared::cluster::workload::{
+    self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecorderStatus, WorkloadHistory,
+};
+use tokio::task::JoinHandle;
+
+use crate::{
+    app::AppState,
+    clock,
+    error::{Error, Result},
+    retry,
+};
+
+use super::{db, k8s::Failure};
+
+/// Lists and records the cluster's Workloads every `every` (backing off while listings fail);
+/// None when no cluster is read.
+pub fn spawn(state: AppState) -> Option<JoinHandle<()>> {
+    state.cluster.client()?;
+    Some(tokio::spawn(async move {
+        let mut failures = 0u32;
+        loop {
+            match record(&state).await {
+                Ok(_) => failures = 0,
+                Err(err) => {
+                    tracing::warn!(%err, "recording the workload history failed");
+                    failures = failures.saturating_add(1);
+                }
+            }
+            tokio::time::sleep(retry::backoff(state.cluster.every, failures)).await;
+        }
+    }))
+}
+
+/// One complete listing: how many Workloads it recorded (None without a cluster). A failure
+/// is kept as the recorder's state (shown with the history) and returned.
+pub async fn record(state: &AppState) -> Result<Option<u32>> {
+    let Some(kube) = state.cluster.client() else {
+        return Ok(None);
+    };
+    let started_ms = clock::now_ms();
+    let (mut listed, mut next) = (0u32, None);
+    loop {
+        let page = kube
+            .list_page(
+                "Workload",
+                state.cluster.version,
+                state.cluster.page,
+                next.clone(),
+            )
+            .await;
+        let (objects, more) = match page {
+            Ok(page) => page,
+            Err(failure) => return Err(failed(state, &failure).await),
+        };
+        let recorded: Vec<_> = objects
+            .iter()
+            .filter_map(|object| {
+                workload::read(object)
+                    .inspect_err(|why| tracing::warn!(%why, "a Workload is not recorded"))
+                    .ok()
+            })
+            .collect();
+        let rows = serde_json::to_string(&recorded).map_err(|e| Error::Internal(e.to_string()))?;
+        db::record_workloads(&state.pool, &rows, started_ms).await?;
+        listed = listed.saturating_add(u32::try_from(recorded.len()).unwrap_or(u32::MAX));
+        // A server handing back the token it was given would page for ever.
+        if more.is_none() || more == next {
+            break;
+        }
+        next = more;
+    }
+    db::listed_workloads(
+        &state.pool,
+        started_ms,
+        i32::try_from(listed).unwrap_or(i32::MAX),
+    )
+    .await?;
+    Ok(Some(listed))
+}
+
+async fn failed(state: &AppState, failure: &Failure) -> Error {
+    let message = format!("listing Kueue's Workloads: {}", failure.message());
+    match db::listing_failed(&state.pool, &message).await {
+        Ok(()) => Error::Unavailable,
+        Err(err) => err.into(),
+    }
+}
+
+/// `GET /api/cluster/workloads`: every team's recorded Workloads created in the window.
+pub async fn all(
+    State(state): State<AppState>,
+    Query(query): Query<HistoryQuery>,
+) -> Result<Json<WorkloadHistory>> {
+    Ok(Json(history(&state, &query, None).await?))
+}
+
+/// `GET /api/cluster/teams/{team}/workloads`: one team's (the Workloads in its namespace).
+pub async fn of_team(
+    State(state): State<AppState>,
+    Path(team): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> Result<Json<WorkloadHistory>> {
+    Ok(Json(history(&state, &query, Some(&team)).await?))
+}
+
+async fn history(
+    state: &AppState,
+    query: &HistoryQuery,
+    team: Option<&str>,
+) -> Result<WorkloadHistory> {
+    let (from, end) = query.checked().map_err(Error::Invalid)?;
+    let mut conn = state.pool.acquire().await?;
+    let row = db::recorder(&mut *conn).await?;
+    let rows = db::workload_history(
+        &mut *conn,
+        clock::date(from)?,
+        clock::date(end)?,
+        team,
+        i64::from(MAX_HISTORY_WORKLOADS) + 1,
+    )
+    .await?;
+    let truncated = rows.len() > MAX_HISTORY_WORKLOADS as usize;
+    let workloads = rows
+        .iter()
+        .take(MAX_HISTORY_WORKLOADS as usize)
+        .map(|text| {
+            serde_json::from_str::<HistoryEntry>(text)
+                .map_err(|e| Error::Internal(format!("a recorded Workload does not read: {e}")))
+        })
+        .collect::<Result<_>>()?;
+    Ok(WorkloadHistory {
+        unrecorded: unrecorded(state.cluster.mode()),
+        recorder: RecorderStatus {
+            listed_at_ms: row.listed_at_ms,
+            listed: row.listed.and_then(|n| u32::try_from(n).ok()),
+            last_error: row.last_error,
+            last_error_at_ms: row.last_error_at_ms,
+        },
+        from,
+        to: end.plus(-1),
+        workloads,
+        truncated,
+    })
+}
+
+/// Why nothing is recorded, in the words the console shows wherever history is.
+fn unrecorded(mode: &str) -> Option<String> {
+    match mode {
+        "cluster" => None,
+        "gitops" => Some(
+            "GitOps mode: the console writes Kueue's objects to files and reads no cluster, so \
+             it records no Workloads; only what Prometheus scrapes of Kueue is history here"
+                .to_owned(),
+        ),
+        _ => Some(
+            "no cluster is configured (GPUFLEET_KUBECONFIG or GPUFLEET_IN_CLUSTER): no Workloads \
+             are recorded"
+                .to_owned(),
+        ),
+    }
+}
