@@ -720,6 +720,7 @@ mod tests {
                 "clusterqueues",
                 "localqueues",
                 "workloadpriorityclasses",
+                "workloads",
                 "scaledobjects"
             ]
         );
