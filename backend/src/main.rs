@@ -36,7 +36,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Demo(args) => accounts::cli::demo(args).await,
         Command::User(command) => accounts::cli::run(command).await,
         Command::Fleet(command) => fleet::cli::run(command).await,
-        Command::Plan(command) => planning::cli::run(command),
+        Command::Plan(command) => planning::cli::run(command).await,
         Command::Packing(command) => packing::cli::run(command),
         Command::Usage(command) => backend::usage::cli::run(command).await,
         Command::Chargeback(command) => backend::chargeback::cli::run(command).await,

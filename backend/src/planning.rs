@@ -1,4 +1,5 @@
-//! Planning: `POST /api/plan/evaluate`, and saved scenarios (`/api/scenarios`: list, save,
+//! Planning: `POST /api/plan/evaluate`, `GET /api/plan/from-history` (a scenario from what the
+//! fleet did), and saved scenarios (`/api/scenarios`: list, save,
 //! open, replace, delete, duplicate); the `gpufleet plan evaluate | export | bench` commands are
 //! in `cli.rs`, the SQL in `db.rs`. The math is `shared::planning`; the browser runs the same code in
 //! WASM.
@@ -11,11 +12,13 @@ pub mod db;
 
 use axum::{
     Extension, Json,
-    extract::{Path, State},
+    extract::{Path, Query, State},
     http::{Method, StatusCode},
 };
 use shared::{
     accounts::{PLANNERS, Role},
+    cluster::workload::HistoryQuery,
+    planning::from_history::{Derivation, FromHistory, Measured},
     planning::saved::{self, SavedScenario, SavedSummary, ScenarioSave},
     planning::scenario::{SCENARIO_VERSION, Scenario},
     planning::{self, EvaluateError, Evaluation},
@@ -24,6 +27,7 @@ use shared::{
 use crate::{
     access::{Access, Caller},
     app::{Api, AppState},
+    chargeback, cluster,
     error::{Error, Result},
     json::ApiJson,
 };
@@ -32,6 +36,7 @@ pub fn api() -> Api {
     let planners = Access::Roles(PLANNERS);
     Api::default()
         .route(Method::POST, "/plan/evaluate", planners, evaluate)
+        .route(Method::GET, "/plan/from-history", planners, from_history)
         .route(Method::GET, "/scenarios", planners, list_saved)
         .route(Method::POST, "/scenarios", planners, save)
         .route(Method::GET, "/scenarios/{id}", planners, open)
@@ -205,4 +210,60 @@ async fn evaluate(
             EvaluateError::Interrupted => Error::Unavailable,
         })?;
     Ok(Json(evaluation))
+}
+
+/// `GET /api/plan/from-history?from=DAY&to=DAY`: a scenario from the inventory, the quotas in
+/// force on the window's last day and the Workloads recorded in it, with each derived figure's
+/// source (`shared::planning::from_history`).
+async fn from_history(
+    State(state): State<AppState>,
+    Query(query): Query<HistoryQuery>,
+) -> Result<Json<FromHistory>> {
+    let (from, end) = query.checked().map_err(Error::Invalid)?;
+    Ok(Json(measured(&state, from, end).await?))
+}
+
+/// The most Workloads one derivation reads: four weeks of a 10,000-GPU fleet running
+/// ~100,000 jobs a week hold ~400,000 (each kept as a run of a few dozen bytes).
+const MAX_DERIVED_WORKLOADS: usize = 2_000_000;
+
+/// [`from_history`]'s work, for the API and the CLI: the Workloads are read a page at a time.
+pub async fn measured(
+    state: &AppState,
+    from: shared::common::day::Day,
+    end: shared::common::day::Day,
+) -> Result<FromHistory> {
+    let world = {
+        let mut conn = state.pool.acquire().await?;
+        crate::quota::world(&mut conn).await?
+    };
+    let rates = chargeback::db::rates(&state.pool).await?;
+    let last = end.plus(-1);
+    let prices = world
+        .flavors
+        .iter()
+        .filter_map(|f| {
+            let rate = shared::chargeback::rate_on(&rates, &f.name, last)?;
+            Some((f.name.clone(), rate))
+        })
+        .collect();
+    let measured = Measured {
+        world: &world,
+        prices: &prices,
+        from,
+        end,
+    };
+    let mut derivation = Derivation::new(&measured);
+    let truncated =
+        cluster::history::each_in_window(state, from, end, MAX_DERIVED_WORKLOADS, |entry| {
+            derivation.add(entry)
+        })
+        .await?;
+    let mut derived = derivation.finish();
+    if truncated {
+        derived.problems.push(format!(
+            "the window held more than {MAX_DERIVED_WORKLOADS} Workloads: only the oldest are read; ask for fewer days"
+        ));
+    }
+    Ok(derived)
 }

@@ -1,6 +1,7 @@
 //! One week at 1-minute steps: 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs, and ten times
-//! that; the ~10,000-card bank preset's whole evaluation; and its quota suggestion (its own
-//! week plus each week it tries).
+//! that; the ~10,000-card bank preset's whole evaluation; its quota suggestion (its own week
+//! plus each week it tries); and a scenario derived from four weeks of that fleet's recorded
+//! Workloads.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use shared::{
@@ -97,5 +98,89 @@ fn suggestion(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, week, evaluation, suggestion);
+/// Four weeks of the 10,000-GPU, 50-team fleet's Workloads: 400,000 jobs (about the
+/// benchmark week's 100,000 a week), each team's on its flavor at three priorities, one to
+/// eight GPUs, runs of 30 to 300 minutes, arriving through the day.
+fn from_history(c: &mut Criterion) {
+    use shared::{
+        cluster::workload::{HistoryEntry, PodSet, RecordedWorkload, Transition},
+        common::day::Day,
+        planning::from_history::{Measured, scenario},
+        quota::QuotaWorld,
+    };
+    let bench = bench_scenario();
+    let world: QuotaWorld = serde_json::from_value(serde_json::json!({
+        "flavors": bench.fleet.iter().map(|a| serde_json::json!({"name": a.flavor,
+            "gpu_model": a.gpu_model, "pools": ["p"], "gpus": a.count, "settings": {}})).collect::<Vec<_>>(),
+        "teams": bench.teams.iter().map(|t| serde_json::json!({"team": t.name,
+            "namespace": format!("ns-{}", t.name), "cluster_queue": t.name, "local_queue": t.name,
+            "cohort": "all"})).collect::<Vec<_>>(),
+        "approved": []
+    }))
+    .unwrap_or_default();
+    let prices = bench
+        .fleet
+        .iter()
+        .map(|a| (a.flavor.clone(), a.price_cents_per_gpu_hour))
+        .collect();
+    let Some(from) = Day::parse("2026-11-02") else {
+        return;
+    };
+    let start_ms = i64::from(from.days_since_epoch()) * 86_400_000;
+    let resource = "nvidia.com/gpu".to_owned();
+    let history: Vec<HistoryEntry> = (0..400_000u32)
+        .map(|i| {
+            let team = &bench.teams[(i % 50) as usize];
+            let flavor = team.workloads[0].flavor.clone();
+            let (gpus, minutes) = (u64::from(1 + i % 8), i64::from(30 + (i * 7) % 271));
+            let created = start_ms + i64::from(i) * (28 * 86_400_000 / 400_000);
+            let admitted = created + i64::from(i % 20) * 60_000;
+            HistoryEntry {
+                workload: RecordedWorkload {
+                    uid: format!("uid-{i}"),
+                    namespace: format!("ns-{}", team.name),
+                    name: format!("job-{i}"),
+                    local_queue: team.name.clone(),
+                    cluster_queue: Some(team.name.clone()),
+                    priority: (i % 3) as i32 * 100,
+                    priority_class: None,
+                    pod_sets: vec![PodSet {
+                        name: "main".to_owned(),
+                        count: 1,
+                        resources: [(resource.clone(), gpus)].into(),
+                        flavors: [(resource.clone(), flavor)].into(),
+                    }],
+                    created_at_ms: created,
+                    quota_reserved_at_ms: Some(admitted),
+                    admitted_at_ms: Some(admitted),
+                    evicted: None,
+                    finished: Some(Transition {
+                        at_ms: admitted + minutes * 60_000,
+                        reason: "Succeeded".to_owned(),
+                        detail: None,
+                    }),
+                    evictions: Vec::new(),
+                    problems: Vec::new(),
+                },
+                team: Some(team.name.clone()),
+                evictions_seen: Vec::new(),
+                gone_at_ms: None,
+            }
+        })
+        .collect();
+    let measured = Measured {
+        world: &world,
+        prices: &prices,
+        from,
+        end: from.plus(28),
+    };
+    let mut group = c.benchmark_group("from_history");
+    group.sample_size(10);
+    group.bench_function("4_weeks_10000_gpus_50_teams_400000_workloads", |b| {
+        b.iter(|| scenario(&measured, &history))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, week, evaluation, suggestion, from_history);
 criterion_main!(benches);

@@ -302,12 +302,14 @@ pub async fn recorder(db: impl PgExecutor<'_>) -> sqlx::Result<RecorderRow> {
 }
 
 /// Up to `limit` Workloads created in [from, to) (of `team`'s namespace when given), oldest
-/// first, each as a `shared::cluster::workload::HistoryEntry` in JSON.
+/// first and after `after` (a creation time in ms and a uid: the last of the previous page),
+/// each as a `shared::cluster::workload::HistoryEntry` in JSON.
 pub async fn workload_history(
     db: impl PgExecutor<'_>,
     from: Date,
     to: Date,
     team: Option<&str>,
+    after: Option<(i64, &str)>,
     limit: i64,
 ) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar!(
@@ -335,11 +337,15 @@ pub async fn workload_history(
            where h.created_at >= $1::date::timestamp at time zone 'UTC'
              and h.created_at < $2::date::timestamp at time zone 'UTC'
              and ($3::text is null or t.name = $3)
+             and ($4::bigint is null
+                  or (h.created_at, h.uid) > (timestamptz 'epoch' + $4::bigint * interval '1 millisecond', $5::text))
            order by h.created_at, h.uid
-           limit $4"#,
+           limit $6"#,
         from,
         to,
         team,
+        after.map(|(ms, _)| ms),
+        after.map(|(_, uid)| uid),
         limit
     )
     .fetch_all(db)

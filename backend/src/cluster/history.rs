@@ -14,8 +14,11 @@ use axum::{
     Json,
     extract::{Path, Query, State},
 };
-use shared::cluster::workload::{
-    self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecorderStatus, WorkloadHistory,
+use shared::{
+    cluster::workload::{
+        self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecorderStatus, WorkloadHistory,
+    },
+    common::day::Day,
 };
 use tokio::task::JoinHandle;
 
@@ -125,25 +128,8 @@ async fn history(
     team: Option<&str>,
 ) -> Result<WorkloadHistory> {
     let (from, end) = query.checked().map_err(Error::Invalid)?;
-    let mut conn = state.pool.acquire().await?;
-    let row = db::recorder(&mut *conn).await?;
-    let rows = db::workload_history(
-        &mut *conn,
-        clock::date(from)?,
-        clock::date(end)?,
-        team,
-        i64::from(MAX_HISTORY_WORKLOADS) + 1,
-    )
-    .await?;
-    let truncated = rows.len() > MAX_HISTORY_WORKLOADS as usize;
-    let workloads = rows
-        .iter()
-        .take(MAX_HISTORY_WORKLOADS as usize)
-        .map(|text| {
-            serde_json::from_str::<HistoryEntry>(text)
-                .map_err(|e| Error::Internal(format!("a recorded Workload does not read: {e}")))
-        })
-        .collect::<Result<_>>()?;
+    let row = db::recorder(&state.pool).await?;
+    let (workloads, truncated) = window(state, from, end, team).await?;
     Ok(WorkloadHistory {
         unrecorded: unrecorded(state.cluster.mode()),
         recorder: RecorderStatus {
@@ -157,6 +143,68 @@ async fn history(
         workloads,
         truncated,
     })
+}
+
+/// The recorded Workloads created in [`from`, `end`) (in `team`'s namespace when given), at
+/// most [`MAX_HISTORY_WORKLOADS`], oldest first; and whether the window held more.
+pub async fn window(
+    state: &AppState,
+    from: Day,
+    end: Day,
+    team: Option<&str>,
+) -> Result<(Vec<HistoryEntry>, bool)> {
+    let rows = db::workload_history(
+        &state.pool,
+        clock::date(from)?,
+        clock::date(end)?,
+        team,
+        None,
+        i64::from(MAX_HISTORY_WORKLOADS) + 1,
+    )
+    .await?;
+    let truncated = rows.len() > MAX_HISTORY_WORKLOADS as usize;
+    let workloads = rows
+        .iter()
+        .take(MAX_HISTORY_WORKLOADS as usize)
+        .map(|text| entry(text))
+        .collect::<Result<_>>()?;
+    Ok((workloads, truncated))
+}
+
+/// Every recorded Workload created in [`from`, `end`), oldest first, handed to `each` a page
+/// at a time, at most `most`; whether the window held more.
+pub async fn each_in_window(
+    state: &AppState,
+    from: Day,
+    end: Day,
+    most: usize,
+    mut each: impl FnMut(&HistoryEntry),
+) -> Result<bool> {
+    const PAGE: usize = 5_000;
+    let (from, end) = (clock::date(from)?, clock::date(end)?);
+    let (mut read, mut after) = (0usize, None::<(i64, String)>);
+    loop {
+        let last = after.as_ref().map(|(ms, uid)| (*ms, uid.as_str()));
+        let rows = db::workload_history(&state.pool, from, end, None, last, PAGE as i64).await?;
+        let full = rows.len() == PAGE;
+        for text in &rows {
+            if read == most {
+                return Ok(true);
+            }
+            let entry = entry(text)?;
+            each(&entry);
+            read += 1;
+            after = Some((entry.workload.created_at_ms, entry.workload.uid));
+        }
+        if !full {
+            return Ok(false);
+        }
+    }
+}
+
+fn entry(text: &str) -> Result<HistoryEntry> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::Internal(format!("a recorded Workload does not read: {e}")))
 }
 
 /// Why nothing is recorded, in the words the console shows wherever history is.

@@ -1,4 +1,5 @@
-//! `gpufleet plan evaluate`, `plan suggest-quotas`, `plan export` and `plan bench`: planning from files.
+//! `gpufleet plan evaluate`, `plan suggest-quotas`, `plan export` and `plan bench`: planning from
+//! files; `plan from-history`: a scenario from the database's record of what the fleet did.
 #![allow(clippy::print_stdout)] // a CLI prints
 
 use std::{
@@ -7,6 +8,7 @@ use std::{
 };
 
 use shared::{
+    cluster::workload::HistoryQuery,
     planning::manifests::{self, KueueVersion},
     planning::scenario::Scenario,
     planning::{self, Evaluation},
@@ -14,11 +16,29 @@ use shared::{
 
 use clap::Subcommand;
 
-use crate::{error::CliError, packing::cli::pretty};
+use crate::{config::DbArgs, error::CliError, packing::cli::pretty};
 
 /// Runs one planning command, printing its result.
-pub fn run(command: PlanCommand) -> Result<(), CliError> {
+pub async fn run(command: PlanCommand) -> Result<(), CliError> {
     match command {
+        PlanCommand::FromHistory { from, to, db } => {
+            let query = HistoryQuery {
+                from: Some(from),
+                to: Some(to),
+            };
+            let (from, end) = query.checked().map_err(|errors| {
+                let said: Vec<String> = errors
+                    .iter()
+                    .map(|e| format!("--{}: {}", e.path, e.message))
+                    .collect();
+                CliError::Input(said.join("; "))
+            })?;
+            let state = crate::AppState::new(crate::migrated_pool(&db).await?);
+            let derived = super::measured(&state, from, end)
+                .await
+                .map_err(|err| CliError::Failed(err.to_string()))?;
+            println!("{}", pretty(&derived)?);
+        }
         PlanCommand::Evaluate { scenario } => {
             println!("{}", pretty(&evaluate_file(&scenario)?)?);
         }
@@ -134,6 +154,18 @@ pub enum PlanCommand {
         /// Kueue API version: v1beta2 (default) or v1beta1.
         #[arg(long, default_value = "v1beta2")]
         kueue_version: String,
+    },
+    /// A scenario from what the fleet did (the inventory, the quotas in force on the last day,
+    /// the Workloads recorded in the window) and where each figure came from, as JSON.
+    FromHistory {
+        /// The first day, YYYY-MM-DD (UTC).
+        #[arg(long)]
+        from: String,
+        /// The last day, included.
+        #[arg(long)]
+        to: String,
+        #[command(flatten)]
+        db: DbArgs,
     },
     /// Time the week-long simulation of 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs.
     Bench {

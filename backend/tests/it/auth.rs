@@ -74,6 +74,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("POST", "/packing/replay", "approver admin"),
     ("POST", "/packing/mig", "approver admin"),
     ("POST", "/plan/evaluate", "approver admin"),
+    ("GET", "/plan/from-history", "approver admin"),
     ("GET", "/scenarios", "approver admin"),
     ("POST", "/scenarios", "approver admin"),
     ("GET", "/scenarios/{id}", "approver admin"),
@@ -132,6 +133,12 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "requester@own approver finance admin",
     ),
     ("GET", "/cluster", "requester approver finance admin"),
+    ("GET", "/cluster/workloads", "approver finance admin"),
+    (
+        "GET",
+        "/cluster/teams/{team}/workloads",
+        "requester@own approver finance admin",
+    ),
     ("POST", "/cluster/reconcile", "approver admin"),
     ("POST", "/cluster/apply", "approver admin"),
     (

@@ -1411,6 +1411,61 @@ async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and
             "{path}"
         );
     }
+    // The planner reads the same record: research's one job, still running at the window's
+    // end, is a class of 32-GPU jobs at least 956 minutes long (08:04 to midnight), wanted
+    // from its creation at 08:00 (hours 8 to 22 whole, 56 minutes of hour 23).
+    let derived = history(
+        &rig,
+        "/api/plan/from-history?from=2026-11-30&to=2026-11-30",
+        &rig.alex,
+    )
+    .await;
+    assert_eq!(derived.status, StatusCode::OK, "{}", derived.text());
+    let derived: shared::planning::from_history::FromHistory = derived.json();
+    let research = derived
+        .scenario
+        .teams
+        .iter()
+        .position(|t| t.name == "research")
+        .expect("research");
+    assert!(
+        derived.scenario.validate().is_ok(),
+        "{:?}",
+        derived.scenario.validate()
+    );
+    let class = &derived.scenario.teams[research].workloads[0];
+    assert_eq!(
+        (class.flavor.as_str(), class.gpus_per_job, class.job_minutes),
+        ("h100-shared", 32, 956)
+    );
+    let hourly = class.demand.hourly();
+    assert_eq!((hourly[7], hourly[8], hourly[22]), (0.0, 32.0, 32.0));
+    assert!((hourly[23] - 32.0 * 56.0 / 60.0).abs() < 1e-9);
+    assert!(
+        derived
+            .problems
+            .contains(&"2 Workloads left out: never admitted, so on no flavor yet".to_owned()),
+        "{:?}",
+        derived.problems
+    );
+    let length = derived
+        .sources
+        .iter()
+        .find(|s| s.path == format!("teams[{research}].workloads[0].job_minutes"));
+    assert!(
+        length.is_some_and(|s| s.from.starts_with("at least")),
+        "{length:?}"
+    );
+    assert_eq!(
+        history(
+            &rig,
+            "/api/plan/from-history?from=2026-11-30&to=2026-11-30",
+            &rig.rita
+        )
+        .await
+        .status,
+        StatusCode::FORBIDDEN
+    );
     let bad = history(
         &rig,
         "/api/cluster/workloads?from=2026-12-01&to=2026-11-30",

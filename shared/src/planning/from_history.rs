@@ -1,0 +1,573 @@
+//! A scenario from what the fleet really did: the inventory's flavors, the teams and the
+//! quotas in force on the window's last day, and batch classes derived from the recorded
+//! Workloads (`cluster::workload`): one class per team, flavor and priority.
+//!
+//! A class's figures, each with its source:
+//! - GPUs per job: the most common whole-GPU count of its Workloads (ties: the larger);
+//! - job length: the mean run (first admission → finish) of those that finished; where none
+//!   did, the mean of what the running ones ran by the window's end, *at least*;
+//! - demand: each Workload's GPUs over its run placed from its creation (when it was wanted),
+//!   summed per hour of the week (hour 0 is Monday 00:00 UTC, as the presets count) and divided
+//!   by how many times the window holds that hour, so a window of any whole days averages
+//!   right; work beyond the window's end is left out;
+//! - priority: the class's; checkpoints: the team's quota request says its interval.
+//!
+//! Invariants: nothing is guessed. A Workload that holds no whole GPUs of a flavor is not
+//! batch work of the planner's kind; one never admitted has no flavor (Kueue picks it at
+//! admission) and one outside every team's namespace has no team: each kind is counted in
+//! `problems`, never placed. Busy shares and inference come from measured use, not from
+//! Workloads: until they are read, the classes keep the format's busy default, and say so.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    cluster::workload::HistoryEntry,
+    common::day::Day,
+    planning::scenario::{
+        Accelerator, Demand, HOURS_PER_WEEK, Scenario, Team, Workload, WorkloadKind,
+    },
+    quota::QuotaWorld,
+};
+
+const MS_PER_MINUTE: i64 = 60_000;
+const MS_PER_HOUR: i64 = 3_600_000;
+
+/// What the derivation reads.
+pub struct Measured<'a> {
+    pub world: &'a QuotaWorld,
+    /// Each flavor's rate, in cents per GPU-hour.
+    pub prices: &'a BTreeMap<String, i64>,
+    pub from: Day,
+    /// The day after the last.
+    pub end: Day,
+}
+
+/// A scenario and where each of its derived figures came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FromHistory {
+    pub scenario: Scenario,
+    pub sources: Vec<Source>,
+    /// What was left out or could not be read, in words.
+    pub problems: Vec<String>,
+}
+
+/// One derived figure's provenance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// The scenario path it sets, e.g. `teams[0].workloads[1].job_minutes`.
+    pub path: String,
+    pub from: String,
+}
+
+/// One recorded Workload as the planner reads it.
+struct Run {
+    team: usize,
+    flavor: String,
+    priority: i32,
+    class: String,
+    gpus: u32,
+    created_ms: i64,
+    /// Minutes from first admission to finish, or to the window's end while still running.
+    minutes: i64,
+    finished: bool,
+}
+
+/// The scenario of `workloads` (one window's, any order).
+pub fn scenario<'a>(
+    m: &Measured,
+    workloads: impl IntoIterator<Item = &'a HistoryEntry>,
+) -> FromHistory {
+    let mut derivation = Derivation::new(m);
+    for entry in workloads {
+        derivation.add(entry);
+    }
+    derivation.finish()
+}
+
+/// A derivation under way: Workloads are added one at a time (a window of a large fleet is
+/// read from the database in pages), each kept as a run of a few dozen bytes.
+pub struct Derivation<'a> {
+    m: &'a Measured<'a>,
+    base: Scenario,
+    sources: Vec<Source>,
+    problems: Vec<String>,
+    runs: Vec<Run>,
+    /// Workloads left out: in no team's namespace, never admitted, on no whole GPUs.
+    left_out: [usize; 3],
+}
+
+impl<'a> Derivation<'a> {
+    pub fn new(m: &'a Measured<'a>) -> Self {
+        let mut sources = Vec::new();
+        let mut problems = Vec::new();
+        let fleet = fleet(m, &mut sources, &mut problems);
+        let mut base =
+            Scenario::starting_from(&format!("measured {} to {}", m.from, m.end.plus(-1)), fleet);
+        base.teams = teams(m, &base, &mut sources, &mut problems);
+        Derivation {
+            m,
+            base,
+            sources,
+            problems,
+            runs: Vec::new(),
+            left_out: [0; 3],
+        }
+    }
+
+    /// One recorded Workload: a run of its team's class, or counted as left out.
+    pub fn add(&mut self, entry: &HistoryEntry) {
+        let w = &entry.workload;
+        let Some(team) = self
+            .m
+            .world
+            .teams
+            .iter()
+            .position(|t| t.namespace == w.namespace)
+        else {
+            self.left_out[0] += 1;
+            return;
+        };
+        let Some(admitted_ms) = w.admitted_at_ms else {
+            self.left_out[1] += 1;
+            return;
+        };
+        let Some((flavor, gpus)) = gpu_flavor(entry, &self.base) else {
+            self.left_out[2] += 1;
+            return;
+        };
+        // A finished run counts whole (its length is the class's); a running one by the end.
+        let until = w.finished.as_ref().map_or(day_ms(self.m.end), |f| f.at_ms);
+        self.runs.push(Run {
+            team,
+            priority: w.priority,
+            class: w
+                .priority_class
+                .clone()
+                .unwrap_or_else(|| format!("priority-{}", w.priority)),
+            gpus,
+            flavor,
+            created_ms: w.created_at_ms.max(day_ms(self.m.from)),
+            minutes: (until - admitted_ms).max(0) / MS_PER_MINUTE,
+            finished: w.finished.is_some(),
+        });
+    }
+
+    pub fn finish(mut self) -> FromHistory {
+        let whys = [
+            "in namespaces no team owns",
+            "never admitted, so on no flavor yet",
+            "holding no whole GPUs of a flavor (MIG instances, or no GPUs)",
+        ];
+        for (n, why) in self.left_out.iter().zip(whys) {
+            if *n > 0 {
+                self.problems.push(format!("{n} Workloads left out: {why}"));
+            }
+        }
+        let mut classes: BTreeMap<(usize, &str, i32), Vec<&Run>> = BTreeMap::new();
+        for run in &self.runs {
+            classes
+                .entry((run.team, run.flavor.as_str(), run.priority))
+                .or_default()
+                .push(run);
+        }
+        let (m, base, sources) = (self.m, &mut self.base, &mut self.sources);
+        for ((team, flavor, priority), runs) in classes {
+            let at = base.teams[team].workloads.len();
+            let path = format!("teams[{team}].workloads[{at}]");
+            let checkpoint = checkpoint_minutes(m, &base.teams[team].name);
+            let work = class(m, flavor, priority, &runs, checkpoint, &path, sources);
+            base.teams[team].workloads.push(work);
+        }
+        for (t, team) in base.teams.iter_mut().enumerate() {
+            if team.workloads.is_empty() {
+                team.workloads.push(no_recorded_work(&base.fleet, team));
+                sources.push(Source {
+                    path: format!("teams[{t}].workloads[0]"),
+                    from: "no Workloads recorded in the window: a class that asks for nothing, so the team's quota stays (and lends)".to_owned(),
+                });
+            }
+        }
+        FromHistory {
+            scenario: self.base,
+            sources: self.sources,
+            problems: self.problems,
+        }
+    }
+}
+
+/// The class of a team that ran nothing: no demand, on a flavor it holds quota on.
+fn no_recorded_work(fleet: &[Accelerator], team: &Team) -> Workload {
+    let flavor = team
+        .nominal_gpus
+        .keys()
+        .next()
+        .or(fleet.first().map(|a| &a.flavor))
+        .cloned()
+        .unwrap_or_default();
+    let mut work = Workload::new("no-recorded-work", WorkloadKind::Batch, &flavor);
+    work.demand = Demand::Hourly {
+        hourly_gpus: vec![0.0; HOURS_PER_WEEK],
+    };
+    work
+}
+
+fn fleet(m: &Measured, sources: &mut Vec<Source>, problems: &mut Vec<String>) -> Vec<Accelerator> {
+    let mut fleet = Vec::new();
+    for f in m.world.flavors.iter().filter(|f| f.gpus > 0) {
+        let price = m.prices.get(&f.name).copied().unwrap_or_else(|| {
+            problems.push(format!("flavor {}: no rate, priced at 0", f.name));
+            0
+        });
+        let mut acc = Accelerator::new(&f.name, &f.gpu_model, price);
+        acc.count = u32::try_from(f.gpus).unwrap_or(u32::MAX);
+        sources.push(Source {
+            path: format!("fleet[{}].count", fleet.len()),
+            from: format!(
+                "the inventory: {} GPUs in pools {}",
+                f.gpus,
+                f.pools.join(", ")
+            ),
+        });
+        fleet.push(acc);
+    }
+    fleet
+}
+
+/// The teams with the quota in force on the window's last day, in whole GPUs.
+fn teams(
+    m: &Measured,
+    base: &Scenario,
+    sources: &mut Vec<Source>,
+    problems: &mut Vec<String>,
+) -> Vec<Team> {
+    let last = m.end.plus(-1);
+    let in_force = m.world.effective_on(last);
+    let mut teams = Vec::new();
+    for queue in &m.world.teams {
+        let mut team = Team::new(&queue.team);
+        if let Some(approved) = in_force.get(queue.team.as_str()) {
+            for line in &approved.spec.lines {
+                let Some(acc) = base.accelerator(&line.flavor) else {
+                    continue;
+                };
+                if acc
+                    .model()
+                    .is_none_or(|model| model.resource != line.resource)
+                {
+                    problems.push(format!(
+                        "team {}: its quota of {} on {} is not carried (the planner's quotas are whole GPUs)",
+                        queue.team, line.resource, line.flavor
+                    ));
+                    continue;
+                }
+                let gpus = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+                team.nominal_gpus
+                    .insert(line.flavor.clone(), gpus(line.nominal));
+                if let Some(limit) = line.borrowing_limit {
+                    team.borrowing_limit_gpus
+                        .insert(line.flavor.clone(), gpus(limit));
+                }
+                if let Some(limit) = line.lending_limit {
+                    team.lending_limit_gpus
+                        .insert(line.flavor.clone(), gpus(limit));
+                }
+            }
+            sources.push(Source {
+                path: format!("teams[{}].nominal_gpus", teams.len()),
+                from: format!("quota request {} in force on {last}", approved.id),
+            });
+        }
+        teams.push(team);
+    }
+    teams
+}
+
+/// The flavor whose whole GPUs the Workload was admitted on, and how many it holds.
+fn gpu_flavor(entry: &HistoryEntry, base: &Scenario) -> Option<(String, u32)> {
+    let set = entry.workload.pod_sets.iter().find_map(|set| {
+        set.flavors.iter().find_map(|(resource, flavor)| {
+            let acc = base.accelerator(flavor)?;
+            (acc.model()?.resource == *resource).then(|| (flavor.clone(), resource.clone()))
+        })
+    })?;
+    let gpus = entry.workload.resources().get(set.1.as_str()).copied()?;
+    Some((set.0, u32::try_from(gpus).ok().filter(|g| *g > 0)?))
+}
+
+fn checkpoint_minutes(m: &Measured, team: &str) -> Option<u32> {
+    m.world
+        .effective_on(m.end.plus(-1))
+        .get(team)
+        .and_then(|a| a.spec.checkpoint_interval_min)
+}
+
+/// One class from its runs.
+fn class(
+    m: &Measured,
+    flavor: &str,
+    priority: i32,
+    runs: &[&Run],
+    checkpoint: Option<u32>,
+    path: &str,
+    sources: &mut Vec<Source>,
+) -> Workload {
+    let window = format!("{} to {}", m.from, m.end.plus(-1));
+    let mut work = Workload::new(
+        &format!("{}-{flavor}", runs[0].class),
+        WorkloadKind::Batch,
+        flavor,
+    );
+    work.priority = priority;
+    let mut say = |field: &str, from: String| {
+        sources.push(Source {
+            path: format!("{path}.{field}"),
+            from,
+        })
+    };
+    let mut sizes: BTreeMap<u32, usize> = BTreeMap::new();
+    for run in runs {
+        *sizes.entry(run.gpus).or_insert(0) += 1;
+    }
+    let (gpus, _) = sizes
+        .iter()
+        .max_by_key(|(gpus, n)| (**n, **gpus))
+        .map_or((1, 0), |(g, n)| (*g, *n));
+    work.gpus_per_job = gpus;
+    say(
+        "gpus_per_job",
+        format!(
+            "the most common size of {} Workloads ({window})",
+            runs.len()
+        ),
+    );
+    let finished: Vec<i64> = runs
+        .iter()
+        .filter(|r| r.finished)
+        .map(|r| r.minutes)
+        .collect();
+    let (lengths, how) = if finished.is_empty() {
+        let running: Vec<i64> = runs.iter().map(|r| r.minutes).collect();
+        (
+            running,
+            "at least: none finished; what the running ones ran by the window's end",
+        )
+    } else {
+        (finished, "the mean run, first admission to finish")
+    };
+    let mean = lengths.iter().sum::<i64>() / i64::try_from(lengths.len()).unwrap_or(1).max(1);
+    work.job_minutes = u32::try_from(mean.max(1)).unwrap_or(u32::MAX);
+    say(
+        "job_minutes",
+        format!("{how}, of {} Workloads ({window})", lengths.len()),
+    );
+    work.demand = Demand::Hourly {
+        hourly_gpus: demand(m, runs, work.job_minutes),
+    };
+    say(
+        "demand",
+        format!(
+            "{} Workloads' GPUs over their runs from their creation, by hour of the week ({window})",
+            runs.len()
+        ),
+    );
+    work.checkpoint_minutes = checkpoint.unwrap_or(0);
+    say(
+        "checkpoint_minutes",
+        checkpoint.map_or_else(
+            || "not stated: the team's quota request gives no checkpoint interval".to_owned(),
+            |c| format!("the team's quota request: every {c} minutes"),
+        ),
+    );
+    say(
+        "busy_pct",
+        "not measured here: the format's default (DCGM's busy share is not read yet)".to_owned(),
+    );
+    work
+}
+
+/// GPUs wanted per hour of the week: each run's GPUs from its creation for its length
+/// (`fallback` minutes for one still running with none), within the window, over how many
+/// times the window holds that hour.
+fn demand(m: &Measured, runs: &[&Run], fallback: u32) -> Vec<f64> {
+    let (from_ms, end_ms) = (day_ms(m.from), day_ms(m.end));
+    let mut gpu_minutes = vec![0i64; HOURS_PER_WEEK];
+    for run in runs {
+        let minutes = if run.minutes > 0 {
+            run.minutes
+        } else {
+            i64::from(fallback)
+        };
+        let (mut at, stop) = (
+            run.created_ms,
+            (run.created_ms + minutes * MS_PER_MINUTE).min(end_ms),
+        );
+        while at < stop {
+            let hour_end = (at.div_euclid(MS_PER_HOUR) + 1) * MS_PER_HOUR;
+            let next = hour_end.min(stop);
+            gpu_minutes[hour_of_week(at)] += i64::from(run.gpus) * (next - at) / MS_PER_MINUTE;
+            at = next;
+        }
+    }
+    let mut occurrences = [0i64; HOURS_PER_WEEK];
+    let mut hour = from_ms;
+    while hour < end_ms {
+        occurrences[hour_of_week(hour)] += 1;
+        hour += MS_PER_HOUR;
+    }
+    gpu_minutes
+        .iter()
+        .zip(occurrences)
+        .map(|(g, n)| {
+            if n > 0 {
+                *g as f64 / (60.0 * n as f64)
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// Hour of the week from Monday 00:00 UTC (1970-01-01 was a Thursday: hour 72).
+fn hour_of_week(ms: i64) -> usize {
+    (ms.div_euclid(MS_PER_HOUR) + 72).rem_euclid(HOURS_PER_WEEK as i64) as usize
+}
+
+fn day_ms(day: Day) -> i64 {
+    i64::from(day.days_since_epoch()) * 24 * MS_PER_HOUR
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// 2026-11-30 (a Monday) 00:00 UTC.
+    const MONDAY_MS: i64 = 1_795_996_800_000;
+
+    /// 16 H100s; research (namespace team-research) holds all 16 by request 7, which says it
+    /// checkpoints every 30 minutes.
+    fn world() -> QuotaWorld {
+        serde_json::from_value(json!({
+            "flavors": [{"name": "h100", "gpu_model": "H100-SXM5-80GB", "pools": ["p1"], "gpus": 16,
+                "settings": {}}],
+            "teams": [{"team": "research", "namespace": "team-research", "cluster_queue": "research",
+                "local_queue": "research", "cohort": "gpufleet"}],
+            "approved": [{"id": 7, "team": "research", "order": 1, "spec": {
+                "lines": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 16}],
+                "checkpoint_interval_min": 30, "justification": "training",
+                "starts_on": "2026-11-01"}}]
+        }))
+        .expect("a world")
+    }
+
+    /// A Workload of `gpus` H100s in `namespace`, created `created` minutes after Monday 00:00,
+    /// admitted `wait` minutes later (None: never) and finished `run` minutes after that.
+    fn recorded(
+        namespace: &str,
+        gpus: u32,
+        created: i64,
+        wait: Option<i64>,
+        run: i64,
+    ) -> HistoryEntry {
+        let at = |minutes: i64| MONDAY_MS + minutes * MS_PER_MINUTE;
+        let admitted = wait.map(|w| at(created + w));
+        let flavors: Value = if admitted.is_some() {
+            json!({"nvidia.com/gpu": "h100"})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "uid": format!("{namespace}-{created}"), "namespace": namespace, "name": "job",
+            "local_queue": "research", "cluster_queue": null, "priority": 100,
+            "priority_class": "training",
+            "pod_sets": [{"name": "main", "count": 1, "resources": {"nvidia.com/gpu": gpus},
+                "flavors": flavors}],
+            "created_at_ms": at(created), "quota_reserved_at_ms": admitted, "admitted_at_ms": admitted,
+            "evicted": null,
+            "finished": admitted.map(|a| json!({"at_ms": a + run * MS_PER_MINUTE, "reason": "Succeeded", "detail": null})),
+            "evictions": [], "problems": [], "team": null, "evictions_seen": [], "gone_at_ms": null
+        }))
+        .expect("an entry")
+    }
+
+    fn history() -> Vec<HistoryEntry> {
+        vec![
+            recorded("team-research", 8, 8 * 60, Some(4), 120),
+            recorded("team-research", 8, 9 * 60 + 30, Some(0), 60),
+            recorded("team-research", 4, 24 * 60, Some(0), 60),
+            recorded("elsewhere", 8, 60, Some(0), 60),
+            recorded("team-research", 8, 120, None, 0),
+        ]
+    }
+
+    fn derive(days: i32) -> FromHistory {
+        let world = world();
+        let prices = [("h100".to_owned(), 250)].into();
+        let from = Day::parse("2026-11-30").expect("a day");
+        let measured = Measured {
+            world: &world,
+            prices: &prices,
+            from,
+            end: from.plus(days),
+        };
+        scenario(&measured, &history())
+    }
+
+    /// By hand: A holds 8 GPUs Monday 08:00-10:00 (its run of 120 minutes placed from its
+    /// creation), B 8 from 09:30 to 10:30, C 4 on Tuesday 00:00-01:00: hour 8 holds 480
+    /// GPU-minutes, hour 9 480 + 240, hour 10 240, hour 24 240; a week holds each hour once.
+    /// Sizes 8, 8, 4: 8 a job; runs 120, 60, 60: 80 minutes.
+    #[test]
+    fn a_weeks_recorded_jobs_become_a_class_by_hand() {
+        let derived = derive(7);
+        let s = &derived.scenario;
+        assert_eq!(s.fleet[0].count, 16);
+        assert_eq!(s.fleet[0].price_cents_per_gpu_hour, 250);
+        let team = &s.teams[0];
+        assert_eq!(team.nominal_gpus["h100"], 16);
+        let class = &team.workloads[0];
+        assert_eq!(class.name, "training-h100");
+        assert_eq!(
+            (
+                class.gpus_per_job,
+                class.job_minutes,
+                class.priority,
+                class.checkpoint_minutes
+            ),
+            (8, 80, 100, 30)
+        );
+        let hourly = class.demand.hourly();
+        let busy: Vec<(usize, f64)> = hourly
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| **g > 0.0)
+            .map(|(h, g)| (h, *g))
+            .collect();
+        assert_eq!(busy, [(8, 8.0), (9, 12.0), (10, 4.0), (24, 4.0)]);
+        assert_eq!(
+            derived.problems,
+            [
+                "1 Workloads left out: in namespaces no team owns",
+                "1 Workloads left out: never admitted, so on no flavor yet"
+            ]
+        );
+        assert!(
+            derived
+                .sources
+                .iter()
+                .any(|src| src.path == "teams[0].workloads[0].job_minutes"
+                    && src.from.starts_with("the mean run"))
+        );
+        assert!(s.validate().is_ok(), "{:?}", s.validate());
+    }
+
+    /// Two weeks hold each hour twice: the same work averages to half.
+    #[test]
+    fn a_longer_window_averages_over_the_times_it_holds_each_hour() {
+        let hourly = derive(14).scenario.teams[0].workloads[0].demand.hourly();
+        assert_eq!((hourly[8], hourly[9], hourly[24]), (4.0, 6.0, 2.0));
+    }
+}
