@@ -247,9 +247,11 @@ pub async fn measured(
             Some((f.name.clone(), rate))
         })
         .collect();
+    let usage = chargeback::db::usage_days(&state.pool, from, end).await?;
     let measured = Measured {
         world: &world,
         prices: &prices,
+        usage: &usage,
         from,
         end,
     };

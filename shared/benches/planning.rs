@@ -171,6 +171,7 @@ fn from_history(c: &mut Criterion) {
     let measured = Measured {
         world: &world,
         prices: &prices,
+        usage: &[],
         from,
         end: from.plus(28),
     };

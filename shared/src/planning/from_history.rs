@@ -10,19 +10,22 @@
 //!   summed per hour of the week (hour 0 is Monday 00:00 UTC, as the presets count) and divided
 //!   by how many times the window holds that hour, so a window of any whole days averages
 //!   right; work beyond the window's end is left out;
-//! - priority: the class's; checkpoints: the team's quota request says its interval.
+//! - priority: the class's; checkpoints: the team's quota request says its interval;
+//! - busy share: DCGM's busy over observed GPU time of the team's namespace on the flavor.
 //!
 //! Invariants: nothing is guessed. A Workload that holds no whole GPUs of a flavor is not
 //! batch work of the planner's kind; one never admitted has no flavor (Kueue picks it at
 //! admission) and one outside every team's namespace has no team: each kind is counted in
-//! `problems`, never placed. Busy shares and inference come from measured use, not from
-//! Workloads: until they are read, the classes keep the format's busy default, and say so.
+//! `problems`, never placed. Where DCGM observed none of a team's time on a flavor, its
+//! classes keep the format's busy default, and say so. Inference (vLLM traffic and replica
+//! counts) is not derived yet.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::{
+    chargeback::UsageDay,
     cluster::workload::HistoryEntry,
     common::day::Day,
     planning::scenario::{
@@ -39,6 +42,8 @@ pub struct Measured<'a> {
     pub world: &'a QuotaWorld,
     /// Each flavor's rate, in cents per GPU-hour.
     pub prices: &'a BTreeMap<String, i64>,
+    /// The window's measured use by day, namespace and flavor (DCGM's busy and observed time).
+    pub usage: &'a [UsageDay],
     pub from: Day,
     /// The day after the last.
     pub end: Day,
@@ -177,7 +182,16 @@ impl<'a> Derivation<'a> {
             let at = base.teams[team].workloads.len();
             let path = format!("teams[{team}].workloads[{at}]");
             let checkpoint = checkpoint_minutes(m, &base.teams[team].name);
-            let work = class(m, flavor, priority, &runs, checkpoint, &path, sources);
+            let mut work = class(m, flavor, priority, &runs, checkpoint, &path, sources);
+            let namespace = &m.world.teams[team].namespace;
+            let (busy_pct, from) = busy_share(m, namespace, flavor);
+            if let Some(pct) = busy_pct {
+                work.busy_pct = pct;
+            }
+            sources.push(Source {
+                path: format!("{path}.busy_pct"),
+                from,
+            });
             base.teams[team].workloads.push(work);
         }
         for (t, team) in base.teams.iter_mut().enumerate() {
@@ -380,11 +394,37 @@ fn class(
             |c| format!("the team's quota request: every {c} minutes"),
         ),
     );
-    say(
-        "busy_pct",
-        "not measured here: the format's default (DCGM's busy share is not read yet)".to_owned(),
-    );
     work
+}
+
+/// The busy share of `namespace`'s GPU time on `flavor` as DCGM measured it (busy over
+/// observed device time, in whole percent), and where it came from.
+fn busy_share(m: &Measured, namespace: &str, flavor: &str) -> (Option<u32>, String) {
+    let (mut busy, mut observed, mut days) = (0i128, 0i128, 0);
+    for u in m
+        .usage
+        .iter()
+        .filter(|u| u.namespace == namespace && u.flavor == flavor)
+    {
+        busy += i128::from(u.busy_gpu_us);
+        observed += i128::from(u.observed_gpu_us);
+        days += 1;
+    }
+    if observed <= 0 {
+        return (
+            None,
+            format!(
+                "not measured: DCGM observed none of {namespace}'s GPU time on {flavor} in the window; the format's default"
+            ),
+        );
+    }
+    let pct = ((busy * 100 + observed / 2) / observed).clamp(0, 100);
+    (
+        Some(u32::try_from(pct).unwrap_or(100)),
+        format!(
+            "DCGM: busy over observed GPU time of {namespace} on {flavor}, {days} days of the window (the team's, not this class's alone)"
+        ),
+    )
 }
 
 /// GPUs wanted per hour of the week: each run's GPUs from its creation for its length
@@ -507,9 +547,26 @@ mod tests {
         let world = world();
         let prices = [("h100".to_owned(), 250)].into();
         let from = Day::parse("2026-11-30").expect("a day");
+        // Two days of research's H100 time: 3 and 1 GPU-hours busy of 4 and 4 observed.
+        let hour_us = 3_600_000_000;
+        let usage: Vec<UsageDay> = [(3, 4), (1, 4)]
+            .iter()
+            .enumerate()
+            .map(|(d, (busy, seen))| UsageDay {
+                day: from.plus(d as i32),
+                namespace: "team-research".into(),
+                flavor: "h100".into(),
+                allocated_gpu_us: Some(seen * hour_us),
+                busy_gpu_us: busy * hour_us,
+                observed_gpu_us: seen * hour_us,
+                borrowed_gpu_us: 0,
+                lent_gpu_us: 0,
+            })
+            .collect();
         let measured = Measured {
             world: &world,
             prices: &prices,
+            usage: &usage,
             from,
             end: from.plus(days),
         };
