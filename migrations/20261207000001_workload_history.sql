@@ -32,7 +32,9 @@ create table workload_history (
     first_seen_at timestamptz not null,
     last_seen_at timestamptz not null,
     -- a complete listing no longer held it: Kueue deleted it
-    gone_at timestamptz
+    gone_at timestamptz,
+    -- the demo's (gpufleet demo), not a cluster's: shown as demo data
+    demo boolean not null default false
 );
 
 create index workload_history_created on workload_history (created_at);

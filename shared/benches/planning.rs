@@ -165,6 +165,7 @@ fn from_history(c: &mut Criterion) {
                 team: Some(team.name.clone()),
                 evictions_seen: Vec::new(),
                 gone_at_ms: None,
+                demo: false,
             }
         })
         .collect();

@@ -195,6 +195,7 @@ pub async fn record_workloads(
     db: impl PgExecutor<'_>,
     workloads: &str,
     seen_at_ms: i64,
+    demo: bool,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         r#"with r as (
@@ -207,7 +208,7 @@ pub async fn record_workloads(
                insert into workload_history as h (uid, namespace, name, local_queue,
                    cluster_queue, priority, priority_class, pod_sets, created_at,
                    quota_reserved_at, admitted_at, finished_at, finished_reason, evicted,
-                   evictions, problems, first_seen_at, last_seen_at)
+                   evictions, problems, first_seen_at, last_seen_at, demo)
                select uid, namespace, name, local_queue, cluster_queue, priority, priority_class,
                       pod_sets,
                       timestamptz 'epoch' + created_at_ms * interval '1 millisecond',
@@ -216,7 +217,7 @@ pub async fn record_workloads(
                       timestamptz 'epoch' + (finished->>'at_ms')::bigint * interval '1 millisecond',
                       finished->>'reason', nullif(evicted, 'null'::jsonb), evictions, problems,
                       timestamptz 'epoch' + $2::bigint * interval '1 millisecond',
-                      timestamptz 'epoch' + $2::bigint * interval '1 millisecond'
+                      timestamptz 'epoch' + $2::bigint * interval '1 millisecond', $3
                from r
                on conflict (uid) do update set
                    local_queue = excluded.local_queue,
@@ -242,7 +243,8 @@ pub async fn record_workloads(
            from r where jsonb_typeof(evicted) = 'object'
            on conflict do nothing"#,
         workloads,
-        seen_at_ms
+        seen_at_ms,
+        demo
     )
     .execute(db)
     .await?;
@@ -331,7 +333,8 @@ pub async fn workload_history(
                            'at_ms', (extract(epoch from e.at) * 1000)::bigint,
                            'reason', e.reason, 'detail', e.detail) order by e.at)
                        from workload_evictions e where e.uid = h.uid), '[]'::jsonb),
-                   'gone_at_ms', (extract(epoch from h.gone_at) * 1000)::bigint
+                   'gone_at_ms', (extract(epoch from h.gone_at) * 1000)::bigint,
+                   'demo', h.demo
                )::text as "entry!"
            from workload_history h left join teams t on t.namespace = h.namespace
            where h.created_at >= $1::date::timestamp at time zone 'UTC'
@@ -350,4 +353,12 @@ pub async fn workload_history(
     )
     .fetch_all(db)
     .await
+}
+
+/// Whether any Workload is recorded (the demo's history goes only into an empty one).
+pub async fn has_workloads(db: impl PgExecutor<'_>) -> sqlx::Result<bool> {
+    let row = sqlx::query!(r#"select exists (select 1 from workload_history) as "any!""#)
+        .fetch_one(db)
+        .await?;
+    Ok(row.any)
 }

@@ -8,18 +8,24 @@
 //!   failure count nothing twice;
 //! - nothing is lost: a row outlives its object (a complete listing that no longer holds it
 //!   marks it gone), and a listing that fails part-way marks nothing gone;
-//! - only a cluster is read: in GitOps mode or with no target the answer says so, and is empty.
+//! - only a cluster is read: in GitOps mode or with no target the answer says so, and holds
+//!   only the demo's history (`load_demo`, marked demo) if `gpufleet demo` wrote one.
 
 use axum::{
     Json,
     extract::{Path, Query, State},
 };
 use shared::{
-    cluster::workload::{
-        self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecorderStatus, WorkloadHistory,
+    cluster::{
+        demo::DemoQueue,
+        workload::{
+            self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecorderStatus,
+            WorkloadHistory,
+        },
     },
     common::day::Day,
 };
+use sqlx::PgPool;
 use tokio::task::JoinHandle;
 
 use crate::{
@@ -80,7 +86,7 @@ pub async fn record(state: &AppState) -> Result<Option<u32>> {
             })
             .collect();
         let rows = serde_json::to_string(&recorded).map_err(|e| Error::Internal(e.to_string()))?;
-        db::record_workloads(&state.pool, &rows, started_ms).await?;
+        db::record_workloads(&state.pool, &rows, started_ms, false).await?;
         listed = listed.saturating_add(u32::try_from(recorded.len()).unwrap_or(u32::MAX));
         // A server handing back the token it was given would page for ever.
         if more.is_none() || more == next {
@@ -103,6 +109,59 @@ async fn failed(state: &AppState, failure: &Failure) -> Error {
         Ok(()) => Error::Unavailable,
         Err(err) => err.into(),
     }
+}
+
+/// Days of demo history `gpufleet demo` writes: four weeks and today.
+const DEMO_DAYS: i32 = 28;
+
+/// The demo's workload history (`shared::cluster::demo`): four weeks up to now for every team
+/// with whole GPUs in force today, written as the recorder would have seen it and marked demo.
+/// Only into an empty history: how many Workloads, or None when it held some.
+pub async fn load_demo(pool: &PgPool) -> Result<Option<usize>> {
+    if db::has_workloads(pool).await? {
+        return Ok(None);
+    }
+    let world = {
+        let mut conn = pool.acquire().await?;
+        crate::quota::world(&mut conn).await?
+    };
+    let today = clock::today();
+    let in_force = world.effective_on(today);
+    let queues: Vec<DemoQueue> = world
+        .teams
+        .iter()
+        .filter_map(|t| {
+            let spec = &in_force.get(t.team.as_str())?.spec;
+            let line = spec
+                .lines
+                .iter()
+                .find(|l| l.resource == "nvidia.com/gpu" && l.nominal > 0)?;
+            Some(DemoQueue {
+                namespace: t.namespace.clone(),
+                local_queue: t.local_queue.clone(),
+                cluster_queue: t.cluster_queue.clone(),
+                flavor: line.flavor.clone(),
+                resource: line.resource.clone(),
+                nominal: u32::try_from(line.nominal).unwrap_or(u32::MAX),
+            })
+        })
+        .collect();
+    let now_ms = clock::now_ms();
+    let from_ms = i64::from(today.plus(-DEMO_DAYS).days_since_epoch()) * 86_400_000;
+    let demo = shared::cluster::demo::history(
+        &queues,
+        from_ms,
+        DEMO_DAYS.unsigned_abs() + 1,
+        now_ms,
+        shared::common::rng::DEFAULT_SEED,
+    );
+    for snapshot in [&demo.while_evicted, &demo.now] {
+        for page in snapshot.chunks(500) {
+            let rows = serde_json::to_string(page).map_err(|e| Error::Internal(e.to_string()))?;
+            db::record_workloads(pool, &rows, now_ms, true).await?;
+        }
+    }
+    Ok(Some(demo.now.len()))
 }
 
 /// `GET /api/cluster/workloads`: every team's recorded Workloads created in the window.

@@ -1476,3 +1476,58 @@ async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and
     let err: shared::ApiError = bad.json();
     assert_eq!(err.fields[0].message, "2026-11-30 is before 2026-12-01");
 }
+
+/// `gpufleet demo`'s workload history: four weeks of research's jobs up to now (the team whose
+/// request the demo approves), marked demo, each preemption recorded once, written only into
+/// an empty history; shown without a cluster, and read by the planner as demo data.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
+    let rig = rig(&pool, "demo-history", |_| Arc::new(Cluster::off())).await;
+    assert!(backend::quota::load_demo(&pool).await.expect("demo quota"));
+    let written = cluster::history::load_demo(&pool)
+        .await
+        .expect("demo history")
+        .expect("an empty history");
+    assert_eq!(
+        cluster::history::load_demo(&pool).await.expect("again"),
+        None
+    );
+    let today = backend::clock::today();
+    let window = format!("from={}&to={today}", today.plus(-28));
+    let seen: shared::cluster::workload::WorkloadHistory =
+        history(&rig, &format!("/api/cluster/workloads?{window}"), &rig.alex)
+            .await
+            .json();
+    assert_eq!(seen.workloads.len(), written);
+    assert!(
+        written > 20 * 12,
+        "a business hour of every weekday brings a job"
+    );
+    assert!(seen.unrecorded.is_some(), "no cluster: said so");
+    for w in &seen.workloads {
+        assert!(w.demo && w.team.as_deref() == Some("research"), "{w:?}");
+        let counted: u32 = w.workload.evictions.iter().map(|e| e.count).sum();
+        assert_eq!(w.evictions_seen.len() as u32, counted, "{w:?}");
+    }
+    assert!(seen.workloads.iter().any(|w| !w.evictions_seen.is_empty()));
+    let derived: shared::planning::from_history::FromHistory =
+        history(&rig, &format!("/api/plan/from-history?{window}"), &rig.alex)
+            .await
+            .json();
+    assert!(
+        derived
+            .problems
+            .iter()
+            .any(|p| p.starts_with("demo data: ")),
+        "{:?}",
+        derived.problems
+    );
+    let research = derived
+        .scenario
+        .teams
+        .iter()
+        .find(|t| t.name == "research")
+        .expect("research");
+    assert_ne!(research.workloads[0].name, "no-recorded-work");
+    assert!(derived.scenario.validate().is_ok());
+}

@@ -373,6 +373,9 @@ pub struct HistoryEntry {
     pub evictions_seen: Vec<Transition>,
     /// When a complete listing first no longer held it (Kueue deleted it).
     pub gone_at_ms: Option<i64>,
+    /// The demo's (`cluster::demo`), not a cluster's.
+    #[serde(default)]
+    pub demo: bool,
 }
 
 #[cfg(test)]

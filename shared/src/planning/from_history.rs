@@ -101,6 +101,8 @@ pub struct Derivation<'a> {
     runs: Vec<Run>,
     /// Workloads left out: in no team's namespace, never admitted, on no whole GPUs.
     left_out: [usize; 3],
+    /// Workloads of the demo's history read.
+    demo: usize,
 }
 
 impl<'a> Derivation<'a> {
@@ -118,11 +120,13 @@ impl<'a> Derivation<'a> {
             problems,
             runs: Vec::new(),
             left_out: [0; 3],
+            demo: 0,
         }
     }
 
     /// One recorded Workload: a run of its team's class, or counted as left out.
     pub fn add(&mut self, entry: &HistoryEntry) {
+        self.demo += usize::from(entry.demo);
         let w = &entry.workload;
         let Some(team) = self
             .m
@@ -169,6 +173,12 @@ impl<'a> Derivation<'a> {
             if *n > 0 {
                 self.problems.push(format!("{n} Workloads left out: {why}"));
             }
+        }
+        if self.demo > 0 {
+            self.problems.push(format!(
+                "demo data: {} of the Workloads read are the demo's history, not a cluster's",
+                self.demo
+            ));
         }
         let mut classes: BTreeMap<(usize, &str, i32), Vec<&Run>> = BTreeMap::new();
         for run in &self.runs {

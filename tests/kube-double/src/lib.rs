@@ -359,12 +359,7 @@ impl KubeDouble {
         change: impl FnOnce(&mut Value),
     ) -> Result<Value, Status> {
         let mut world = self.world();
-        let crd = world
-            .crds
-            .iter()
-            .find(|c| c.kind == kind)
-            .cloned()
-            .ok_or_else(|| Status::new(404, "NotFound", format!("no kind {kind}")))?;
+        let crd = world.crd(kind)?;
         let key = (
             crd.group.clone(),
             crd.plural(),
@@ -386,13 +381,7 @@ impl KubeDouble {
     /// included. A `creationTimestamp` it carries is kept (an object made before anyone looked).
     pub fn write_as_controller(&self, manager: &str, object: Value) -> Result<Value, Status> {
         let mut world = self.world();
-        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-        let crd = world
-            .crds
-            .iter()
-            .find(|c| c.kind == kind)
-            .cloned()
-            .ok_or_else(|| Status::new(404, "NotFound", format!("no kind {kind}")))?;
+        let crd = world.crd(object["kind"].as_str().unwrap_or_default())?;
         let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         let key = (
             crd.group.clone(),
@@ -582,6 +571,15 @@ fn fault_status(code: u16, crd: &Crd, name: &str) -> Status {
 }
 
 impl World {
+    /// The CRD of `kind`, or the 404 a request for an unknown kind gets.
+    fn crd(&self, kind: &str) -> Result<Crd, Status> {
+        self.crds
+            .iter()
+            .find(|c| c.kind == kind)
+            .cloned()
+            .ok_or_else(|| Status::new(404, "NotFound", format!("no kind {kind}")))
+    }
+
     fn next_version(&mut self) -> String {
         self.resource_version += 1;
         self.resource_version.to_string()
