@@ -231,7 +231,8 @@ pub async fn window(
 }
 
 /// Every recorded Workload created in [`from`, `end`), oldest first, handed to `each` a page
-/// at a time, at most `most`; whether the window held more.
+/// at a time, at most `most`; whether the window held more. Each page is read from JSON on
+/// the compute pool, so a large window does not hold up the async runtime.
 pub async fn each_in_window(
     state: &AppState,
     from: Day,
@@ -246,11 +247,19 @@ pub async fn each_in_window(
         let last = after.as_ref().map(|(ms, uid)| (*ms, uid.as_str()));
         let rows = db::workload_history(&state.pool, from, end, None, last, PAGE as i64).await?;
         let full = rows.len() == PAGE;
-        for text in &rows {
+        let page = state
+            .work
+            .compute
+            .run(move |_| {
+                rows.iter()
+                    .map(|text| entry(text))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .await??;
+        for entry in page {
             if read == most {
                 return Ok(true);
             }
-            let entry = entry(text)?;
             each(&entry);
             read += 1;
             after = Some((entry.workload.created_at_ms, entry.workload.uid));
