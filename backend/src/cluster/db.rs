@@ -252,7 +252,7 @@ pub async fn record_workloads(
 }
 
 /// Ends a complete listing that began at `listed_from_ms`: Workloads it did not hold are gone
-/// (kept, marked); the recorder's state says when and how many.
+/// (kept, marked; the demo's were never on the cluster); the recorder's state says when and how many.
 pub async fn listed_workloads(
     db: impl PgExecutor<'_>,
     listed_from_ms: i64,
@@ -261,7 +261,7 @@ pub async fn listed_workloads(
     sqlx::query!(
         "with gone as (
              update workload_history set gone_at = now()
-             where gone_at is null
+             where gone_at is null and not demo
                and last_seen_at < timestamptz 'epoch' + $1::bigint * interval '1 millisecond'
          )
          update workload_recorder set listed_at = now(), listed = $2, last_error = null,

@@ -1347,6 +1347,20 @@ async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and
     );
     assert_eq!(train_seen.workload.evictions[0].count, 2);
 
+    // The demo's history beside the cluster's: never on the cluster, so never marked gone.
+    let mut demo = workload(
+        "team-search",
+        "demo-job",
+        Some("search"),
+        "2026-11-30T09:45:00Z",
+        admitted("search", "2026-11-30T09:50:00Z", vec![], 0),
+    );
+    demo["metadata"]["uid"] = json!("demo-team-search-0");
+    let demo = shared::cluster::workload::read(&demo).expect("a demo Workload");
+    let rows = serde_json::to_string(&[demo]).expect("json");
+    cluster::db::record_workloads(&pool, &rows, 0, true)
+        .await
+        .expect("demo row");
     // The cluster is down while Kueue deletes a finished Workload: nothing is marked gone.
     assert!(double.delete("Workload", Some("team-search"), "job-index"));
     double.set_fault(Some(Fault::Status(503)));
