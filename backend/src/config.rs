@@ -13,6 +13,7 @@ use crate::{
     fleet::cli::FleetCommand,
     packing::cli::PackingCommand,
     planning::cli::PlanCommand,
+    quota::cli::QuotaCommand,
     usage::cli::UsageCommand,
 };
 
@@ -53,6 +54,9 @@ pub enum Command {
     /// Chargeback: statements per team from measured use, and the flavors' rates.
     #[command(subcommand)]
     Chargeback(ChargebackCommand),
+    /// Quota: re-plan findings from what the fleet did.
+    #[command(subcommand)]
+    Quota(QuotaCommand),
 }
 
 /// A run of whole UTC days.

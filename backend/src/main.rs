@@ -40,6 +40,7 @@ async fn run() -> anyhow::Result<()> {
         Command::Packing(command) => packing::cli::run(command),
         Command::Usage(command) => backend::usage::cli::run(command).await,
         Command::Chargeback(command) => backend::chargeback::cli::run(command).await,
+        Command::Quota(command) => backend::quota::cli::run(command).await,
     };
     if let Err(err) = outcome {
         // Bad input exits with 2, naming the file, line, column or field and the problem.

@@ -225,7 +225,7 @@ async fn from_history(
 
 /// The most Workloads one derivation reads: four weeks of a 10,000-GPU fleet running
 /// ~100,000 jobs a week hold ~400,000 (each kept as a run of a few dozen bytes).
-const MAX_DERIVED_WORKLOADS: usize = 2_000_000;
+pub(crate) const MAX_DERIVED_WORKLOADS: usize = 2_000_000;
 
 /// [`from_history`]'s work, for the API and the CLI: the Workloads are read a page at a time.
 pub async fn measured(

@@ -10,7 +10,9 @@
 //!   `shared::quota::State::after` (else 409); whoever wrote or submitted it cannot approve it;
 //! - every change writes its audit entry in the same transaction: no change without a record.
 
+pub mod cli;
 pub mod db;
+pub mod findings;
 
 use std::collections::BTreeSet;
 
@@ -121,6 +123,7 @@ pub fn api() -> Api {
             deciders,
             |s, c, p, b| decision(s, c, p, b, Action::Revoke),
         )
+        .route(Method::GET, "/quota/findings", deciders, findings::get)
         .route(
             Method::GET,
             "/quota/audit",

@@ -4,6 +4,7 @@
 
 pub mod adoption;
 pub mod decision;
+pub mod findings;
 pub mod from_history;
 pub mod isolation;
 pub mod manifests;

@@ -276,7 +276,7 @@ fn entry(text: &str) -> Result<HistoryEntry> {
 }
 
 /// Why nothing is recorded, in the words the console shows wherever history is.
-fn unrecorded(mode: &str) -> Option<String> {
+pub(crate) fn unrecorded(mode: &str) -> Option<String> {
     match mode {
         "cluster" => None,
         "gitops" => Some(

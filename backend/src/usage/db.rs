@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use shared::common::day::Day;
 use shared::fleet::sharing;
 use shared::usage::{
     DeviceMinute, FlavorFacts, Gap, Lending, Owners, SourceStatus, TokenKey, Tokens, UsageKey,
@@ -758,4 +759,55 @@ pub async fn store_window(
     write_allocation(&mut tx, window, allocated, lending, &teams).await?;
     write_devices(&mut tx, window, devices, &teams).await?;
     tx.commit().await
+}
+
+/// Each team's use of each flavor per week of `[from, end)` (weeks counted from `from`), from
+/// the hour rollups. Kueue's nominal and allocation are a week's sum only when every one of its
+/// 168 hours reported them (else `None`: not known, which is not idle); the peak is the week's
+/// busiest hour's allocation.
+pub async fn week_use(
+    db: impl PgExecutor<'_>,
+    from: Day,
+    end: Day,
+) -> sqlx::Result<Vec<shared::planning::findings::WeekUse>> {
+    let rows = sqlx::query!(
+        r#"with hours as (
+               select t.name as team, r.flavor, r.period,
+                      sum(r.nominal_gpu_microseconds) as nominal,
+                      sum(r.allocated_gpu_microseconds) as allocated,
+                      sum(r.busy_gpu_microseconds) as busy,
+                      sum(r.observed_gpu_microseconds) as observed,
+                      sum(r.fb_used_mib_minutes) as fb
+               from usage_rollups r join teams t on t.id = r.team_id
+               where r.grain = 'hour' and r.period >= $1::date::timestamp at time zone 'UTC'
+                 and r.period < $2::date::timestamp at time zone 'UTC'
+               group by 1, 2, 3)
+           select team as "team!", flavor as "flavor!",
+                  $1::date + 7 * (((period at time zone 'UTC')::date - $1::date) / 7) as "week!",
+                  case when count(nominal) = 168 then sum(nominal)::bigint end as nominal,
+                  case when count(allocated) = 168 then sum(allocated)::bigint end as allocated,
+                  coalesce(sum(busy), 0)::bigint as "busy!",
+                  coalesce(sum(observed), 0)::bigint as "observed!",
+                  coalesce(sum(fb), 0)::bigint as "fb!",
+                  coalesce(max(allocated), 0)::bigint as "peak!"
+           from hours group by 1, 2, 3 order by 1, 2, 3"#,
+        crate::clock::date(from)?,
+        crate::clock::date(end)?
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| shared::planning::findings::WeekUse {
+            team: r.team,
+            flavor: r.flavor,
+            week: crate::clock::day(r.week),
+            nominal_gpu_microseconds: r.nominal,
+            allocated_gpu_microseconds: r.allocated,
+            busy_gpu_microseconds: r.busy,
+            observed_gpu_microseconds: r.observed,
+            fb_used_mib_minutes: r.fb,
+            peak_hour_allocated_gpu_microseconds: r.peak,
+        })
+        .collect())
 }

@@ -125,6 +125,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "/quota/teams/{team}/requests/{id}/revoke",
         "approver admin",
     ),
+    ("GET", "/quota/findings", "approver admin"),
     ("GET", "/quota/audit", "approver finance admin"),
     ("GET", "/quota/audit.csv", "approver finance admin"),
     (

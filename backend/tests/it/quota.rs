@@ -894,3 +894,160 @@ async fn admins_apply_the_inventory_over_the_api_and_approved_quota_holds(pool: 
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(error(&reply).fields[0].path, "teams[0].namespace");
 }
+
+/// Grants `team` `nominal` H100s from 2026-01-01: drafted and submitted by an admin, approved
+/// by alex.
+async fn grant(w: &World, team: &str, nominal: i64) {
+    let id = draft(w, &w.ada, team, h100(nominal)).await;
+    assert_eq!(
+        act(w, &w.ada, team, id, "submit", 1).await.status,
+        StatusCode::OK
+    );
+    let reply = act(w, &w.alex, team, id, "approve", 2).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+}
+
+/// Every hour of `[from, from + 4 weeks)`: `team`'s h100-shared nominal, allocated, busy and
+/// observed GPUs (busy and observed at the allocation's share); hour `peak_hour` allocates
+/// `peak` instead.
+async fn hours_of(
+    pool: &PgPool,
+    from: shared::common::day::Day,
+    team: &str,
+    gpus: [i64; 3],
+    peak: (i64, i64),
+) {
+    let [nominal, allocated, busy] = gpus;
+    sqlx::query(
+        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
+             nominal_gpu_microseconds, allocated_gpu_microseconds, busy_gpu_microseconds,
+             observed_gpu_microseconds, fb_used_mib_minutes, minutes)
+         select 'hour', $1::date::timestamp at time zone 'UTC' + h * interval '1 hour',
+                t.namespace, '', 'h100-shared', t.id, $3 * 3600000000,
+                case when h = $6 then $7 else $4 end * 3600000000,
+                $5 * 3600000000, $4 * 3600000000, 0, 60
+         from generate_series(0, 4 * 168 - 1) as h, teams t where t.name = $2",
+    )
+    .bind(from.to_string())
+    .bind(team)
+    .bind(nominal)
+    .bind(allocated)
+    .bind(busy)
+    .bind(peak.0)
+    .bind(peak.1)
+    .execute(pool)
+    .await
+    .expect("hour rollups");
+}
+
+/// Re-plan findings on constructed history (`shared::planning::findings` holds the rules):
+/// research holds 32 H100s and uses 4 of them every hour of four weeks (9 in its busiest):
+/// unused quota, drafted down to 9; search's twenty 2-GPU Workloads waited 40, 45, … 135
+/// minutes for admission: p50 85 and p95 130 minutes (nearest rank: the 10th and 19th) above
+/// the 30-minute target, 2 × 1,750 = 3,500 GPU-minutes over the 40,320 of four weeks: a
+/// draft for ⌈0.087⌉ = 1 more GPU. Only approvers and admins read them.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn re_plan_findings_name_the_idle_team_and_the_waiting_one(pool: PgPool) {
+    let w = world(&pool).await;
+    grant(&w, "research", 32).await;
+    grant(&w, "search", 16).await;
+    let today = backend::clock::today();
+    let from = today.plus(-28);
+    hours_of(&pool, from, "research", [32, 4, 3], (100, 9)).await;
+    hours_of(&pool, from, "search", [16, 14, 13], (0, 14)).await;
+    let from_ms = i64::from(from.days_since_epoch()) * 86_400_000;
+    let workload = |team: &str, i: i64, gpus: u32, wait_minutes: i64| {
+        let created = from_ms + i * 3_600_000;
+        let admitted = created + wait_minutes * 60_000;
+        json!({
+            "uid": format!("{team}-{i}"), "namespace": format!("team-{team}"), "name": format!("job-{i}"),
+            "local_queue": team, "cluster_queue": team, "priority": 0, "priority_class": null,
+            "pod_sets": [{"name": "main", "count": 1, "resources": {"nvidia.com/gpu": gpus},
+                "flavors": {"nvidia.com/gpu": "h100-shared"}}],
+            "created_at_ms": created, "quota_reserved_at_ms": admitted, "admitted_at_ms": admitted,
+            "evicted": null, "finished": {"at_ms": admitted + 3_600_000, "reason": "Succeeded", "detail": null},
+            "evictions": [], "problems": []
+        })
+    };
+    let mut rows: Vec<Value> = (0..20)
+        .map(|i| workload("search", i, 2, 40 + 5 * i))
+        .collect();
+    rows.extend((0..5).map(|i| workload("research", 100 + i, 8, 0)));
+    backend::cluster::db::record_workloads(&pool, &Value::from(rows).to_string(), from_ms, false)
+        .await
+        .expect("history");
+
+    let reply = call(&w, Method::GET, "/api/quota/findings", &w.alex, None).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let found: shared::planning::findings::Findings = reply.json();
+    assert_eq!((found.from, found.to), (from, today.plus(-1)));
+    assert_eq!(found.workloads_read, 25);
+    let said: Vec<(&str, &str)> = found
+        .findings
+        .iter()
+        .map(|f| (f.team.as_str(), f.summary.as_str()))
+        .collect();
+    assert_eq!(found.findings.len(), 2, "{said:#?}");
+    let (unused, waiting) = (&found.findings[0], &found.findings[1]);
+    assert_eq!(unused.kind, shared::planning::findings::Kind::UnusedQuota);
+    assert_eq!((unused.team.as_str(), unused.weeks.len()), ("research", 4));
+    // 4 × 168 hours × 4 GPUs + 5 more in the busiest hour = 2,693 of 21,504 GPU-hours.
+    assert!(
+        unused
+            .summary
+            .contains("used 2693.0 of its 21504.0 nominal GPU-hours on h100-shared (12.5%)")
+            && unused.summary.contains("busiest hour held 9 GPUs"),
+        "{}",
+        unused.summary
+    );
+    let draft = unused.draft.as_ref().expect("a draft");
+    assert_eq!((draft.lines[0].nominal, draft.starts_on), (9, today));
+    assert!(
+        unused.draft_problems.is_empty(),
+        "{:?}",
+        unused.draft_problems
+    );
+    assert_eq!(waiting.kind, shared::planning::findings::Kind::Waiting);
+    let wait = waiting.wait.as_ref().expect("figures");
+    assert_eq!(waiting.team, "search");
+    assert_eq!(
+        (wait.workloads, wait.p50_minutes, wait.p95_minutes),
+        (20, 85, 130)
+    );
+    assert_eq!(wait.waited_gpu_minutes, 3_500);
+    let draft = waiting.draft.as_ref().expect("a draft");
+    assert_eq!(draft.lines[0].nominal, 17);
+
+    // The same through the drafted request: an approver's form takes it as it is.
+    let reply = call(
+        &w,
+        Method::POST,
+        "/api/quota/teams/search/requests",
+        &w.ada,
+        Some(json!({"spec": draft})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+
+    // Who may read them, and a query that is not one.
+    for who in [&w.rita, &w.fiona] {
+        let reply = call(&w, Method::GET, "/api/quota/findings", who, None).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    }
+    let reply = call(
+        &w,
+        Method::GET,
+        "/api/quota/findings?weeks=14&idle_percent=x",
+        &w.ada,
+        None,
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.text()
+    );
+    let paths: Vec<String> = error(&reply).fields.into_iter().map(|f| f.path).collect();
+    assert_eq!(paths, ["weeks", "idle_percent"]);
+}
