@@ -341,3 +341,25 @@ async fn the_inventory_round_trips_through_a_file(pool: PgPool) {
     assert_eq!(inventory_rows(&pool).await, before);
     assert_eq!(nodes().await, 10);
 }
+
+/// `gpufleet quota findings` prints the API's findings as JSON; a window it cannot read is
+/// explained with its flag and exits 2.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn quota_findings_are_printed_and_bad_windows_explained(pool: PgPool) {
+    let demo = gpufleet(&pool, &["demo"], None);
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    let printed = gpufleet(&pool, &["quota", "findings", "--weeks", "2"], None);
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    let found: shared::planning::findings::Findings =
+        serde_json::from_str(&stdout(&printed)).expect("JSON");
+    assert_eq!(found.rules.weeks, 2);
+    assert_eq!(found.from, backend::clock::today().plus(-14));
+    assert!(found.findings.iter().any(|f| f.team == "research"));
+    let bad = gpufleet(&pool, &["quota", "findings", "--weeks", "14"], None);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("--weeks: \"14\": a whole number from 1 to 13"),
+        "{}",
+        stderr(&bad)
+    );
+}

@@ -1544,4 +1544,19 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
         .expect("research");
     assert_ne!(research.workloads[0].name, "no-recorded-work");
     assert!(derived.scenario.validate().is_ok());
+    // The re-plan findings read it too: research's weekday afternoons wait 30-119 minutes,
+    // a fifth of its work, so its p95 is above the 30-minute target.
+    let found: shared::planning::findings::Findings =
+        history(&rig, "/api/quota/findings", &rig.alex).await.json();
+    assert!(found.demo_workloads > 0 && found.demo_workloads == found.workloads_read);
+    assert!(found.unrecorded.is_some(), "no cluster: said so");
+    let waiting = found
+        .findings
+        .iter()
+        .find(|f| f.kind == shared::planning::findings::Kind::Waiting)
+        .expect("research waits");
+    assert_eq!(waiting.team, "research");
+    let wait = waiting.wait.as_ref().expect("figures");
+    assert!(wait.p95_minutes >= 30 && wait.p95_minutes < 120, "{wait:?}");
+    assert!(waiting.draft.is_some(), "{waiting:?}");
 }

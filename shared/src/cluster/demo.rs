@@ -38,8 +38,10 @@ pub struct DemoHistory {
 ///
 /// Jobs arrive at a random minute of every weekday hour from 08:00 to 20:00 UTC and of one
 /// hour in four otherwise; each asks 1, 2, 4 or 8 GPUs (at most the team's nominal quota),
-/// waits 0 to 19 minutes for admission and runs 30 to 240 minutes; one in twenty is preempted
-/// by a reclaim in its cohort halfway through and admitted again 10 minutes later.
+/// waits 0 to 19 minutes for admission (30 to 119 on weekday afternoons, 13:00-17:00 UTC, when
+/// the cohort is full: the re-plan findings' waiting team) and runs 30 to 240 minutes; one in
+/// twenty is preempted by a reclaim in its cohort halfway through and admitted again 10
+/// minutes later.
 pub fn history(
     queues: &[DemoQueue],
     from_ms: i64,
@@ -58,7 +60,8 @@ pub fn history(
             if busy || rng.below(4) == 0 {
                 let created = hour + rng.below(60) as i64 * MINUTE_MS;
                 if created < end_ms {
-                    let (now, evicted) = job(q, out.now.len(), created, now_ms, &mut rng);
+                    let full = busy && (13..17).contains(&(how % 24));
+                    let (now, evicted) = job(q, out.now.len(), created, full, now_ms, &mut rng);
                     out.now.push(now);
                     out.while_evicted.extend(evicted);
                 }
@@ -74,6 +77,7 @@ fn job(
     q: &DemoQueue,
     n: usize,
     created: i64,
+    full: bool,
     now_ms: i64,
     rng: &mut Rng,
 ) -> (RecordedWorkload, Option<RecordedWorkload>) {
@@ -82,7 +86,12 @@ fn job(
         .filter(|s| *s <= q.nominal)
         .collect();
     let gpus = sizes[rng.below(sizes.len())];
-    let admitted = created + rng.below(20) as i64 * MINUTE_MS;
+    let wait = if full {
+        30 + rng.below(90)
+    } else {
+        rng.below(20)
+    };
+    let admitted = created + wait as i64 * MINUTE_MS;
     let run = (30 + rng.below(211) as i64) * MINUTE_MS;
     let preempted = rng.below(20) == 0;
     let at = |t: i64| (t <= now_ms).then_some(t);
