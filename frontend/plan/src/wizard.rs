@@ -16,8 +16,10 @@ use std::time::Duration;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError, FieldError,
+    common::day::Day,
     common::label::Labelled,
     fleet::Fleet,
+    planning::from_history::FromHistory,
     planning::saved::{SavedScenario, SavedSummary},
     planning::scenario::{Scenario, inventory_fleet},
     planning::{self, Evaluation},
@@ -189,6 +191,8 @@ pub fn Plan() -> impl IntoView {
     let list = saved::saved_list();
     let opened = RwSignal::new(None::<SavedSummary>);
     let notice = RwSignal::new(None::<ApiError>);
+    // Where a scenario from history came from: its sources and problems.
+    let derived = RwSignal::new(None::<FromHistory>);
     let replace = move |scenario: Scenario, summary: Option<SavedSummary>| {
         let edited = draft
             .scenario
@@ -200,6 +204,7 @@ pub fn Plan() -> impl IntoView {
         draft.scenario.set(scenario);
         opened.set(summary);
         notice.set(None);
+        derived.set(None);
         true
     };
     // A saved scenario opened by its URL (`/plan/{id}`) replaces the draft.
@@ -223,6 +228,21 @@ pub fn Plan() -> impl IntoView {
         });
     });
     let on_saved = Callback::new(move |()| baseline.set(draft.scenario.get_untracked()));
+    let start = Callback::new(move |(s, summary): (Scenario, Option<SavedSummary>)| {
+        let fresh = summary.is_none();
+        if replace(s, summary) {
+            // A new draft is no saved scenario: the URL says so, and the saved one's link
+            // opens it again.
+            if fresh && route.saved.get_untracked().is_some() {
+                route.go("/plan");
+            }
+            step.set(Step::Fleet);
+        }
+    });
+    // `/plan?from=DAY&to=DAY` (a re-plan finding's link) starts from that window's history.
+    if let Some((from, to)) = history_window_in_url() {
+        from_history(from, to, start, derived, notice);
+    }
     view! {
         <section class="plan">
             <h1>"Plan"</h1>
@@ -234,22 +254,18 @@ pub fn Plan() -> impl IntoView {
             </nav>
             <Summary on_problem=Callback::new(move |path: String| step.set(step_of(&path)))/>
             {move || notice.get().map(|error| view! { <ErrorBox error/> })}
+            {move || derived.get().map(|d| view! {
+                <details class="muted" data-test="from-history">
+                    <summary>{format!("Derived from what the fleet did: {} figures from the recorded Workloads and measured use. {}", d.sources.len(), d.problems.join("; "))}</summary>
+                    <ul>{d.sources.into_iter().map(|s| view! { <li>{s.path}": "{s.from}</li> }).collect_view()}</ul>
+                </details>
+            })}
             // Above the step, so a step whose content grows (results from the worker, files
             // being written) never moves it.
             <saved::SaveForm opened list on_saved/>
             <div class="step">
                 {move || match step.get() {
-                    Step::Start => view! { <StartStep replace=Callback::new(move |(s, summary): (Scenario, Option<SavedSummary>)| {
-                        let fresh = summary.is_none();
-                        if replace(s, summary) {
-                            // A new draft is no saved scenario: the URL says so, and the saved
-                            // one's link opens it again.
-                            if fresh && route.saved.get_untracked().is_some() {
-                                route.go("/plan");
-                            }
-                            step.set(Step::Fleet);
-                        }
-                    }) list/> }.into_any(),
+                    Step::Start => view! { <StartStep replace=start derived notice list/> }.into_any(),
                     Step::Fleet => view! { <inputs::FleetStep/> }.into_any(),
                     Step::Teams => view! { <inputs::TeamsStep/> }.into_any(),
                     Step::Constraints => view! { <inputs::ConstraintsStep/> }.into_any(),
@@ -314,8 +330,15 @@ fn Summary(on_problem: Callback<String>) -> impl IntoView {
 #[component]
 fn StartStep(
     replace: Callback<(Scenario, Option<SavedSummary>)>,
+    derived: RwSignal<Option<FromHistory>>,
+    notice: RwSignal<Option<ApiError>>,
     list: saved::SavedList,
 ) -> impl IntoView {
+    let today = Day::of_unix_seconds((js_sys::Date::now() / 1000.0) as i64);
+    let (from, to) = (
+        RwSignal::new(today.plus(-28).to_string()),
+        RwSignal::new(today.plus(-1).to_string()),
+    );
     let inventory_error = RwSignal::new(None::<ApiError>);
     let from_inventory = move |_| {
         spawn_local(async move {
@@ -355,6 +378,16 @@ fn StartStep(
             <li>
                 <button type="button" data-test="start-inventory" on:click=from_inventory>"Our fleet today"</button>
                 <p class="muted">"The inventory's node pools and prices (the Fleet page), one team to begin with."</p>
+            </li>
+            <li>
+                <button type="button" data-test="start-history" on:click=move |_| from_history(from.get(), to.get(), replace, derived, notice)>"What the fleet did"</button>
+                <p class="muted">
+                    "The inventory, the quotas in force and classes from the Workloads Kueue ran, "
+                    <input aria-label="First day" data-test="history-from" size="10" prop:value=from on:change=move |ev| from.set(event_target_value(&ev))/>
+                    " to "
+                    <input aria-label="Last day" data-test="history-to" size="10" prop:value=to on:change=move |ev| to.set(event_target_value(&ev))/>
+                    " (UTC)."
+                </p>
             </li>
             <li>
                 <button type="button" data-test="start-blank" on:click=move |_| replace.run((Scenario::blank(), None))>"Blank"</button>
@@ -438,4 +471,39 @@ fn keep_draft(json: &str) {
         // A full or disabled storage only loses the draft, never the page.
         let _ = storage.set_item(DRAFT_KEY, json);
     }
+}
+
+/// Starts from the scenario derived from what the fleet did on the days `from` to `to`
+/// (`/api/plan/from-history`), keeping where each figure came from in `derived`.
+fn from_history(
+    from: String,
+    to: String,
+    start: Callback<(Scenario, Option<SavedSummary>)>,
+    derived: RwSignal<Option<FromHistory>>,
+    notice: RwSignal<Option<ApiError>>,
+) {
+    spawn_local(async move {
+        let path = format!("/api/plan/from-history?from={from}&to={to}");
+        match api::get::<FromHistory>(&path).await {
+            Ok(d) => {
+                start.run((d.scenario.clone(), None));
+                derived.set(Some(d));
+            }
+            Err(err) => notice.set(Some(err)),
+        }
+    });
+}
+
+/// `?from=DAY&to=DAY` in the page's address, both real days.
+fn history_window_in_url() -> Option<(String, String)> {
+    let search = web_sys::window()?.location().search().ok()?;
+    let day = |key: &str| {
+        search
+            .trim_start_matches('?')
+            .split('&')
+            .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
+            .and_then(Day::parse)
+            .map(|d| d.to_string())
+    };
+    Some((day("from")?, day("to")?))
 }

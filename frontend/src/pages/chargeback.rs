@@ -524,7 +524,7 @@ fn LiveUse() -> impl IntoView {
     view! {
         <h2>"Live utilisation"</h2>
         <p data-test="live-latest">{move || latest().unwrap_or_else(|| "Waiting for the first ingested minute…".to_owned())}</p>
-        <Chart id="live-chart" plot=Box::new(move || minutes.with(|all| (!all.is_empty()).then(|| live_plot(all))))/>
+        <Chart id="live-chart" plot=Box::new(move || minutes.with(|all| (!all.is_empty()).then(|| live_plot(all).to_json())))/>
     }
 }
 

@@ -58,7 +58,7 @@ fn QuotaByFlavor() -> impl IntoView {
         Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
         Some(Ok(world)) => {
             let allocation = world.allocation(super::quota::today());
-            let plot = allocation_plot(&allocation);
+            let plot = allocation_plot(&allocation).to_json();
             view! {
                 <h2>"Quota by flavor"</h2>
                 <Chart id="quota-chart" plot=Box::new(move || Some(plot.clone()))/>
@@ -302,7 +302,7 @@ fn allocation_plot(allocation: &[Allocation]) -> Plot {
 fn FleetTables(fleet: Fleet) -> impl IntoView {
     let totals = fleet.totals_by_model();
     let chart = NodeRef::<Div>::new();
-    let plot = gpus_by_model_plot(&fleet);
+    let plot = gpus_by_model_plot(&fleet).to_json();
     Effect::new(move |_| {
         if chart.get().is_some() {
             let plot = plot.clone();

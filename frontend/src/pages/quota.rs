@@ -3,6 +3,7 @@
 //! ClusterQueue before and after; and the audit log.
 
 mod audit;
+mod findings;
 mod form;
 mod review;
 
@@ -40,6 +41,7 @@ pub struct Editing(pub RwSignal<Option<QuotaRequest>>);
 enum Tab {
     Teams,
     Inbox,
+    Findings,
     Audit,
 }
 
@@ -60,6 +62,15 @@ pub fn Quotas() -> impl IntoView {
     });
     let changed = Callback::new(move |()| version.update(|v| *v += 1));
     let reader = move || me.with(|m| m.as_ref().is_some_and(is_reader));
+    let decider = move || {
+        me.with(|m| {
+            m.as_ref().is_some_and(|m| {
+                m.roles
+                    .iter()
+                    .any(|r| matches!(r, Role::Approver | Role::Admin))
+            })
+        })
+    };
     let tab = RwSignal::new(Tab::Teams);
     // Kept here, above what a refresh redraws: the team shown and the last change's outcome.
     let chosen = RwSignal::new(None::<String>);
@@ -87,6 +98,7 @@ pub fn Quotas() -> impl IntoView {
                     {tab_button(Tab::Inbox, "Requests to decide", "tab-inbox")}
                     {tab_button(Tab::Audit, "Audit log", "tab-audit")}
                 </Show>
+                <Show when=decider>{tab_button(Tab::Findings, "Findings", "tab-findings")}</Show>
             </nav>
             {move || notice.get().map(|m| view! { <p class="ok" role="status" data-test="quota-notice">{m}</p> })}
             {move || match world.get() {
@@ -97,6 +109,7 @@ pub fn Quotas() -> impl IntoView {
                     match tab.get() {
                         Tab::Teams => view! { <TeamsView world me chosen changed/> }.into_any(),
                         Tab::Inbox => view! { <review::Inbox me changed/> }.into_any(),
+                        Tab::Findings => view! { <findings::FindingsView me changed/> }.into_any(),
                         Tab::Audit => {
                             let teams = world.teams.iter().map(|t| t.team.clone()).collect();
                             view! { <audit::AuditLog teams/> }.into_any()

@@ -2,9 +2,8 @@
 //! only by the pages that draw one).
 
 use leptos::{html::Div, prelude::*, task::spawn_local};
-use plotly::Plot;
 use shared::ApiError;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::{JsCast, JsValue, prelude::wasm_bindgen};
 
 /// An error as a person should see it.
 #[component]
@@ -16,9 +15,11 @@ pub fn ErrorBox(error: ApiError) -> impl IntoView {
     view! { <p class="error" role="alert">{error.to_string()}{id}</p> }
 }
 
-/// A plotly chart that redraws whenever `plot` reads a signal that changed.
+/// A plotly chart that redraws whenever `plot` reads a signal that changed. `plot` gives the
+/// figure as plotly JSON (`plotly::Plot::to_json`): serialised once where it is built, so no
+/// plotly type is ever cloned (their `Clone` code would weigh on every bundle).
 #[component]
-pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<Plot>>) -> impl IntoView {
+pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<String>>) -> impl IntoView {
     let node = NodeRef::<Div>::new();
     Effect::new(move |_| {
         if node.get().is_none() {
@@ -34,12 +35,22 @@ pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<Plot>>) -> impl Into
 /// Where ./dev puts the partial plotly.js bundle (from npm; no CDN).
 const PLOTLY_JS: &str = "/vendor/plotly-cartesian.min.js";
 
-/// Draws `plot` into the element `id`. plotly.js (~450 KB gzip) is fetched the first time a
-/// page draws a chart, so the log-in page and the pages without charts never load it.
-pub async fn draw_chart(id: &str, plot: &plotly::Plot) {
-    match load_plotly().await {
-        Ok(()) => plotly::bindings::new_plot(id, plot).await,
-        Err(err) => leptos::logging::error!("plotly.js did not load: {err:?}"),
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(catch, js_namespace = Plotly, js_name = newPlot)]
+    async fn new_plot(id: &str, figure: &JsValue) -> Result<JsValue, JsValue>;
+}
+
+/// Draws the figure `plot` (plotly JSON) into the element `id`. plotly.js (~450 KB gzip) is
+/// fetched the first time a page draws a chart, so the log-in page and the pages without
+/// charts never load it.
+pub async fn draw_chart(id: &str, plot: &str) {
+    let drawn = async {
+        load_plotly().await?;
+        new_plot(id, &js_sys::JSON::parse(plot)?).await
+    };
+    if let Err(err) = drawn.await {
+        leptos::logging::error!("chart {id} was not drawn: {err:?}");
     }
 }
 

@@ -163,7 +163,7 @@ fn SuggestionTables(suggestion: QuotaSuggestion) -> impl IntoView {
     let unstarted =
         |s: &TeamStats| (s.jobs_submitted - s.jobs_admitted.min(s.jobs_submitted)).to_string();
     let met = |m: bool| if m { "yes" } else { "no" };
-    let plot = wait_plot(&suggestion);
+    let plot = wait_plot(&suggestion).to_json();
     let (today, after) = (&suggestion.today, &suggestion.suggested);
     view! {
         <p data-test="suggestion-summary">

@@ -36,7 +36,7 @@ pub fn DemandChart() -> impl IntoView {
         <Chart id="demand-chart" plot=Box::new(move || {
             results.settled.track();
             let sizing = results.evaluation.with_untracked(|e| e.as_ref().map(|e| e.sizing.clone()));
-            Some(draft.scenario.with_untracked(|s| demand_plot(s, sizing.as_ref())))
+            Some(draft.scenario.with_untracked(|s| demand_plot(s, sizing.as_ref())).to_json())
         })/>
     }
 }
@@ -109,11 +109,11 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
     let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
     let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
     let (waterfall, scores, utilisation, teams, sensitivity) = (
-        waterfall_plot(&evaluation),
-        score_plot(&evaluation),
-        utilisation_plot(&evaluation),
-        team_plot(&evaluation),
-        sensitivity_plot(&evaluation),
+        waterfall_plot(&evaluation).to_json(),
+        score_plot(&evaluation).to_json(),
+        utilisation_plot(&evaluation).to_json(),
+        team_plot(&evaluation).to_json(),
+        sensitivity_plot(&evaluation).to_json(),
     );
     view! {
         <h2>"Recommendation: " <span data-test="recommendation" title=d.recommendation.description()>{d.recommendation.label()}</span></h2>

@@ -98,7 +98,7 @@ fn Verdict(
     let errors = view.checked.errors.clone();
     let warnings = view.checked.warnings.clone();
     let impact = view.impact.clone();
-    let plot = impact_plot(&impact, &r.team);
+    let plot = impact_plot(&impact, &r.team).to_json();
     let comment = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<ApiError>);
