@@ -214,8 +214,11 @@ async fn no_request_to_any_route_gives_a_server_error_or_writes_when_refused(poo
             peer += 1;
             // an event stream's body never ends: its head (and any refusal's body) is the answer
             let reply = send_head(&router, build(&rule.method, &uri, &body, &session, peer)).await;
-            let mut context = format!("{} {uri} with {body:?}", rule.method);
-            context.truncate(300);
+            // at most 300 characters (a body's multi-byte characters stay whole)
+            let context: String = format!("{} {uri} with {body:?}", rule.method)
+                .chars()
+                .take(300)
+                .collect();
             assert!(
                 reply.status.as_u16() < 500,
                 "{context}: {} {}",

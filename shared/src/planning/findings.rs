@@ -540,9 +540,10 @@ fn drafted(
     };
     line.nominal = nominal;
     line.lending_limit = line.lending_limit.map(|l| l.min(nominal));
-    spec.justification = format!("Re-plan finding: {why}.");
-    spec.justification
-        .truncate(crate::quota::MAX_JUSTIFICATION_CHARS);
+    spec.justification = format!("Re-plan finding: {why}.")
+        .chars()
+        .take(crate::quota::MAX_JUSTIFICATION_CHARS)
+        .collect();
     spec.starts_on = inputs.today;
     let checked = inputs.world.check(team, &spec, inputs.today);
     let problems = checked
