@@ -30,6 +30,7 @@ use shared::{
         GR_ENGINE_ACTIVE, KUEUE_NOMINAL, KUEUE_USAGE, PREFILL_SECONDS, PROMPT_TOKENS, Series,
         UsageHealth, Window,
         neighbours::{self, Latency},
+        queues,
     },
 };
 use sqlx::PgPool;
@@ -40,12 +41,37 @@ use crate::{access::Access, app::Api, clock::Clock, config::UsageArgs};
 use self::prom::{PromError, PromSettings, Prometheus};
 
 pub fn api() -> Api {
-    Api::default().route(
-        http::Method::GET,
-        "/usage/stream",
-        Access::SignedIn,
-        live::stream,
-    )
+    Api::default()
+        .route(
+            http::Method::GET,
+            "/usage/stream",
+            Access::SignedIn,
+            live::stream,
+        )
+        .route(
+            http::Method::GET,
+            "/usage/queues",
+            Access::Roles(&[
+                shared::accounts::Role::Approver,
+                shared::accounts::Role::Finance,
+                shared::accounts::Role::Admin,
+            ]),
+            queue_report,
+        )
+}
+
+/// `GET /api/usage/queues?from=DAY&to=DAY`: each ClusterQueue's admission waits, pending
+/// Workloads and evictions as Kueue's own metrics recorded them (at most 92 days).
+async fn queue_report(
+    axum::extract::State(state): axum::extract::State<crate::app::AppState>,
+    axum::extract::Query(query): axum::extract::Query<shared::cluster::workload::HistoryQuery>,
+) -> crate::error::Result<axum::Json<queues::QueueReport>> {
+    let (from, end) = query.checked().map_err(crate::error::Error::Invalid)?;
+    Ok(axum::Json(queues::QueueReport {
+        from,
+        to: end.plus(-1),
+        queues: db::queue_window(&state.pool, from, end).await?,
+    }))
 }
 
 /// The sources, in the order a run ingests them (DCGM's check reads Kueue's allocation).
@@ -233,12 +259,18 @@ async fn read_and_store(
     };
     let rows = match source {
         Source::Kueue => {
-            let (usage, nominal) = tokio::try_join!(
+            let lookback = settings.counter_lookback_ms;
+            let (usage, nominal, waits, pending, evicted) = tokio::try_join!(
                 prom.samples(KUEUE_USAGE, window, 0),
                 prom.samples(KUEUE_NOMINAL, window, 0),
+                prom.samples(queues::ADMISSION_WAIT_BUCKET, window, lookback),
+                prom.samples(queues::PENDING, window, 0),
+                prom.samples(queues::EVICTED, window, lookback),
             )?;
-            count(&usage, &mut landed);
-            count(&nominal, &mut landed);
+            for part in [&usage, &nominal, &waits, &pending, &evicted] {
+                count(part, &mut landed);
+            }
+            let queue_rows = queues::queue_minutes(&waits, &pending, &evicted, window);
             let (mut rows, _known) = model::allocation_minutes(&usage, window, &who.owners);
             let lending = model::lending_minutes(&usage, &nominal, window, &who.owners, &mut rows);
             if usage.is_empty() {
@@ -255,7 +287,7 @@ async fn read_and_store(
                     landed.note = Some(KUEUE_FALLBACK.to_owned());
                 }
             }
-            Rows::Allocation(rows, lending)
+            Rows::Allocation(rows, lending, queue_rows)
         }
         Source::Dcgm => {
             let mut sums = DeviceSums::default();
@@ -336,9 +368,10 @@ async fn read_and_store(
     // the window whole, or not at all
     let mut tx = pool.begin().await?;
     landed.rows = match &rows {
-        Rows::Allocation(rows, lending) => {
+        Rows::Allocation(rows, lending, queue_rows) => {
             db::write_allocation(&mut tx, window, rows, lending, &who.teams).await?;
-            rows.len()
+            db::write_queues(&mut tx, window, queue_rows).await?;
+            rows.len() + queue_rows.len()
         }
         Rows::Devices(rows, pods) => {
             db::write_devices(&mut tx, window, rows, &who.teams).await?;
@@ -361,6 +394,7 @@ enum Rows {
     Allocation(
         BTreeMap<model::UsageKey, i64>,
         BTreeMap<model::UsageKey, model::Lending>,
+        BTreeMap<queues::QueueKey, queues::QueueMinute>,
     ),
     Devices(
         BTreeMap<model::UsageKey, model::DeviceMinute>,

@@ -27,6 +27,7 @@ use crate::{common::utc::MINUTE_MS, fleet::catalogue};
 
 pub mod demo;
 pub mod neighbours;
+pub mod queues;
 
 /// Busy time of whole GPUs, in percent (dcgm-exporter's default counters).
 pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";

@@ -1,6 +1,6 @@
 //! Re-plan findings for approvers (`GET /api/quota/findings`, `gpufleet quota findings`): the
-//! last weeks' measured use (the usage rollups) and recorded Workloads (the workload history)
-//! read against the quotas in force by `shared::planning::findings`. It reads; nothing changes
+//! last weeks' measured use (the usage rollups), Kueue's queue metrics and recorded Workloads
+//! (the workload history) read against the quotas in force by `shared::planning::findings`. It reads; nothing changes
 //! without the normal approval of a request.
 
 use axum::{
@@ -30,12 +30,15 @@ pub async fn findings(state: &AppState, rules: FindingRules) -> Result<Findings>
     let inputs = Inputs {
         world: &world,
         usage: &[],
+        queues: &[],
         rules,
         today,
     };
     let usage = usage::db::week_use(&state.pool, inputs.from(), today).await?;
+    let queues = usage::db::queue_window(&state.pool, inputs.from(), today).await?;
     let inputs = Inputs {
         usage: &usage,
+        queues: &queues,
         ..inputs
     };
     let mut review = Review::new(&inputs);

@@ -10,6 +10,7 @@ use shared::usage::{
     DeviceMinute, FlavorFacts, Gap, Lending, Owners, SourceStatus, TokenKey, Tokens, UsageKey,
     Window,
     neighbours::{Histogram, LatencyKey, PodKey, PodMinute, ServedMinute, ServiceMinute},
+    queues::{QueueKey, QueueMinute},
 };
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
@@ -288,6 +289,111 @@ pub async fn write_latency(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Replaces the window's Kueue queue minutes with `rows`.
+pub async fn write_queues(
+    tx: &mut Transaction<'_, Postgres>,
+    window: Window,
+    rows: &BTreeMap<QueueKey, QueueMinute>,
+) -> sqlx::Result<()> {
+    clear_window(tx, "usage_queue_minutes", window).await?;
+    let literal = |items: Vec<String>| format!("{{{}}}", items.join(","));
+    let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
+    let queues: Vec<String> = rows.keys().map(|k| k.cluster_queue.clone()).collect();
+    let bounds: Vec<String> = rows
+        .values()
+        .map(|m| literal(m.wait.buckets.keys().map(i64::to_string).collect()))
+        .collect();
+    let counts: Vec<String> = rows
+        .values()
+        .map(|m| literal(m.wait.buckets.values().map(i64::to_string).collect()))
+        .collect();
+    let observations: Vec<Option<i64>> = rows.values().map(|m| m.wait.count).collect();
+    let pending: Vec<Option<i64>> = rows.values().map(|m| m.pending).collect();
+    let evicted: Vec<String> = rows
+        .values()
+        .map(|m| serde_json::to_string(&m.evicted).unwrap_or_else(|_| "{}".to_owned()))
+        .collect();
+    sqlx::query!(
+        "insert into usage_queue_minutes (minute, cluster_queue, wait_le_microseconds, wait_counts,
+                                          wait_observations, pending_workloads, evicted)
+         select 'epoch'::timestamptz + m * interval '1 millisecond', q, l::bigint[], c::bigint[],
+                n, p, e::jsonb
+         from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                     $6::bigint[], $7::text[]) as u(m, q, l, c, n, p, e)",
+        &minutes,
+        &queues,
+        &bounds,
+        &counts,
+        &observations as &[Option<i64>],
+        &pending as &[Option<i64>],
+        &evicted,
+    )
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Each ClusterQueue's minutes of `[from, end)` summed: its admission waits by `le` (and
+/// `+Inf`), its highest pending count, its evictions by reason; and the team it belongs to.
+pub async fn queue_window(
+    db: impl PgExecutor<'_>,
+    from: Day,
+    end: Day,
+) -> sqlx::Result<Vec<shared::usage::queues::QueueFigures>> {
+    let rows = sqlx::query!(
+        r#"with m as (
+               select * from usage_queue_minutes
+               where minute >= $1::date::timestamp at time zone 'UTC'
+                 and minute < $2::date::timestamp at time zone 'UTC'),
+           buckets as (
+               select cluster_queue, array_agg(le order by le) as le, array_agg(n order by le) as n
+               from (select cluster_queue, u.le, sum(u.c)::bigint as n
+                     from m, unnest(m.wait_le_microseconds, m.wait_counts) as u(le, c)
+                     group by 1, 2) b
+               group by 1),
+           evictions as (
+               select cluster_queue, jsonb_object_agg(reason, n) as evicted
+               from (select cluster_queue, e.key as reason, sum(e.value::bigint)::bigint as n
+                     from m, jsonb_each_text(m.evicted) as e
+                     group by 1, 2) r
+               group by 1),
+           totals as (
+               select cluster_queue, sum(wait_observations)::bigint as observations,
+                      max(pending_workloads) as pending_peak
+               from m group by 1)
+           select t.cluster_queue as "cluster_queue!", teams.name as "team?",
+                  coalesce(b.le, '{}') as "le!: Vec<i64>", coalesce(b.n, '{}') as "n!: Vec<i64>",
+                  t.observations, t.pending_peak,
+                  coalesce(e.evicted, '{}')::text as "evicted!"
+           from totals t
+           left join buckets b using (cluster_queue)
+           left join evictions e using (cluster_queue)
+           left join teams on teams.cluster_queue = t.cluster_queue
+           order by 1"#,
+        crate::clock::date(from)?,
+        crate::clock::date(end)?
+    )
+    .fetch_all(db)
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let wait = Histogram {
+                buckets: r.le.into_iter().zip(r.n).collect(),
+                count: r.observations,
+            };
+            let evicted =
+                serde_json::from_str(&r.evicted).map_err(|e| sqlx::Error::Decode(e.into()))?;
+            Ok(shared::usage::queues::QueueFigures::new(
+                r.cluster_queue,
+                r.team,
+                &wait,
+                r.pending_peak,
+                evicted,
+            ))
+        })
+        .collect()
 }
 
 /// Replaces the window's co-tenancy with `rows`.

@@ -169,6 +169,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("POST", "/chargeback/months/{month}/close", "finance admin"),
     ("POST", "/chargeback/months/{month}/reopen", "admin"),
     ("GET", "/usage/stream", "requester approver finance admin"),
+    ("GET", "/usage/queues", "approver finance admin"),
 ];
 
 fn allowed(spec: &str, who: Who, own_team: bool) -> bool {

@@ -1014,7 +1014,7 @@ async fn re_plan_findings_name_the_idle_team_and_the_waiting_one(pool: PgPool) {
         (wait.workloads, wait.p50_minutes, wait.p95_minutes),
         (20, 85, 130)
     );
-    assert_eq!(wait.waited_gpu_minutes, 3_500);
+    assert_eq!(wait.waited_gpu_minutes, Some(3_500));
     let draft = waiting.draft.as_ref().expect("a draft");
     assert_eq!(draft.lines[0].nominal, 17);
 

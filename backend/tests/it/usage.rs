@@ -1238,12 +1238,12 @@ async fn retention_drops_old_minute_months_and_keeps_rollups(pool: PgPool) {
             .expect("write");
         tx.commit().await.expect("commit");
     }
-    // keep 90 days before 2026-12-02: June's minutes go (the partitions of the four minute
-    // tables: usage, tokens, latency, pods)
+    // keep 90 days before 2026-12-02: June's minutes go (the partitions of the five minute
+    // tables: usage, tokens, latency, pods, Kueue's queues)
     let cut = shared::common::utc::parse_rfc3339("2026-09-03T00:00:00Z").expect("time");
     assert_eq!(
         usage::db::drop_old_minutes(&pool, cut).await.expect("drop"),
-        4
+        5
     );
     let minutes: Vec<i64> = sqlx::query_scalar(
         "select (extract(epoch from minute) * 1000)::bigint from usage_minutes order by 1",
@@ -1588,4 +1588,153 @@ async fn a_service_slowed_by_its_neighbour_is_flagged(pool: PgPool) {
     );
     let printed: NeighbourReport = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(printed, report);
+}
+
+/// Kueue's queue metrics for ClusterQueue `search` over 20 minutes, scraped every 15 s: one
+/// admission a minute waiting 30 s in minutes 0-9, then two a minute waiting 300 s and 2,000 s
+/// (each at second 20 of its minute); 3 active and 1 inadmissible Workloads pending, then 7
+/// and 1; evictions by reason in minutes 3, 12 and 15.
+fn queue_points(t0: i64) -> Vec<Point> {
+    const BOUNDS: [&str; 15] = [
+        "1", "2.5", "5", "10", "20", "40", "80", "160", "320", "640", "1280", "2560", "5120",
+        "10240", "+Inf",
+    ];
+    // (second of the window it was admitted at, seconds it waited)
+    let admissions: Vec<(i64, f64)> = (0..20)
+        .flat_map(|m: i64| {
+            let at = m * 60 + 20;
+            if m < 10 {
+                vec![(at, 30.0)]
+            } else {
+                vec![(at, 300.0), (at, 2_000.0)]
+            }
+        })
+        .collect();
+    let mut points = Vec::new();
+    for tick in -4..80 {
+        let second = tick * 15;
+        let t = t0 + second * SEC;
+        let cq = [("cluster_queue", "search")];
+        for le in BOUNDS {
+            let bound: f64 = le.parse().unwrap_or(f64::INFINITY);
+            let n = admissions
+                .iter()
+                .filter(|(at, waited)| *at <= second && *waited <= bound)
+                .count();
+            points.push(point(
+                "kueue_admission_wait_time_seconds_bucket",
+                &[("cluster_queue", "search"), ("le", le)],
+                t,
+                n,
+            ));
+        }
+        let active = if second < 600 { 3 } else { 7 };
+        points.push(point(
+            "kueue_pending_workloads",
+            &[cq[0], ("status", "active")],
+            t,
+            active,
+        ));
+        points.push(point(
+            "kueue_pending_workloads",
+            &[cq[0], ("status", "inadmissible")],
+            t,
+            1,
+        ));
+        let preempted = [12 * 60, 15 * 60]
+            .iter()
+            .filter(|at| **at <= second)
+            .count();
+        let timed_out = usize::from(3 * 60 <= second);
+        points.push(point(
+            "kueue_evicted_workloads_total",
+            &[cq[0], ("reason", "Preempted")],
+            t,
+            preempted,
+        ));
+        points.push(point(
+            "kueue_evicted_workloads_total",
+            &[cq[0], ("reason", "PodsReadyTimeout")],
+            t,
+            timed_out,
+        ));
+    }
+    points
+}
+
+/// Kueue's queue metrics ingested per minute and read back per ClusterQueue through the API:
+/// 30 admissions, cumulative 10, 20, 30 within 40, 320, 2,560 s. By hand, as
+/// histogram_quantile interpolates: p50 at rank 15 in (160 s, 320 s] holding 10 above 10:
+/// 160 + 160 × 5 / 10 = 240 s; p95 at rank 28.5 in (1,280 s, 2,560 s]: 1,280 + 1,280 × 8.5 /
+/// 10 = 2,368 s; and Prometheus's own histogram_quantile over the same increases agrees.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn kueues_queue_metrics_give_the_waits_histogram_quantile_gives(pool: PgPool) {
+    use crate::common::{login, request, send, user};
+    use axum::http::{Method, StatusCode};
+    use shared::{accounts::Role, usage::queues::QueueReport};
+
+    fleet(&pool, false).await;
+    let t0 = t0();
+    let dir = scratch("queues");
+    backfill(&dir, &queue_points(t0));
+    let prom = PromServer::start(&dir, &[]).await;
+    let window = Window::new(t0, t0 + 20 * MINUTE_MS).expect("window");
+    usage::ingest(&pool, &prom.client(), &settings(16), Source::Kueue, window)
+        .await
+        .expect("the Kueue window");
+    let minutes: i64 = sqlx::query_scalar("select count(*) from usage_queue_minutes")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(minutes, 20);
+
+    let router = crate::common::router(pool.clone());
+    user(&pool, "fin", &[Role::Finance], &[]).await;
+    user(&pool, "res", &[Role::Requester], &["research"]).await;
+    let day = shared::common::day::Day::of_unix_seconds(t0 / 1000);
+    let uri = format!("/api/usage/queues?from={day}&to={day}");
+    let finance = login(&router, "fin", crate::common::PASSWORD).await;
+    let reply = send(&router, request(Method::GET, &uri, Some(&finance), None)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let report: QueueReport = reply.json();
+    assert_eq!(report.queues.len(), 1);
+    let search = &report.queues[0];
+    assert_eq!(
+        (search.cluster_queue.as_str(), search.team.as_deref()),
+        ("search", Some("search"))
+    );
+    assert_eq!(search.admitted, 30);
+    assert_eq!(search.wait_p50_microseconds, Some(240_000_000));
+    assert_eq!(search.wait_p95_microseconds, Some(2_368_000_000));
+    assert_eq!(search.pending_peak, Some(8));
+    assert_eq!(
+        search.evicted,
+        BTreeMap::from([
+            ("PodsReadyTimeout".to_owned(), 1),
+            ("Preempted".to_owned(), 2)
+        ])
+    );
+
+    // Prometheus's own histogram_quantile over the window's increases (last sample at 19:45,
+    // the one before the window at -0:15)
+    let end = t0 + 19 * MINUTE_MS + 45 * SEC;
+    for (q, want) in [("0.5", 240.0), ("0.95", 2_368.0)] {
+        let b = "kueue_admission_wait_time_seconds_bucket";
+        let expr = format!(r#"histogram_quantile({q}, sum by (le) ({b} - {b} offset 20m))"#);
+        let answer = crate::common::prometheus::instant(&prom.url, &expr, end).await;
+        let value: f64 = answer["data"]["result"][0]["value"][1]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .parse()
+            .expect("a number");
+        assert!((value - want).abs() < 1e-9, "{q}: {value}");
+    }
+
+    // a requester is not shown every queue; a window that is not one is refused
+    let res = login(&router, "res", crate::common::PASSWORD).await;
+    let reply = send(&router, request(Method::GET, &uri, Some(&res), None)).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    let bad = format!("/api/usage/queues?from={day}&to={}", day.plus(-1));
+    let reply = send(&router, request(Method::GET, &bad, Some(&finance), None)).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
 }

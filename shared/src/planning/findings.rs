@@ -34,6 +34,7 @@ use crate::{
     common::{day::Day, error::FieldError, utc::DAY_MS},
     fleet::catalogue,
     quota::{QuotaSpec, QuotaWorld},
+    usage::queues::QueueFigures,
 };
 
 pub const DEFAULT_WEEKS: u32 = 4;
@@ -153,6 +154,9 @@ pub struct WeekUse {
 pub struct Inputs<'a> {
     pub world: &'a QuotaWorld,
     pub usage: &'a [WeekUse],
+    /// Kueue's own queue metrics over the window (`usage::queues`): the waits of teams whose
+    /// Workloads are not recorded (GitOps mode, no cluster).
+    pub queues: &'a [QueueFigures],
     pub rules: FindingRules,
     /// Today (UTC): the window ends where it starts, drafts start on it.
     pub today: Day,
@@ -209,10 +213,14 @@ pub struct WaitFigures {
     pub not_admitted: u32,
     pub p50_minutes: i64,
     pub p95_minutes: i64,
-    /// Σ GPUs × minutes waited.
-    pub waited_gpu_minutes: i64,
+    /// Σ GPUs × minutes waited; `None` where only Kueue's metrics are known (they count
+    /// Workloads, not GPUs).
+    pub waited_gpu_minutes: Option<i64>,
     /// GPUs waiting on average over the window (`waited_gpu_minutes` over its minutes).
-    pub mean_gpus_waiting: f64,
+    pub mean_gpus_waiting: Option<f64>,
+    /// Where the waits come from: the workload history, or Kueue's
+    /// `kueue_admission_wait_time_seconds` (percentiles as `histogram_quantile` gives them).
+    pub from: String,
 }
 
 /// Why a team's work on a flavor would pack.
@@ -349,6 +357,15 @@ impl<'a> Review<'a> {
         for (team, work) in &self.teams {
             findings.extend(waiting(inputs, team, work));
             findings.extend(packing(inputs, team, work, window));
+        }
+        let recorded = |team: &String| self.teams.contains_key(team);
+        for q in inputs.queues {
+            match &q.team {
+                Some(team) if !recorded(team) => {
+                    findings.extend(waiting_by_metrics(inputs, team, q))
+                }
+                _ => {}
+            }
         }
         findings.sort_by(|a, b| (a.kind, &a.team, &a.flavor).cmp(&(b.kind, &b.team, &b.flavor)));
         Findings {
@@ -577,8 +594,9 @@ fn waiting(inputs: &Inputs, team: &str, work: &TeamWork) -> Option<Finding> {
         not_admitted: work.not_admitted,
         p50_minutes: p50,
         p95_minutes: p95,
-        waited_gpu_minutes: work.waited_gpu_minutes,
-        mean_gpus_waiting: mean,
+        waited_gpu_minutes: Some(work.waited_gpu_minutes),
+        mean_gpus_waiting: Some(mean),
+        from: "the workload history (creation to first admission)".to_owned(),
     };
     let flavor = work
         .admitted
@@ -616,6 +634,43 @@ fn waiting(inputs: &Inputs, team: &str, work: &TeamWork) -> Option<Finding> {
         packing: None,
         draft,
         draft_problems,
+        scenario: None,
+    })
+}
+
+/// A team with no recorded Workloads whose ClusterQueue's admissions waited past the target by
+/// Kueue's own histogram. How many GPUs waited is not in the metrics: no draft.
+fn waiting_by_metrics(inputs: &Inputs, team: &str, q: &QueueFigures) -> Option<Finding> {
+    let minutes = |us: Option<i64>| us.map(|us| (us + 30_000_000) / 60_000_000);
+    let (p50, p95) = (
+        minutes(q.wait_p50_microseconds)?,
+        minutes(q.wait_p95_microseconds)?,
+    );
+    if p95 <= i64::from(inputs.rules.wait_p95_target_minutes) {
+        return None;
+    }
+    let summary = format!(
+        "{team}'s ClusterQueue {} admitted {} Workloads, p95 {p95} min after they were created or requeued (p50 {p50}; target {} min), by Kueue's kueue_admission_wait_time_seconds; the metrics do not say how many GPUs waited, so nothing is drafted",
+        q.cluster_queue, q.admitted, inputs.rules.wait_p95_target_minutes
+    );
+    Some(Finding {
+        kind: Kind::Waiting,
+        team: team.to_owned(),
+        flavor: None,
+        summary,
+        weeks: Vec::new(),
+        wait: Some(WaitFigures {
+            workloads: u32::try_from(q.admitted).unwrap_or(u32::MAX),
+            not_admitted: 0,
+            p50_minutes: p50,
+            p95_minutes: p95,
+            waited_gpu_minutes: None,
+            mean_gpus_waiting: None,
+            from: "kueue_admission_wait_time_seconds".to_owned(),
+        }),
+        packing: None,
+        draft: None,
+        draft_problems: Vec::new(),
         scenario: None,
     })
 }
@@ -763,10 +818,20 @@ mod tests {
     const TODAY: &str = "2026-11-30";
 
     fn review(usage: &[WeekUse], history: &[HistoryEntry], weeks: u32) -> Findings {
+        review_with(usage, history, weeks, &[])
+    }
+
+    fn review_with(
+        usage: &[WeekUse],
+        history: &[HistoryEntry],
+        weeks: u32,
+        queues: &[QueueFigures],
+    ) -> Findings {
         let world = world();
         let inputs = Inputs {
             world: &world,
             usage,
+            queues,
             rules: FindingRules {
                 weeks,
                 ..FindingRules::default()
@@ -910,8 +975,8 @@ mod tests {
         assert_eq!((wait.workloads, wait.not_admitted), (20, 1));
         assert_eq!((wait.p50_minutes, wait.p95_minutes), (90, 180));
         // 4 × (10 + … + 190) + 4 × 60 = 4 × 1,900 + 240 = 7,840 GPU-minutes over 10,080.
-        assert_eq!(wait.waited_gpu_minutes, 7_840);
-        assert!((wait.mean_gpus_waiting - 7_840.0 / 10_080.0).abs() < 1e-12);
+        assert_eq!(wait.waited_gpu_minutes, Some(7_840));
+        assert!((wait.mean_gpus_waiting.expect("known") - 7_840.0 / 10_080.0).abs() < 1e-12);
         // Serving's 16 + ⌈0.78⌉ = 17 on the flavor that admitted its work.
         let draft = f.draft.as_ref().expect("a draft");
         assert_eq!(
@@ -971,5 +1036,50 @@ mod tests {
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["weeks", "idle_percent", "wait_p95_target_minutes"]);
         assert!(errors[0].message.contains("from 1 to 13"));
+    }
+}
+
+#[cfg(test)]
+mod by_metrics {
+    use super::*;
+
+    #[test]
+    fn without_recorded_workloads_kueues_histogram_says_who_waits() {
+        let world: QuotaWorld = serde_json::from_value(serde_json::json!({
+            "flavors": [], "approved": [],
+            "teams": [{"team": "search", "namespace": "team-search", "cluster_queue": "search",
+                       "local_queue": "search", "cohort": null}]
+        }))
+        .expect("a world");
+        let queue = |p95_s: i64| QueueFigures {
+            cluster_queue: "search".into(),
+            team: Some("search".into()),
+            admitted: 30,
+            wait_p50_microseconds: Some(240_000_000),
+            wait_p95_microseconds: Some(p95_s * 1_000_000),
+            pending_peak: Some(8),
+            evicted: BTreeMap::new(),
+        };
+        let found = |q: QueueFigures| {
+            let queues = [q];
+            let inputs = Inputs {
+                world: &world,
+                usage: &[],
+                queues: &queues,
+                rules: FindingRules::default(),
+                today: Day::parse("2026-11-30").expect("a day"),
+            };
+            Review::new(&inputs).finish().findings
+        };
+        // p95 2,368 s = 39.5 min, rounded to 39 (> 30): waiting, no draft; 1,790 s = 29.8 → 30: not.
+        let f = found(queue(2_368));
+        assert_eq!(f.len(), 1);
+        let wait = f[0].wait.as_ref().expect("figures");
+        assert_eq!(
+            (wait.p50_minutes, wait.p95_minutes, wait.waited_gpu_minutes),
+            (4, 39, None)
+        );
+        assert!(f[0].draft.is_none());
+        assert!(found(queue(1_790)).is_empty());
     }
 }

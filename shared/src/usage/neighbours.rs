@@ -151,7 +151,7 @@ pub fn pod(labels: &Labels) -> &str {
 
 /// A bucket bound as Prometheus writes `le` (`0.25`, `+Inf`), in microseconds; `None` for
 /// `+Inf`, `Err` for anything unreadable.
-fn bound(le: &str) -> Result<Option<i64>, ()> {
+pub(super) fn bound(le: &str) -> Result<Option<i64>, ()> {
     match le {
         "+Inf" | "Inf" | "inf" | "+inf" => Ok(None),
         text => super::parse_micro(text).map(Some).ok_or(()),
