@@ -111,6 +111,9 @@ pub fn write_history(
         shared::usage::DECODE_SECONDS,
         shared::usage::neighbours::TTFT_BUCKET,
         shared::usage::neighbours::QUEUE_BUCKET,
+        shared::usage::queues::ADMISSION_WAIT_BUCKET,
+        shared::usage::queues::PENDING,
+        shared::usage::queues::EVICTED,
     ];
     let mut written = 0;
     for family in families {

@@ -1007,6 +1007,19 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
         .unwrap_or_else(|| panic!("{report:#?}"));
     assert_eq!(big.sharing, ["whole_gpu"]);
     assert!(big.verdict.starts_with("no co-tenant"), "{}", big.verdict);
+
+    // Kueue's queue metrics of both ClusterQueues: at 16:00 (full traffic) 6 active and 1
+    // inadmissible Workloads pending, at 04:00 none; research (the first) admits one a
+    // minute
+    let queues = usage::db::queue_window(&pool, period.from, period.to)
+        .await
+        .expect("queues");
+    let seen: Vec<(&str, Option<i64>)> = queues
+        .iter()
+        .map(|q| (q.cluster_queue.as_str(), q.pending_peak))
+        .collect();
+    assert_eq!(seen, [("research", Some(7)), ("search", Some(7))]);
+    assert!(queues[0].admitted >= 1, "{queues:?}");
 }
 
 fn gpufleet(pool: &PgPool, prometheus: &str, args: &[&str]) -> std::process::Output {

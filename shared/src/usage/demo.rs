@@ -14,7 +14,10 @@
 //! Kueue as `nvidia.com/mig-<profile>`. vLLM's latency histograms: the served models' steady
 //! ones, and a small model on the MIG pool's first instance at a steady request rate whose time
 //! to first token degrades as the other instances of its GPU get busy with traffic (the
-//! noisy-neighbour view's flagged example). Every figure is labelled demo data where shown.
+//! noisy-neighbour view's flagged example). Kueue's queue metrics for every ClusterQueue with
+//! quota: admissions at a steady rate whose waits grow as traffic fills the cohort, pending
+//! Workloads following traffic, a preemption per half hour of full traffic. Every figure is
+//! labelled demo data where shown.
 
 use std::f64::consts::PI;
 
@@ -73,6 +76,19 @@ const SMALL_MODEL: &str = "llama-3.2-1b-instruct";
 /// Counters count from here (2026-01-01T00:00:00Z), so history and live values agree.
 const COUNTER_EPOCH_MS: i64 = 1_767_225_600_000;
 const SANDBOX: &str = "ml-sandbox";
+/// Kueue's admission-wait buckets (1 s, then 2.5 s doubling: `pkg/metrics/metrics.go`) and the
+/// share of admissions within each when the cohort is quiet and when it is full.
+const WAIT_LE: [&str; 14] = [
+    "1", "2.5", "5", "10", "20", "40", "80", "160", "320", "640", "1280", "2560", "5120", "10240",
+];
+const WAIT_QUIET: [f64; 14] = [
+    0.05, 0.15, 0.30, 0.50, 0.65, 0.78, 0.88, 0.94, 0.97, 0.99, 1.0, 1.0, 1.0, 1.0,
+];
+const WAIT_FULL: [f64; 14] = [
+    0.0, 0.02, 0.05, 0.10, 0.15, 0.25, 0.35, 0.50, 0.65, 0.80, 0.90, 0.97, 1.0, 1.0,
+];
+/// Admissions per second of a ClusterQueue (the first; the n-th admits 1/n of it).
+const ADMISSIONS_PER_S: f64 = 1.0 / 60.0;
 
 /// Traffic in [0, 1] at an instant: 0 at 04:00 UTC, 1 at 16:00 UTC.
 fn traffic(at_ms: i64) -> f64 {
@@ -240,6 +256,7 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
             kueue.push((cq.clone(), flavor.clone(), resource.clone(), 0));
         }
     }
+    queue_samples(&nominal, at_ms, &mut out);
     let usage = kueue.into_iter().map(|k| (super::KUEUE_USAGE, k));
     let quota = nominal.into_iter().map(|k| (super::KUEUE_NOMINAL, k));
     for (metric, (cluster_queue, flavor, resource, count)) in usage.chain(quota) {
@@ -345,6 +362,50 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
 
 /// A histogram's `_bucket` series: `cumulative(k)` observations within `bounds[k]`, and
 /// `cumulative(bounds.len())` in `+Inf`, as whole counts.
+/// Kueue's queue metrics of every ClusterQueue with quota: admissions at a steady rate, their
+/// waits longer as traffic fills the cohort; pending Workloads rising with traffic (one
+/// inadmissible at the peak); a preemption per half hour of full traffic.
+fn queue_samples(nominal: &[(String, String, String, i64)], at_ms: i64, out: &mut Vec<DemoSample>) {
+    let mut queues: Vec<&str> = nominal.iter().map(|(cq, ..)| cq.as_str()).collect();
+    queues.sort_unstable();
+    queues.dedup();
+    let seconds = (at_ms - COUNTER_EPOCH_MS) as f64 / 1000.0;
+    let (full, integral) = (traffic(at_ms), traffic_integral_s(at_ms));
+    for (i, cq) in queues.into_iter().enumerate() {
+        let labels = vec![("cluster_queue", cq.to_owned())];
+        let rate = ADMISSIONS_PER_S / (i as f64 + 1.0);
+        histogram(
+            out,
+            super::queues::ADMISSION_WAIT_BUCKET,
+            &labels,
+            &WAIT_LE,
+            |k| match (WAIT_QUIET.get(k), WAIT_FULL.get(k)) {
+                (Some(q), Some(f)) => rate * (q * seconds + (f - q) * integral),
+                _ => rate * seconds,
+            },
+        );
+        for (status, n) in [
+            ("active", (6.0 * full).round() as i64),
+            ("inadmissible", i64::from(full > 0.8)),
+        ] {
+            let mut labels = labels.clone();
+            labels.push(("status", status.to_owned()));
+            out.push(DemoSample {
+                metric: super::queues::PENDING,
+                labels,
+                value: n.to_string(),
+            });
+        }
+        let mut labels = labels;
+        labels.push(("reason", "Preempted".to_owned()));
+        out.push(DemoSample {
+            metric: super::queues::EVICTED,
+            labels,
+            value: ((integral / 1800.0).floor() as i64).to_string(),
+        });
+    }
+}
+
 fn histogram(
     out: &mut Vec<DemoSample>,
     metric: &'static str,
@@ -778,6 +839,16 @@ mod tests {
         };
         let mut before = counts(day);
         assert!(!before.is_empty());
+        // Kueue's admission waits are among them, for every ClusterQueue with quota
+        let kueue = |c: &[(Vec<(&'static str, String)>, i64)]| {
+            c.iter()
+                .filter(|(l, _)| {
+                    l.iter()
+                        .any(|(_, v)| v == super::super::queues::ADMISSION_WAIT_BUCKET)
+                })
+                .count()
+        };
+        assert_eq!(kueue(&before), teams.len() * (WAIT_LE.len() + 1));
         for minute in (1..1440).step_by(37) {
             let now = counts(day + minute * MINUTE_MS);
             for ((labels, was), (_, is)) in before.iter().zip(&now) {

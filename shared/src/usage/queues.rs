@@ -91,6 +91,9 @@ pub fn queue_minutes(
         let reason = s.labels.get("reason").cloned().unwrap_or_default();
         for (minute_ms, micro) in super::increases(&s.samples, window) {
             let n = unscale(i128::from(micro));
+            if n == 0 {
+                continue;
+            }
             *row(&mut rows, minute_ms, s)
                 .evicted
                 .entry(reason.clone())
