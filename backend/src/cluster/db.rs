@@ -303,9 +303,35 @@ pub async fn recorder(db: impl PgExecutor<'_>) -> sqlx::Result<RecorderRow> {
     .await
 }
 
-/// Up to `limit` Workloads created in [from, to) (of `team`'s namespace when given), oldest
-/// first and after `after` (a creation time in ms and a uid: the last of the previous page),
-/// each as a `shared::cluster::workload::HistoryEntry` in JSON.
+/// One recorded Workload as stored: plain columns, its JSON parts as text (building one JSON
+/// document per row in PostgreSQL cost 6.7 s for 400,000 rows; these columns 0.3 s).
+pub struct HistoryRow {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub local_queue: String,
+    pub cluster_queue: Option<String>,
+    pub priority: i32,
+    pub priority_class: Option<String>,
+    pub pod_sets: String,
+    pub created_at_ms: i64,
+    pub quota_reserved_at_ms: Option<i64>,
+    pub admitted_at_ms: Option<i64>,
+    pub evicted: Option<String>,
+    pub finished_at_ms: Option<i64>,
+    pub finished_reason: Option<String>,
+    pub evictions: String,
+    pub problems: String,
+    pub team: Option<String>,
+    /// `[{at_ms, reason, detail}]` oldest first; `None` when it has none.
+    pub evictions_seen: Option<String>,
+    pub gone_at_ms: Option<i64>,
+    pub demo: bool,
+}
+
+/// The recorded Workloads created in `[from, to)` (in `team`'s namespace when given), oldest
+/// first, after `after` (creation in Unix ms and uid: the last of the page before), at most
+/// `limit`.
 pub async fn workload_history(
     db: impl PgExecutor<'_>,
     from: Date,
@@ -313,35 +339,33 @@ pub async fn workload_history(
     team: Option<&str>,
     after: Option<(i64, &str)>,
     limit: i64,
-) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar!(
-        r#"select jsonb_build_object(
-                   'uid', h.uid, 'namespace', h.namespace, 'name', h.name,
-                   'local_queue', h.local_queue, 'cluster_queue', h.cluster_queue,
-                   'priority', h.priority, 'priority_class', h.priority_class,
-                   'pod_sets', h.pod_sets,
-                   'created_at_ms', (extract(epoch from h.created_at) * 1000)::bigint,
-                   'quota_reserved_at_ms', (extract(epoch from h.quota_reserved_at) * 1000)::bigint,
-                   'admitted_at_ms', (extract(epoch from h.admitted_at) * 1000)::bigint,
-                   'evicted', h.evicted,
-                   'finished', case when h.finished_at is not null then jsonb_build_object(
-                       'at_ms', (extract(epoch from h.finished_at) * 1000)::bigint,
-                       'reason', h.finished_reason, 'detail', null) end,
-                   'evictions', h.evictions, 'problems', h.problems, 'team', t.name,
-                   'evictions_seen', coalesce((
-                       select jsonb_agg(jsonb_build_object(
-                           'at_ms', (extract(epoch from e.at) * 1000)::bigint,
-                           'reason', e.reason, 'detail', e.detail) order by e.at)
-                       from workload_evictions e where e.uid = h.uid), '[]'::jsonb),
-                   'gone_at_ms', (extract(epoch from h.gone_at) * 1000)::bigint,
-                   'demo', h.demo
-               )::text as "entry!"
+) -> sqlx::Result<Vec<HistoryRow>> {
+    // The first page starts after (the window's first instant, ''): every uid is longer.
+    sqlx::query_as!(
+        HistoryRow,
+        r#"select h.uid, h.namespace, h.name, h.local_queue, h.cluster_queue, h.priority,
+                  h.priority_class, h.pod_sets::text as "pod_sets!",
+                  (extract(epoch from h.created_at) * 1000)::bigint as "created_at_ms!",
+                  (extract(epoch from h.quota_reserved_at) * 1000)::bigint as quota_reserved_at_ms,
+                  (extract(epoch from h.admitted_at) * 1000)::bigint as admitted_at_ms,
+                  h.evicted::text as evicted,
+                  (extract(epoch from h.finished_at) * 1000)::bigint as finished_at_ms,
+                  h.finished_reason, h.evictions::text as "evictions!",
+                  h.problems::text as "problems!", t.name as "team?",
+                  (select jsonb_agg(jsonb_build_object(
+                              'at_ms', (extract(epoch from e.at) * 1000)::bigint,
+                              'reason', e.reason, 'detail', e.detail) order by e.at)::text
+                   from workload_evictions e where e.uid = h.uid) as evictions_seen,
+                  (extract(epoch from h.gone_at) * 1000)::bigint as gone_at_ms,
+                  h.demo
            from workload_history h left join teams t on t.namespace = h.namespace
            where h.created_at >= $1::date::timestamp at time zone 'UTC'
              and h.created_at < $2::date::timestamp at time zone 'UTC'
              and ($3::text is null or t.name = $3)
-             and ($4::bigint is null
-                  or (h.created_at, h.uid) > (timestamptz 'epoch' + $4::bigint * interval '1 millisecond', $5::text))
+             and (h.created_at, h.uid)
+                 > (coalesce(timestamptz 'epoch' + $4::bigint * interval '1 millisecond',
+                             $1::date::timestamp at time zone 'UTC'),
+                    coalesce($5::text, ''))
            order by h.created_at, h.uid
            limit $6"#,
         from,

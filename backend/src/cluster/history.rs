@@ -19,8 +19,8 @@ use shared::{
     cluster::{
         demo::DemoQueue,
         workload::{
-            self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecorderStatus,
-            WorkloadHistory,
+            self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecordedWorkload,
+            RecorderStatus, Transition, WorkloadHistory,
         },
     },
     common::day::Day,
@@ -225,14 +225,14 @@ pub async fn window(
     let workloads = rows
         .iter()
         .take(MAX_HISTORY_WORKLOADS as usize)
-        .map(|text| entry(text))
+        .map(entry)
         .collect::<Result<_>>()?;
     Ok((workloads, truncated))
 }
 
 /// Every recorded Workload created in [`from`, `end`), oldest first, handed to `each` a page
-/// at a time, at most `most`; whether the window held more. Each page is read from JSON on
-/// the compute pool, so a large window does not hold up the async runtime.
+/// at a time, at most `most`; whether the window held more. Each page is read on the compute
+/// pool, so a large window does not hold up the async runtime.
 pub async fn each_in_window(
     state: &AppState,
     from: Day,
@@ -250,11 +250,7 @@ pub async fn each_in_window(
         let page = state
             .work
             .compute
-            .run(move |_| {
-                rows.iter()
-                    .map(|text| entry(text))
-                    .collect::<Result<Vec<_>>>()
-            })
+            .run(move |_| rows.iter().map(entry).collect::<Result<Vec<_>>>())
             .await??;
         for entry in page {
             if read == most {
@@ -270,9 +266,44 @@ pub async fn each_in_window(
     }
 }
 
-fn entry(text: &str) -> Result<HistoryEntry> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::Internal(format!("a recorded Workload does not read: {e}")))
+/// A stored row as the history's entry; its JSON parts were written by the recorder, so one
+/// that does not read is a fault of ours (500), not the caller's.
+fn entry(row: &db::HistoryRow) -> Result<HistoryEntry> {
+    fn json<T: serde::de::DeserializeOwned>(uid: &str, text: &str) -> Result<T> {
+        serde_json::from_str(text)
+            .map_err(|e| Error::Internal(format!("the recorded Workload {uid} does not read: {e}")))
+    }
+    let uid = row.uid.as_str();
+    Ok(HistoryEntry {
+        workload: RecordedWorkload {
+            uid: row.uid.clone(),
+            namespace: row.namespace.clone(),
+            name: row.name.clone(),
+            local_queue: row.local_queue.clone(),
+            cluster_queue: row.cluster_queue.clone(),
+            priority: row.priority,
+            priority_class: row.priority_class.clone(),
+            pod_sets: json(uid, &row.pod_sets)?,
+            created_at_ms: row.created_at_ms,
+            quota_reserved_at_ms: row.quota_reserved_at_ms,
+            admitted_at_ms: row.admitted_at_ms,
+            evicted: row.evicted.as_deref().map(|t| json(uid, t)).transpose()?,
+            finished: row.finished_at_ms.map(|at_ms| Transition {
+                at_ms,
+                reason: row.finished_reason.clone().unwrap_or_default(),
+                detail: None,
+            }),
+            evictions: json(uid, &row.evictions)?,
+            problems: json(uid, &row.problems)?,
+        },
+        team: row.team.clone(),
+        evictions_seen: match &row.evictions_seen {
+            Some(text) => json(uid, text)?,
+            None => Vec::new(),
+        },
+        gone_at_ms: row.gone_at_ms,
+        demo: row.demo,
+    })
 }
 
 /// Why nothing is recorded, in the words the console shows wherever history is.
