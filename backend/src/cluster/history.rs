@@ -240,13 +240,27 @@ pub async fn each_in_window(
     most: usize,
     mut each: impl FnMut(&HistoryEntry),
 ) -> Result<bool> {
-    const PAGE: usize = 5_000;
+    const PAGE: i64 = 5_000;
     let (from, end) = (clock::date(from)?, clock::date(end)?);
-    let (mut read, mut after) = (0usize, None::<(i64, String)>);
-    loop {
-        let last = after.as_ref().map(|(ms, uid)| (*ms, uid.as_str()));
-        let rows = db::workload_history(&state.pool, from, end, None, last, PAGE as i64).await?;
-        let full = rows.len() == PAGE;
+    // The next page is read while this one is parsed and handed on.
+    let page_after = |after: Option<(i64, String)>| {
+        let pool = state.pool.clone();
+        tokio::spawn(async move {
+            let after = after.as_ref().map(|(ms, uid)| (*ms, uid.as_str()));
+            db::workload_history(&pool, from, end, None, after, PAGE).await
+        })
+    };
+    let mut next = Some(page_after(None));
+    let mut read = 0usize;
+    while let Some(reading) = next.take() {
+        let rows = reading
+            .await
+            .map_err(|e| Error::Internal(format!("reading the history stopped: {e}")))??;
+        if rows.len() as i64 == PAGE {
+            next = rows
+                .last()
+                .map(|r| page_after(Some((r.created_at_ms, r.uid.clone()))));
+        }
         let page = state
             .work
             .compute
@@ -254,16 +268,16 @@ pub async fn each_in_window(
             .await??;
         for entry in page {
             if read == most {
+                if let Some(reading) = next {
+                    reading.abort();
+                }
                 return Ok(true);
             }
             each(&entry);
             read += 1;
-            after = Some((entry.workload.created_at_ms, entry.workload.uid));
-        }
-        if !full {
-            return Ok(false);
         }
     }
+    Ok(false)
 }
 
 /// A stored row as the history's entry; its JSON parts were written by the recorder, so one
