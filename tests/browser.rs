@@ -1997,10 +1997,15 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser
         .wait_for_text("[data-test=month-state]", &format!("{name} is open"))
         .await;
-    browser.click_css("[data-test=close-month]").await;
-    browser
-        .wait_for_text("[data-test=confirm-close]", &format!("Close {name}?"))
-        .await;
+    // The statement shown before may still be replaced by the new period's (the same month
+    // is open in both): a confirmation it drops is asked for again.
+    click_until_shown(
+        &browser,
+        "[data-test=close-month]",
+        "[data-test=confirm-close]",
+        &format!("Close {name}?"),
+    )
+    .await;
     browser.click_css("[data-test=confirm-close-yes]").await;
     browser
         .wait_for_text("[data-test=month-error]", &format!("{name} has not ended"))
@@ -2011,7 +2016,13 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser
         .wait_for_text("[data-test=month-state]", "2026-11 is open")
         .await;
-    browser.click_css("[data-test=close-month]").await;
+    click_until_shown(
+        &browser,
+        "[data-test=close-month]",
+        "[data-test=confirm-close]",
+        "Close 2026-11?",
+    )
+    .await;
     browser.click_css("[data-test=confirm-close-yes]").await;
     browser
         .wait_for_text("[data-test=month-state]", "2026-11 is closed")
@@ -2024,6 +2035,30 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
 }
 
 /// Types a period into the Chargeback page's statement form (as the date inputs' change events).
+/// Clicks `button` until `css` holds `text`: a re-render that lands after a click (a
+/// statement still loading) may drop what the click opened.
+async fn click_until_shown(browser: &Browser, button: &str, css: &str, text: &str) {
+    for _ in 0..10 {
+        browser.click_css(button).await;
+        for _ in 0..20 {
+            let shown = browser
+                .client
+                .execute(
+                    "const e = document.querySelector(arguments[0]); \
+                     return !!e && e.textContent.includes(arguments[1]);",
+                    vec![css.into(), text.into()],
+                )
+                .await
+                .expect("look for the text");
+            if shown.as_bool() == Some(true) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    panic!("{css} never showed {text:?} after clicking {button} ten times");
+}
+
 async fn set_period(browser: &Browser, from: &str, to: &str) {
     for (name, value) in [("from", from), ("to", to)] {
         browser
