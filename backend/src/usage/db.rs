@@ -238,6 +238,13 @@ async fn clear_window(
     Ok(())
 }
 
+/// One row's array as PostgreSQL's literal (`{1,2,3}`): arrays of differing lengths cross as
+/// text, one per row.
+fn array_literal(items: impl Iterator<Item = impl ToString>) -> String {
+    let items: Vec<String> = items.map(|i| i.to_string()).collect();
+    format!("{{{}}}", items.join(","))
+}
+
 /// Replaces the window's latency histograms with `rows`.
 pub async fn write_latency(
     tx: &mut Transaction<'_, Postgres>,
@@ -245,17 +252,14 @@ pub async fn write_latency(
     rows: &BTreeMap<LatencyKey, ServiceMinute>,
 ) -> sqlx::Result<()> {
     clear_window(tx, "usage_latency_minutes", window).await?;
-    // arrays of differing lengths cross as array literals, one per row
-    let literal = |items: Vec<String>| format!("{{{}}}", items.join(","));
-    let bounds = |h: &Histogram| literal(h.buckets.keys().map(i64::to_string).collect());
-    let counts = |h: &Histogram| literal(h.buckets.values().map(i64::to_string).collect());
+    let bounds = |h: &Histogram| array_literal(h.buckets.keys());
+    let counts = |h: &Histogram| array_literal(h.buckets.values());
     let pods = |m: &ServiceMinute| {
         // quoted, with `"` and `\` escaped, as an array literal wants
-        literal(
+        array_literal(
             m.pods
                 .iter()
-                .map(|p| format!("\"{}\"", p.replace('\\', "\\\\").replace('"', "\\\"")))
-                .collect(),
+                .map(|p| format!("\"{}\"", p.replace('\\', "\\\\").replace('"', "\\\""))),
         )
     };
     let column =
@@ -298,16 +302,15 @@ pub async fn write_queues(
     rows: &BTreeMap<QueueKey, QueueMinute>,
 ) -> sqlx::Result<()> {
     clear_window(tx, "usage_queue_minutes", window).await?;
-    let literal = |items: Vec<String>| format!("{{{}}}", items.join(","));
     let minutes: Vec<i64> = rows.keys().map(|k| k.minute_ms).collect();
     let queues: Vec<String> = rows.keys().map(|k| k.cluster_queue.clone()).collect();
     let bounds: Vec<String> = rows
         .values()
-        .map(|m| literal(m.wait.buckets.keys().map(i64::to_string).collect()))
+        .map(|m| array_literal(m.wait.buckets.keys()))
         .collect();
     let counts: Vec<String> = rows
         .values()
-        .map(|m| literal(m.wait.buckets.values().map(i64::to_string).collect()))
+        .map(|m| array_literal(m.wait.buckets.values()))
         .collect();
     let observations: Vec<Option<i64>> = rows.values().map(|m| m.wait.count).collect();
     let pending: Vec<Option<i64>> = rows.values().map(|m| m.pending).collect();
