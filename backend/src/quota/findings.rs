@@ -27,26 +27,21 @@ pub async fn findings(state: &AppState, rules: FindingRules) -> Result<Findings>
         let mut conn = state.pool.acquire().await?;
         super::world(&mut conn).await?
     };
+    let from = rules.first_day(today);
+    let usage = usage::db::week_use(&state.pool, from, today).await?;
+    let queues = usage::db::queue_window(&state.pool, from, today).await?;
     let inputs = Inputs {
         world: &world,
-        usage: &[],
-        queues: &[],
+        usage: &usage,
+        queues: &queues,
         rules,
         today,
     };
-    let usage = usage::db::week_use(&state.pool, inputs.from(), today).await?;
-    let queues = usage::db::queue_window(&state.pool, inputs.from(), today).await?;
-    let inputs = Inputs {
-        usage: &usage,
-        queues: &queues,
-        ..inputs
-    };
     let mut review = Review::new(&inputs);
     let most = crate::planning::MAX_DERIVED_WORKLOADS;
-    let truncated = cluster::history::each_in_window(state, inputs.from(), today, most, |entry| {
-        review.add(entry)
-    })
-    .await?;
+    let truncated =
+        cluster::history::each_in_window(state, from, today, most, |entry| review.add(entry))
+            .await?;
     let mut found = review.finish();
     if truncated {
         found.problems.push(format!(

@@ -162,10 +162,17 @@ pub struct Inputs<'a> {
     pub today: Day,
 }
 
+impl FindingRules {
+    /// The window's first day: `weeks` whole weeks before `today`.
+    pub fn first_day(&self, today: Day) -> Day {
+        today.plus(-7 * self.weeks as i32)
+    }
+}
+
 impl Inputs<'_> {
     /// The window's first day.
     pub fn from(&self) -> Day {
-        self.today.plus(-7 * self.rules.weeks as i32)
+        self.rules.first_day(self.today)
     }
 }
 
@@ -353,10 +360,11 @@ impl<'a> Review<'a> {
                 self.no_team
             ));
         }
-        let mut findings = usage_findings(inputs, window, &mut problems);
+        let weeks = by_team_flavor(inputs);
+        let mut findings = usage_findings(inputs, &weeks, window, &mut problems);
         for (team, work) in &self.teams {
             findings.extend(waiting(inputs, team, work));
-            findings.extend(packing(inputs, team, work, window));
+            findings.extend(packing(inputs, &weeks, team, work, window));
         }
         let recorded = |team: &String| self.teams.contains_key(team);
         for q in inputs.queues {
@@ -386,9 +394,9 @@ fn whole_resource(gpu_model: &str) -> Option<&'static str> {
 }
 
 /// Each (team, flavor)'s weeks of the window, in order; a missing week is `None`.
-fn by_team_flavor<'u>(
-    inputs: &'u Inputs,
-) -> BTreeMap<(&'u str, &'u str), Vec<Option<&'u WeekUse>>> {
+type Weeks<'u> = BTreeMap<(&'u str, &'u str), Vec<Option<&'u WeekUse>>>;
+
+fn by_team_flavor<'u>(inputs: &Inputs<'u>) -> Weeks<'u> {
     let from = inputs.from();
     let mut out: BTreeMap<(&str, &str), Vec<Option<&WeekUse>>> = BTreeMap::new();
     for u in inputs.usage {
@@ -404,10 +412,15 @@ fn by_team_flavor<'u>(
     out
 }
 
-fn usage_findings(inputs: &Inputs, window: Window, problems: &mut Vec<String>) -> Vec<Finding> {
+fn usage_findings(
+    inputs: &Inputs,
+    by_team_flavor: &Weeks,
+    window: Window,
+    problems: &mut Vec<String>,
+) -> Vec<Finding> {
     let idle = i128::from(inputs.rules.idle_percent);
     let mut findings = Vec::new();
-    for ((team, flavor), weeks) in by_team_flavor(inputs) {
+    for (&(team, flavor), weeks) in by_team_flavor {
         let all = |f: &dyn Fn(&WeekUse) -> Option<(i64, i64)>| {
             weeks
                 .iter()
@@ -675,7 +688,13 @@ fn waiting_by_metrics(inputs: &Inputs, team: &str, q: &QueueFigures) -> Option<F
     })
 }
 
-fn packing(inputs: &Inputs, team: &str, work: &TeamWork, window: Window) -> Vec<Finding> {
+fn packing(
+    inputs: &Inputs,
+    by_team_flavor: &Weeks,
+    team: &str,
+    work: &TeamWork,
+    window: Window,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (flavor, &(admitted, one_gpu, _)) in &work.admitted {
         if 2 * one_gpu <= admitted {
@@ -687,11 +706,10 @@ fn packing(inputs: &Inputs, team: &str, work: &TeamWork, window: Window) -> Vec<
         if !f.settings.mig_layout.is_empty() || f.settings.sharing.is_some() {
             continue;
         }
-        let weeks: Vec<&WeekUse> = inputs
-            .usage
-            .iter()
-            .filter(|u| u.team == team && &u.flavor == flavor)
-            .collect();
+        let weeks: Vec<&WeekUse> = by_team_flavor
+            .get(&(team, flavor.as_str()))
+            .map(|weeks| weeks.iter().flatten().copied().collect())
+            .unwrap_or_default();
         let busy: i64 = weeks.iter().map(|w| w.busy_gpu_microseconds).sum();
         let observed: i64 = weeks.iter().map(|w| w.observed_gpu_microseconds).sum();
         let fb: i64 = weeks.iter().map(|w| w.fb_used_mib_minutes).sum();
