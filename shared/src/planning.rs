@@ -8,6 +8,7 @@ pub mod findings;
 pub mod from_history;
 pub mod isolation;
 pub mod manifests;
+pub mod replay;
 pub mod saved;
 pub mod scenario;
 pub mod simulate;

@@ -484,7 +484,8 @@ fn hour_of_week(ms: i64) -> usize {
     (ms.div_euclid(MS_PER_HOUR) + 72).rem_euclid(HOURS_PER_WEEK as i64) as usize
 }
 
-fn day_ms(day: Day) -> i64 {
+/// The first millisecond of `day` (UTC).
+pub(crate) fn day_ms(day: Day) -> i64 {
     i64::from(day.days_since_epoch()) * 24 * MS_PER_HOUR
 }
 

@@ -68,6 +68,7 @@ use crate::{
     },
 };
 
+pub use self::job::{MAX_REPLAY_TEMPLATES, Recorded};
 use self::{quota::Quotas, week::Week};
 
 pub const MINUTES_PER_WEEK: u32 = (HOURS_PER_WEEK as u32) * 60;
@@ -167,7 +168,30 @@ pub fn simulate_until(
     isolation: &IsolationPlan,
     stop: &dyn Interrupt,
 ) -> Result<Simulation, Interrupted> {
-    let mut plan = job::plan(scenario, isolation);
+    run(scenario, job::plan(scenario, isolation), stop)
+}
+
+/// The week of `recorded` batch jobs (a recorded week's Workloads) under `scenario`'s fleet and
+/// quotas, instead of jobs drawn from its demand profiles: no backlog, no inference, each job
+/// on whole cards. `Ok(None)` when a job names no batch class of the scenario (or more than
+/// [`job::MAX_REPLAY_TEMPLATES`] class and size pairs are named).
+pub fn replay_until(
+    scenario: &Scenario,
+    recorded: &[Recorded],
+    stop: &dyn Interrupt,
+) -> Result<Option<Simulation>, Interrupted> {
+    match job::replay_plan(scenario, recorded) {
+        Some(plan) => run(scenario, plan, stop).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The week of `plan`'s jobs and autoscalers.
+fn run(
+    scenario: &Scenario,
+    mut plan: job::Plan,
+    stop: &dyn Interrupt,
+) -> Result<Simulation, Interrupted> {
     let mut autoscalers = std::mem::take(&mut plan.autoscalers);
     let stats = scenario
         .teams
@@ -341,14 +365,14 @@ impl Held {
 /// Queue waits in whole minutes, as a count per minute: percentiles as of the sorted waits,
 /// in memory that grows with the longest wait rather than with the jobs.
 #[derive(Debug, Clone, Default)]
-struct Waits {
+pub(crate) struct Waits {
     /// Jobs that waited each number of minutes.
     counts: Vec<u32>,
     jobs: u64,
 }
 
 impl Waits {
-    fn add(&mut self, minutes: u32) {
+    pub(crate) fn add(&mut self, minutes: u32) {
         let at = minutes as usize;
         if self.counts.len() <= at {
             self.counts.resize(at + 1, 0);
@@ -357,7 +381,7 @@ impl Waits {
         self.jobs += 1;
     }
 
-    fn merge(&mut self, other: &Waits) {
+    pub(crate) fn merge(&mut self, other: &Waits) {
         if self.counts.len() < other.counts.len() {
             self.counts.resize(other.counts.len(), 0);
         }
@@ -368,7 +392,7 @@ impl Waits {
     }
 
     /// The wait at `q` (0 to 1): the sorted waits' element at `round((n − 1) × q)`.
-    fn percentile(&self, q: f64) -> Option<f64> {
+    pub(crate) fn percentile(&self, q: f64) -> Option<f64> {
         let index = (self.jobs.checked_sub(1)? as f64 * q).round() as u64;
         let mut below = 0;
         for (minutes, &count) in self.counts.iter().enumerate() {

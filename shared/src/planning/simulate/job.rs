@@ -2,11 +2,13 @@
 //! rate their demand profile implies (Little's law), and inference replicas that an
 //! [`Autoscaler`] adds and removes.
 
+use std::collections::BTreeMap;
+
 use crate::{
     common::rng::Rng,
     planning::{
         isolation::IsolationPlan,
-        scenario::{Scenario, WorkloadKind},
+        scenario::{Scenario, Workload, WorkloadKind},
     },
 };
 
@@ -291,31 +293,8 @@ pub(super) fn plan(scenario: &Scenario, isolation: &IsolationPlan) -> Plan {
         }
         // At most MAX_WORKLOADS classes, MAX_JOBS jobs, and minutes of a week: all fit.
         let class = plan.classes.len() as u16;
-        plan.classes.push(Job {
-            team,
-            flavor,
-            slices,
-            kind: Kind::Batch {
-                remaining_min: w.job_minutes,
-                checkpoint_min: w.checkpoint_minutes,
-                restart_min: w.restart_minutes,
-                restarting: false,
-                busy_gpus: f64::from(w.gpus_per_job) * f64::from(w.busy_pct) / 100.0,
-            },
-            priority: w.priority,
-            arrival: 0,
-            first_admit: None,
-            started: 0,
-            admission: 0,
-            work_from: 0,
-            running: false,
-            placed: false,
-            generation: 0,
-            seq: 0,
-            part: Part::Backlog {
-                renew_min: w.job_minutes,
-            },
-        });
+        plan.classes
+            .push(batch_class(team, flavor, w, w.gpus_per_job, slices));
         let (arrivals, drawn) = (&mut plan.arrivals, &mut plan.drawn);
         let mut draw = |minute: u32, length: u32, start: Start| {
             arrivals[minute as usize].push(Arrival {
@@ -356,6 +335,100 @@ pub(super) fn plan(scenario: &Scenario, isolation: &IsolationPlan) -> Plan {
         }
     }
     plan
+}
+
+/// The job a batch class's jobs of `gpus` GPUs each are made from (as its backlog's jobs are).
+fn batch_class(team: usize, flavor: usize, w: &Workload, gpus: u32, slices: u64) -> Job {
+    Job {
+        team,
+        flavor,
+        slices,
+        kind: Kind::Batch {
+            remaining_min: w.job_minutes,
+            checkpoint_min: w.checkpoint_minutes,
+            restart_min: w.restart_minutes,
+            restarting: false,
+            busy_gpus: f64::from(gpus) * f64::from(w.busy_pct) / 100.0,
+        },
+        priority: w.priority,
+        arrival: 0,
+        first_admit: None,
+        started: 0,
+        admission: 0,
+        work_from: 0,
+        running: false,
+        placed: false,
+        generation: 0,
+        seq: 0,
+        part: Part::Backlog {
+            renew_min: w.job_minutes,
+        },
+    }
+}
+
+/// One recorded batch job to replay: which of the scenario's classes it belongs to (in the
+/// order the scenario lists them, team by team), its own GPUs (whole cards, as recorded), when
+/// it joins the week and how long it works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    pub class: usize,
+    pub gpus: u32,
+    pub minute: u32,
+    pub length_min: u32,
+    /// Already running when the week starts (admitted before it).
+    pub running: bool,
+}
+
+/// The most distinct (class, GPUs) pairs one replay holds (an arrival names its template in 16
+/// bits).
+pub const MAX_REPLAY_TEMPLATES: usize = u16::MAX as usize;
+
+/// The week of `recorded` jobs, in their order (earlier first on ties), and nothing drawn:
+/// no backlog, no inference, each job on whole cards of its class's flavor. None when a job
+/// names no batch class of `scenario`, or more than [`MAX_REPLAY_TEMPLATES`] (class, GPUs)
+/// pairs are named.
+pub(super) fn replay_plan(scenario: &Scenario, recorded: &[Recorded]) -> Option<Plan> {
+    let workloads: Vec<(usize, &Workload)> = scenario
+        .teams
+        .iter()
+        .enumerate()
+        .flat_map(|(team, t)| t.workloads.iter().map(move |w| (team, w)))
+        .collect();
+    let mut plan = Plan {
+        classes: Vec::new(),
+        arrivals: vec![Vec::new(); MINUTES_PER_WEEK as usize],
+        autoscalers: Vec::new(),
+        wanted: vec![(0.0, 0.0); scenario.teams.len()],
+        drawn: 0,
+    };
+    let mut templates: BTreeMap<(usize, u32), u16> = BTreeMap::new();
+    for r in recorded {
+        let &(team, w) = workloads.get(r.class)?;
+        if w.kind == WorkloadKind::Inference || r.minute >= MINUTES_PER_WEEK || r.gpus == 0 {
+            return None;
+        }
+        let next = u16::try_from(plan.classes.len()).ok()?;
+        let class = *templates.entry((r.class, r.gpus)).or_insert(next);
+        if class == next {
+            let flavor = scenario.fleet.iter().position(|a| a.flavor == w.flavor)?;
+            let job = batch_class(team, flavor, w, r.gpus, slices(r.gpus));
+            plan.classes.push(job);
+        }
+        let in_week = r.length_min.min(MINUTES_PER_WEEK - r.minute);
+        plan.wanted[team].0 += f64::from(r.gpus) * f64::from(in_week);
+        plan.arrivals[r.minute as usize].push(Arrival {
+            seq: plan.drawn,
+            class,
+            length: r.length_min.max(1),
+            start: if r.running {
+                Start::Warm
+            } else {
+                Start::Arrival
+            },
+        });
+        plan.drawn = plan.drawn.checked_add(1)?;
+    }
+    Some(plan)
 }
 
 #[cfg(test)]
