@@ -1,5 +1,5 @@
 //! Planning: `POST /api/plan/evaluate`, `GET /api/plan/from-history` (a scenario from what the
-//! fleet did), and saved scenarios (`/api/scenarios`: list, save,
+//! fleet did), `GET /api/plan/replay` (a recorded week replayed: planned vs measured), and saved scenarios (`/api/scenarios`: list, save,
 //! open, replace, delete, duplicate); the `gpufleet plan evaluate | export | bench` commands are
 //! in `cli.rs`, the SQL in `db.rs`. The math is `shared::planning`; the browser runs the same code in
 //! WASM.
@@ -10,6 +10,8 @@
 pub mod cli;
 pub mod db;
 
+use std::collections::BTreeMap;
+
 use axum::{
     Extension, Json,
     extract::{Path, Query, State},
@@ -17,17 +19,20 @@ use axum::{
 };
 use shared::{
     accounts::{PLANNERS, Role},
+    chargeback::UsageDay,
     cluster::workload::HistoryQuery,
     planning::from_history::{Derivation, FromHistory, Measured},
+    planning::replay::{self, Replay, ReplayQuery, Replayer},
     planning::saved::{self, SavedScenario, SavedSummary, ScenarioSave},
     planning::scenario::{SCENARIO_VERSION, Scenario},
     planning::{self, EvaluateError, Evaluation},
+    quota::QuotaWorld,
 };
 
 use crate::{
     access::{Access, Caller},
     app::{Api, AppState},
-    chargeback, cluster,
+    chargeback, clock, cluster,
     error::{Error, Result},
     json::ApiJson,
 };
@@ -37,6 +42,7 @@ pub fn api() -> Api {
     Api::default()
         .route(Method::POST, "/plan/evaluate", planners, evaluate)
         .route(Method::GET, "/plan/from-history", planners, from_history)
+        .route(Method::GET, "/plan/replay", planners, replay)
         .route(Method::GET, "/scenarios", planners, list_saved)
         .route(Method::POST, "/scenarios", planners, save)
         .route(Method::GET, "/scenarios/{id}", planners, open)
@@ -233,39 +239,114 @@ pub async fn measured(
     from: shared::common::day::Day,
     end: shared::common::day::Day,
 ) -> Result<FromHistory> {
-    let world = {
-        let mut conn = state.pool.acquire().await?;
-        crate::quota::world(&mut conn).await?
-    };
-    let rates = chargeback::db::rates(&state.pool).await?;
-    let last = end.plus(-1);
-    let prices = world
-        .flavors
-        .iter()
-        .filter_map(|f| {
-            let rate = shared::chargeback::rate_on(&rates, &f.name, last)?;
-            Some((f.name.clone(), rate))
-        })
-        .collect();
-    let usage = chargeback::db::usage_days(&state.pool, from, end).await?;
-    let measured = Measured {
-        world: &world,
-        prices: &prices,
-        usage: &usage,
-        from,
-        end,
-    };
+    let read = Read::of(state, from, end).await?;
+    let measured = read.measured();
     let mut derivation = Derivation::new(&measured);
     let truncated =
-        cluster::history::each_in_window(state, from, end, MAX_DERIVED_WORKLOADS, |entry| {
-            derivation.add(entry)
+        cluster::history::each_in_window(state, from, end, MAX_DERIVED_WORKLOADS, |e| {
+            derivation.add(e)
         })
         .await?;
     let mut derived = derivation.finish();
+    say_truncated(truncated, &mut derived.problems);
+    Ok(derived)
+}
+
+/// `GET /api/plan/replay?from=DAY`: the recorded week from `from` replayed through the week
+/// engine, beside what was measured (`shared::planning::replay`).
+async fn replay(
+    State(state): State<AppState>,
+    Query(query): Query<ReplayQuery>,
+) -> Result<Json<Replay>> {
+    let from = query.checked(clock::today()).map_err(Error::Invalid)?;
+    Ok(Json(replayed(&state, from).await?))
+}
+
+/// [`replay`]'s work, for the API and the CLI: the week and the one before it are read a page
+/// at a time, and the week is replayed on the compute pool (bounded by its deadline).
+pub async fn replayed(state: &AppState, from: shared::common::day::Day) -> Result<Replay> {
+    let (start, end) = replay::window(from);
+    let read = Read::of(state, start, end).await?;
+    let (derived, replayer) = {
+        let measured = read.measured();
+        let mut derivation = Derivation::new(&measured);
+        let mut replayer = Replayer::new(from, &read.world);
+        let truncated =
+            cluster::history::each_in_window(state, start, end, MAX_DERIVED_WORKLOADS, |e| {
+                derivation.add(e);
+                replayer.add(e);
+            })
+            .await?;
+        let mut derived = derivation.finish();
+        say_truncated(truncated, &mut derived.problems);
+        (derived, replayer)
+    };
+    let mut replay = state
+        .work
+        .compute
+        .run(move |stop| replayer.finish(&derived, &read.measured(), stop))
+        .await?
+        .map_err(|_| Error::Unavailable)?;
+    if let Some(why) = cluster::history::unrecorded(state.cluster.mode()) {
+        replay.problems.insert(0, why);
+    }
+    Ok(replay)
+}
+
+fn say_truncated(truncated: bool, problems: &mut Vec<String>) {
     if truncated {
-        derived.problems.push(format!(
+        problems.push(format!(
             "the window held more than {MAX_DERIVED_WORKLOADS} Workloads: only the oldest are read; ask for fewer days"
         ));
     }
-    Ok(derived)
+}
+
+/// What a derivation reads from the database besides the Workloads.
+struct Read {
+    world: QuotaWorld,
+    prices: BTreeMap<String, i64>,
+    usage: Vec<UsageDay>,
+    from: shared::common::day::Day,
+    end: shared::common::day::Day,
+}
+
+impl Read {
+    async fn of(
+        state: &AppState,
+        from: shared::common::day::Day,
+        end: shared::common::day::Day,
+    ) -> Result<Read> {
+        let world = {
+            let mut conn = state.pool.acquire().await?;
+            crate::quota::world(&mut conn).await?
+        };
+        let rates = chargeback::db::rates(&state.pool).await?;
+        let last = end.plus(-1);
+        let prices = world
+            .flavors
+            .iter()
+            .filter_map(|f| {
+                let rate = shared::chargeback::rate_on(&rates, &f.name, last)?;
+                Some((f.name.clone(), rate))
+            })
+            .collect();
+        let usage = chargeback::db::usage_days(&state.pool, from, end).await?;
+        Ok(Read {
+            world,
+            prices,
+            usage,
+            from,
+            end,
+        })
+    }
+
+    fn measured(&self) -> Measured<'_> {
+        Measured {
+            world: &self.world,
+            prices: &self.prices,
+            usage: &self.usage,
+            from: self.from,
+            end: self.end,
+        }
+    }
 }

@@ -724,7 +724,7 @@ async fn decide(
 }
 
 /// The demo's quota, so a fresh console shows it at work: research holds 48 of the 96 H200s
-/// (requested by rita, approved by alex) and search asks for 32 of the 64 H100s (submitted by
+/// since the demo's workload history begins (requested by rita, approved by alex) and search asks for 32 of the 64 H100s (submitted by
 /// sam, waiting in the inbox). Made only where no request exists yet and the demo inventory
 /// and users are there; `false` when nothing was made. Each step is audited as the console's.
 pub async fn load_demo(pool: &PgPool) -> Result<bool> {
@@ -754,7 +754,12 @@ pub async fn load_demo(pool: &PgPool) -> Result<bool> {
         justification: why.to_owned(),
         ..QuotaSpec::blank(&[], today)
     };
-    let research = spec("h200-train", 48, "pre-training the 70B model");
+    // Research's quota holds since the first day of the demo's workload history, which its
+    // jobs ran under.
+    let research = QuotaSpec {
+        starts_on: today.plus(-crate::cluster::history::DEMO_DAYS),
+        ..spec("h200-train", 48, "pre-training the 70B model")
+    };
     let search = spec("h100-shared", 32, "serving the new ranking model");
     let fits = |team: &str, s: &QuotaSpec| {
         world.team(team).is_some() && world.check(team, s, today).errors.is_empty()

@@ -112,7 +112,7 @@ async fn failed(state: &AppState, failure: &Failure) -> Error {
 }
 
 /// Days of demo history `gpufleet demo` writes: four weeks and today.
-const DEMO_DAYS: i32 = 28;
+pub(crate) const DEMO_DAYS: i32 = 28;
 
 /// The demo's workload history (`shared::cluster::demo`): four weeks up to now for every team
 /// with whole GPUs in force today, written as the recorder would have seen it and marked demo.

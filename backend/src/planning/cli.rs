@@ -10,6 +10,7 @@ use std::{
 use shared::{
     cluster::workload::HistoryQuery,
     planning::manifests::{self, KueueVersion},
+    planning::replay::ReplayQuery,
     planning::scenario::Scenario,
     planning::{self, Evaluation},
 };
@@ -26,18 +27,22 @@ pub async fn run(command: PlanCommand) -> Result<(), CliError> {
                 from: Some(from),
                 to: Some(to),
             };
-            let (from, end) = query.checked().map_err(|errors| {
-                let said: Vec<String> = errors
-                    .iter()
-                    .map(|e| format!("--{}: {}", e.path, e.message))
-                    .collect();
-                CliError::Input(said.join("; "))
-            })?;
+            let (from, end) = query.checked().map_err(flags)?;
             let state = crate::AppState::new(crate::migrated_pool(&db).await?);
             let derived = super::measured(&state, from, end)
                 .await
                 .map_err(|err| CliError::Failed(err.to_string()))?;
             println!("{}", pretty(&derived)?);
+        }
+        PlanCommand::Replay { from, db } => {
+            let from = ReplayQuery { from }
+                .checked(crate::clock::today())
+                .map_err(flags)?;
+            let state = crate::AppState::new(crate::migrated_pool(&db).await?);
+            let replay = super::replayed(&state, from)
+                .await
+                .map_err(|err| CliError::Failed(err.to_string()))?;
+            println!("{}", pretty(&replay)?);
         }
         PlanCommand::Evaluate { scenario } => {
             println!("{}", pretty(&evaluate_file(&scenario)?)?);
@@ -71,6 +76,15 @@ pub async fn run(command: PlanCommand) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Bad flags, each named as typed (exit status 2).
+fn flags(errors: Vec<shared::FieldError>) -> CliError {
+    let said: Vec<String> = errors
+        .iter()
+        .map(|e| format!("--{}: {}", e.path, e.message))
+        .collect();
+    CliError::Input(said.join("; "))
 }
 
 /// Reads and validates a scenario file; problems become an [`CliError::Input`] (exit status 2).
@@ -164,6 +178,16 @@ pub enum PlanCommand {
         /// The last day, included.
         #[arg(long)]
         to: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Planned vs measured: the recorded week from `--from` (default: the last 7 whole days)
+    /// replayed through the week engine under the quotas in force, beside what was measured, per
+    /// team, as JSON.
+    Replay {
+        /// The week's first day, YYYY-MM-DD (UTC); the week must have ended.
+        #[arg(long)]
+        from: Option<String>,
         #[command(flatten)]
         db: DbArgs,
     },

@@ -75,6 +75,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("POST", "/packing/mig", "approver admin"),
     ("POST", "/plan/evaluate", "approver admin"),
     ("GET", "/plan/from-history", "approver admin"),
+    ("GET", "/plan/replay", "approver admin"),
     ("GET", "/scenarios", "approver admin"),
     ("POST", "/scenarios", "approver admin"),
     ("GET", "/scenarios/{id}", "approver admin"),

@@ -1559,4 +1559,95 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
     let wait = waiting.wait.as_ref().expect("figures");
     assert!(wait.p95_minutes >= 30 && wait.p95_minutes < 120, "{wait:?}");
     assert!(waiting.draft.is_some(), "{waiting:?}");
+    demo_week_replayed(&rig, today).await;
+}
+
+/// Planned vs measured on the demo's last whole week: the measured side read by hand here from
+/// the raw history (`/api/cluster/workloads`), as `shared::planning::replay` defines it; the
+/// planned side is the week engine's, set beside it with its error.
+async fn demo_week_replayed(rig: &Rig, today: shared::common::day::Day) {
+    use shared::planning::replay::{Figure, Replay};
+    let from = today.plus(-7);
+    let reply = history(rig, "/api/plan/replay", &rig.alex).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let replay: Replay = reply.json();
+    assert_eq!((replay.from, replay.to), (from, today.plus(-1)));
+    let window = format!(
+        "/api/cluster/workloads?from={}&to={}",
+        from.plus(-7),
+        today.plus(-1)
+    );
+    let seen: shared::cluster::workload::WorkloadHistory =
+        history(rig, &window, &rig.alex).await.json();
+    let (start, end) = (
+        i64::from(from.days_since_epoch()) * 86_400_000,
+        i64::from(today.days_since_epoch()) * 86_400_000,
+    );
+    let (mut waits, mut gpu_minutes, mut evictions, mut replayed) = (Vec::new(), 0, 0, 0);
+    for w in &seen.workloads {
+        let r = &w.workload;
+        let ended = r.finished.as_ref().map(|f| f.at_ms).or(w.gone_at_ms);
+        if r.created_at_ms >= end || ended.is_some_and(|e| e <= start) {
+            continue;
+        }
+        replayed += 1;
+        let in_week = |t: &&shared::cluster::workload::Transition| (start..end).contains(&t.at_ms);
+        evictions += w.evictions_seen.iter().filter(in_week).count();
+        let Some(admitted) = r.admitted_at_ms.filter(|a| *a < end) else {
+            continue;
+        };
+        let gpus = r.pod_sets[0].resources["nvidia.com/gpu"] as i64;
+        gpu_minutes += gpus * (ended.unwrap_or(end).min(end) - admitted.max(start)) / 60_000;
+        waits.push((admitted - r.created_at_ms.max(start)).max(0) / 60_000);
+    }
+    waits.sort_unstable();
+    let p95 = waits[((waits.len() - 1) as f64 * 0.95).round() as usize] as f64;
+    let research = replay
+        .teams
+        .iter()
+        .find(|c| c.team == "research")
+        .expect("research");
+    let figure = |f: Figure| {
+        research
+            .figures
+            .iter()
+            .find(|c| c.figure == f)
+            .expect("a figure")
+    };
+    assert_eq!(replay.workloads, replayed);
+    assert_eq!(figure(Figure::WaitP95Minutes).measured, Some(p95));
+    assert!((30.0..120.0).contains(&p95), "the demo's afternoons: {p95}");
+    assert_eq!(
+        figure(Figure::AdmittedGpuHours).measured,
+        Some(gpu_minutes as f64 / 60.0)
+    );
+    assert_eq!(figure(Figure::Evictions).measured, Some(evictions as f64));
+    let wait = figure(Figure::WaitP95Minutes);
+    let planned = wait
+        .planned
+        .unwrap_or_else(|| panic!("the week admits research's jobs: {replay:#?}"));
+    assert_eq!(wait.error, Some(planned - p95));
+    assert!(replay.problems.iter().any(|p| p.starts_with("demo data: ")));
+    assert!(
+        replay
+            .problems
+            .iter()
+            .any(|p| p.contains("busy GPU-hours are not measured")),
+        "a day of demo usage is not a week: {:?}",
+        replay.problems
+    );
+    // A week that has not ended, a day that is not one, and who may ask.
+    for (query, said) in [
+        (format!("from={}", today.plus(-6)), "has not ended"),
+        ("from=last-monday".to_owned(), "YYYY-MM-DD"),
+    ] {
+        let bad = history(rig, &format!("/api/plan/replay?{query}"), &rig.alex).await;
+        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{query}");
+        let err: shared::ApiError = bad.json();
+        assert!(err.fields[0].message.contains(said), "{query}: {err:?}");
+    }
+    assert_eq!(
+        history(rig, "/api/plan/replay", &rig.rita).await.status,
+        StatusCode::FORBIDDEN
+    );
 }
