@@ -1493,6 +1493,20 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .find(|t| t.name == "search")
         .expect("search");
     assert_eq!(search.workloads[0].gpus_per_job, 2, "{search:?}");
+    // Planned vs measured on that week: the week engine admits each of search's 2-GPU jobs at
+    // once within its 40 (p95 0), where the record has them wait (p95 130): an error of −130
+    // minutes, −100%; 20 jobs × 2 GPUs × 1 hour = 40 admitted GPU-hours on both sides.
+    browser.click_css("[data-test=step-start]").await;
+    type_into(&browser, "[data-test=replay-from]", &from.to_string()).await;
+    browser.click_css("[data-test=replay]").await;
+    for said in [
+        "20 Workloads replayed",
+        "wait p95 minutes 0.0 130.0 -130.0 (-100%)",
+        "admitted gpu hours 40.0 40.0 +0.0 (+0%)",
+    ] {
+        browser.wait_for_text("[data-test=replayed]", said).await;
+    }
+    browser.screenshot("plan-replay").await;
     browser.close().await;
 }
 

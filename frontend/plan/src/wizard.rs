@@ -8,6 +8,7 @@ mod export;
 mod fields;
 mod inputs;
 mod quotas;
+mod replay;
 mod report;
 mod saved;
 
@@ -389,6 +390,7 @@ fn StartStep(
                     " (UTC)."
                 </p>
             </li>
+            <li data-test="replay-card"><replay::Replayed from=RwSignal::new(today.plus(-7).to_string())/></li>
             <li>
                 <button type="button" data-test="start-blank" on:click=move |_| replace.run((Scenario::blank(), None))>"Blank"</button>
                 <p class="muted">"One node of eight H100s and one team."</p>
