@@ -1506,6 +1506,14 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     ] {
         browser.wait_for_text("[data-test=replayed]", said).await;
     }
+    browser
+        .client
+        .execute(
+            "document.querySelector('[data-test=replayed]').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .expect("scroll");
     browser.screenshot("plan-replay").await;
     browser.close().await;
 }

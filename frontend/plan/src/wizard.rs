@@ -341,6 +341,7 @@ fn StartStep(
         RwSignal::new(today.plus(-1).to_string()),
     );
     let inventory_error = RwSignal::new(None::<ApiError>);
+    let replayed = replay::Replayed::new();
     let from_inventory = move |_| {
         spawn_local(async move {
             match api::get::<Fleet>("/api/fleet").await {
@@ -390,13 +391,14 @@ fn StartStep(
                     " (UTC)."
                 </p>
             </li>
-            <li data-test="replay-card"><replay::Replayed from=RwSignal::new(today.plus(-7).to_string())/></li>
+            <li><replay::ReplayCard replayed from=today.plus(-7).to_string()/></li>
             <li>
                 <button type="button" data-test="start-blank" on:click=move |_| replace.run((Scenario::blank(), None))>"Blank"</button>
                 <p class="muted">"One node of eight H100s and one team."</p>
             </li>
         </ul>
         {move || inventory_error.get().map(|error| view! { <ErrorBox error/> })}
+        <replay::ReplayTable replayed/>
         <h3>"Saved scenarios"</h3>
         <saved::SavedTable list/>
     }

@@ -34,20 +34,35 @@ struct Compared {
     error_pct: Option<f64>,
 }
 
-/// The week from `from` replayed, on request.
+/// A replay asked for on the start card and shown below the cards, full width.
+#[derive(Clone, Copy)]
+pub struct Replayed {
+    replay: RwSignal<Option<Replay>>,
+    error: RwSignal<Option<ApiError>>,
+}
+
+impl Replayed {
+    pub fn new() -> Self {
+        Replayed {
+            replay: RwSignal::new(None),
+            error: RwSignal::new(None),
+        }
+    }
+}
+
+/// The start card: the week's first day, and the button that replays it.
 #[component]
-pub fn Replayed(from: RwSignal<String>) -> impl IntoView {
-    let replay = RwSignal::new(None::<Replay>);
-    let error = RwSignal::new(None::<ApiError>);
+pub fn ReplayCard(replayed: Replayed, from: String) -> impl IntoView {
+    let from = RwSignal::new(from);
     let run = move |_| {
         spawn_local(async move {
             let path = format!("/api/plan/replay?from={}", from.get_untracked());
             match api::get::<Replay>(&path).await {
                 Ok(r) => {
-                    error.set(None);
-                    replay.set(Some(r));
+                    replayed.error.set(None);
+                    replayed.replay.set(Some(r));
                 }
-                Err(err) => error.set(Some(err)),
+                Err(err) => replayed.error.set(Some(err)),
             }
         });
     };
@@ -58,8 +73,15 @@ pub fn Replayed(from: RwSignal<String>) -> impl IntoView {
             <input aria-label="Week's first day" data-test="replay-from" size="10" prop:value=from on:change=move |ev| from.set(event_target_value(&ev))/>
             " (UTC) replayed under the quotas in force, beside what Kueue and DCGM measured: how far to trust the planner."
         </p>
-        {move || error.get().map(|error| view! { <ErrorBox error/> })}
-        {move || replay.get().map(table)}
+    }
+}
+
+/// The replay's table, or why there is none.
+#[component]
+pub fn ReplayTable(replayed: Replayed) -> impl IntoView {
+    view! {
+        {move || replayed.error.get().map(|error| view! { <ErrorBox error/> })}
+        {move || replayed.replay.get().map(table)}
     }
 }
 
@@ -90,6 +112,8 @@ fn table(r: Replay) -> impl IntoView {
     }
 }
 
+/// A figure, or "—" where there is none (no job admitted, or not measured: the line above says
+/// which).
 fn number(x: Option<f64>) -> String {
-    x.map_or_else(|| "not measured".to_owned(), |x| format!("{x:.1}"))
+    x.map_or_else(|| "—".to_owned(), |x| format!("{x:.1}"))
 }
