@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The workload history read at a 10,000-GPU fleet's scale: 400,000 Workloads over the last four
 # weeks (plus the demo's), written into a scratch database, then read whole by
-# `gpufleet plan from-history` and `gpufleet quota findings`, three times each.
+# `gpufleet plan from-history` and `gpufleet quota findings`, and the last week (with the one
+# before it, ~200,000) replayed by `gpufleet plan replay`, three times each.
 #
 #   cargo build --release -p gpufleet-backend --bin gpufleet
 #   backend/benches/history_read.sh   # ADMIN_URL defaults to postgres://postgres@127.0.0.1:5432/postgres
@@ -39,5 +40,6 @@ ms() { local s e; s=$(date +%s%N); "$@" > /dev/null; e=$(date +%s%N); echo $(( (
 export DATABASE_URL=$URL
 for run in 1 2 3; do
   echo "run $run: plan from-history $(ms "$BIN" plan from-history --from "$FROM" --to "$TO") ms;" \
-       "quota findings $(ms "$BIN" quota findings) ms"
+       "quota findings $(ms "$BIN" quota findings) ms;" \
+       "plan replay $(ms "$BIN" plan replay) ms"
 done
