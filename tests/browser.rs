@@ -1497,7 +1497,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     // once within its 40 (p95 0), where the record has them wait (p95 130): an error of −130
     // minutes, −100%; 20 jobs × 2 GPUs × 1 hour = 40 admitted GPU-hours on both sides.
     browser.click_css("[data-test=step-start]").await;
-    type_into(&browser, "[data-test=replay-from]", &from.to_string()).await;
+    type_into(&browser, "[data-test=history-from]", &from.to_string()).await;
     browser.click_css("[data-test=replay]").await;
     for said in [
         "20 Workloads replayed",

@@ -6,9 +6,9 @@
 mod evaluator;
 mod export;
 mod fields;
+mod history;
 mod inputs;
 mod quotas;
-mod replay;
 mod report;
 mod saved;
 
@@ -20,7 +20,6 @@ use shared::{
     common::day::Day,
     common::label::Labelled,
     fleet::Fleet,
-    planning::from_history::FromHistory,
     planning::saved::{SavedScenario, SavedSummary},
     planning::scenario::{Scenario, inventory_fleet},
     planning::{self, Evaluation},
@@ -193,7 +192,7 @@ pub fn Plan() -> impl IntoView {
     let opened = RwSignal::new(None::<SavedSummary>);
     let notice = RwSignal::new(None::<ApiError>);
     // Where a scenario from history came from: its sources and problems.
-    let derived = RwSignal::new(None::<FromHistory>);
+    let derived = RwSignal::new(String::new());
     let replace = move |scenario: Scenario, summary: Option<SavedSummary>| {
         let edited = draft
             .scenario
@@ -205,7 +204,7 @@ pub fn Plan() -> impl IntoView {
         draft.scenario.set(scenario);
         opened.set(summary);
         notice.set(None);
-        derived.set(None);
+        derived.set(String::new());
         true
     };
     // A saved scenario opened by its URL (`/plan/{id}`) replaces the draft.
@@ -242,7 +241,7 @@ pub fn Plan() -> impl IntoView {
     });
     // `/plan?from=DAY&to=DAY` (a re-plan finding's link) starts from that window's history.
     if let Some((from, to)) = history_window_in_url() {
-        from_history(from, to, start, derived, notice);
+        history::start((from, to), start, derived, notice);
     }
     view! {
         <section class="plan">
@@ -255,12 +254,7 @@ pub fn Plan() -> impl IntoView {
             </nav>
             <Summary on_problem=Callback::new(move |path: String| step.set(step_of(&path)))/>
             {move || notice.get().map(|error| view! { <ErrorBox error/> })}
-            {move || derived.get().map(|d| view! {
-                <details class="muted" data-test="from-history">
-                    <summary>{format!("Derived from what the fleet did: {} figures from the recorded Workloads and measured use. {}", d.sources.len(), d.problems.join("; "))}</summary>
-                    <ul>{d.sources.into_iter().map(|s| view! { <li>{s.path}": "{s.from}</li> }).collect_view()}</ul>
-                </details>
-            })}
+            <div inner_html=derived></div>
             // Above the step, so a step whose content grows (results from the worker, files
             // being written) never moves it.
             <saved::SaveForm opened list on_saved/>
@@ -331,7 +325,7 @@ fn Summary(on_problem: Callback<String>) -> impl IntoView {
 #[component]
 fn StartStep(
     replace: Callback<(Scenario, Option<SavedSummary>)>,
-    derived: RwSignal<Option<FromHistory>>,
+    derived: RwSignal<String>,
     notice: RwSignal<Option<ApiError>>,
     list: saved::SavedList,
 ) -> impl IntoView {
@@ -341,7 +335,7 @@ fn StartStep(
         RwSignal::new(today.plus(-1).to_string()),
     );
     let inventory_error = RwSignal::new(None::<ApiError>);
-    let replayed = replay::Replayed::new();
+    let replayed = RwSignal::new(String::new());
     let from_inventory = move |_| {
         spawn_local(async move {
             match api::get::<Fleet>("/api/fleet").await {
@@ -382,23 +376,24 @@ fn StartStep(
                 <p class="muted">"The inventory's node pools and prices (the Fleet page), one team to begin with."</p>
             </li>
             <li>
-                <button type="button" data-test="start-history" on:click=move |_| from_history(from.get(), to.get(), replace, derived, notice)>"What the fleet did"</button>
+                <button type="button" data-test="start-history" on:click=move |_| history::start((from.get(), to.get()), replace, derived, notice)>"What the fleet did"</button>
                 <p class="muted">
                     "The inventory, the quotas in force and classes from the Workloads Kueue ran, "
                     <input aria-label="First day" data-test="history-from" size="10" prop:value=from on:change=move |ev| from.set(event_target_value(&ev))/>
                     " to "
                     <input aria-label="Last day" data-test="history-to" size="10" prop:value=to on:change=move |ev| to.set(event_target_value(&ev))/>
-                    " (UTC)."
+                    " (UTC). "
+                    <button type="button" data-test="replay" on:click=move |_| history::replay(from.get(), replayed, notice)>"Planned vs measured"</button>
+                    " replays its first 7 days under the quotas in force, beside what Kueue and DCGM measured: how far to trust the planner."
                 </p>
             </li>
-            <li><replay::ReplayCard replayed from=today.plus(-7).to_string()/></li>
             <li>
                 <button type="button" data-test="start-blank" on:click=move |_| replace.run((Scenario::blank(), None))>"Blank"</button>
                 <p class="muted">"One node of eight H100s and one team."</p>
             </li>
         </ul>
         {move || inventory_error.get().map(|error| view! { <ErrorBox error/> })}
-        <replay::ReplayTable replayed/>
+        <div data-test="replayed" inner_html=replayed></div>
         <h3>"Saved scenarios"</h3>
         <saved::SavedTable list/>
     }
@@ -475,27 +470,6 @@ fn keep_draft(json: &str) {
         // A full or disabled storage only loses the draft, never the page.
         let _ = storage.set_item(DRAFT_KEY, json);
     }
-}
-
-/// Starts from the scenario derived from what the fleet did on the days `from` to `to`
-/// (`/api/plan/from-history`), keeping where each figure came from in `derived`.
-fn from_history(
-    from: String,
-    to: String,
-    start: Callback<(Scenario, Option<SavedSummary>)>,
-    derived: RwSignal<Option<FromHistory>>,
-    notice: RwSignal<Option<ApiError>>,
-) {
-    spawn_local(async move {
-        let path = format!("/api/plan/from-history?from={from}&to={to}");
-        match api::get::<FromHistory>(&path).await {
-            Ok(d) => {
-                start.run((d.scenario.clone(), None));
-                derived.set(Some(d));
-            }
-            Err(err) => notice.set(Some(err)),
-        }
-    });
 }
 
 /// `?from=DAY&to=DAY` in the page's address, both real days.

@@ -36,6 +36,22 @@ pub async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
     decode(response).await
 }
 
+/// `GET path`, parsed by the browser's own `JSON.parse` and read with `js_sys`: for a view that
+/// shows a few fields of a large answer, without a serde decoder compiled for it.
+pub async fn get_js(path: &str) -> ApiResult<wasm_bindgen::JsValue> {
+    let response = Request::get(path).send().await.map_err(network_error)?;
+    if !response.ok() {
+        return Err(error_of(response).await);
+    }
+    let text = response.text().await.map_err(|err| decode_error(&err))?;
+    js_sys::JSON::parse(&text).map_err(|_| {
+        ApiError::new(
+            ErrorCode::Internal,
+            "unexpected answer from the server: not JSON",
+        )
+    })
+}
+
 /// A state-changing request with an optional JSON body, decoded as `T`.
 pub async fn send<B: Serialize, T: DeserializeOwned>(
     method: Method,

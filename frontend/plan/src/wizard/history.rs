@@ -1,0 +1,149 @@
+//! What the fleet did, on the Plan page: a scenario derived from the history
+//! (`/api/plan/from-history`) with where each figure came from, and planned vs measured
+//! (`/api/plan/replay`: a recorded week replayed through the week engine beside what the fleet
+//! measured, per team and figure, with the error: how far to trust the planner).
+//!
+//! Both answers are parsed by the browser (`api::get_js`) and shown as escaped HTML: the page
+//! carries no decoder and no view per cell for them (its download budget).
+
+use leptos::{prelude::*, task::spawn_local};
+use shared::{
+    ApiError, ErrorCode,
+    planning::{parse_scenario, saved::SavedSummary, scenario::Scenario},
+};
+use wasm_bindgen::JsValue;
+
+use gpufleet_web::api;
+
+/// Starts from the scenario derived from what the fleet did on the days `from` to `to`,
+/// keeping where each figure came from in `derived` (as HTML).
+pub fn start(
+    (from, to): (String, String),
+    start: Callback<(Scenario, Option<SavedSummary>)>,
+    derived: RwSignal<String>,
+    notice: RwSignal<Option<ApiError>>,
+) {
+    spawn_local(async move {
+        let path = format!("/api/plan/from-history?from={from}&to={to}");
+        let answer = api::get_js(&path).await.and_then(|d| {
+            let json = js_sys::JSON::stringify(&at(&d, "scenario"))
+                .ok()
+                .and_then(|s| s.as_string())
+                .unwrap_or_default();
+            let scenario = parse_scenario(&json).map_err(|_| {
+                ApiError::new(
+                    ErrorCode::Internal,
+                    "unexpected answer from the server: no scenario",
+                )
+            })?;
+            Ok((scenario, d))
+        });
+        match answer {
+            Ok((scenario, d)) => {
+                start.run((scenario, None));
+                derived.set(sources_html(&d));
+            }
+            Err(err) => notice.set(Some(err)),
+        }
+    });
+}
+
+/// The derived figures' sources and the derivation's problems.
+fn sources_html(d: &JsValue) -> String {
+    let sources = each(d, "sources");
+    let mut out = format!(
+        "<details class=muted data-test=from-history><summary>Derived from what the fleet did: {} figures from the recorded Workloads and measured use. {}</summary><ul>",
+        sources.length(),
+        problems(d)
+    );
+    for s in sources.iter() {
+        out += &format!("<li>{}: {}</li>", text(&s, "path"), text(&s, "from"));
+    }
+    out + "</ul></details>"
+}
+
+fn problems(d: &JsValue) -> String {
+    let said: Vec<String> = each(d, "problems")
+        .iter()
+        .filter_map(|p| p.as_string())
+        .collect();
+    escape(&said.join("; "))
+}
+
+/// Replays the week of 7 days from `from` into `table` (as HTML), or says why not in `notice`.
+pub fn replay(from: String, table: RwSignal<String>, notice: RwSignal<Option<ApiError>>) {
+    spawn_local(async move {
+        match api::get_js(&format!("/api/plan/replay?from={from}")).await {
+            Ok(r) => {
+                notice.set(None);
+                table.set(html(&r));
+            }
+            Err(err) => notice.set(Some(err)),
+        }
+    });
+}
+
+/// `value[key]` (`shared::planning::replay::Replay`'s fields, read as the browser parsed them).
+fn at(value: &JsValue, key: &str) -> JsValue {
+    js_sys::Reflect::get(value, &JsValue::from_str(key)).unwrap_or(JsValue::NULL)
+}
+
+/// `value[key]` as text, escaped for HTML.
+fn text(value: &JsValue, key: &str) -> String {
+    let v = at(value, key);
+    let t = v
+        .as_string()
+        .or_else(|| v.as_f64().map(|n| n.to_string()))
+        .unwrap_or_default();
+    escape(&t)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn each(value: &JsValue, key: &str) -> js_sys::Array {
+    js_sys::Array::from(&at(value, key))
+}
+
+/// The table as HTML, every text escaped: one node for the page to build, not one per cell.
+fn html(r: &JsValue) -> String {
+    let mut out = format!(
+        "<p>{} to {}: {} Workloads replayed. {}</p><table><thead><tr><th>Team</th><th>Figure</th><th>Planned</th><th>Measured</th><th>Error</th></tr></thead><tbody>",
+        text(r, "from"),
+        text(r, "to"),
+        text(r, "workloads"),
+        problems(r)
+    );
+    let teams = each(r, "teams");
+    teams.push(&at(r, "total"));
+    for c in teams.iter() {
+        for f in each(&c, "figures").iter() {
+            let number = |key: &str| at(&f, key).as_f64();
+            let pct = number("error_pct")
+                .map(|p| format!(" ({p:+.0}%)"))
+                .unwrap_or_default();
+            out += &format!(
+                "<tr><td>{}</td><td>{}</td><td class=num>{}</td><td class=num>{}</td><td class=num>{}</td></tr>",
+                text(&c, "team"),
+                text(&f, "figure").replace('_', " "),
+                shown(number("planned"), None),
+                shown(number("measured"), None),
+                shown(number("error"), Some(&pct)),
+            );
+        }
+    }
+    out + "</tbody></table>"
+}
+
+/// A figure with one decimal (an error signed, with its percent), or "—" where there is none
+/// (no job admitted, or not measured: the line above says which).
+fn shown(x: Option<f64>, error_pct: Option<&str>) -> String {
+    match (x, error_pct) {
+        (Some(x), None) => format!("{x:.1}"),
+        (Some(x), Some(pct)) => format!("{x:+.1}{pct}"),
+        (None, _) => "—".to_owned(),
+    }
+}
