@@ -1829,6 +1829,15 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .wait_for_text("[data-team=research]", "$51.60")
         .await;
     assert!(row.text().await.expect("text").contains("$1,087,948.80"));
+    // its own idle is 2 GPU-hours × $8.60 = $17.20; its idle share the rest of its charge,
+    // $1,087,948.80 − $51.60 = $1,087,897.20, said in words under the table
+    assert!(row.text().await.expect("text").contains("$17.20"));
+    browser
+        .wait_for_text(
+            "[data-test=how-charged]",
+            "research: $51.60 by use + $1,087,897.20 idle share + $0.00 lending fee − $0.00 lending credit = $1,087,948.80",
+        )
+        .await;
     browser
         .wait_for_text("[data-test=fleet-line]", "$1,087,948.80")
         .await;

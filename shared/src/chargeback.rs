@@ -198,8 +198,13 @@ pub struct TeamLine {
     pub generation_tokens: i64,
     pub cost_by_allocation_cents: i64,
     pub cost_by_use_cents: i64,
-    /// The team's share of the idle pool (0 when it is kept separate).
+    /// The team's own idle: what it was allocated and did not keep busy, at the rate (cost by
+    /// allocation − cost by use, as printed: within a cent of the exact figure).
     pub idle_cost_cents: i64,
+    /// Its share of the idle pool, which holds every team's own idle, the capacity no one was
+    /// allocated and the use of namespaces no team owns (0 when the pool is kept separate).
+    #[serde(default)]
+    pub idle_share_cents: i64,
     /// GPU-hours used above its nominal quota, and of its unused quota lent to others.
     #[serde(default)]
     pub borrowed_gpu_hours: Hours,
@@ -950,7 +955,9 @@ impl Totals {
                     generation_tokens: s.generation,
                     cost_by_allocation_cents: cents(s.allocated_value),
                     cost_by_use_cents: cents(s.busy_value),
-                    idle_cost_cents: cents(share),
+                    // the difference of the two printed figures, so they add up on the page
+                    idle_cost_cents: cents(s.allocated_value) - cents(s.busy_value),
+                    idle_share_cents: cents(share),
                     borrowed_gpu_hours: Hours(s.borrowed),
                     lent_gpu_hours: Hours(s.lent),
                     lending_fee_cents: cents(s.fee_value),
@@ -1057,7 +1064,7 @@ impl Totals {
 }
 
 /// The CSV columns of a statement, units in their names.
-pub const CSV_HEADER: &str = "period_from,period_to,day,team,cost_centre,allocated_gpu_hours,busy_gpu_hours,idle_gpu_hours,unobserved_allocated_gpu_hours,utilisation_pct,prompt_tokens,generation_tokens,cost_by_allocation_cents,cost_by_use_cents,idle_cost_cents,borrowed_gpu_hours,lent_gpu_hours,lending_fee_cents,lending_credit_cents,charge_cents,idle_share,lend_credit_pct";
+pub const CSV_HEADER: &str = "period_from,period_to,day,team,cost_centre,allocated_gpu_hours,busy_gpu_hours,idle_gpu_hours,unobserved_allocated_gpu_hours,utilisation_pct,prompt_tokens,generation_tokens,cost_by_allocation_cents,cost_by_use_cents,idle_cost_cents,idle_share_cents,borrowed_gpu_hours,lent_gpu_hours,lending_fee_cents,lending_credit_cents,charge_cents,idle_share,lend_credit_pct";
 
 /// The statement as CSV: one row per team (each day's first when the statement has days, then
 /// the period's), and after each block a `(platform)` row holding the idle pool's part no team
@@ -1113,7 +1120,7 @@ impl CsvHead {
             // writing to a String cannot fail
             let _ = write!(
                 out,
-                "{from},{to},{day},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{idle},{pct}\r\n",
+                "{from},{to},{day},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{idle},{pct}\r\n",
                 field(&t.team),
                 field(&t.cost_centre),
                 t.allocated_gpu_hours,
@@ -1126,6 +1133,7 @@ impl CsvHead {
                 t.cost_by_allocation_cents,
                 t.cost_by_use_cents,
                 t.idle_cost_cents,
+                t.idle_share_cents,
                 t.borrowed_gpu_hours,
                 t.lent_gpu_hours,
                 t.lending_fee_cents,
@@ -1137,7 +1145,7 @@ impl CsvHead {
             let platform = fleet.platform_cents;
             let _ = write!(
                 out,
-                "{from},{to},{day},(platform),,,,,,,,,,,{platform},,,,,{platform},{idle},{pct}\r\n"
+                "{from},{to},{day},(platform),,,,,,,,,,,,{platform},,,,,{platform},{idle},{pct}\r\n"
             );
         }
     }

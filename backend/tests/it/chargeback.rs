@@ -191,8 +191,13 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     // → 2,850,163.2 and 712,540.8
     assert_eq!(fleet.idle_pool_cents, 3_562_704);
     assert_eq!(
-        (research.idle_cost_cents, search.idle_cost_cents),
+        (research.idle_share_cents, search.idle_share_cents),
         (2_850_163, 712_541)
+    );
+    // each team's own idle: research 48 GPU-h × 860 = 41,280; search 36 × 500 = 18,000
+    assert_eq!(
+        (research.idle_cost_cents, search.idle_cost_cents),
+        (41_280, 18_000)
     );
     // charges 123,840 + 2,850,163.2 = 2,974,003.2; 6,000 + 712,540.8 = 718,540.8
     assert_eq!(

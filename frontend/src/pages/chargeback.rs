@@ -304,6 +304,7 @@ fn statement_view(s: Statement) -> impl IntoView {
                     <td class="num">{dollars(t.cost_by_allocation_cents)}</td>
                     <td class="num">{dollars(t.cost_by_use_cents)}</td>
                     <td class="num">{dollars(t.idle_cost_cents)}</td>
+                    <td class="num">{dollars(t.idle_share_cents)}</td>
                     <td class="num">{t.borrowed_gpu_hours.to_hundredths()}</td>
                     <td class="num">{t.lent_gpu_hours.to_hundredths()}</td>
                     <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
@@ -327,6 +328,14 @@ fn statement_view(s: Statement) -> impl IntoView {
         .iter()
         .map(|a| view! { <li>{format!("{} (closed): {} {} GPU-hours allocated, {} by allocation, {} by use",
             a.month, a.team, a.allocated_gpu_hours.to_hundredths(), dollars(a.cost_by_allocation_cents), dollars(a.cost_by_use_cents))}</li> })
+        .collect();
+    // How each charge is made, in words, with the team's own numbers.
+    let how: Vec<_> = s
+        .teams
+        .iter()
+        .map(|t| view! { <li>{format!("{}: {} by use + {} idle share + {} lending fee − {} lending credit = {}",
+            t.team, dollars(t.cost_by_use_cents), dollars(t.idle_share_cents), dollars(t.lending_fee_cents),
+            dollars(t.lending_credit_cents), dollars(t.charge_cents))}</li> })
         .collect();
     let notes: Vec<_> = s
         .notes
@@ -355,11 +364,12 @@ fn statement_view(s: Statement) -> impl IntoView {
         <table class="statement" data-test="statement">
             <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Charge"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
                 <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Utilisation"</th><th>"By allocation"</th>
-                <th>"By use"</th><th>"Idle share"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th>
+                <th>"By use"</th><th title="allocated and not busy, at the rate">"Own idle"</th><th title="its part of the idle pool">"Idle share"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th>
                 <th title="paid for borrowing less credited for lending">"Lending, net"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
         </div>
+        <ul data-test="how-charged">{how}</ul>
         {fleet}
         {(!models.is_empty()).then(|| view! {
             <table class="statement" data-test="models">

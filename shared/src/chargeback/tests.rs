@@ -106,8 +106,13 @@ fn a_day_by_allocation_and_by_use() {
     assert_eq!(fleet.idle_pool_cents, 27_000);
     // shared by allocation, 24 : 12 → $180.00 and $90.00; nothing left to the platform
     assert_eq!(
-        (research.idle_cost_cents, search.idle_cost_cents),
+        (research.idle_share_cents, search.idle_share_cents),
         (18_000, 9_000)
+    );
+    // each team's own idle: research 24 − 18 = 6 GPU-hours, search 12 − 3 = 9, at $10.00
+    assert_eq!(
+        (research.idle_cost_cents, search.idle_cost_cents),
+        (6_000, 9_000)
     );
     assert_eq!(
         (research.charge_cents, search.charge_cents),
@@ -121,8 +126,8 @@ fn each_idle_share_divides_the_same_pool() {
     let shares = |idle| {
         let s = statement(&one_day(idle), false);
         (
-            s.teams[0].idle_cost_cents,
-            s.teams[1].idle_cost_cents,
+            s.teams[0].idle_share_cents,
+            s.teams[1].idle_share_cents,
             s.fleet.expect("the fleet").platform_cents,
         )
     };
@@ -213,11 +218,11 @@ fn csv_has_one_row_per_team_and_the_platform_line() {
     assert_eq!(lines[0], CSV_HEADER);
     assert_eq!(
         lines[1],
-        "2026-11-01,2026-11-01,,research,CC-1001,24.000000,18.000000,6.000000,0.000000,75.00,0,0,24000,18000,0,0.000000,0.000000,0,0,18000,separate,0"
+        "2026-11-01,2026-11-01,,research,CC-1001,24.000000,18.000000,6.000000,0.000000,75.00,0,0,24000,18000,6000,0,0.000000,0.000000,0,0,18000,separate,0"
     );
     assert_eq!(
         lines[3],
-        "2026-11-01,2026-11-01,,(platform),,,,,,,,,,,27000,,,,,27000,separate,0"
+        "2026-11-01,2026-11-01,,(platform),,,,,,,,,,,,27000,,,,,27000,separate,0"
     );
     assert_eq!(lines.len(), 4);
     // a requester's view: their team's row, no platform line
@@ -295,7 +300,10 @@ proptest! {
         let fleet = s.fleet.clone().expect("the fleet");
         let charged: i64 = s.teams.iter().map(|t| t.charge_cents).sum::<i64>() + fleet.platform_cents;
         prop_assert!((charged - fleet.capacity_cost_cents).abs() <= 3, "{charged} vs {}", fleet.capacity_cost_cents);
-        let shared: i64 = s.teams.iter().map(|t| t.idle_cost_cents).sum::<i64>() + fleet.platform_cents;
+        let shared: i64 = s.teams.iter().map(|t| t.idle_share_cents).sum::<i64>() + fleet.platform_cents;
+        for t in &s.teams {
+            prop_assert_eq!(t.idle_cost_cents, t.cost_by_allocation_cents - t.cost_by_use_cents);
+        }
         prop_assert!((shared - fleet.idle_pool_cents).abs() <= 3);
         // lending moves money between teams and never changes a total
         let fees: i64 = s.teams.iter().map(|t| t.lending_fee_cents).sum();
