@@ -31,7 +31,7 @@ use crate::{
     planning::scenario::{
         Accelerator, Demand, HOURS_PER_WEEK, Scenario, Team, Workload, WorkloadKind,
     },
-    quota::QuotaWorld,
+    quota::{QuotaSpec, QuotaWorld},
 };
 
 const MS_PER_MINUTE: i64 = 60_000;
@@ -272,32 +272,7 @@ fn teams(
     for queue in &m.world.teams {
         let mut team = Team::new(&queue.team);
         if let Some(approved) = in_force.get(queue.team.as_str()) {
-            for line in &approved.spec.lines {
-                let Some(acc) = base.accelerator(&line.flavor) else {
-                    continue;
-                };
-                if acc
-                    .model()
-                    .is_none_or(|model| model.resource != line.resource)
-                {
-                    problems.push(format!(
-                        "team {}: its quota of {} on {} is not carried (the planner's quotas are whole GPUs)",
-                        queue.team, line.resource, line.flavor
-                    ));
-                    continue;
-                }
-                let gpus = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
-                team.nominal_gpus
-                    .insert(line.flavor.clone(), gpus(line.nominal));
-                if let Some(limit) = line.borrowing_limit {
-                    team.borrowing_limit_gpus
-                        .insert(line.flavor.clone(), gpus(limit));
-                }
-                if let Some(limit) = line.lending_limit {
-                    team.lending_limit_gpus
-                        .insert(line.flavor.clone(), gpus(limit));
-                }
-            }
+            set_quota(&mut team, &approved.spec, base, problems);
             sources.push(Source {
                 path: format!("teams[{}].nominal_gpus", teams.len()),
                 from: format!("quota request {} in force on {last}", approved.id),
@@ -306,6 +281,46 @@ fn teams(
         teams.push(team);
     }
     teams
+}
+
+/// Sets `team`'s quota to `spec`'s (replacing what it held, as an approved request does), in
+/// whole GPUs of `base`'s flavors; a line of other resources (MIG instances) is named in
+/// `problems`, not carried.
+pub(crate) fn set_quota(
+    team: &mut Team,
+    spec: &QuotaSpec,
+    base: &Scenario,
+    problems: &mut Vec<String>,
+) {
+    team.nominal_gpus.clear();
+    team.borrowing_limit_gpus.clear();
+    team.lending_limit_gpus.clear();
+    for line in &spec.lines {
+        let Some(acc) = base.accelerator(&line.flavor) else {
+            continue;
+        };
+        if acc
+            .model()
+            .is_none_or(|model| model.resource != line.resource)
+        {
+            problems.push(format!(
+                "team {}: its quota of {} on {} is not carried (the planner's quotas are whole GPUs)",
+                team.name, line.resource, line.flavor
+            ));
+            continue;
+        }
+        let gpus = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+        team.nominal_gpus
+            .insert(line.flavor.clone(), gpus(line.nominal));
+        if let Some(limit) = line.borrowing_limit {
+            team.borrowing_limit_gpus
+                .insert(line.flavor.clone(), gpus(limit));
+        }
+        if let Some(limit) = line.lending_limit {
+            team.lending_limit_gpus
+                .insert(line.flavor.clone(), gpus(limit));
+        }
+    }
 }
 
 /// The flavor whose whole GPUs the Workload was admitted on, and how many it holds.

@@ -46,7 +46,7 @@ use crate::{
         scenario::{Scenario, WorkloadKind},
         simulate::{self, MINUTES_PER_WEEK, Recorded, TeamStats, Waits},
     },
-    quota::QuotaWorld,
+    quota::{QuotaRequest, QuotaWorld},
 };
 
 const MS_PER_MINUTE: i64 = 60_000;
@@ -233,24 +233,7 @@ impl Replayer {
                 "the quotas changed during the week: replayed under those in force on {last}"
             ));
         }
-        // Those running as the week starts first, in the order Kueue admitted them; then by
-        // creation.
-        let from_ms = self.from_ms;
-        self.jobs.sort_by_key(|j| match j.admitted_ms {
-            Some(admitted) if admitted <= from_ms => (false, admitted),
-            _ => (true, j.created_ms),
-        });
-        let mut recorded = Vec::new();
-        let mut measured = vec![Measured::default(); scenario.teams.len()];
-        let jobs = std::mem::take(&mut self.jobs);
-        for job in &jobs {
-            let Some(r) = self.recorded(scenario, job) else {
-                self.left_out += 1;
-                continue;
-            };
-            recorded.push(r);
-            self.measure(job, &r, &mut measured[job.team]);
-        }
+        let (recorded, mut measured) = self.prepare(scenario);
         if self.left_out > 0 {
             problems.push(format!(
                 "{} Workloads not replayed: in namespaces no team owns, or holding no whole GPUs of a flavor",
@@ -305,6 +288,30 @@ impl Replayer {
         })
     }
 
+    /// The week's jobs as the week engine replays them under `scenario`, and what was measured
+    /// of them per team.
+    fn prepare(&mut self, scenario: &Scenario) -> (Vec<Recorded>, Vec<Measured>) {
+        // Those running as the week starts first, in the order Kueue admitted them; then by
+        // creation.
+        let from_ms = self.from_ms;
+        self.jobs.sort_by_key(|j| match j.admitted_ms {
+            Some(admitted) if admitted <= from_ms => (false, admitted),
+            _ => (true, j.created_ms),
+        });
+        let mut recorded = Vec::new();
+        let mut measured = vec![Measured::default(); scenario.teams.len()];
+        let jobs = std::mem::take(&mut self.jobs);
+        for job in &jobs {
+            let Some(r) = self.recorded(scenario, job) else {
+                self.left_out += 1;
+                continue;
+            };
+            recorded.push(r);
+            self.measure(job, &r, &mut measured[job.team]);
+        }
+        (recorded, measured)
+    }
+
     /// `job` as the week engine replays it; None when it has no class or no GPUs.
     fn recorded(&self, scenario: &Scenario, job: &Job) -> Option<Recorded> {
         let (class, w) = class_of(scenario, job)?;
@@ -341,6 +348,203 @@ impl Replayer {
         m.admitted_gpu_minutes += i64::from(r.gpus) * (end - start).max(0) / MS_PER_MINUTE;
         let arrived = job.created_ms.max(self.from_ms);
         m.waits.add(minutes(admitted - arrived));
+    }
+}
+
+/// `GET /api/quota/teams/{team}/requests/{id}/what-if?weeks=N`: the last N whole weeks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct WhatIfQuery {
+    pub weeks: Option<String>,
+}
+
+pub const DEFAULT_WHAT_IF_WEEKS: u32 = 4;
+pub const MAX_WHAT_IF_WEEKS: u32 = 8;
+
+impl WhatIfQuery {
+    pub fn checked(&self) -> Result<u32, Vec<FieldError>> {
+        let Some(text) = self.weeks.as_deref() else {
+            return Ok(DEFAULT_WHAT_IF_WEEKS);
+        };
+        match text.parse::<u32>() {
+            Ok(n) if (1..=MAX_WHAT_IF_WEEKS).contains(&n) => Ok(n),
+            _ => Err(vec![FieldError {
+                path: "weeks".to_owned(),
+                message: format!(
+                    "{text:?} is not a whole number of weeks from 1 to {MAX_WHAT_IF_WEEKS}"
+                ),
+            }]),
+        }
+    }
+}
+
+/// The what-if's weeks: the first one's first day, and the days the history is read for them
+/// (from the week before the first, to today included: the quotas in force today are the
+/// "before").
+pub fn what_if_window(weeks: u32, today: Day) -> (Day, Day, Day) {
+    let first = today.plus(-WEEK_DAYS * weeks as i32);
+    (first, first.plus(-WEEK_DAYS), today.plus(1))
+}
+
+/// A quota request's effect on the last weeks' recorded work: each week replayed under the
+/// quotas in force today and again with the request approved, per team of the cohort.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    pub request: i64,
+    pub team: String,
+    pub from: Day,
+    /// The last week's last day, included.
+    pub to: Day,
+    pub weeks: u32,
+    /// Workloads replayed, over all weeks.
+    pub workloads: u64,
+    pub teams: Vec<Change>,
+    pub problems: Vec<String>,
+}
+
+/// One team's replayed weeks before and after the approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub team: String,
+    pub before: Outcome,
+    pub after: Outcome,
+}
+
+/// What the replayed weeks did to a team.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// Admission wait p95 over every week's admitted jobs; None when none was admitted.
+    pub wait_p95_minutes: Option<f64>,
+    pub evictions: u64,
+    /// GPU-hours held above nominal quota.
+    pub borrowed_gpu_hours: f64,
+    /// Inference traffic not served, in %: None, since the record holds no inference replicas
+    /// to replay (said in `problems`).
+    pub unserved_inference_pct: Option<f64>,
+}
+
+/// A what-if under way: one replayer a week, each fed every Workload.
+pub struct WhatIfRun {
+    first: Day,
+    weeks: Vec<Replayer>,
+}
+
+impl WhatIfRun {
+    /// `weeks` weeks from `first`, of `world`'s teams.
+    pub fn new(first: Day, weeks: u32, world: &QuotaWorld) -> Self {
+        WhatIfRun {
+            first,
+            weeks: (0..weeks as i32)
+                .map(|w| Replayer::new(first.plus(WEEK_DAYS * w), world))
+                .collect(),
+        }
+    }
+
+    pub fn add(&mut self, entry: &HistoryEntry) {
+        for week in &mut self.weeks {
+            week.add(entry);
+        }
+    }
+
+    /// Replays every week under `derived`'s scenario (the quotas in force today) and under the
+    /// same with `request` approved (its team's whole quota replaced by the request's).
+    pub fn finish(
+        self,
+        derived: &FromHistory,
+        request: &QuotaRequest,
+        stop: &dyn Interrupt,
+    ) -> Result<WhatIf, Interrupted> {
+        let before = &derived.scenario;
+        let mut problems = derived.problems.clone();
+        let mut after = before.clone();
+        match after.teams.iter().position(|t| t.name == request.team) {
+            Some(t) => {
+                from_history::set_quota(&mut after.teams[t], &request.spec, before, &mut problems)
+            }
+            None => problems.push(format!(
+                "team {} is not in the cohort's scenario",
+                request.team
+            )),
+        }
+        problems.push(
+            "no inference replicas are recorded, so unserved traffic is not replayed".to_owned(),
+        );
+        let teams = before.teams.len();
+        let mut sides = [Side::new(teams), Side::new(teams)];
+        let (from, weeks) = (self.first, self.weeks.len());
+        let mut workloads = 0;
+        let mut left_out = 0;
+        for mut week in self.weeks {
+            let (recorded, _) = week.prepare(before);
+            left_out += week.left_out;
+            workloads += recorded.len() as u64;
+            for (side, scenario) in sides.iter_mut().zip([before, &after]) {
+                match simulate::replay_keeping_waits(scenario, &recorded, stop)? {
+                    Some((simulation, waits)) => side.add(&simulation, &waits),
+                    None => {
+                        problems.push(format!("the week from {} could not be replayed", week.from))
+                    }
+                }
+            }
+        }
+        if left_out > 0 {
+            problems.push(format!(
+                "{left_out} Workload-weeks not replayed: in namespaces no team owns, or holding no whole GPUs of a flavor"
+            ));
+        }
+        let [b, a] = sides;
+        Ok(WhatIf {
+            request: request.id,
+            team: request.team.clone(),
+            from,
+            to: from.plus(WEEK_DAYS * weeks as i32 - 1),
+            weeks: weeks as u32,
+            workloads,
+            teams: before
+                .teams
+                .iter()
+                .enumerate()
+                .map(|(t, team)| Change {
+                    team: team.name.clone(),
+                    before: b.outcome(t),
+                    after: a.outcome(t),
+                })
+                .collect(),
+            problems,
+        })
+    }
+}
+
+/// One side of the what-if (before or after), summed over the weeks.
+struct Side {
+    waits: Vec<Waits>,
+    evictions: Vec<u64>,
+    borrowed_gpu_minutes: Vec<f64>,
+}
+
+impl Side {
+    fn new(teams: usize) -> Self {
+        Side {
+            waits: vec![Waits::default(); teams],
+            evictions: vec![0; teams],
+            borrowed_gpu_minutes: vec![0.0; teams],
+        }
+    }
+
+    fn add(&mut self, week: &simulate::Simulation, waits: &[Waits]) {
+        for (t, s) in week.teams.iter().enumerate() {
+            self.waits[t].merge(&waits[t]);
+            self.evictions[t] += s.preemptions;
+            self.borrowed_gpu_minutes[t] += s.borrowed_gpu_minutes;
+        }
+    }
+
+    fn outcome(&self, team: usize) -> Outcome {
+        Outcome {
+            wait_p95_minutes: self.waits[team].percentile(0.95),
+            evictions: self.evictions[team],
+            borrowed_gpu_hours: self.borrowed_gpu_minutes[team] / 60.0,
+            unserved_inference_pct: None,
+        }
     }
 }
 
@@ -500,6 +704,7 @@ mod tests {
     use crate::{
         common::interrupt::Never,
         planning::from_history::{Derivation, Measured as Read},
+        quota::QuotaRequest,
     };
 
     /// 2026-11-30 (a Monday) 00:00 UTC: the week replayed.
@@ -703,6 +908,64 @@ mod tests {
             "{:?}",
             r.problems
         );
+    }
+
+    /// 12 H100s, research and vision 4 each in one cohort (4 in no one's quota). In the week,
+    /// research runs two 4-GPU one-hour jobs from its start, vision one from minute 30. Under
+    /// today's quotas Kueue admits research's second by borrowing vision's unused 4 (Kueue's
+    /// concepts, "Cohort"), and when vision's job comes, reclaims it (`reclaimWithinCohort:
+    /// Any`): research is evicted once and borrowed 4 GPUs × 30 minutes = 2 GPU-hours; vision's
+    /// job waits for its victim to terminate (a minute, as the week models it). Research's
+    /// request for 8 makes the same week borrow nothing, evict nothing, and wait for nothing.
+    #[test]
+    fn the_what_if_replays_the_weeks_before_and_after_the_request() {
+        let world = world(12, &[("research", 4), ("vision", 4)]);
+        let history = [
+            recorded("research", 4, 0, 0, 60),
+            recorded("research", 4, 0, 60, 120),
+            recorded("vision", 4, 30, 30, 90),
+        ];
+        let prices = [("h100".to_owned(), 250)].into();
+        let today = monday().plus(WEEK_DAYS);
+        let (first, from, end) = what_if_window(1, today);
+        assert_eq!(
+            (first, from, end),
+            (monday(), monday().plus(-7), today.plus(1))
+        );
+        let usage = usage("research", 1, 2);
+        let read = Read {
+            world: &world,
+            prices: &prices,
+            usage: &usage,
+            from,
+            end,
+        };
+        let mut derivation = Derivation::new(&read);
+        let mut run = WhatIfRun::new(first, 1, &world);
+        for entry in &history {
+            derivation.add(entry);
+            run.add(entry);
+        }
+        let request: QuotaRequest = serde_json::from_value(json!({
+            "id": 9, "team": "research", "state": "submitted", "version": 1,
+            "spec": {"lines": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8}],
+                "justification": "more", "starts_on": "2026-12-07"},
+            "created_by": "rita", "created_at": "2026-12-07T00:00:00Z",
+            "updated_at": "2026-12-07T00:00:00Z", "submitted_at": null, "decided_by": null,
+            "decided_at": null, "comment": null
+        }))
+        .expect("a request");
+        let what_if = run
+            .finish(&derivation.finish(), &request, &Never)
+            .expect("never interrupted");
+        assert_eq!((what_if.workloads, what_if.weeks), (3, 1));
+        let [research, vision] = [&what_if.teams[0], &what_if.teams[1]];
+        let outcome = |o: &Outcome| (o.wait_p95_minutes, o.evictions, o.borrowed_gpu_hours);
+        assert_eq!(outcome(&research.before), (Some(0.0), 1, 2.0));
+        assert_eq!(outcome(&vision.before), (Some(1.0), 0, 0.0));
+        assert_eq!(outcome(&research.after), (Some(0.0), 0, 0.0));
+        assert_eq!(outcome(&vision.after), (Some(0.0), 0, 0.0));
+        assert!(research.before.unserved_inference_pct.is_none());
     }
 
     #[test]

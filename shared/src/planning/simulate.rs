@@ -135,6 +135,9 @@ pub struct TeamStats {
     pub preemptions_caused_by_scale_up: u64,
     /// The most GPUs held above nominal quota at any minute, over all flavors.
     pub peak_borrowed_gpus: u32,
+    /// GPU-minutes held above nominal quota (what Kueue counts as borrowed), over all flavors.
+    #[serde(default)]
+    pub borrowed_gpu_minutes: f64,
     /// The most GPUs held above nominal + borrowing limit (0 when Kueue's rule held).
     pub peak_over_limit_gpus: u32,
     /// Admitted GPU-minutes on nodes (not Pending) ÷ the team's nominal quota (the fleet, for
@@ -168,7 +171,7 @@ pub fn simulate_until(
     isolation: &IsolationPlan,
     stop: &dyn Interrupt,
 ) -> Result<Simulation, Interrupted> {
-    run(scenario, job::plan(scenario, isolation), stop)
+    run(scenario, job::plan(scenario, isolation), stop).map(|(simulation, _)| simulation)
 }
 
 /// The week of `recorded` batch jobs (a recorded week's Workloads) under `scenario`'s fleet and
@@ -180,18 +183,27 @@ pub fn replay_until(
     recorded: &[Recorded],
     stop: &dyn Interrupt,
 ) -> Result<Option<Simulation>, Interrupted> {
+    Ok(replay_keeping_waits(scenario, recorded, stop)?.map(|(simulation, _)| simulation))
+}
+
+/// [`replay_until`], with each team's admission waits kept (weeks are merged by them).
+pub(crate) fn replay_keeping_waits(
+    scenario: &Scenario,
+    recorded: &[Recorded],
+    stop: &dyn Interrupt,
+) -> Result<Option<(Simulation, Vec<Waits>)>, Interrupted> {
     match job::replay_plan(scenario, recorded) {
         Some(plan) => run(scenario, plan, stop).map(Some),
         None => Ok(None),
     }
 }
 
-/// The week of `plan`'s jobs and autoscalers.
+/// The week of `plan`'s jobs and autoscalers, and each team's admission waits.
 fn run(
     scenario: &Scenario,
     mut plan: job::Plan,
     stop: &dyn Interrupt,
-) -> Result<Simulation, Interrupted> {
+) -> Result<(Simulation, Vec<Waits>), Interrupted> {
     let mut autoscalers = std::mem::take(&mut plan.autoscalers);
     let stats = scenario
         .teams
@@ -221,7 +233,8 @@ fn run(
         week.count_idle();
     }
     week.close(MINUTES_PER_WEEK);
-    Ok(sum_up(week, &autoscalers))
+    let waits = week.waits.clone();
+    Ok((sum_up(week, &autoscalers), waits))
 }
 
 /// Per-team and total figures of the finished week.
@@ -315,6 +328,7 @@ fn empty_stats(team: &str) -> TeamStats {
         flapping_cycles: 0,
         preemptions_caused_by_scale_up: 0,
         peak_borrowed_gpus: 0,
+        borrowed_gpu_minutes: 0.0,
         peak_over_limit_gpus: 0,
         allocated_pct: None,
         busy_pct: None,
@@ -337,6 +351,10 @@ struct Held {
     replica: u64,
     /// This week's arrivals' work left at its end.
     unfinished: u64,
+    /// Held above nominal quota; `borrowing` slices are, since `borrowing_since`.
+    borrowed: u64,
+    borrowing: u64,
+    borrowing_since: u32,
 }
 
 impl Held {
@@ -348,6 +366,16 @@ impl Held {
         self.backlog += other.backlog;
         self.replica += other.replica;
         self.unfinished += other.unfinished;
+        self.borrowed += other.borrowed;
+    }
+
+    /// The team's usage of a flavor whose nominal quota is `nominal` goes from `before` to
+    /// `after` slices at `minute`: the borrowing held until now is counted.
+    pub(super) fn borrow(&mut self, nominal: u64, before: u64, after: u64, minute: u32) {
+        self.borrowed += self.borrowing * u64::from(minute - self.borrowing_since);
+        self.borrowing =
+            self.borrowing + after.saturating_sub(nominal) - before.saturating_sub(nominal);
+        self.borrowing_since = minute;
     }
 
     /// Sets `stats`' GPU-minutes from these.
@@ -359,6 +387,7 @@ impl Held {
         stats.backlog_gpu_minutes = gpus(self.backlog);
         stats.replica_gpu_minutes = gpus(self.replica);
         stats.unfinished_gpu_minutes = gpus(self.unfinished);
+        stats.borrowed_gpu_minutes = gpus(self.borrowed);
     }
 }
 
