@@ -293,6 +293,43 @@ pub async fn replayed(state: &AppState, from: shared::common::day::Day) -> Resul
     Ok(replay)
 }
 
+/// A quota request's what-if (`shared::planning::replay::WhatIf`): the last `weeks` whole
+/// weeks' recorded work replayed under the quotas in force today and with `spec` approved for
+/// `team`, on the compute pool.
+pub async fn what_if(
+    state: &AppState,
+    (id, team, spec): (i64, &str, shared::quota::QuotaSpec),
+    weeks: u32,
+) -> Result<replay::WhatIf> {
+    let (first, start, end) = replay::what_if_window(weeks, clock::today());
+    let read = Read::of(state, start, end).await?;
+    let (derived, run) = {
+        let measured = read.measured();
+        let mut derivation = Derivation::new(&measured);
+        let mut run = replay::WhatIfRun::new(first, weeks, &read.world);
+        let truncated =
+            cluster::history::each_in_window(state, start, end, MAX_DERIVED_WORKLOADS, |e| {
+                derivation.add(e);
+                run.add(e);
+            })
+            .await?;
+        let mut derived = derivation.finish();
+        say_truncated(truncated, &mut derived.problems);
+        (derived, run)
+    };
+    let team = team.to_owned();
+    let mut what_if = state
+        .work
+        .compute
+        .run(move |stop| run.finish(&derived, (id, &team, &spec), stop))
+        .await?
+        .map_err(|_| Error::Unavailable)?;
+    if let Some(why) = cluster::history::unrecorded(state.cluster.mode()) {
+        what_if.problems.insert(0, why);
+    }
+    Ok(what_if)
+}
+
 fn say_truncated(truncated: bool, problems: &mut Vec<String>) {
     if truncated {
         problems.push(format!(

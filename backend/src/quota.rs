@@ -29,6 +29,7 @@ use shared::{
     audit::Kind,
     common::day::Day,
     kueue::KueueVersion,
+    planning::replay::{WhatIf, WhatIfQuery},
     quota::{
         Action, Approved, Decision, EditRequest, Flavor, FlavorEdit, NewRequest, QueueNames,
         QuotaRequest, QuotaSpec, QuotaWorld, RequestView, State as RequestState, Submit, TeamQueue,
@@ -122,6 +123,12 @@ pub fn api() -> Api {
             "/quota/teams/{team}/requests/{id}/revoke",
             deciders,
             |s, c, p, b| decision(s, c, p, b, Action::Revoke),
+        )
+        .route(
+            Method::GET,
+            "/quota/teams/{team}/requests/{id}/what-if",
+            deciders,
+            what_if,
         )
         .route(Method::GET, "/quota/findings", deciders, findings::get)
         .route(
@@ -446,6 +453,24 @@ async fn show_request(
     let view = view(&mut tx, &team, id).await?;
     tx.commit().await?;
     Ok(Json(view))
+}
+
+/// `GET /api/quota/teams/{team}/requests/{id}/what-if?weeks=N`: the last N whole weeks' recorded
+/// work replayed before and after the request's approval (`shared::planning::replay`).
+async fn what_if(
+    State(state): State<AppState>,
+    Path((team, id)): Path<(String, String)>,
+    Query(query): Query<WhatIfQuery>,
+) -> Result<Json<WhatIf>> {
+    let id = request_id(&id)?;
+    let weeks = query.checked().map_err(Error::Invalid)?;
+    let spec = {
+        let mut conn = state.pool.acquire().await?;
+        stored_spec(&mut conn, &team, id).await?
+    };
+    Ok(Json(
+        crate::planning::what_if(&state, (id, &team, spec), weeks).await?,
+    ))
 }
 
 /// The request's stored spec.

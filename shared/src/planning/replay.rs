@@ -46,7 +46,7 @@ use crate::{
         scenario::{Scenario, WorkloadKind},
         simulate::{self, MINUTES_PER_WEEK, Recorded, TeamStats, Waits},
     },
-    quota::{QuotaRequest, QuotaWorld},
+    quota::{QuotaSpec, QuotaWorld},
 };
 
 const MS_PER_MINUTE: i64 = 60_000;
@@ -446,24 +446,19 @@ impl WhatIfRun {
     }
 
     /// Replays every week under `derived`'s scenario (the quotas in force today) and under the
-    /// same with `request` approved (its team's whole quota replaced by the request's).
+    /// same with request `id` of `team` approved (its whole quota replaced by `spec`'s).
     pub fn finish(
         self,
         derived: &FromHistory,
-        request: &QuotaRequest,
+        (id, team, spec): (i64, &str, &QuotaSpec),
         stop: &dyn Interrupt,
     ) -> Result<WhatIf, Interrupted> {
         let before = &derived.scenario;
         let mut problems = derived.problems.clone();
         let mut after = before.clone();
-        match after.teams.iter().position(|t| t.name == request.team) {
-            Some(t) => {
-                from_history::set_quota(&mut after.teams[t], &request.spec, before, &mut problems)
-            }
-            None => problems.push(format!(
-                "team {} is not in the cohort's scenario",
-                request.team
-            )),
+        match after.teams.iter().position(|t| t.name == team) {
+            Some(t) => from_history::set_quota(&mut after.teams[t], spec, before, &mut problems),
+            None => problems.push(format!("team {team} is not in the cohort's scenario")),
         }
         problems.push(
             "no inference replicas are recorded, so unserved traffic is not replayed".to_owned(),
@@ -493,8 +488,8 @@ impl WhatIfRun {
         }
         let [b, a] = sides;
         Ok(WhatIf {
-            request: request.id,
-            team: request.team.clone(),
+            request: id,
+            team: team.to_owned(),
             from,
             to: from.plus(WEEK_DAYS * weeks as i32 - 1),
             weeks: weeks as u32,
@@ -704,7 +699,6 @@ mod tests {
     use crate::{
         common::interrupt::Never,
         planning::from_history::{Derivation, Measured as Read},
-        quota::QuotaRequest,
     };
 
     /// 2026-11-30 (a Monday) 00:00 UTC: the week replayed.
@@ -946,17 +940,12 @@ mod tests {
             derivation.add(entry);
             run.add(entry);
         }
-        let request: QuotaRequest = serde_json::from_value(json!({
-            "id": 9, "team": "research", "state": "submitted", "version": 1,
-            "spec": {"lines": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8}],
-                "justification": "more", "starts_on": "2026-12-07"},
-            "created_by": "rita", "created_at": "2026-12-07T00:00:00Z",
-            "updated_at": "2026-12-07T00:00:00Z", "submitted_at": null, "decided_by": null,
-            "decided_at": null, "comment": null
-        }))
-        .expect("a request");
+        let spec: QuotaSpec = serde_json::from_value(json!({
+            "lines": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8}],
+            "justification": "more", "starts_on": "2026-12-07"}))
+        .expect("a request's spec");
         let what_if = run
-            .finish(&derivation.finish(), &request, &Never)
+            .finish(&derivation.finish(), (9, "research", &spec), &Never)
             .expect("never interrupted");
         assert_eq!((what_if.workloads, what_if.weeks), (3, 1));
         let [research, vision] = [&what_if.teams[0], &what_if.teams[1]];
