@@ -4,6 +4,7 @@
 //! them except through the page's `window`.
 
 pub mod api;
+pub mod js;
 pub mod ui;
 
 use leptos::prelude::*;

@@ -415,8 +415,8 @@ pub struct Outcome {
     /// Admission wait p95 over every week's admitted jobs; None when none was admitted.
     pub wait_p95_minutes: Option<f64>,
     pub evictions: u64,
-    /// GPU-hours held above nominal quota.
-    pub borrowed_gpu_hours: f64,
+    /// GPU-hours admitted (quota reserved) in the weeks: the work the quotas let run.
+    pub admitted_gpu_hours: f64,
     /// Inference traffic not served, in %: None, since the record holds no inference replicas
     /// to replay (said in `problems`).
     pub unserved_inference_pct: Option<f64>,
@@ -513,7 +513,7 @@ impl WhatIfRun {
 struct Side {
     waits: Vec<Waits>,
     evictions: Vec<u64>,
-    borrowed_gpu_minutes: Vec<f64>,
+    admitted_gpu_minutes: Vec<f64>,
 }
 
 impl Side {
@@ -521,7 +521,7 @@ impl Side {
         Side {
             waits: vec![Waits::default(); teams],
             evictions: vec![0; teams],
-            borrowed_gpu_minutes: vec![0.0; teams],
+            admitted_gpu_minutes: vec![0.0; teams],
         }
     }
 
@@ -529,7 +529,7 @@ impl Side {
         for (t, s) in week.teams.iter().enumerate() {
             self.waits[t].merge(&waits[t]);
             self.evictions[t] += s.preemptions;
-            self.borrowed_gpu_minutes[t] += s.borrowed_gpu_minutes;
+            self.admitted_gpu_minutes[t] += s.admitted_gpu_minutes;
         }
     }
 
@@ -537,7 +537,7 @@ impl Side {
         Outcome {
             wait_p95_minutes: self.waits[team].percentile(0.95),
             evictions: self.evictions[team],
-            borrowed_gpu_hours: self.borrowed_gpu_minutes[team] / 60.0,
+            admitted_gpu_hours: self.admitted_gpu_minutes[team] / 60.0,
             unserved_inference_pct: None,
         }
     }
@@ -908,9 +908,12 @@ mod tests {
     /// research runs two 4-GPU one-hour jobs from its start, vision one from minute 30. Under
     /// today's quotas Kueue admits research's second by borrowing vision's unused 4 (Kueue's
     /// concepts, "Cohort"), and when vision's job comes, reclaims it (`reclaimWithinCohort:
-    /// Any`): research is evicted once and borrowed 4 GPUs × 30 minutes = 2 GPU-hours; vision's
-    /// job waits for its victim to terminate (a minute, as the week models it). Research's
-    /// request for 8 makes the same week borrow nothing, evict nothing, and wait for nothing.
+    /// Any`): research is evicted once, its job admitted again when its first ends (minute 60)
+    /// and run whole after its restart (no checkpoints; the format's 2-minute restart): 4 GPUs
+    /// × (60 + 30 + 2 + 60) minutes = 608 GPU-minutes admitted; vision's job holds its quota
+    /// while its victim terminates (a minute, as the week models it) and waits that minute: 4 ×
+    /// 61 GPU-minutes. Research's request
+    /// for 8 makes the same week evict nothing and wait for nothing: 8 + 4 GPU-hours.
     #[test]
     fn the_what_if_replays_the_weeks_before_and_after_the_request() {
         let world = world(12, &[("research", 4), ("vision", 4)]);
@@ -949,11 +952,11 @@ mod tests {
             .expect("never interrupted");
         assert_eq!((what_if.workloads, what_if.weeks), (3, 1));
         let [research, vision] = [&what_if.teams[0], &what_if.teams[1]];
-        let outcome = |o: &Outcome| (o.wait_p95_minutes, o.evictions, o.borrowed_gpu_hours);
-        assert_eq!(outcome(&research.before), (Some(0.0), 1, 2.0));
-        assert_eq!(outcome(&vision.before), (Some(1.0), 0, 0.0));
-        assert_eq!(outcome(&research.after), (Some(0.0), 0, 0.0));
-        assert_eq!(outcome(&vision.after), (Some(0.0), 0, 0.0));
+        let outcome = |o: &Outcome| (o.wait_p95_minutes, o.evictions, o.admitted_gpu_hours);
+        assert_eq!(outcome(&research.before), (Some(0.0), 1, 608.0 / 60.0));
+        assert_eq!(outcome(&vision.before), (Some(1.0), 0, 244.0 / 60.0));
+        assert_eq!(outcome(&research.after), (Some(0.0), 0, 8.0));
+        assert_eq!(outcome(&vision.after), (Some(0.0), 0, 4.0));
         assert!(research.before.unserved_inference_pct.is_none());
     }
 

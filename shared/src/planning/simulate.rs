@@ -135,9 +135,6 @@ pub struct TeamStats {
     pub preemptions_caused_by_scale_up: u64,
     /// The most GPUs held above nominal quota at any minute, over all flavors.
     pub peak_borrowed_gpus: u32,
-    /// GPU-minutes held above nominal quota (what Kueue counts as borrowed), over all flavors.
-    #[serde(default)]
-    pub borrowed_gpu_minutes: f64,
     /// The most GPUs held above nominal + borrowing limit (0 when Kueue's rule held).
     pub peak_over_limit_gpus: u32,
     /// Admitted GPU-minutes on nodes (not Pending) ÷ the team's nominal quota (the fleet, for
@@ -328,7 +325,6 @@ fn empty_stats(team: &str) -> TeamStats {
         flapping_cycles: 0,
         preemptions_caused_by_scale_up: 0,
         peak_borrowed_gpus: 0,
-        borrowed_gpu_minutes: 0.0,
         peak_over_limit_gpus: 0,
         allocated_pct: None,
         busy_pct: None,
@@ -351,10 +347,6 @@ struct Held {
     replica: u64,
     /// This week's arrivals' work left at its end.
     unfinished: u64,
-    /// Held above nominal quota; `borrowing` slices are, since `borrowing_since`.
-    borrowed: u64,
-    borrowing: u64,
-    borrowing_since: u32,
 }
 
 impl Held {
@@ -366,16 +358,6 @@ impl Held {
         self.backlog += other.backlog;
         self.replica += other.replica;
         self.unfinished += other.unfinished;
-        self.borrowed += other.borrowed;
-    }
-
-    /// The team's usage of a flavor whose nominal quota is `nominal` goes from `before` to
-    /// `after` slices at `minute`: the borrowing held until now is counted.
-    pub(super) fn borrow(&mut self, nominal: u64, before: u64, after: u64, minute: u32) {
-        self.borrowed += self.borrowing * u64::from(minute - self.borrowing_since);
-        self.borrowing =
-            self.borrowing + after.saturating_sub(nominal) - before.saturating_sub(nominal);
-        self.borrowing_since = minute;
     }
 
     /// Sets `stats`' GPU-minutes from these.
@@ -387,7 +369,6 @@ impl Held {
         stats.backlog_gpu_minutes = gpus(self.backlog);
         stats.replica_gpu_minutes = gpus(self.replica);
         stats.unfinished_gpu_minutes = gpus(self.unfinished);
-        stats.borrowed_gpu_minutes = gpus(self.borrowed);
     }
 }
 

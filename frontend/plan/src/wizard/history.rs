@@ -13,7 +13,10 @@ use shared::{
 };
 use wasm_bindgen::JsValue;
 
-use gpufleet_web::api;
+use gpufleet_web::{
+    api,
+    js::{at, each, problems, text},
+};
 
 /// Starts from the scenario derived from what the fleet did on the days `from` to `to`,
 /// keeping where each figure came from in `derived` (as HTML).
@@ -62,14 +65,6 @@ fn sources_html(d: &JsValue) -> String {
     out + "</ul></details>"
 }
 
-fn problems(d: &JsValue) -> String {
-    let said: Vec<String> = each(d, "problems")
-        .iter()
-        .filter_map(|p| p.as_string())
-        .collect();
-    escape(&said.join("; "))
-}
-
 /// Replays the week of 7 days from `from` into `table` (as HTML), or says why not in `notice`.
 pub fn replay(from: String, table: RwSignal<String>, notice: RwSignal<Option<ApiError>>) {
     spawn_local(async move {
@@ -81,31 +76,6 @@ pub fn replay(from: String, table: RwSignal<String>, notice: RwSignal<Option<Api
             Err(err) => notice.set(Some(err)),
         }
     });
-}
-
-/// `value[key]` (`shared::planning::replay::Replay`'s fields, read as the browser parsed them).
-fn at(value: &JsValue, key: &str) -> JsValue {
-    js_sys::Reflect::get(value, &JsValue::from_str(key)).unwrap_or(JsValue::NULL)
-}
-
-/// `value[key]` as text, escaped for HTML.
-fn text(value: &JsValue, key: &str) -> String {
-    let v = at(value, key);
-    let t = v
-        .as_string()
-        .or_else(|| v.as_f64().map(|n| n.to_string()))
-        .unwrap_or_default();
-    escape(&t)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-fn each(value: &JsValue, key: &str) -> js_sys::Array {
-    js_sys::Array::from(&at(value, key))
 }
 
 /// The table as HTML, every text escaped: one node for the page to build, not one per cell.

@@ -412,20 +412,9 @@ impl Week {
         self.idle += idle;
     }
 
-    /// `team`'s usage of flavor `f` grows (`add`) or shrinks by `slices` at `minute`.
-    fn change_usage(&mut self, team: usize, f: usize, slices: u64, add: bool, minute: u32) {
-        let before = self.usage.team[team][f];
-        self.usage.change(&self.quotas, team, f, slices, add);
-        let after = self.usage.team[team][f];
-        self.held[team].borrow(self.quotas.nominal[team][f], before, after, minute);
-    }
-
     /// Closes the intervals still open at `minute` (the end of the week), and counts the work
     /// of this week's arrivals that is left.
     pub fn close(&mut self, minute: u32) {
-        for held in &mut self.held {
-            held.borrow(0, 0, 0, minute);
-        }
         // Finished jobs still in their places add nothing: not running, no work left.
         for job in 0..self.jobs.len() {
             if self.jobs[job].running {
@@ -586,9 +575,9 @@ impl Week {
             *ready_at = None;
             self.replica_changes += 1;
         }
-        let (team, f, slices, key) = (j.team, j.flavor, j.slices, (j.priority, j.admission, job));
-        self.change_usage(team, f, slices, true, minute);
-        self.running[team][f].push(key);
+        let (team, f, slices) = (j.team, j.flavor, j.slices);
+        self.usage.change(&self.quotas, team, f, slices, true);
+        self.running[team][f].push((j.priority, j.admission, job));
         // In the kube-scheduler's order: higher priority first, then admission.
         let jobs = &self.jobs;
         let at = self.unplaced[f].partition_point(|&o| jobs[o].priority >= jobs[job].priority);
@@ -702,11 +691,10 @@ impl Week {
         if j.is_replica() {
             self.replica_changes += 1;
         }
-        let (team, f, slices, placed) = (j.team, j.flavor, j.slices, j.placed);
-        let key = (j.priority, j.admission, job);
-        self.change_usage(team, f, slices, false, minute);
-        self.running[team][f].remove(key);
-        if placed {
+        let (team, f, slices) = (j.team, j.flavor, j.slices);
+        self.usage.change(&self.quotas, team, f, slices, false);
+        self.running[team][f].remove((j.priority, j.admission, job));
+        if j.placed {
             self.placed[f] -= slices;
         } else if let Some(at) = self.unplaced[f].iter().position(|&u| u == job) {
             self.unplaced[f].remove(at);
