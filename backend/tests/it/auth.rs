@@ -127,6 +127,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "approver admin",
     ),
     ("GET", "/quota/findings", "approver admin"),
+    (
+        "GET",
+        "/quota/teams/{team}/requests/{id}/what-if",
+        "approver admin",
+    ),
     ("GET", "/quota/audit", "approver finance admin"),
     ("GET", "/quota/audit.csv", "approver finance admin"),
     (

@@ -1560,6 +1560,81 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
     assert!(wait.p95_minutes >= 30 && wait.p95_minutes < 120, "{wait:?}");
     assert!(waiting.draft.is_some(), "{waiting:?}");
     demo_week_replayed(&rig, today).await;
+    search_request_what_if(&rig, &pool, today).await;
+}
+
+/// The what-if of the demo's pending request (search asks for 32 of the 64 H100s): search ran
+/// two 8-GPU one-hour jobs on h100-shared three days ago, where no team holds quota today.
+/// Kueue admits a ClusterQueue's work only within its nominal quota or by borrowing the
+/// cohort's unused nominal quota (Kueue's concepts, "Cohort"): there is none on h100-shared,
+/// so before the approval nothing of search's is admitted; after it both run at once, 2 × 8 ×
+/// 1 = 16 GPU-hours, waiting 0. Research (on its H200s) is the same before and after.
+async fn search_request_what_if(rig: &Rig, pool: &PgPool, today: shared::common::day::Day) {
+    use shared::planning::replay::WhatIf;
+    let created = (i64::from(today.plus(-3).days_since_epoch()) * 24 + 10) * 3_600_000;
+    let jobs: Vec<Value> = (0..2)
+        .map(|i| {
+            json!({
+                "uid": format!("search-what-if-{i}"), "namespace": "team-search", "name": format!("job-{i}"),
+                "local_queue": "search", "cluster_queue": "search", "priority": 0, "priority_class": null,
+                "pod_sets": [{"name": "main", "count": 1, "resources": {"nvidia.com/gpu": 8},
+                    "flavors": {"nvidia.com/gpu": "h100-shared"}}],
+                "created_at_ms": created, "quota_reserved_at_ms": created, "admitted_at_ms": created,
+                "evicted": null, "finished": {"at_ms": created + 3_600_000, "reason": "Succeeded", "detail": null},
+                "evictions": [], "problems": []
+            })
+        })
+        .collect();
+    cluster::db::record_workloads(pool, &Value::from(jobs).to_string(), created, false)
+        .await
+        .expect("search's history");
+    let pending: Vec<shared::quota::QuotaRequest> =
+        history(rig, "/api/quota/requests?state=submitted", &rig.alex)
+            .await
+            .json();
+    let id = pending
+        .iter()
+        .find(|r| r.team == "search")
+        .expect("search's request")
+        .id;
+    let path = format!("/api/quota/teams/search/requests/{id}/what-if");
+    let reply = history(rig, &path, &rig.alex).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let what_if: WhatIf = reply.json();
+    assert_eq!((what_if.weeks, what_if.from), (4, today.plus(-28)));
+    let team = |name: &str| {
+        what_if
+            .teams
+            .iter()
+            .find(|t| t.team == name)
+            .unwrap_or_else(|| panic!("{name}: {what_if:?}"))
+    };
+    let search = team("search");
+    assert_eq!(
+        (
+            search.before.wait_p95_minutes,
+            search.before.admitted_gpu_hours
+        ),
+        (None, 0.0)
+    );
+    assert_eq!(
+        (
+            search.after.wait_p95_minutes,
+            search.after.admitted_gpu_hours
+        ),
+        (Some(0.0), 16.0)
+    );
+    let research = team("research");
+    assert_eq!(research.before, research.after);
+    // Bad weeks, and who may ask.
+    let bad = history(rig, &format!("{path}?weeks=9"), &rig.alex).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let err: shared::ApiError = bad.json();
+    assert_eq!(err.fields[0].path, "weeks");
+    assert_eq!(
+        history(rig, &path, &rig.rita).await.status,
+        StatusCode::FORBIDDEN
+    );
 }
 
 /// Planned vs measured on the demo's last whole week: the measured side read by hand here from
