@@ -239,16 +239,7 @@ pub async fn measured(
     from: shared::common::day::Day,
     end: shared::common::day::Day,
 ) -> Result<FromHistory> {
-    let read = Read::of(state, from, end).await?;
-    let measured = read.measured();
-    let mut derivation = Derivation::new(&measured);
-    let truncated =
-        cluster::history::each_in_window(state, from, end, MAX_DERIVED_WORKLOADS, |e| {
-            derivation.add(e)
-        })
-        .await?;
-    let mut derived = derivation.finish();
-    say_truncated(truncated, &mut derived.problems);
+    let (_, derived, ()) = derive(state, (from, end), |_| (), |(), _| {}).await?;
     Ok(derived)
 }
 
@@ -265,22 +256,13 @@ async fn replay(
 /// [`replay`]'s work, for the API and the CLI: the week and the one before it are read a page
 /// at a time, and the week is replayed on the compute pool (bounded by its deadline).
 pub async fn replayed(state: &AppState, from: shared::common::day::Day) -> Result<Replay> {
-    let (start, end) = replay::window(from);
-    let read = Read::of(state, start, end).await?;
-    let (derived, replayer) = {
-        let measured = read.measured();
-        let mut derivation = Derivation::new(&measured);
-        let mut replayer = Replayer::new(from, &read.world);
-        let truncated =
-            cluster::history::each_in_window(state, start, end, MAX_DERIVED_WORKLOADS, |e| {
-                derivation.add(e);
-                replayer.add(e);
-            })
-            .await?;
-        let mut derived = derivation.finish();
-        say_truncated(truncated, &mut derived.problems);
-        (derived, replayer)
-    };
+    let (read, derived, replayer) = derive(
+        state,
+        replay::window(from),
+        |world| Replayer::new(from, world),
+        Replayer::add,
+    )
+    .await?;
     let mut replay = state
         .work
         .compute
@@ -302,21 +284,13 @@ pub async fn what_if(
     weeks: u32,
 ) -> Result<replay::WhatIf> {
     let (first, start, end) = replay::what_if_window(weeks, clock::today());
-    let read = Read::of(state, start, end).await?;
-    let (derived, run) = {
-        let measured = read.measured();
-        let mut derivation = Derivation::new(&measured);
-        let mut run = replay::WhatIfRun::new(first, weeks, &read.world);
-        let truncated =
-            cluster::history::each_in_window(state, start, end, MAX_DERIVED_WORKLOADS, |e| {
-                derivation.add(e);
-                run.add(e);
-            })
-            .await?;
-        let mut derived = derivation.finish();
-        say_truncated(truncated, &mut derived.problems);
-        (derived, run)
-    };
+    let (_, derived, run) = derive(
+        state,
+        (start, end),
+        |world| replay::WhatIfRun::new(first, weeks, world),
+        replay::WhatIfRun::add,
+    )
+    .await?;
     let team = team.to_owned();
     let mut what_if = state
         .work
@@ -328,6 +302,30 @@ pub async fn what_if(
         what_if.problems.insert(0, why);
     }
     Ok(what_if)
+}
+
+/// The days `from` to `end` read once, a page at a time: what the derivation reads besides the
+/// Workloads, the scenario derived from them, and `sink` (made from the quotas' world) fed each
+/// Workload too.
+async fn derive<S>(
+    state: &AppState,
+    (from, end): (shared::common::day::Day, shared::common::day::Day),
+    make: impl FnOnce(&QuotaWorld) -> S,
+    add: impl Fn(&mut S, &shared::cluster::workload::HistoryEntry),
+) -> Result<(Read, FromHistory, S)> {
+    let read = Read::of(state, from, end).await?;
+    let mut sink = make(&read.world);
+    let measured = read.measured();
+    let mut derivation = Derivation::new(&measured);
+    let truncated =
+        cluster::history::each_in_window(state, from, end, MAX_DERIVED_WORKLOADS, |e| {
+            derivation.add(e);
+            add(&mut sink, e);
+        })
+        .await?;
+    let mut derived = derivation.finish();
+    say_truncated(truncated, &mut derived.problems);
+    Ok((read, derived, sink))
 }
 
 fn say_truncated(truncated: bool, problems: &mut Vec<String>) {

@@ -230,6 +230,17 @@ pub(super) enum Start {
 }
 
 impl Plan {
+    /// No jobs yet, for `teams` teams.
+    fn empty(teams: usize) -> Self {
+        Plan {
+            classes: Vec::new(),
+            arrivals: vec![Vec::new(); MINUTES_PER_WEEK as usize],
+            autoscalers: Vec::new(),
+            wanted: vec![(0.0, 0.0); teams],
+            drawn: 0,
+        }
+    }
+
     /// The job `arrival` stands for, arriving at `minute`.
     pub fn job(&self, arrival: &Arrival, minute: u32) -> Job {
         let mut job = self.classes[usize::from(arrival.class)].clone();
@@ -259,13 +270,7 @@ pub(super) fn plan(scenario: &Scenario, isolation: &IsolationPlan) -> Plan {
             .unwrap_or(0)
     };
     let mut rng = Rng::new(scenario.seed);
-    let mut plan = Plan {
-        classes: Vec::new(),
-        arrivals: vec![Vec::new(); MINUTES_PER_WEEK as usize],
-        autoscalers: Vec::new(),
-        wanted: vec![(0.0, 0.0); scenario.teams.len()],
-        drawn: 0,
-    };
+    let mut plan = Plan::empty(scenario.teams.len());
     let classes = scenario
         .teams
         .iter()
@@ -394,13 +399,7 @@ pub(super) fn replay_plan(scenario: &Scenario, recorded: &[Recorded]) -> Option<
         .enumerate()
         .flat_map(|(team, t)| t.workloads.iter().map(move |w| (team, w)))
         .collect();
-    let mut plan = Plan {
-        classes: Vec::new(),
-        arrivals: vec![Vec::new(); MINUTES_PER_WEEK as usize],
-        autoscalers: Vec::new(),
-        wanted: vec![(0.0, 0.0); scenario.teams.len()],
-        drawn: 0,
-    };
+    let mut plan = Plan::empty(scenario.teams.len());
     let mut templates: BTreeMap<(usize, u32), u16> = BTreeMap::new();
     for r in recorded {
         let &(team, w) = workloads.get(r.class)?;
