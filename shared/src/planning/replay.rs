@@ -147,8 +147,9 @@ pub struct Replayer {
 /// One recorded Workload as the replay reads it.
 struct Job {
     team: usize,
-    /// The flavor Kueue admitted it on; None when never admitted.
-    flavor: Option<String>,
+    /// The flavor of each resource Kueue admitted it with (`podSetAssignments`), over its pod
+    /// sets: a launcher's CPU flavor beside its workers' GPU flavor; empty when never admitted.
+    flavors: Vec<(String, String)>,
     priority: i32,
     /// Its extended resources (`nvidia.com/gpu` …), summed over its pod sets.
     resources: Vec<(String, u64)>,
@@ -189,13 +190,12 @@ impl Replayer {
             self.left_out += 1;
             return;
         };
-        let flavor = w.admitted_at_ms.and_then(|_| {
-            w.pod_sets
-                .iter()
-                .flat_map(|s| s.flavors.values())
-                .next()
-                .cloned()
-        });
+        let flavors = w
+            .pod_sets
+            .iter()
+            .flat_map(|s| s.flavors.iter())
+            .map(|(resource, flavor)| (resource.clone(), flavor.clone()))
+            .collect();
         let evictions_in_week = entry
             .evictions_seen
             .iter()
@@ -203,7 +203,7 @@ impl Replayer {
             .count() as u64;
         self.jobs.push(Job {
             team,
-            flavor,
+            flavors,
             priority: w.priority,
             resources: w
                 .resources()
@@ -608,8 +608,8 @@ fn compare(team: &str, planned: &TeamStats, measured: &Measured) -> Comparison {
     }
 }
 
-/// The scenario's batch class of `job`: the one of its team on the flavor it was admitted on
-/// and of its priority; never admitted, its team's first of its priority (else its first).
+/// The scenario's batch class of `job`: the one of its team on the flavor of the whole GPUs it
+/// was admitted with and of its priority; never admitted, its team's first of its priority (else its first).
 fn class_of<'s>(
     scenario: &'s Scenario,
     job: &Job,
@@ -624,11 +624,20 @@ fn class_of<'s>(
             .clone()
             .filter(|(_, w)| w.kind != WorkloadKind::Inference)
     };
-    let found = match &job.flavor {
-        Some(flavor) => batch().find(|(_, w)| w.flavor == *flavor && w.priority == job.priority),
-        None => batch()
+    let found = if job.flavors.is_empty() {
+        batch()
             .find(|(_, w)| w.priority == job.priority)
-            .or_else(|| batch().next()),
+            .or_else(|| batch().next())
+    } else {
+        // The flavor of its whole GPUs: the one whose model's resource it was admitted with.
+        let gpu = |(resource, flavor): &&(String, String)| {
+            scenario
+                .accelerator(flavor)
+                .and_then(|a| a.model())
+                .is_some_and(|m| m.resource == *resource)
+        };
+        let (_, flavor) = job.flavors.iter().find(gpu)?;
+        batch().find(|(_, w)| w.flavor == *flavor && w.priority == job.priority)
     }?;
     Some((before + found.0, found.1))
 }
@@ -958,6 +967,27 @@ mod tests {
         assert_eq!(outcome(&research.after), (Some(0.0), 0, 8.0));
         assert_eq!(outcome(&vision.after), (Some(0.0), 0, 4.0));
         assert!(research.before.unserved_inference_pct.is_none());
+    }
+
+    /// A job of two pod sets, a launcher on the CPU flavor `default` listed first and 8 workers
+    /// of one H100 each (as Kueue's `podSetAssignments` name a flavor per resource), is replayed
+    /// on its GPUs' flavor: 8 GPUs for an hour, 8 GPU-hours on both sides.
+    #[test]
+    fn a_job_is_replayed_on_the_flavor_of_its_gpus() {
+        let world = world(8, &[("research", 8)]);
+        let mut job = recorded("research", 8, 0, 0, 60);
+        job.workload.pod_sets = serde_json::from_value(json!([
+            {"name": "launcher", "count": 1, "resources": {"cpu": 1}, "flavors": {"cpu": "default"}},
+            {"name": "worker", "count": 8, "resources": {"nvidia.com/gpu": 8},
+                "flavors": {"nvidia.com/gpu": "h100"}}]))
+        .expect("pod sets");
+        let r = replay(&world, &usage("research", 1, 2), &[job]);
+        assert_eq!(r.workloads, 1, "{:?}", r.problems);
+        let research = &r.teams[0];
+        assert_eq!(
+            figure(research, Figure::AdmittedGpuHours),
+            (Some(8.0), Some(8.0))
+        );
     }
 
     #[test]
