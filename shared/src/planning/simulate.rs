@@ -168,7 +168,8 @@ pub fn simulate_until(
     isolation: &IsolationPlan,
     stop: &dyn Interrupt,
 ) -> Result<Simulation, Interrupted> {
-    run(scenario, job::plan(scenario, isolation), stop).map(|(simulation, _)| simulation)
+    let (week, autoscalers) = run(scenario, job::plan(scenario, isolation), stop)?;
+    Ok(sum_up(week, &autoscalers))
 }
 
 /// The week of `recorded` batch jobs (a recorded week's Workloads) under `scenario`'s fleet and
@@ -189,18 +190,20 @@ pub(crate) fn replay_keeping_waits(
     recorded: &[Recorded],
     stop: &dyn Interrupt,
 ) -> Result<Option<(Simulation, Vec<Waits>)>, Interrupted> {
-    match job::replay_plan(scenario, recorded) {
-        Some(plan) => run(scenario, plan, stop).map(Some),
-        None => Ok(None),
-    }
+    let Some(plan) = job::replay_plan(scenario, recorded) else {
+        return Ok(None);
+    };
+    let (week, autoscalers) = run(scenario, plan, stop)?;
+    let waits = week.waits.clone();
+    Ok(Some((sum_up(week, &autoscalers), waits)))
 }
 
-/// The week of `plan`'s jobs and autoscalers, and each team's admission waits.
+/// The week of `plan`'s jobs and autoscalers, run to its end.
 fn run(
     scenario: &Scenario,
     mut plan: job::Plan,
     stop: &dyn Interrupt,
-) -> Result<(Simulation, Vec<Waits>), Interrupted> {
+) -> Result<(Week, Vec<autoscale::Autoscaler>), Interrupted> {
     let mut autoscalers = std::mem::take(&mut plan.autoscalers);
     let stats = scenario
         .teams
@@ -230,8 +233,7 @@ fn run(
         week.count_idle();
     }
     week.close(MINUTES_PER_WEEK);
-    let waits = week.waits.clone();
-    Ok((sum_up(week, &autoscalers), waits))
+    Ok((week, autoscalers))
 }
 
 /// Per-team and total figures of the finished week.
