@@ -141,7 +141,7 @@ async fn main() {
     })
     .unwrap();
     let probe = Window::new(from, from + MINUTE_MS).unwrap();
-    while prom.samples("up", probe, 0).await.is_err() {
+    while prom.gauge_samples("up", probe).await.is_err() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 

@@ -261,11 +261,11 @@ async fn read_and_store(
         Source::Kueue => {
             let lookback = settings.counter_lookback_ms;
             let (usage, nominal, waits, pending, evicted) = tokio::try_join!(
-                prom.samples(KUEUE_USAGE, window, 0),
-                prom.samples(KUEUE_NOMINAL, window, 0),
-                prom.samples(queues::ADMISSION_WAIT_BUCKET, window, lookback),
-                prom.samples(queues::PENDING, window, 0),
-                prom.samples(queues::EVICTED, window, lookback),
+                prom.gauge_samples(KUEUE_USAGE, window),
+                prom.gauge_samples(KUEUE_NOMINAL, window),
+                prom.counter_samples(queues::ADMISSION_WAIT_BUCKET, window, lookback),
+                prom.gauge_samples(queues::PENDING, window),
+                prom.counter_samples(queues::EVICTED, window, lookback),
             )?;
             for part in [&usage, &nominal, &waits, &pending, &evicted] {
                 count(part, &mut landed);
@@ -275,8 +275,8 @@ async fn read_and_store(
             let lending = model::lending_minutes(&usage, &nominal, window, &who.owners, &mut rows);
             if usage.is_empty() {
                 let (requests, phases) = tokio::try_join!(
-                    prom.samples(KSM_REQUESTS, window, 0),
-                    prom.samples(KSM_RUNNING, window, 0),
+                    prom.gauge_samples(KSM_REQUESTS, window),
+                    prom.gauge_samples(KSM_RUNNING, window),
                 )?;
                 count(&requests, &mut landed);
                 count(&phases, &mut landed);
@@ -298,9 +298,9 @@ async fn read_and_store(
                 let selectors =
                     [GPU_UTIL, GR_ENGINE_ACTIVE, FB_USED].map(|m| format!("{m}{shard}"));
                 let (util, engine, fb) = tokio::try_join!(
-                    prom.samples(&selectors[0], window, 0),
-                    prom.samples(&selectors[1], window, 0),
-                    prom.samples(&selectors[2], window, 0),
+                    prom.gauge_samples(&selectors[0], window),
+                    prom.gauge_samples(&selectors[1], window),
+                    prom.gauge_samples(&selectors[2], window),
                 )?;
                 for part in [&util, &engine, &fb] {
                     count(part, &mut landed);
@@ -342,12 +342,12 @@ async fn read_and_store(
         Source::Vllm => {
             let lookback = settings.counter_lookback_ms;
             let (prompt, generation, prefill, decode, ttft, queue) = tokio::try_join!(
-                prom.samples(PROMPT_TOKENS, window, lookback),
-                prom.samples(GENERATION_TOKENS, window, lookback),
-                prom.samples(PREFILL_SECONDS, window, lookback),
-                prom.samples(DECODE_SECONDS, window, lookback),
-                prom.samples(Latency::Ttft.metric(), window, lookback),
-                prom.samples(Latency::Queue.metric(), window, lookback),
+                prom.counter_samples(PROMPT_TOKENS, window, lookback),
+                prom.counter_samples(GENERATION_TOKENS, window, lookback),
+                prom.counter_samples(PREFILL_SECONDS, window, lookback),
+                prom.counter_samples(DECODE_SECONDS, window, lookback),
+                prom.counter_samples(Latency::Ttft.metric(), window, lookback),
+                prom.counter_samples(Latency::Queue.metric(), window, lookback),
             )?;
             for part in [&prompt, &generation, &prefill, &decode, &ttft, &queue] {
                 count(part, &mut landed);

@@ -15,9 +15,12 @@
 //! - values are read from Prometheus's decimal text, not through floating point; time is kept
 //!   in integer GPU-microseconds, each row's total rounded once (half up) from an exact sum kept
 //!   to 10⁻⁶ µs;
-//! - counters: the increase between consecutive samples of one series belongs to the later
-//!   sample's minute; a fall is a reset (the restarted counter's value is the increase), never
-//!   a negative.
+//! - counters: a sample reports what was counted up to its timestamp, so the increase between
+//!   consecutive samples belongs to the minute holding the instant just before the later one
+//!   (`(m, m + 60 s]`): the increase over the 23:59 sample of one stamped 00:00 is the earlier
+//!   day's, as Prometheus's `increase(x[1d])` evaluated at the day's end counts it, and a window
+//!   `[from, to)` holds the increases of the samples in `(from, to]`. A fall is a reset (the
+//!   restarted counter's value is the increase), never a negative.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,6 +91,11 @@ impl Window {
 
     pub fn holds(self, at_ms: i64) -> bool {
         (self.from_ms..self.to_ms).contains(&at_ms)
+    }
+
+    /// Whether a counter sample stamped `at_ms` reports time inside: `(from, to]`.
+    pub fn holds_counted_up_to(self, at_ms: i64) -> bool {
+        self.holds(at_ms - 1)
     }
 
     pub fn minutes(self) -> i64 {
@@ -738,12 +746,13 @@ pub struct Served<'a> {
     pub decode_seconds: &'a [Series],
 }
 
-/// A counter series' increases inside `window`, each with the minute of the later sample: the
-/// difference of consecutive samples, or after a fall (a restart) the new value.
+/// A counter series' increases inside `window`, each with the minute it was counted in (the one
+/// holding the instant before the later sample): the difference of consecutive samples, or after
+/// a fall (a restart) the new value.
 fn increases(samples: &[Sample], window: Window) -> impl Iterator<Item = (i64, i64)> + '_ {
     samples
         .windows(2)
-        .filter(move |pair| window.holds(pair[1].at_ms))
+        .filter(move |pair| window.holds_counted_up_to(pair[1].at_ms))
         .map(|pair| {
             let (before, after) = (pair[0], pair[1]);
             let increase = if after.micro >= before.micro {
@@ -751,13 +760,13 @@ fn increases(samples: &[Sample], window: Window) -> impl Iterator<Item = (i64, i
             } else {
                 after.micro
             };
-            (crate::common::utc::floor_minute(after.at_ms), increase)
+            (crate::common::utc::floor_minute(after.at_ms - 1), increase)
         })
 }
 
 /// The increase of each counter series per minute of the window. The series must reach back
 /// before the window (the backend asks for a lookback) so the first increase inside it has the
-/// sample before it.
+/// sample before it, and up to its end inclusive (the sample stamped `to` closes its last minute).
 pub fn token_minutes(served: &Served, window: Window) -> BTreeMap<TokenKey, Tokens> {
     let mut rows: BTreeMap<TokenKey, [i128; 4]> = BTreeMap::new();
     let counters = [

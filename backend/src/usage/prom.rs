@@ -2,8 +2,10 @@
 //! instant-style evaluation (which would answer for a vanished series for the whole lookback).
 //!
 //! `selector[d]` evaluated at `t` holds the samples in `[t - d, t]` in Prometheus 2.x and in
-//! `(t - d, t]` in 3.x; asking at `t = to - 1 ms` with `d = to - from + lookback` and keeping
-//! `[from, to)` (in `shared::usage`) counts every sample once on either.
+//! `(t - d, t]` in 3.x. A gauge's window is asked at `t = to - 1 ms` with `d = to - from` and
+//! `[from, to)` is kept; a counter's at `t = to` with `d = to - from + lookback`, keeping the
+//! increases of the samples in `(from, to]` (in `shared::usage`): every sample counts once on
+//! either version.
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
@@ -142,18 +144,38 @@ impl Prometheus {
         &self.base
     }
 
-    /// The raw samples of `selector` in `[from - lookback, to)` (a little more at the start:
-    /// callers keep what they need).
-    pub async fn samples(
+    /// A gauge's raw samples in `[from, to)` (a little more at the start: callers keep what
+    /// they need).
+    pub async fn gauge_samples(
+        &self,
+        selector: &str,
+        window: Window,
+    ) -> Result<Vec<Series>, PromError> {
+        self.range(selector, window.to_ms - window.from_ms, window.to_ms - 1)
+            .await
+    }
+
+    /// A counter's raw samples in `[from - lookback, to]`: the sample before the window's first
+    /// increase, and the one stamped `to`, which counts the window's last minute.
+    pub async fn counter_samples(
         &self,
         selector: &str,
         window: Window,
         lookback_ms: i64,
     ) -> Result<Vec<Series>, PromError> {
         let range_ms = window.to_ms - window.from_ms + lookback_ms;
-        let at = window.to_ms - 1;
+        self.range(selector, range_ms, window.to_ms).await
+    }
+
+    /// `selector[range]` evaluated at `at_ms`.
+    async fn range(
+        &self,
+        selector: &str,
+        range_ms: i64,
+        at_ms: i64,
+    ) -> Result<Vec<Series>, PromError> {
         let query = format!("{selector}[{range_ms}ms]");
-        let time = format!("{}.{:03}", at.div_euclid(1000), at.rem_euclid(1000));
+        let time = format!("{}.{:03}", at_ms.div_euclid(1000), at_ms.rem_euclid(1000));
         let body: String = form_urlencoded::Serializer::new(String::new())
             .append_pair("query", &query)
             .append_pair("time", &time)

@@ -185,7 +185,7 @@ impl PromServer {
         });
         let window = Window::new(60_000, 120_000).expect("window");
         loop {
-            match probe.samples("up", window, 0).await {
+            match probe.gauge_samples("up", window).await {
                 Ok(_) | Err(backend::usage::prom::PromError::Refused { .. }) => return,
                 Err(err) if started.elapsed() > Duration::from_secs(60) => {
                     let log = std::fs::read_to_string(self.dir.join("prometheus.log"))

@@ -1751,3 +1751,184 @@ async fn kueues_queue_metrics_give_the_waits_histogram_quantile_gives(pool: PgPo
     let reply = send(&router, request(Method::GET, &bad, Some(&finance), None)).await;
     assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
 }
+
+/// A counter scraped every minute over two days A and B, as (time, value): 1,000 at A 00:00,
+/// then +1 a minute, but +40 at B 00:00 (counted up to midnight: day A's), a restart at
+/// B 00:00:30 (5: its increase is 5), +4 at E 00:00 (the end, day B's) and +1,000 at E 00:01
+/// (after it). By hand: day A 1,439 + 40 = 1,479; day B 5 + 1,439 + 4 = 1,448; both 2,927 —
+/// what `increase(x[1d])` at each midnight and `increase(x[2d])` at the end say.
+fn midnight_counter(a: i64, scale: i64) -> Vec<(i64, i64)> {
+    let mut samples = vec![(a, 1_000)];
+    let mut value = 1_000;
+    for minute in 1..=2 * 1440 + 1 {
+        value += match minute {
+            1440 => 40,
+            2880 => 4,
+            2881 => 1_000,
+            _ => 1,
+        };
+        samples.push((a + minute * MINUTE_MS, value));
+        if minute == 1440 {
+            value = 5;
+            samples.push((a + minute * MINUTE_MS + 30 * SEC, value));
+        }
+    }
+    samples.into_iter().map(|(at, v)| (at, v * scale)).collect()
+}
+
+/// Issue 32, point 1: the increase over the 23:59 sample of one stamped 00:00 is the earlier
+/// day's. Tokens, prefill and decode time, and a latency histogram's buckets, ingested hour by
+/// hour as the continuous ingest does → each day's figures and the two days' statement equal
+/// Prometheus's own `increase()` over the day and over the period.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_counters_increase_belongs_to_the_day_before_the_sample_that_shows_it(pool: PgPool) {
+    use crate::common::{login, request, send, user};
+    use axum::http::{Method, StatusCode};
+    use shared::{accounts::Role, chargeback::Statement, common::day::Day};
+
+    fleet(&pool, false).await;
+    let today = now_ms() / (24 * HOUR_MS) * (24 * HOUR_MS);
+    let a = today - 3 * 24 * HOUR_MS;
+    let end = a + 2 * 24 * HOUR_MS;
+    let vllm = [
+        ("namespace", "team-search"),
+        ("model_name", "llama-8b"),
+        ("pod", "vllm-0"),
+    ];
+    let mut points = Vec::new();
+    // tokens as counted; seconds with three decimals (×0.001); histogram counts
+    for (metric, scale, extra) in [
+        ("vllm:prompt_tokens_total", 1, None),
+        ("vllm:generation_tokens_total", 2, None),
+        ("vllm:request_prefill_time_seconds_sum", 1, None),
+        ("vllm:request_decode_time_seconds_sum", 3, None),
+        ("vllm:time_to_first_token_seconds_bucket", 1, Some("0.5")),
+        ("vllm:time_to_first_token_seconds_bucket", 2, Some("+Inf")),
+    ] {
+        let mut labels = vllm.to_vec();
+        labels.extend(extra.map(|le| ("le", le)));
+        for (at, value) in midnight_counter(a, scale) {
+            let text = if metric.ends_with("seconds_sum") {
+                format!("{}.{:03}", value / 1000, value % 1000)
+            } else {
+                value.to_string()
+            };
+            points.push(point(metric, &labels, at, text));
+        }
+    }
+    let dir = scratch("midnight");
+    backfill(&dir, &points);
+    let prom = PromServer::start(&dir, &[]).await;
+    for hour in 0..48 {
+        let from = a + hour * HOUR_MS;
+        let window = Window::new(from, from + HOUR_MS).expect("window");
+        usage::ingest(&pool, &prom.client(), &settings(1), Source::Vllm, window)
+            .await
+            .expect("an hour of vLLM");
+    }
+
+    // Prometheus's own increase() over each day and over both
+    let increase = |expr: String, at_ms: i64| {
+        let url = prom.url.clone();
+        async move {
+            let answer = crate::common::prometheus::instant(&url, &expr, at_ms).await;
+            let text = answer["data"]["result"][0]["value"][1]
+                .as_str()
+                .unwrap_or_else(|| panic!("{expr}: {answer}"))
+                .to_owned();
+            // in millionths: Prometheus computes in floating point
+            (text.parse::<f64>().expect("a number") * 1e6).round() as i64
+        }
+    };
+    let days = [(a, "1d"), (a + 24 * HOUR_MS, "1d"), (a, "2d")];
+    let mut prometheus = Vec::new();
+    for (start, range) in days {
+        let at = if range == "2d" {
+            end
+        } else {
+            start + 24 * HOUR_MS
+        };
+        let mut figures = Vec::new();
+        for expr in [
+            "vllm:prompt_tokens_total",
+            "vllm:generation_tokens_total",
+            "vllm:request_prefill_time_seconds_sum",
+            "vllm:request_decode_time_seconds_sum",
+            r#"vllm:time_to_first_token_seconds_bucket{le="0.5"}"#,
+            r#"vllm:time_to_first_token_seconds_bucket{le="+Inf"}"#,
+        ] {
+            figures.push(increase(format!("increase({expr}[{range}])"), at).await);
+        }
+        prometheus.push(figures);
+    }
+    // by hand: 1,479, 1,448 and 2,927 of each series' scale (seconds in thousandths), in
+    // millionths
+    let million = 1_000_000;
+    assert_eq!(
+        prometheus,
+        [1_479, 1_448, 2_927].map(|n| vec![
+            n * million,
+            2 * n * million,
+            n * 1_000,
+            3 * n * 1_000,
+            n * million,
+            2 * n * million
+        ])
+    );
+
+    // what gpufleet stored, per day: tokens, prefill and decode µs, ttft buckets
+    let stored: Vec<(i64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+        "with t as (
+             select date_trunc('day', minute) as day, sum(prompt_tokens)::bigint as p,
+                    sum(generation_tokens)::bigint as g, sum(prefill_microseconds)::bigint as pf,
+                    sum(decode_microseconds)::bigint as dc
+             from usage_token_minutes group by 1),
+         l as (
+             select date_trunc('day', minute) as day, sum(ttft_counts[1])::bigint as le,
+                    sum(ttft_observations)::bigint as inf
+             from usage_latency_minutes group by 1)
+         select (extract(epoch from t.day) * 1000)::bigint, p, g, pf, dc, le, inf
+         from t join l using (day) order by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("stored days");
+    let per_day = |n: i64| (n, 2 * n, n * 1000, 3 * n * 1000, n, 2 * n);
+    let want: Vec<_> = [(a, 1_479), (a + 24 * HOUR_MS, 1_448)]
+        .map(|(day, n)| {
+            let (p, g, pf, dc, le, inf) = per_day(n);
+            (day, p, g, pf, dc, le, inf)
+        })
+        .to_vec();
+    assert_eq!(stored, want);
+    // the increase shown at 00:00 is counted in the earlier day's last minute
+    let last_minute: i64 = sqlx::query_scalar(
+        "select prompt_tokens from usage_token_minutes
+         where (extract(epoch from minute) * 1000)::bigint = $1",
+    )
+    .bind(a + 24 * HOUR_MS - MINUTE_MS)
+    .fetch_one(&pool)
+    .await
+    .expect("23:59");
+    assert_eq!(last_minute, 40);
+
+    // the two days' statement, each day's and the whole period's, as finance reads it
+    let router = crate::common::router(pool.clone());
+    user(&pool, "fin", &[Role::Finance], &[]).await;
+    let finance = login(&router, "fin", crate::common::PASSWORD).await;
+    let (first, last) = (
+        Day::of_unix_seconds(a / 1000),
+        Day::of_unix_seconds((end - 1) / 1000),
+    );
+    let uri = format!("/api/chargeback/statement?from={first}&to={last}&by=day");
+    let reply = send(&router, request(Method::GET, &uri, Some(&finance), None)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let statement: Statement = reply.json();
+    let tokens = |teams: &[shared::chargeback::TeamLine]| {
+        let search = teams.iter().find(|t| t.team == "search").expect("search");
+        (search.prompt_tokens, search.generation_tokens)
+    };
+    assert_eq!(tokens(&statement.teams), (2_927, 5_854));
+    let daily: Vec<_> = statement.days.iter().map(|d| tokens(&d.teams)).collect();
+    assert_eq!(daily, [(1_479, 2_958), (1_448, 2_896)]);
+}

@@ -489,7 +489,7 @@ fn requests_of_running_pods_stand_in_for_kueue() {
 }
 
 #[test]
-fn token_counters_survive_resets_and_count_increases_in_the_later_minute() {
+fn token_counters_survive_resets_and_count_increases_in_the_minute_they_were_counted_in() {
     let l = [
         ("namespace", "team-search"),
         ("model_name", "llama-8b"),
@@ -498,11 +498,13 @@ fn token_counters_survive_resets_and_count_increases_in_the_later_minute() {
     let prompt = [series(
         &l,
         &[
-            (T0 - 30 * SEC, "100"), // before the window: only the baseline
-            (T0 + 10 * SEC, "150"), // +50 in minute 0
-            (T0 + 40 * SEC, "30"),  // restarted: +30 in minute 0
-            (T0 + 70 * SEC, "50"),  // +20 in minute 1
-            (T0 + 2 * MIN, "90"),   // the window's end: not in it
+            (T0 - 30 * SEC, "70"),    // before the window: only the baseline
+            (T0, "100"),              // counted up to the window's start: +30 before it
+            (T0 + 10 * SEC, "150"),   // +50 in minute 0
+            (T0 + 40 * SEC, "30"),    // restarted: +30 in minute 0
+            (T0 + 70 * SEC, "50"),    // +20 in minute 1
+            (T0 + 2 * MIN, "90"),     // counted up to the window's end: +40 in minute 1
+            (T0 + 2 * MIN + 1, "95"), // after it: not in the window
         ],
     )];
     let generation = [series(&l, &[(T0 - 1, "0"), (T0 + 5 * SEC, "1000")])];
@@ -546,7 +548,7 @@ fn token_counters_survive_resets_and_count_increases_in_the_later_minute() {
             (
                 k(1),
                 Tokens {
-                    prompt: 20,
+                    prompt: 60,
                     generation: 0,
                     prefill_us: 250_000,
                     decode_us: 12_000_001,
