@@ -290,6 +290,14 @@ async fn read_and_store(
             Rows::Allocation(rows, lending, queue_rows)
         }
         Source::Dcgm => {
+            // what Kueue said each namespace held tells a device's flavor where its model does not
+            let kueue = prom.gauge_samples(KUEUE_USAGE, window).await?;
+            count(&kueue, &mut landed);
+            let flavors = model::DeviceFlavors::new(who.owners.flavors.clone()).held_by_kueue(
+                &kueue,
+                window,
+                &who.owners,
+            );
             let mut sums = DeviceSums::default();
             let mut pods: BTreeMap<neighbours::PodKey, neighbours::PodMinute> = BTreeMap::new();
             let mut attributed = false;
@@ -307,16 +315,9 @@ async fn read_and_store(
                     any |= !part.is_empty();
                     attributed |= part.iter().any(|s| !model::namespace(&s.labels).is_empty());
                 }
-                sums.add(model::device_sums(
-                    &util,
-                    &engine,
-                    &fb,
-                    window,
-                    &who.owners.flavors,
-                ));
+                sums.add(model::device_sums(&util, &engine, &fb, window, &flavors));
                 // a pod whose GPUs lie in several shards: its figures add up
-                for (key, row) in neighbours::cotenancy(&util, &engine, window, &who.owners.flavors)
-                {
+                for (key, row) in neighbours::cotenancy(&util, &engine, window, &flavors) {
                     pods.entry(key)
                         .and_modify(|p| {
                             p.neighbours += row.neighbours;

@@ -256,18 +256,80 @@ pub fn catalogue_model(product_name: &str) -> Option<&'static catalogue::Acceler
     }
 }
 
-/// The flavor of a DCGM series: its `flavor` label when a relabelling set one, else the one
-/// flavor of the series' model that is (or is not) split into MIG instances like the series.
-pub fn device_flavor<'a>(labels: &Labels, flavors: &'a [FlavorFacts]) -> Option<&'a FlavorFacts> {
-    if let Some(name) = labels.get("flavor") {
-        return flavors.iter().find(|f| &f.name == name);
+/// What tells a DCGM series' flavor ([`DeviceFlavors::of`]): the flavors, and what Kueue
+/// reported each namespace holding in the window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceFlavors {
+    pub flavors: Vec<FlavorFacts>,
+    /// (namespace, resource) → the flavors its ClusterQueue held that resource on.
+    pub held: BTreeMap<(String, String), BTreeSet<String>>,
+}
+
+impl DeviceFlavors {
+    pub fn new(flavors: Vec<FlavorFacts>) -> DeviceFlavors {
+        DeviceFlavors {
+            flavors,
+            held: BTreeMap::new(),
+        }
     }
-    let model = catalogue_model(labels.get("modelName")?)?;
-    let mig = labels.contains_key("GPU_I_PROFILE");
-    let mut matching = flavors
-        .iter()
-        .filter(|f| f.gpu_model == model.name && f.mig == mig);
-    match (matching.next(), matching.next()) {
+
+    /// Adds what Kueue's usage series ([`KUEUE_USAGE`]) say each team's namespace held in the
+    /// window (a sample above zero).
+    pub fn held_by_kueue(mut self, usage: &[Series], window: Window, owners: &Owners) -> Self {
+        for s in usage {
+            let get = |k: &str| s.labels.get(k).map_or("", String::as_str);
+            let (namespace, _) = owners.queue_row(get("cluster_queue"));
+            let held = s
+                .samples
+                .iter()
+                .any(|x| window.holds(x.at_ms) && x.micro > 0);
+            if held && !namespace.is_empty() {
+                self.held
+                    .entry((namespace, get("resource").to_owned()))
+                    .or_default()
+                    .insert(get("flavor").to_owned());
+            }
+        }
+        self
+    }
+
+    /// The flavor of a DCGM series: the first of these that names exactly one —
+    /// 1. its `flavor` label, when a relabelling set one;
+    /// 2. of its model's flavors, those Kueue reported the series' namespace holding the
+    ///    device's resource on (`nvidia.com/mig-<profile>` for a MIG instance, a whole-GPU
+    ///    resource for a card): one flavor may hold whole GPUs and MIG instances at once (nodes
+    ///    under the mixed MIG strategy, a GPU re-partitioned during the day);
+    /// 3. of its model's flavors, those split into MIG instances like the series (or not);
+    /// 4. its model's only flavor.
+    pub fn of(&self, labels: &Labels) -> Option<&FlavorFacts> {
+        if let Some(name) = labels.get("flavor") {
+            return self.flavors.iter().find(|f| &f.name == name);
+        }
+        let model = catalogue_model(labels.get("modelName")?)?;
+        let of_model = || self.flavors.iter().filter(|f| f.gpu_model == model.name);
+        let profile = labels.get("GPU_I_PROFILE");
+        let ns = namespace(labels);
+        let held_on = |f: &FlavorFacts| {
+            let holds = |resource: &str| {
+                self.held
+                    .get(&(ns.to_owned(), resource.to_owned()))
+                    .is_some_and(|flavors| flavors.contains(&f.name))
+            };
+            match profile {
+                Some(p) => holds(&format!("nvidia.com/mig-{p}")),
+                None => catalogue::device_resources().any(holds),
+            }
+        };
+        let mig = profile.is_some();
+        only(of_model().filter(|f| held_on(f)))
+            .or_else(|| only(of_model().filter(|f| f.mig == mig)))
+            .or_else(|| only(of_model()))
+    }
+}
+
+/// The one item, or `None` for none or several.
+fn only<T>(mut items: impl Iterator<Item = T>) -> Option<T> {
+    match (items.next(), items.next()) {
         (Some(one), None) => Some(one),
         _ => None,
     }
@@ -323,7 +385,7 @@ pub fn device_minutes(
     engine: &[Series],
     fb: &[Series],
     window: Window,
-    flavors: &[FlavorFacts],
+    flavors: &DeviceFlavors,
 ) -> BTreeMap<UsageKey, DeviceMinute> {
     device_sums(util, engine, fb, window, flavors).rows()
 }
@@ -335,7 +397,7 @@ pub fn device_sums(
     engine: &[Series],
     fb: &[Series],
     window: Window,
-    flavors: &[FlavorFacts],
+    flavors: &DeviceFlavors,
 ) -> DeviceSums {
     let mut devices: BTreeMap<(String, i64), DeviceSamples> = BTreeMap::new();
     for (series, kind) in [(util, Kind::Util), (engine, Kind::Engine), (fb, Kind::Fb)] {
@@ -346,7 +408,7 @@ pub fn device_sums(
                 Kind::Engine if mig_profile.is_none() => continue,
                 _ => {}
             }
-            let flavor = device_flavor(&s.labels, flavors);
+            let flavor = flavors.of(&s.labels);
             let share = match mig_profile {
                 None => (1, 1),
                 Some(profile) => {

@@ -1932,3 +1932,137 @@ async fn a_counters_increase_belongs_to_the_day_before_the_sample_that_shows_it(
     let daily: Vec<_> = statement.days.iter().map(|d| tokens(&d.teams)).collect();
     assert_eq!(daily, [(1_479, 2_958), (1_448, 2_896)]);
 }
+
+/// Issue 32, point 2: three hours of one node (`node-m`) in flavor `h100-shared`, scraped every
+/// 30 s: GPUs 0 and 1 whole, research's, 50% busy; GPU 2 whole and search's, 100% busy, in
+/// hour 0, then split into seven `1g.10gb` instances, all search's, at 0.7 engine-active in
+/// hours 1-2. Kueue reports research 2 `nvidia.com/gpu`, search 1 `nvidia.com/gpu` then 7
+/// `nvidia.com/mig-1g.10gb`, all on `h100-shared` (one ResourceFlavor covering both resources).
+/// The demo's `h100-mig` flavor (the same model, split) is priced at $20.00 so a misplaced
+/// instance shows in the cost. By hand, at h100-shared's $8.60 a GPU-hour:
+/// - research: allocated 2 × 3 = 6 GPU-h, busy 3, observed all: $51.60 by allocation, $25.80 by use;
+/// - search: allocated 1 + 2 × 7 × 1/7 = 3 GPU-h, busy 1 + 2 × 7 × 0.7 × 1/7 = 2.4, observed all:
+///   $25.80 by allocation, $20.64 by use.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn mig_instances_inside_a_flavor_of_whole_gpus_are_priced_and_observed_there(pool: PgPool) {
+    use crate::common::{login, request, send, user};
+    use axum::http::{Method, StatusCode};
+    use shared::{accounts::Role, chargeback::Statement, common::day::Day};
+
+    fleet(&pool, false).await;
+    backend::chargeback::db::set_rate(&pool, "h100-mig", Day::of_unix_seconds(0), 2_000, None)
+        .await
+        .expect("a rate")
+        .expect("the flavor");
+    let t0 = (now_ms() / HOUR_MS - 4) * HOUR_MS;
+    let h100 = "NVIDIA H100 80GB HBM3";
+    let uuid = |gpu: i64| format!("GPU-m{gpu}000000-0000-0000-0000-000000000000");
+    let owned = |ns: &str, pod: &str| vec![("namespace", ns.to_owned()), ("pod", pod.to_owned())];
+    let device = |gpu: i64, extra: Vec<(&str, String)>| {
+        let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        dcgm(&gpu.to_string(), &uuid(gpu), "node-m", h100, &extra)
+    };
+    let kueue = |cq: &str, resource: &str| {
+        vec![
+            ("cluster_queue".to_owned(), cq.to_owned()),
+            ("cohort".to_owned(), "gpufleet".to_owned()),
+            ("flavor".to_owned(), "h100-shared".to_owned()),
+            ("resource".to_owned(), resource.to_owned()),
+        ]
+    };
+    let mut points = Vec::new();
+    for k in 0..360 {
+        let ts = t0 + k * 30 * SEC;
+        let split = k >= 120;
+        for gpu in [0, 1] {
+            let labels = device(gpu, owned("team-research", &format!("train-{gpu}")));
+            points.push(at("DCGM_FI_DEV_GPU_UTIL", &labels, ts, 50));
+        }
+        if split {
+            for instance in 0..7 {
+                let mut extra = owned("team-search", &format!("small-{instance}"));
+                extra.push(("GPU_I_PROFILE", "1g.10gb".to_owned()));
+                extra.push(("GPU_I_ID", (7 + instance).to_string()));
+                points.push(at(
+                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                    &device(2, extra),
+                    ts,
+                    "0.7",
+                ));
+            }
+        } else {
+            let labels = device(2, owned("team-search", "serve-0"));
+            points.push(at("DCGM_FI_DEV_GPU_UTIL", &labels, ts, 100));
+        }
+        let usage = "kueue_cluster_queue_resource_usage";
+        points.push(at(usage, &kueue("research", "nvidia.com/gpu"), ts, 2));
+        points.push(at(
+            usage,
+            &kueue("search", "nvidia.com/gpu"),
+            ts,
+            u8::from(!split),
+        ));
+        let mig = if split { 7 } else { 0 };
+        points.push(at(
+            usage,
+            &kueue("search", "nvidia.com/mig-1g.10gb"),
+            ts,
+            mig,
+        ));
+    }
+    let dir = scratch("mixed-mig");
+    backfill(&dir, &points);
+    let prom = PromServer::start(&dir, &[]).await;
+    for hour in 0..3 {
+        let window = Window::new(t0 + hour * HOUR_MS, t0 + (hour + 1) * HOUR_MS).expect("window");
+        for source in [Source::Kueue, Source::Dcgm] {
+            usage::ingest(&pool, &prom.client(), &settings(16), source, window)
+                .await
+                .unwrap_or_else(|err| panic!("{}: {err}", source.name()));
+        }
+    }
+    let flavors: Vec<String> =
+        sqlx::query_scalar("select distinct flavor from usage_minutes order by 1")
+            .fetch_all(&pool)
+            .await
+            .expect("flavors");
+    assert_eq!(flavors, ["h100-shared"]);
+
+    let router = crate::common::router(pool.clone());
+    user(&pool, "fin", &[Role::Finance], &[]).await;
+    let finance = login(&router, "fin", crate::common::PASSWORD).await;
+    let (first, last) = (
+        Day::of_unix_seconds(t0 / 1000),
+        Day::of_unix_seconds((t0 + 3 * HOUR_MS - 1) / 1000),
+    );
+    let uri = format!("/api/chargeback/statement?from={first}&to={last}");
+    let reply = send(&router, request(Method::GET, &uri, Some(&finance), None)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let statement: Statement = reply.json();
+    let hours = |h: i128| h * 3_600_000_000 / 10;
+    let figures: Vec<_> = ["research", "search"]
+        .iter()
+        .map(|name| {
+            let t = statement
+                .teams
+                .iter()
+                .find(|t| t.team == *name)
+                .expect("team");
+            (
+                t.allocated_gpu_hours.microseconds(),
+                t.busy_gpu_hours.microseconds(),
+                t.unobserved_allocated_gpu_hours.microseconds(),
+                t.cost_by_allocation_cents,
+                t.cost_by_use_cents,
+            )
+        })
+        .collect();
+    // hours in tenths: 6.0, 3.0 and 3.0, 2.4
+    assert_eq!(
+        figures,
+        [
+            (hours(60), hours(30), 0, 5_160, 2_580),
+            (hours(30), hours(24), 0, 2_580, 2_064),
+        ]
+    );
+}

@@ -810,7 +810,12 @@ mod tests {
             })
             .collect();
         let window = Window::new(minute, minute + MINUTE_MS).expect("window");
-        let pods = neighbours::cotenancy(&[], &engine, window, &flavors);
+        let pods = neighbours::cotenancy(
+            &[],
+            &engine,
+            window,
+            &super::super::DeviceFlavors::new(flavors),
+        );
         let small = pods
             .iter()
             .find(|(k, _)| k.pod == "vllm-small-0")

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    FlavorFacts, GPU_US_PER_GPU_MINUTE, Labels, SCALE, Series, Window, device_flavor, div_round,
-    hostname, mig_share, namespace, unscale,
+    DeviceFlavors, GPU_US_PER_GPU_MINUTE, Labels, SCALE, Series, Window, div_round, hostname,
+    mig_share, namespace, unscale,
 };
 use crate::{
     common::utc::floor_minute,
@@ -250,7 +250,7 @@ pub fn cotenancy(
     util: &[Series],
     engine: &[Series],
     window: Window,
-    flavors: &[FlavorFacts],
+    flavors: &DeviceFlavors,
 ) -> BTreeMap<PodKey, PodMinute> {
     let uuid = |labels: &'_ Labels| -> String {
         let get = |k: &str| labels.get(k).map_or("", String::as_str);
@@ -285,7 +285,7 @@ pub fn cotenancy(
             if profile.is_some() != is_engine || !shared.contains(&uuid(&s.labels)) {
                 continue;
             }
-            let flavor = device_flavor(&s.labels, flavors);
+            let flavor = flavors.of(&s.labels);
             let share = match profile {
                 None => (1, 1),
                 Some(p) => mig_share(p, flavor.map(|f| f.gpu_model.as_str())),

@@ -102,7 +102,7 @@ fn a_whole_gpu_minute_is_its_mean_busy_ratio() {
         &h100("0", &[("namespace", "team-a")]),
         &[(T0, "80"), (T0 + 30 * SEC, "90")],
     )];
-    let rows = device_minutes(&util, &[], &[], window(1), &flavors());
+    let rows = device_minutes(&util, &[], &[], window(1), &DeviceFlavors::new(flavors()));
     // (80% + 90%) / 2 = 85% of one GPU-minute: 0.85 × 60,000,000 µs
     assert_eq!(
         rows,
@@ -147,7 +147,7 @@ fn a_gpu_that_changes_pods_within_a_minute_is_split_never_doubled() {
             ],
         ),
     ];
-    let rows = device_minutes(&util, &[], &fb, window(1), &flavors());
+    let rows = device_minutes(&util, &[], &fb, window(1), &DeviceFlavors::new(flavors()));
     // 4 samples: each is a quarter of the minute. team-a: 100% × 1/4 = 15 s busy, 15 s observed;
     // team-b: 0 busy, 45 s observed. Framebuffer: mean over 4 samples, split the same way:
     // team-a 4000/4 = 1000 MiB, team-b (1000 + 1000 + 2000)/4 = 1000 MiB.
@@ -183,7 +183,13 @@ fn a_mig_instance_counts_at_its_compute_share_of_the_gpu() {
     let engine = [series(&mig, &[(T0, "0.700000")])];
     // GPU_UTIL of a MIG instance is ignored (not reported per instance by DCGM)
     let util = [series(&mig, &[(T0, "100")])];
-    let rows = device_minutes(&util, &engine, &[], window(1), &flavors());
+    let rows = device_minutes(
+        &util,
+        &engine,
+        &[],
+        window(1),
+        &DeviceFlavors::new(flavors()),
+    );
     // H200: 7 compute slices; 1g → 1/7 GPU. busy 0.7 × 1/7 × 60 s = 6 s exactly;
     // observed 60 s / 7 = 8,571,428.57 µs → 8,571,429 (half up).
     assert_eq!(
@@ -217,7 +223,7 @@ fn samples_on_the_windows_edges_count_once_and_vanished_devices_stop() {
             (T0 + 2 * MIN, "100"), // the window's end: not in it
         ],
     )];
-    let rows = device_minutes(&util, &[], &[], window(2), &flavors());
+    let rows = device_minutes(&util, &[], &[], window(2), &DeviceFlavors::new(flavors()));
     // exported_namespace wins over the scrape target's namespace; the device's series ends at
     // minute 1 and nothing is carried into later minutes.
     assert_eq!(rows.len(), 2);
@@ -242,7 +248,7 @@ fn unassigned_devices_and_unknown_flavors_are_kept() {
         ],
         &[(T0, "10")],
     )];
-    let rows = device_minutes(&util, &[], &[], window(1), &flavors());
+    let rows = device_minutes(&util, &[], &[], window(1), &DeviceFlavors::new(flavors()));
     assert_eq!(rows[&key(0, "", "")].busy_gpu_us, 6_000_000);
 }
 
@@ -610,9 +616,9 @@ proptest! {
                 one
             })
             .collect();
-        let whole = device_minutes(&util, &[], &util, window(10), &flavors());
-        let first = device_minutes(&util, &[], &util, Window::new(T0, T0 + seam * MIN).expect("w"), &flavors());
-        let second = device_minutes(&util, &[], &util, Window::new(T0 + seam * MIN, T0 + 10 * MIN).expect("w"), &flavors());
+        let whole = device_minutes(&util, &[], &util, window(10), &DeviceFlavors::new(flavors()));
+        let first = device_minutes(&util, &[], &util, Window::new(T0, T0 + seam * MIN).expect("w"), &DeviceFlavors::new(flavors()));
+        let second = device_minutes(&util, &[], &util, Window::new(T0 + seam * MIN, T0 + 10 * MIN).expect("w"), &DeviceFlavors::new(flavors()));
         prop_assert_eq!(&whole, &merged(first, second));
         let served = Served { prompt: &util, decode_seconds: &util, ..Served::default() };
         let tokens = token_minutes(&served, window(10));
@@ -632,7 +638,91 @@ proptest! {
     fn constant_utilisation_is_exact_whatever_the_sample_count(util in 0u8..=100, n in 1i64..=60) {
         let samples: Vec<(i64, String)> = (0..n).map(|i| (T0 + i * (MIN / n), util.to_string())).collect();
         let samples: Vec<(i64, &str)> = samples.iter().map(|(t, v)| (*t, v.as_str())).collect();
-        let rows = device_minutes(&[s(&h100("0", &[("namespace", "team-a")]), &samples)], &[], &[], window(1), &flavors());
+        let rows = device_minutes(&[s(&h100("0", &[("namespace", "team-a")]), &samples)], &[], &[], window(1), &DeviceFlavors::new(flavors()));
         prop_assert_eq!(rows[&key(0, "team-a", "h100-shared")].busy_gpu_us, i64::from(util) * 600_000);
     }
+}
+
+/// Issue 32, point 2: one H100 of a node of whole GPUs split into `1g.10gb` instances, Kueue
+/// reporting `nvidia.com/gpu` and `nvidia.com/mig-1g.10gb` on the one flavor `h100-shared`
+/// (Kueue lets one ResourceFlavor cover both in a resource group), beside an `h100-mig` flavor
+/// of the same model. The instance is `h100-shared`'s, as Kueue says, not the MIG flavor's.
+#[test]
+fn a_mig_instance_lands_in_the_flavor_kueue_admitted_it_on() {
+    let mut both = flavors();
+    both.push(FlavorFacts {
+        name: "h100-mig".into(),
+        gpu_model: "H100-SXM5-80GB".into(),
+        mig: true,
+        sharing: None,
+    });
+    let owners = Owners {
+        cluster_queues: BTreeMap::from([("search".into(), "team-search".into())]),
+        flavors: both.clone(),
+    };
+    let kueue = |resource: &str, flavor: &str, value: &str| {
+        series(
+            &[
+                ("cluster_queue", "search"),
+                ("flavor", flavor),
+                ("resource", resource),
+            ],
+            &[(T0 + 10 * SEC, value)],
+        )
+    };
+    let instance = s(
+        &h100(
+            "3",
+            &[
+                ("namespace", "team-search"),
+                ("GPU_I_PROFILE", "1g.10gb"),
+                ("GPU_I_ID", "9"),
+            ],
+        ),
+        &[(T0 + 15 * SEC, "0.7")],
+    );
+    let usage = [
+        kueue("nvidia.com/gpu", "h100-shared", "2"),
+        kueue("nvidia.com/mig-1g.10gb", "h100-shared", "1"),
+        // quota reported on the MIG flavor, none of it held: no evidence
+        kueue("nvidia.com/mig-1g.10gb", "h100-mig", "0"),
+    ];
+    let told = DeviceFlavors::new(both.clone()).held_by_kueue(&usage, window(1), &owners);
+    let rows = device_minutes(&[], std::slice::from_ref(&instance), &[], window(1), &told);
+    // 0.7 × 1/7 of an H100's minute = 6 s busy of 8,571,428.57 µs observed
+    assert_eq!(
+        rows,
+        BTreeMap::from([(
+            key(0, "team-search", "h100-shared"),
+            DeviceMinute {
+                busy_gpu_us: 6_000_000,
+                observed_gpu_us: 8_571_429,
+                fb_used_mib: 0,
+            }
+        )])
+    );
+    // whole cards of the namespace follow Kueue's nvidia.com/gpu the same way
+    let card = h100("0", &[("namespace", "team-search")])
+        .into_iter()
+        .collect();
+    assert_eq!(told.of(&card).map(|f| f.name.as_str()), Some("h100-shared"));
+
+    // without Kueue's word: the flavor split like the device; with one flavor of the model,
+    // that one whatever its split; a relabelled `flavor` wins
+    let untold = DeviceFlavors::new(both);
+    assert_eq!(
+        untold.of(&instance.labels).map(|f| f.name.as_str()),
+        Some("h100-mig")
+    );
+    let one = DeviceFlavors::new(flavors());
+    assert_eq!(
+        one.of(&instance.labels).map(|f| f.name.as_str()),
+        Some("h100-shared")
+    );
+    let mut relabelled = instance.labels.clone();
+    relabelled.insert("flavor".into(), "h200-mig".into());
+    assert_eq!(
+        one.of(&relabelled).map(|f| f.name.as_str()),
+        Some("h200-mig")
+    );
 }

@@ -3,7 +3,10 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::{fleet::sharing::parse_sharing, usage::tests::series};
+use crate::{
+    fleet::sharing::parse_sharing,
+    usage::{DeviceFlavors, FlavorFacts, tests::series},
+};
 
 const T0: i64 = 1_796_000_400_000; // 2026-11-30T00:00:00Z
 const SEC: i64 = 1_000;
@@ -214,7 +217,7 @@ fn cotenants_are_the_other_pods_on_the_same_gpu() {
         series(&h100("1", ("chat", "vllm-2")), &[(at(10), "90")]),
     ];
     let window = Window::new(T0, T0 + MIN).expect("window");
-    let rows = cotenancy(&util, &engine, window, &flavors());
+    let rows = cotenancy(&util, &engine, window, &DeviceFlavors::new(flavors()));
     let key = |ns: &str, pod: &str| PodKey {
         minute_ms: T0,
         namespace: ns.into(),
@@ -262,7 +265,7 @@ fn a_shared_device_on_an_undeclared_flavor_says_shared() {
         series(&h100("0", ("b", "q")), &[(at(5), "50")]),
     ];
     let window = Window::new(T0, T0 + MIN).expect("window");
-    let rows = cotenancy(&util, &[], window, &unsaid);
+    let rows = cotenancy(&util, &[], window, &DeviceFlavors::new(unsaid));
     assert!(rows.values().all(|r| r.sharing.is_none()));
     assert_eq!(sharing_name(None), "shared");
     for m in Mechanism::ALL {
