@@ -3,7 +3,8 @@
 //! Prometheus (promtool), then ingested into a scratch database on `DATABASE_URL`'s server.
 //! Prints the samples read from Prometheus per second, the minute rows written per second,
 //! the hour's wall time per source, and one day's time projected from the hour (24 windows);
-//! then a month's statement from the rollups, and a day's noisy-neighbour report.
+//! then a month's statement from the rollups, the same month as FOCUS rows, and a day's
+//! noisy-neighbour report.
 //!
 //! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench ingest`
 //! (needs Debian's `prometheus` and `promtool`; takes a few minutes, most of it promtool).
@@ -206,6 +207,33 @@ async fn main() {
     times.sort();
     println!(
         "statement: November by day for {gpus} GPUs and {TEAMS} teams from the day rollups: median {:.0} ms, min {:.0} ms (5 runs)",
+        times[2].as_secs_f64() * 1000.0,
+        times[0].as_secs_f64() * 1000.0
+    );
+
+    // The same month as FinOps FOCUS rows (every team × flavor × day, with the idle shares),
+    // written as the API streams them.
+    let focus = shared::chargeback::StatementQuery {
+        from: Some("2026-11-01".into()),
+        to: Some("2026-11-30".into()),
+        format: Some("focus".into()),
+        ..Default::default()
+    }
+    .checked()
+    .unwrap();
+    let mut times = Vec::new();
+    let mut bytes = 0;
+    for _ in 0..5 {
+        let started = Instant::now();
+        bytes = backend::chargeback::written(&pool, &focus)
+            .await
+            .unwrap()
+            .len();
+        times.push(started.elapsed());
+    }
+    times.sort();
+    println!(
+        "FOCUS export: November for {gpus} GPUs and {TEAMS} teams ({bytes} bytes): median {:.0} ms, min {:.0} ms (5 runs)",
         times[2].as_secs_f64() * 1000.0,
         times[0].as_secs_f64() * 1000.0
     );

@@ -7,7 +7,7 @@ pub mod cli;
 pub mod db;
 pub mod statement;
 
-pub use statement::build;
+pub use statement::{build, written};
 
 use std::collections::BTreeSet;
 
@@ -24,8 +24,8 @@ use shared::{
     accounts::Role,
     audit::Kind,
     chargeback::{
-        self as model, ClosedMonth, Drill, DrillDay, IdleShare, NewRate, Period, Rate, Reopen,
-        StatementQuery, UsageDay,
+        self as model, ClosedMonth, Drill, DrillDay, Format, IdleShare, NewRate, Period, Rate,
+        Reopen, StatementQuery, UsageDay,
     },
     common::day::Day,
     common::interrupt::Interrupt,
@@ -247,10 +247,13 @@ async fn statement(
     Query(query): Query<StatementQuery>,
 ) -> Result<Response> {
     let mut period = query.checked().map_err(Error::Invalid)?;
-    period.csv |= headers
+    let csv_accepted = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/csv"));
+    if csv_accepted && period.format == Format::Json {
+        period.format = Format::Csv;
+    }
     let visible = if caller.has_any(READERS) {
         None
     } else if caller.teams.is_empty() {
@@ -265,19 +268,25 @@ async fn statement(
         Some(caller.teams.clone())
     };
     let body = stream_statement(&state, period, visible, deadline).await?;
-    Ok(if period.csv {
-        let name = format!(
-            "attachment; filename=\"gpufleet-statement-{}-{}.csv\"",
-            period.from,
-            period.to.plus(-1)
-        );
-        let head = [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
-            (header::CONTENT_DISPOSITION, name),
-        ];
-        (head, body).into_response()
-    } else {
-        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    let kind = match period.format {
+        Format::Json => None,
+        Format::Csv => Some("statement"),
+        Format::Focus(_) => Some("focus"),
+    };
+    Ok(match kind {
+        Some(kind) => {
+            let name = format!(
+                "attachment; filename=\"gpufleet-{kind}-{}-{}.csv\"",
+                period.from,
+                period.to.plus(-1)
+            );
+            let head = [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
+                (header::CONTENT_DISPOSITION, name),
+            ];
+            (head, body).into_response()
+        }
+        None => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
     })
 }
 

@@ -336,8 +336,20 @@ pub struct StatementQuery {
     /// Lending credit, 0 (default) to 100: the percentage of the rate borrowing teams pay the
     /// lending ones per GPU-hour lent.
     pub lend_credit: Option<String>,
-    /// `json` (default) or `csv`.
+    /// `json` (default), `csv` or `focus` (FinOps FOCUS 1.2 CSV, [`focus`]).
     pub format: Option<String>,
+    /// With `format=focus`: what a team's rows add up to, `use` (default: its charge) or
+    /// `allocation` (its cost by allocation).
+    pub basis: Option<String>,
+}
+
+/// How a statement is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Json,
+    Csv,
+    Focus(focus::Basis),
 }
 
 /// A checked [`StatementQuery`].
@@ -349,7 +361,7 @@ pub struct Period {
     pub by_day: bool,
     pub idle: IdleShare,
     pub lend_credit_pct: u8,
-    pub csv: bool,
+    pub format: Format,
 }
 
 /// The longest statement, in days.
@@ -398,12 +410,24 @@ impl StatementQuery {
                     0
                 }),
         };
-        let csv = match self.format.as_deref() {
-            None | Some("") | Some("json") => false,
-            Some("csv") => true,
-            Some(other) => {
-                bad("format", format!("{other:?}: json or csv"));
-                false
+        let basis = match self.basis.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(focus::Basis::parse(text).unwrap_or_else(|| {
+                bad("basis", format!("{text:?}: use or allocation"));
+                focus::Basis::default()
+            })),
+        };
+        let format = match (self.format.as_deref(), basis) {
+            (None | Some("") | Some("json"), None) => Format::Json,
+            (Some("csv"), None) => Format::Csv,
+            (Some("focus"), basis) => Format::Focus(basis.unwrap_or_default()),
+            (None | Some("") | Some("json") | Some("csv"), Some(_)) => {
+                bad("basis", "a basis is for format=focus".to_owned());
+                Format::Json
+            }
+            (Some(other), _) => {
+                bad("format", format!("{other:?}: json, csv or focus"));
+                Format::Json
             }
         };
         let end = match (from, to) {
@@ -417,7 +441,7 @@ impl StatementQuery {
                 by_day,
                 idle,
                 lend_credit_pct,
-                csv,
+                format,
             }),
             _ => Err(errors),
         }
@@ -1165,6 +1189,8 @@ fn field(text: &str) -> String {
         text
     }
 }
+
+pub mod focus;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,9 @@
 //! `gpufleet chargeback statement | neighbours | close | set-rate`.
 
-use shared::{chargeback::StatementQuery, common::day::Day};
+use shared::{
+    chargeback::{Format, StatementQuery},
+    common::day::Day,
+};
 
 use clap::{Args, Subcommand};
 
@@ -15,6 +18,7 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             idle_share,
             lend_credit_pct,
             format,
+            basis,
         } => {
             let query = StatementQuery {
                 from: Some(days.from),
@@ -23,6 +27,7 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
                 idle: Some(idle_share),
                 lend_credit: Some(lend_credit_pct),
                 format: Some(format),
+                basis,
             };
             statement(db, query).await
         }
@@ -37,16 +42,18 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
     }
 }
 
-/// `gpufleet chargeback statement`: JSON or CSV on stdout.
+/// `gpufleet chargeback statement`: JSON, CSV or FOCUS CSV on stdout (the CSVs as the API
+/// streams them).
 async fn statement(db: DbArgs, query: StatementQuery) -> Result<(), CliError> {
     let period = checked(&query)?;
     let pool = migrated_pool(&db).await?;
-    let statement = super::build(&pool, &period).await?;
-    let text = if period.csv {
-        shared::chargeback::csv(&statement)
-    } else {
+    let text = if period.format == Format::Json {
+        let statement = super::build(&pool, &period).await?;
         serde_json::to_string_pretty(&statement).map_err(|err| CliError::Failed(err.to_string()))?
             + "\n"
+    } else {
+        String::from_utf8(super::written(&pool, &period).await?)
+            .map_err(|err| CliError::Failed(err.to_string()))?
     };
     #[allow(clippy::print_stdout)]
     {
@@ -150,7 +157,7 @@ fn flag(path: &str) -> &str {
 
 #[derive(Debug, Subcommand)]
 pub enum ChargebackCommand {
-    /// Print a statement for whole UTC days (JSON, or CSV).
+    /// Print a statement for whole UTC days (JSON, CSV, or FinOps FOCUS 1.2 CSV).
     Statement {
         #[command(flatten)]
         db: DbArgs,
@@ -166,9 +173,13 @@ pub enum ChargebackCommand {
         /// per GPU-hour lent.
         #[arg(long, default_value = "0")]
         lend_credit_pct: String,
-        /// json or csv.
+        /// json, csv or focus.
         #[arg(long, default_value = "json")]
         format: String,
+        /// With --format focus: use (a team's rows add up to its charge) or allocation (its
+        /// cost by allocation).
+        #[arg(long)]
+        basis: Option<String>,
     },
     /// Print each inference service's latency (vLLM's TTFT and queue time, p95/p99) beside
     /// how its GPUs are shared and its co-tenants' load, flagged when latency degrades while a

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use shared::{
     FieldError,
     chargeback::{
-        self as model, CsvHead, DayFacts, DayStatement, FleetLine, Ledger, MAX_DAYS, Period, Rate,
-        Statement, Team, TeamLine, TokensDay, UsageDay,
+        self as model, CsvHead, DayFacts, DayStatement, FleetLine, Format, Ledger, MAX_DAYS,
+        Period, Rate, Statement, Team, TeamLine, TokensDay, UsageDay, focus::FocusHead,
     },
     common::day::Day,
     common::interrupt::Interrupt,
@@ -34,9 +34,10 @@ pub const MAX_DAY_LINES: i64 = 400_000;
 /// The rollups read at once: days per read × teams stays under this.
 const TEAM_DAYS_PER_READ: i64 = 50_000;
 
-/// Where a statement's pieces go, in order: each day's lines (when by day), then the period's.
+/// Where a statement's pieces go, in order: each day's lines (when by day, or for a FOCUS
+/// export) with what the day was made from, then the period's.
 pub trait Sink {
-    fn day(&mut self, day: &DayStatement) -> Result<()>;
+    fn day(&mut self, facts: &DayFacts, day: &DayStatement, teams: &[Team]) -> Result<()>;
     fn finish(&mut self, statement: &Statement) -> Result<()>;
 }
 
@@ -52,12 +53,18 @@ struct Prices {
     now_ms: i64,
 }
 
-/// Refuses a statement whose reading or writing would be too large, before any work.
-pub fn check_size(period: &Period, teams: usize, shown: usize) -> Result<()> {
+/// Refuses a statement whose reading or writing would be too large, before any work. A FOCUS
+/// export writes up to a row per flavor and three more (idle share, fee, credit) per team-day.
+pub fn check_size(period: &Period, teams: usize, shown: usize, flavors: usize) -> Result<()> {
     let days = i64::from(period.from.days_until(period.to));
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     let read = count(teams).saturating_mul(days);
-    let written = count(shown).saturating_mul(days);
+    let per_team_day = match period.format {
+        Format::Focus(_) => count(flavors).saturating_add(3),
+        _ => 1,
+    };
+    let shown = count(shown).saturating_mul(per_team_day);
+    let written = shown.saturating_mul(days);
     let too_big = |message: String| {
         Err(Error::Invalid(vec![FieldError {
             path: "to".into(),
@@ -70,13 +77,24 @@ pub fn check_size(period: &Period, teams: usize, shown: usize) -> Result<()> {
             "{days} days × {teams} teams = {read} team-days: a statement reads at most {MAX_TEAM_DAYS}; with {teams} teams ask for at most {most} days at a time"
         ));
     }
-    if period.by_day && written > MAX_DAY_LINES {
-        let most = (MAX_DAY_LINES / count(shown).max(1)).max(1);
+    if writes_days(period) && written > MAX_DAY_LINES {
+        let most = (MAX_DAY_LINES / shown.max(1)).max(1);
+        let instead = if period.by_day {
+            "by day, or leave out by=day"
+        } else {
+            "as FOCUS rows (a day each)"
+        };
         return too_big(format!(
-            "{days} days × {shown} teams = {written} lines by day: a statement by day writes at most {MAX_DAY_LINES}; ask for at most {most} days by day, or leave out by=day"
+            "{days} days × {shown} lines a day = {written} lines by day: a statement by day writes at most {MAX_DAY_LINES}; ask for at most {most} days {instead}"
         ));
     }
     Ok(())
+}
+
+/// Whether the statement's days are written: by day, or as FOCUS rows (a row's charge period
+/// is a day).
+fn writes_days(period: &Period) -> bool {
+    period.by_day || matches!(period.format, Format::Focus(_))
 }
 
 /// Makes the statement of `period` (only the `visible` teams' lines when given), handing its
@@ -97,6 +115,7 @@ pub fn make(
         period,
         prices.teams.len(),
         visible.map_or(prices.teams.len(), <[String]>::len),
+        prices.capacity.len(),
     )?;
     let mut ledger = Ledger::new(
         period.from,
@@ -118,8 +137,8 @@ pub fn make(
         stop,
         &mut |facts| {
             let day = ledger.add_day(facts);
-            if period.by_day {
-                sink.day(&day)
+            if writes_days(period) {
+                sink.day(facts, &day, &prices.teams)
             } else {
                 Ok(())
             }
@@ -177,6 +196,32 @@ pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
     .map_err(|err| Error::Internal(format!("the statement's job failed: {err}")))?
 }
 
+/// The statement as its [`Writer`] writes it (CSV or FOCUS CSV), in memory, for the CLI and
+/// tests (bounded like the API's).
+pub async fn written(pool: &PgPool, period: &Period) -> Result<Vec<u8>> {
+    let (rt, pool, period) = (Handle::current(), pool.clone(), *period);
+    tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let mut writer = Writer::new(&period, |piece: Vec<u8>| {
+            out.extend_from_slice(&piece);
+            Ok(())
+        });
+        make(
+            &rt,
+            &pool,
+            &period,
+            None,
+            &mut writer,
+            &shared::common::interrupt::Never,
+            crate::clock::now_ms(),
+        )?;
+        drop(writer);
+        Ok(out)
+    })
+    .await
+    .map_err(|err| Error::Internal(format!("the statement's job failed: {err}")))?
+}
+
 #[derive(Default)]
 struct Whole {
     days: Vec<DayStatement>,
@@ -184,7 +229,7 @@ struct Whole {
 }
 
 impl Sink for Whole {
-    fn day(&mut self, day: &DayStatement) -> Result<()> {
+    fn day(&mut self, _: &DayFacts, day: &DayStatement, _: &[Team]) -> Result<()> {
         self.days.push(day.clone());
         Ok(())
     }
@@ -398,15 +443,22 @@ fn by_day<T>(rows: Vec<T>, day: impl Fn(&T) -> Day) -> BTreeMap<Day, Vec<T>> {
     days
 }
 
-/// Writes a statement as JSON or CSV in pieces of about [`PIECE_BYTES`], handing each to
-/// `send` (a response body's channel): the days first, then the period's lines, so nothing
-/// but the piece being written is held. The JSON is the [`Statement`] object with `days`
-/// first; the CSV is [`model::csv`]'s.
+/// Writes a statement as JSON, CSV or FOCUS CSV in pieces of about [`PIECE_BYTES`], handing
+/// each to `send` (a response body's channel): the days first, then the period's lines, so
+/// nothing but the piece being written is held. The JSON is the [`Statement`] object with
+/// `days` first; the CSV is [`model::csv`]'s; the FOCUS CSV is [`model::focus`]'s rows, day by
+/// day.
 pub struct Writer<F: FnMut(Vec<u8>) -> Result<()>> {
-    csv: Option<CsvHead>,
+    format: Written,
     buf: Vec<u8>,
     wrote_days: bool,
     send: F,
+}
+
+enum Written {
+    Json,
+    Csv(CsvHead),
+    Focus(FocusHead),
 }
 
 /// About how much a [`Writer`] gathers before it sends.
@@ -414,19 +466,30 @@ pub const PIECE_BYTES: usize = 64 * 1024;
 
 impl<F: FnMut(Vec<u8>) -> Result<()>> Writer<F> {
     pub fn new(period: &Period, send: F) -> Self {
-        let csv = period.csv.then(|| CsvHead {
-            from: period.from,
-            to_inclusive: period.to.plus(-1),
-            idle: period.idle,
-            lend_credit_pct: period.lend_credit_pct,
-        });
-        let buf = match csv {
-            Some(_) => format!("{}\r\n", model::CSV_HEADER).into_bytes(),
-            None => Vec::new(),
+        let (format, head) = match period.format {
+            Format::Json => (Written::Json, String::new()),
+            Format::Csv => (
+                Written::Csv(CsvHead {
+                    from: period.from,
+                    to_inclusive: period.to.plus(-1),
+                    idle: period.idle,
+                    lend_credit_pct: period.lend_credit_pct,
+                }),
+                format!("{}\r\n", model::CSV_HEADER),
+            ),
+            Format::Focus(basis) => (
+                Written::Focus(FocusHead {
+                    from: period.from,
+                    to: period.to,
+                    basis,
+                    idle: period.idle,
+                }),
+                model::focus::header(),
+            ),
         };
         Writer {
-            csv,
-            buf,
+            format,
+            buf: head.into_bytes(),
             wrote_days: false,
             send,
         }
@@ -453,10 +516,18 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Writer<F> {
 }
 
 impl<F: FnMut(Vec<u8>) -> Result<()>> Sink for Writer<F> {
-    fn day(&mut self, day: &DayStatement) -> Result<()> {
-        match self.csv {
-            Some(head) => self.csv_block(head, Some(day.day), &day.teams, day.fleet.as_ref()),
-            None => {
+    fn day(&mut self, facts: &DayFacts, day: &DayStatement, teams: &[Team]) -> Result<()> {
+        match &self.format {
+            Written::Csv(head) => {
+                let head = *head;
+                self.csv_block(head, Some(day.day), &day.teams, day.fleet.as_ref());
+            }
+            Written::Focus(head) => {
+                let mut rows = String::new();
+                head.day_rows(&mut rows, facts, day, teams);
+                self.buf.extend_from_slice(rows.as_bytes());
+            }
+            Written::Json => {
                 self.buf.extend_from_slice(if self.wrote_days {
                     b","
                 } else {
@@ -470,9 +541,14 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Sink for Writer<F> {
     }
 
     fn finish(&mut self, statement: &Statement) -> Result<()> {
-        match self.csv {
-            Some(head) => self.csv_block(head, None, &statement.teams, statement.fleet.as_ref()),
-            None => {
+        match &self.format {
+            Written::Csv(head) => {
+                let head = *head;
+                self.csv_block(head, None, &statement.teams, statement.fleet.as_ref());
+            }
+            // a FOCUS row's charge period is a day: the period adds no rows
+            Written::Focus(_) => {}
+            Written::Json => {
                 // `statement` has no days: its object, opened after the days already written
                 let whole = json(statement)?;
                 let rest = if self.wrote_days {

@@ -784,3 +784,136 @@ async fn a_period_reaching_into_the_future_is_priced_up_to_now(pool: PgPool) {
         statement.notes
     );
 }
+
+/// FinOps FOCUS 1.2 from the API, on [`usage_day`]'s figures at the demo's rates (H100 860,
+/// RTX 414 cents a GPU-hour): by use, research's row is 144 busy GPU-hours = $1,238.40 and
+/// search's 12 = $49.68, then each team's idle share; by allocation 192 GPU-hours = $1,651.20
+/// and 48 = $198.72. Each team's rows add up to the statement's charge (by use) or its cost by
+/// allocation; a requester gets their own team's rows; a basis without FOCUS is refused.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_focus_export_adds_up_to_the_statement(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    user(&pool, "rita", &[Role::Requester], &["research"]).await;
+    usage_day(&pool).await;
+    let app = router(pool.clone());
+    let (fiona, rita) = (
+        login(&app, "fiona", PASSWORD).await,
+        login(&app, "rita", PASSWORD).await,
+    );
+    let path = "/api/chargeback/statement?from=2026-11-10&to=2026-11-10";
+    let statement: Statement = send(&app, request(Method::GET, path, Some(&fiona), None))
+        .await
+        .json();
+    let focus = |who, basis: &'static str| {
+        let app = app.clone();
+        async move {
+            let uri = format!("{path}&format=focus&basis={basis}");
+            let reply = send(&app, request(Method::GET, &uri, Some(who), None)).await;
+            assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+            assert_eq!(
+                reply.headers[axum::http::header::CONTENT_DISPOSITION],
+                "attachment; filename=\"gpufleet-focus-2026-11-10-2026-11-10.csv\""
+            );
+            reply.text()
+        }
+    };
+    // (team, category, cost, quantity) of each row; the CSV's fields hold no commas but Tags
+    let rows = |text: &str| -> Vec<(String, String, i64, String)> {
+        let lines: Vec<Vec<&str>> = text
+            .split("\r\n")
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split(',').collect())
+            .collect();
+        let at = |name: &str| {
+            lines[0]
+                .iter()
+                .position(|h| *h == name)
+                .unwrap_or_else(|| panic!("{name}"))
+        };
+        lines[1..]
+            .iter()
+            .map(|l| {
+                let cents = (l[at("BilledCost")].parse::<f64>().expect("cost") * 100.0).round();
+                (
+                    l[at("SubAccountName")].to_owned(),
+                    l[at("ChargeCategory")].to_owned(),
+                    cents as i64,
+                    l[at("PricingQuantity")].to_owned(),
+                )
+            })
+            .collect()
+    };
+    let by_use_text = focus(&fiona, "use").await;
+    let by_use = rows(&by_use_text);
+    // the CLI prints the same rows (use is the default basis)
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args([
+            "chargeback",
+            "statement",
+            "--from",
+            "2026-11-10",
+            "--to",
+            "2026-11-10",
+            "--format",
+            "focus",
+        ])
+        .env("DATABASE_URL", crate::common::database_url(&pool))
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("gpufleet");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), by_use_text);
+    let usage: Vec<_> = by_use.iter().filter(|r| r.1 == "Usage").cloned().collect();
+    assert_eq!(
+        usage,
+        [
+            (
+                "research".into(),
+                "Usage".into(),
+                123_840,
+                "144.000000".into()
+            ),
+            ("search".into(), "Usage".into(), 4_968, "12.000000".into()),
+        ]
+    );
+    let by_allocation = rows(&focus(&fiona, "allocation").await);
+    assert_eq!(
+        by_allocation,
+        [
+            (
+                "research".into(),
+                "Usage".into(),
+                165_120,
+                "192.000000".into()
+            ),
+            ("search".into(), "Usage".into(), 19_872, "48.000000".into()),
+        ]
+    );
+    for team in ["research", "search"] {
+        let sum = |rows: &[(String, String, i64, String)]| -> i64 {
+            rows.iter().filter(|r| r.0 == team).map(|r| r.2).sum()
+        };
+        let line = line(&statement, team);
+        assert_eq!(sum(&by_use), line.charge_cents, "{team}");
+        assert_eq!(sum(&by_allocation), line.cost_by_allocation_cents, "{team}");
+    }
+    let mine = rows(&focus(&rita, "use").await);
+    assert!(!mine.is_empty() && mine.iter().all(|r| r.0 == "research"));
+    let refused = send(
+        &app,
+        request(
+            Method::GET,
+            &format!("{path}&format=csv&basis=use"),
+            Some(&fiona),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(refused.text().contains("basis"), "{}", refused.text());
+}

@@ -127,12 +127,18 @@ fn ingest(usage: UsageHealth) -> impl IntoView {
     .into_any()
 }
 
-fn statement_path(from: &str, to: &str, idle: IdleShare, lend_credit: &str, csv: bool) -> String {
+/// The statement's path; `format` `json`, `csv` or `focus` (FinOps FOCUS CSV).
+fn statement_path(
+    from: &str,
+    to: &str,
+    idle: IdleShare,
+    lend_credit: &str,
+    format: &str,
+) -> String {
     format!(
-        "/api/chargeback/statement?from={from}&to={to}&idle={}&lend_credit={}{}",
+        "/api/chargeback/statement?from={from}&to={to}&idle={}&lend_credit={}&format={format}",
         idle.name(),
         js_sys::encode_uri_component(lend_credit),
-        if csv { "&format=csv" } else { "" }
     )
 }
 
@@ -161,7 +167,7 @@ fn Statements() -> impl IntoView {
             &to.get_untracked(),
             idle.get_untracked(),
             &lend_credit.get_untracked(),
-            false,
+            "json",
         );
         spawn_local(async move {
             show(&path, shown, failure).await;
@@ -223,7 +229,9 @@ fn Statements() -> impl IntoView {
                     load();
                 }>"Last month"</button>
             " " <a data-test="statement-csv" download=""
-                href=move || statement_path(&from.get(), &to.get(), idle.get(), &lend_credit.get(), true)>"Download CSV"</a>
+                href=move || statement_path(&from.get(), &to.get(), idle.get(), &lend_credit.get(), "csv")>"Download CSV"</a>
+            " " <a data-test="statement-focus" download="" title="FinOps FOCUS 1.2: each team's charge per flavor and day"
+                href=move || statement_path(&from.get(), &to.get(), idle.get(), &lend_credit.get(), "focus")>"FOCUS CSV"</a>
         </form>
         {move || failure.get().map(|error| view! { <ErrorBox error/> })}
         {move || shown.get().map(statement_view)}

@@ -382,6 +382,7 @@ fn queries_are_checked_field_by_field() {
         idle: Some(idle.into()),
         lend_credit: None,
         format: Some(format.into()),
+        basis: None,
     };
     assert_eq!(
         StatementQuery {
@@ -395,8 +396,34 @@ fn queries_are_checked_field_by_field() {
             by_day: true,
             idle: IdleShare::Use,
             lend_credit_pct: 25,
-            csv: true,
+            format: Format::Csv,
         })
+    );
+    // FOCUS takes a basis (use by default); the basis is for FOCUS alone
+    let focus = |basis: Option<&str>| StatementQuery {
+        basis: basis.map(String::from),
+        ..q("2026-11-01", "2026-11-30", "", "", "focus")
+    };
+    let format = |q: StatementQuery| q.checked().map(|p| p.format);
+    assert_eq!(format(focus(None)), Ok(Format::Focus(focus::Basis::Use)));
+    assert_eq!(
+        format(focus(Some("allocation"))),
+        Ok(Format::Focus(focus::Basis::Allocation))
+    );
+    let paths = |q: StatementQuery| -> Vec<String> {
+        q.checked()
+            .expect_err("refused")
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    };
+    assert_eq!(paths(focus(Some("charge"))), ["basis"]);
+    assert_eq!(
+        paths(StatementQuery {
+            basis: Some("use".into()),
+            ..q("2026-11-01", "2026-11-30", "", "", "csv")
+        }),
+        ["basis"]
     );
     let errors = StatementQuery {
         lend_credit: Some("101".into()),
