@@ -3,6 +3,7 @@
 //! the flavors' rates (`db.rs`). Finance, approvers and admins see every team and the fleet; a
 //! requester sees only their own teams' lines.
 
+pub mod budget;
 pub mod cli;
 pub mod db;
 pub mod statement;
@@ -77,6 +78,24 @@ pub fn api() -> Api {
             "/chargeback/months",
             Access::Roles(READERS),
             months,
+        )
+        .route(
+            Method::GET,
+            "/chargeback/budgets",
+            Access::SignedIn,
+            budget::list,
+        )
+        .route(
+            Method::PUT,
+            "/chargeback/budgets/{team}/{month}",
+            Access::Roles(budget::SETTERS),
+            budget::set,
+        )
+        .route(
+            Method::DELETE,
+            "/chargeback/budgets/{team}/{month}",
+            Access::Roles(budget::SETTERS),
+            budget::remove,
         )
         .route(
             Method::POST,

@@ -104,6 +104,10 @@ pub struct ServeArgs {
     pub cluster: ClusterArgs,
     #[command(flatten)]
     pub usage: UsageArgs,
+    /// Where budget alerts are POSTed as JSON (e.g. a Slack or Teams incoming webhook); unset:
+    /// alerts show in the console only.
+    #[arg(long, env = "GPUFLEET_BUDGET_WEBHOOK_URL", hide_env_values = true)]
+    pub budget_webhook_url: Option<String>,
 }
 
 /// Where GPU use is read from: a Prometheus scraping dcgm-exporter, Kueue and vLLM.

@@ -88,11 +88,25 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
     };
     let ingest = backend::usage::spawn(pool.clone(), usage);
     let live = backend::usage::live::spawn(pool.clone(), state.live.clone());
+    let webhook = args
+        .budget_webhook_url
+        .as_deref()
+        .map(|url| {
+            backend::chargeback::budget::Webhook::new(url, std::time::Duration::from_secs(10))
+        })
+        .transpose()
+        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    let budgets = backend::chargeback::budget::spawn(
+        pool.clone(),
+        webhook,
+        std::time::Duration::from_secs(60),
+    );
     let work = state.work.clone();
     let router = app(state, &settings);
     app::serve(listener, router, app::shutdown_signal(), work).await?;
     reconciler.abort();
     live.abort();
+    budgets.abort();
     for task in [ingest, exporter, recorder].into_iter().flatten() {
         task.abort();
     }

@@ -24,16 +24,19 @@ pub enum Kind {
     ClusterObject,
     /// A chargeback month closed or reopened.
     ChargebackMonth,
+    /// A team's monthly budget set or removed.
+    Budget,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::QuotaRequest,
         Kind::Flavor,
         Kind::TeamQueue,
         Kind::Inventory,
         Kind::ClusterObject,
         Kind::ChargebackMonth,
+        Kind::Budget,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +47,7 @@ impl Kind {
             Kind::Inventory => "inventory",
             Kind::ClusterObject => "cluster_object",
             Kind::ChargebackMonth => "chargeback_month",
+            Kind::Budget => "budget",
         }
     }
 

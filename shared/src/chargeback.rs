@@ -1190,6 +1190,7 @@ fn field(text: &str) -> String {
     }
 }
 
+pub mod budget;
 pub mod focus;
 
 #[cfg(test)]

@@ -39,7 +39,70 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             from,
             cents_per_gpu_hour,
         } => set_rate(db, flavor, from, cents_per_gpu_hour).await,
+        ChargebackCommand::Budgets { db, month } => budgets(db, month).await,
+        ChargebackCommand::SetBudget {
+            db,
+            team,
+            month,
+            cents,
+            gpu_hours,
+            basis,
+            thresholds_pct,
+        } => {
+            let new = shared::chargeback::budget::NewBudget {
+                limit_cents: cents,
+                limit_gpu_hours: gpu_hours,
+                basis,
+                thresholds_pct: (!thresholds_pct.is_empty()).then_some(thresholds_pct),
+            };
+            set_budget(db, team, month, new).await
+        }
     }
+}
+
+/// `gpufleet chargeback budgets`: the month's budgets with their burn, forecast and alerts,
+/// as JSON.
+async fn budgets(db: DbArgs, month: String) -> Result<(), CliError> {
+    let first = month_flag(&month)?;
+    let pool = migrated_pool(&db).await?;
+    let budgets = super::budget::read(&pool, first, crate::clock::now_ms()).await?;
+    let text =
+        serde_json::to_string_pretty(&budgets).map_err(|err| CliError::Failed(err.to_string()))?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+/// `gpufleet chargeback set-budget`: a team's budget for a month, audited.
+async fn set_budget(
+    db: DbArgs,
+    team: String,
+    month: String,
+    new: shared::chargeback::budget::NewBudget,
+) -> Result<(), CliError> {
+    let first = month_flag(&month)?;
+    let budget = new
+        .checked()
+        .map_err(|errors| CliError::Input(flags(&errors)))?;
+    let pool = migrated_pool(&db).await?;
+    super::budget::put(&pool, &team, first, &budget, Actor::Console)
+        .await
+        .map_err(|err| match err {
+            crate::error::Error::NotFound => CliError::Input(format!("no team named {team:?}")),
+            other => CliError::from(other),
+        })?;
+    eprintln!(
+        "{team}: {} for {month}",
+        shared::chargeback::budget::limit_key(&budget)
+    );
+    Ok(())
+}
+
+fn month_flag(month: &str) -> Result<Day, CliError> {
+    shared::chargeback::parse_month(month)
+        .ok_or_else(|| CliError::Input(format!("--month {month:?} is not a month written YYYY-MM")))
 }
 
 /// `gpufleet chargeback statement`: JSON, CSV or FOCUS CSV on stdout (the CSVs as the API
@@ -151,6 +214,9 @@ fn flag(path: &str) -> &str {
         "idle" => "idle-share",
         "by" => "by-day",
         "lend_credit" => "lend-credit-pct",
+        "limit_cents" => "cents",
+        "limit_gpu_hours" => "gpu-hours",
+        "thresholds_pct" => "thresholds-pct",
         other => other,
     }
 }
@@ -209,6 +275,35 @@ pub enum ChargebackCommand {
         /// Whole cents per GPU-hour.
         #[arg(long)]
         cents_per_gpu_hour: i64,
+    },
+    /// Print the month's budgets: each team's burn, forecast to the month's end and alerts
+    /// (JSON).
+    Budgets {
+        #[command(flatten)]
+        db: DbArgs,
+        /// YYYY-MM
+        #[arg(long)]
+        month: String,
+    },
+    /// Set a team's budget for a month, in cents or whole GPU-hours (audited).
+    SetBudget {
+        #[command(flatten)]
+        db: DbArgs,
+        team: String,
+        /// YYYY-MM
+        #[arg(long)]
+        month: String,
+        #[arg(long, conflicts_with = "gpu_hours")]
+        cents: Option<i64>,
+        #[arg(long)]
+        gpu_hours: Option<i64>,
+        /// allocation (default: cost by allocation, or allocated GPU-hours) or use (the
+        /// charge, or busy GPU-hours).
+        #[arg(long)]
+        basis: Option<String>,
+        /// Percentages of the limit that raise an alert (default 80,100).
+        #[arg(long, value_delimiter = ',')]
+        thresholds_pct: Vec<i64>,
     },
 }
 

@@ -68,8 +68,6 @@ impl PromError {
     }
 }
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
 #[derive(Clone)]
 pub struct Prometheus {
     base: String,
@@ -122,16 +120,7 @@ impl Prometheus {
             }
             (None, None) => None,
         };
-        let tls = tls_config(settings.ca_file.as_ref())?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(settings.timeout));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let client = https_client(settings.ca_file.as_ref(), settings.timeout)?;
         Ok(Prometheus {
             base,
             client,
@@ -239,6 +228,23 @@ impl Prometheus {
             }),
         }
     }
+}
+
+/// An HTTP/1 client for http:// and https:// (rustls; the system's CAs, or those of `ca_file`).
+pub type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// An [`HttpsClient`] that gives up connecting after `timeout`.
+pub fn https_client(ca_file: Option<&PathBuf>, timeout: Duration) -> Result<HttpsClient, String> {
+    let tls = tls_config(ca_file)?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 fn secret(value: &str) -> Result<HeaderValue, String> {

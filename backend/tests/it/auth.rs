@@ -174,6 +174,13 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("GET", "/chargeback/months", "approver finance admin"),
     ("POST", "/chargeback/months/{month}/close", "finance admin"),
     ("POST", "/chargeback/months/{month}/reopen", "admin"),
+    (
+        "GET",
+        "/chargeback/budgets",
+        "requester approver finance admin",
+    ),
+    ("PUT", "/chargeback/budgets/{team}/{month}", "finance admin"),
+    ("DELETE", "/chargeback/budgets/{team}/{month}", "finance admin"),
     ("GET", "/usage/stream", "requester approver finance admin"),
     ("GET", "/usage/queues", "approver finance admin"),
 ];

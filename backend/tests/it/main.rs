@@ -6,6 +6,7 @@ mod common;
 
 mod api;
 mod auth;
+mod budgets;
 mod chargeback;
 mod cli;
 mod cluster;

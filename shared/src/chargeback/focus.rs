@@ -215,9 +215,9 @@ impl FocusHead {
     }
 
     fn row(&self, out: &mut String, day: Day, row: Row) {
-        let cost = dollars(row.cost_cents);
+        let cost = amount(row.cost_cents);
         let (quantity, unit, price) = match row.quantity {
-            Some((hours, rate)) => (hours.to_string(), "GPU-Hours", dollars(rate)),
+            Some((hours, rate)) => (hours.to_string(), "GPU-Hours", amount(rate)),
             None => (String::new(), "", String::new()),
         };
         let (consumed, consumed_unit) = match row.consumed {
@@ -274,8 +274,8 @@ impl FocusHead {
     }
 }
 
-/// Whole cents as a decimal amount: `1234` → `12.34`, `-5` → `-0.05`.
-fn dollars(cents: i64) -> String {
+/// Whole cents as FOCUS's decimal amount (no currency sign, no grouping): `1234` → `12.34`, `-5` → `-0.05`.
+fn amount(cents: i64) -> String {
     let sign = if cents < 0 { "-" } else { "" };
     let abs = cents.unsigned_abs();
     format!("{sign}{}.{:02}", abs / 100, abs % 100)

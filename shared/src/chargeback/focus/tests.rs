@@ -315,6 +315,6 @@ fn the_check_sees_what_breaks_focus() {
     );
     let costless = good.replacen("\r\n180.00,", "\r\n,", 1);
     assert!(problems(&costless).iter().any(|p| p.contains("BilledCost")));
-    assert_eq!(dollars(-5), "-0.05");
-    assert_eq!(dollars(123_456), "1234.56");
+    assert_eq!(amount(-5), "-0.05");
+    assert_eq!(amount(123_456), "1234.56");
 }

@@ -1,0 +1,487 @@
+//! Budgets (`shared::chargeback::budget`): set and removed by finance or admins (audited), read
+//! with each team's burn and forecast for the month, and their thresholds' alerts: raised once
+//! per budget as set, kept in `budget_alerts`, and POSTed to a webhook (when one is configured)
+//! until it answers 2xx — retried with backoff, never lost.
+//!
+//! The server's loop ([`spawn`]) evaluates this month's budgets and delivers due alerts every
+//! minute; one replica claims an alert at a time (a lease on `next_attempt_at`).
+
+use std::time::Duration;
+
+use axum::{
+    Extension, Json,
+    extract::{Path, Query, State},
+};
+use bytes::Bytes;
+use http::{Method, Request, header};
+use http_body_util::Full;
+use serde::Deserialize;
+use serde_json::json;
+use shared::{
+    FieldError,
+    accounts::Role,
+    audit::Kind,
+    chargeback::{
+        IdleShare, Period, Statement,
+        budget::{self as model, Budget, Budgets, Crossing, Limit, NewBudget},
+        parse_month,
+    },
+    common::day::Day,
+};
+use sqlx::PgPool;
+
+use crate::{
+    access::Caller,
+    app::AppState,
+    audit::{self, Actor},
+    error::{Error, Result},
+    json::ApiJson,
+};
+
+/// Who sets budgets.
+pub const SETTERS: &[Role] = &[Role::Finance, Role::Admin];
+
+#[derive(Debug, Deserialize)]
+pub struct MonthQuery {
+    /// `YYYY-MM`; this month (UTC) when left out.
+    pub month: Option<String>,
+}
+
+/// `GET /api/chargeback/budgets?month=YYYY-MM`: every budget of the month with its burn,
+/// forecast and alerts; a requester sees their own teams'.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<MonthQuery>,
+) -> Result<Json<Budgets>> {
+    let month = match query.month.as_deref() {
+        None | Some("") => crate::clock::today().first_of_month(),
+        Some(text) => month_of("month", text)?,
+    };
+    let mut budgets = read(&state.pool, month, crate::clock::now_ms()).await?;
+    if !caller.has_any(&[Role::Finance, Role::Approver, Role::Admin]) {
+        budgets.lines.retain(|l| caller.teams.contains(&l.team));
+        budgets.alerts.retain(|a| caller.teams.contains(&a.team));
+    }
+    Ok(Json(budgets))
+}
+
+/// `PUT /api/chargeback/budgets/{team}/{month}`: sets (or replaces) a team's budget; audited.
+pub async fn set(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((team, month)): Path<(String, String)>,
+    ApiJson(new): ApiJson<NewBudget>,
+) -> Result<Json<Budgets>> {
+    let month = month_of("month", &month)?;
+    let budget = new.checked().map_err(Error::Invalid)?;
+    put(&state.pool, &team, month, &budget, Actor::User(&caller)).await?;
+    Ok(Json(
+        read(&state.pool, month, crate::clock::now_ms()).await?,
+    ))
+}
+
+/// Sets (or replaces) `team`'s budget for `month`, audited as `actor`'s; `NotFound` for no
+/// such team.
+pub async fn put(
+    pool: &PgPool,
+    team: &str,
+    month: Day,
+    budget: &Budget,
+    actor: Actor<'_>,
+) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    let before = db::one(&mut *tx, team, month).await?;
+    let (cents, hours) = match budget.limit {
+        Limit::Cents(c) => (Some(c), None),
+        Limit::GpuHours(h) => (None, Some(h)),
+    };
+    let thresholds: Vec<i16> = budget
+        .thresholds_pct
+        .iter()
+        .map(|p| i16::try_from(*p).unwrap_or(i16::MAX))
+        .collect();
+    let set_by = match &actor {
+        Actor::User(caller) => Some(caller.user_id),
+        _ => None,
+    };
+    let set = sqlx::query!(
+        "insert into budgets (team_id, month, limit_cents, limit_gpu_hours, basis, thresholds_pct, set_by)
+         select id, $2, $3, $4, $5, $6, $7 from teams where name = $1
+         on conflict (team_id, month) do update set limit_cents = excluded.limit_cents,
+             limit_gpu_hours = excluded.limit_gpu_hours, basis = excluded.basis,
+             thresholds_pct = excluded.thresholds_pct, set_by = excluded.set_by, set_at = now()",
+        team,
+        crate::clock::date(month)?,
+        cents,
+        hours,
+        budget.basis.name(),
+        &thresholds,
+        set_by,
+    )
+    .execute(&mut *tx)
+    .await?;
+    if set.rows_affected() == 0 {
+        return Err(Error::NotFound);
+    }
+    audit::record(
+        &mut *tx,
+        actor,
+        Kind::Budget,
+        "set budget",
+        &format!("budget {team} {}", month.month_name()),
+        Some(team),
+        before.map(|b| json!(b)).as_ref(),
+        Some(&json!(budget)),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// `DELETE /api/chargeback/budgets/{team}/{month}`: removes a team's budget; audited.
+pub async fn remove(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((team, month)): Path<(String, String)>,
+) -> Result<Json<Budgets>> {
+    let month = month_of("month", &month)?;
+    let mut tx = state.pool.begin().await?;
+    let Some(before) = db::one(&mut *tx, &team, month).await? else {
+        return Err(Error::NotFound);
+    };
+    sqlx::query!(
+        "delete from budgets b using teams t
+         where t.id = b.team_id and t.name = $1 and b.month = $2",
+        team,
+        crate::clock::date(month)?,
+    )
+    .execute(&mut *tx)
+    .await?;
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::Budget,
+        "remove budget",
+        &format!("budget {team} {}", month.month_name()),
+        Some(&team),
+        Some(&json!(before)),
+        None,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(
+        read(&state.pool, month, crate::clock::now_ms()).await?,
+    ))
+}
+
+fn month_of(path: &str, text: &str) -> Result<Day> {
+    parse_month(text).ok_or_else(|| {
+        Error::Invalid(vec![FieldError {
+            path: path.into(),
+            message: format!("{text:?} is not a month written YYYY-MM"),
+        }])
+    })
+}
+
+/// The month's budgets, each with its burn up to `now_ms` and forecast, and their alerts.
+pub async fn read(pool: &PgPool, month: Day, now_ms: i64) -> Result<Budgets> {
+    let budgets = db::all(pool, month).await?;
+    let statement = month_to_date(pool, month, now_ms).await?;
+    let lines = budgets
+        .into_iter()
+        .filter_map(|(team, budget)| {
+            let line = statement.as_ref()?.teams.iter().find(|t| t.team == team)?;
+            Some(model::burn(month, now_ms, line, &budget))
+        })
+        .collect();
+    Ok(Budgets {
+        month: month.month_name(),
+        lines,
+        alerts: db::alerts(pool, month).await?,
+    })
+}
+
+/// The month's statement up to today (the whole month once it has ended; `None` before it
+/// begins), with idle shared by allocation and no lending credit, as a team's own reads.
+async fn month_to_date(pool: &PgPool, month: Day, now_ms: i64) -> Result<Option<Statement>> {
+    let today = Day::of_unix_seconds(now_ms.div_euclid(1000));
+    if today < month {
+        return Ok(None);
+    }
+    let to = month.next_month().min(today.plus(1));
+    let period = Period {
+        from: month,
+        to,
+        by_day: false,
+        idle: IdleShare::Allocation,
+        lend_credit_pct: 0,
+        format: shared::chargeback::Format::Json,
+    };
+    Ok(Some(super::build(pool, &period).await?))
+}
+
+/// Raises this month's alerts: every threshold a budget's burn or forecast has crossed, once
+/// per budget as set. Returns how many were new.
+pub async fn evaluate(pool: &PgPool, now_ms: i64) -> Result<usize> {
+    let month = Day::of_unix_seconds(now_ms.div_euclid(1000)).first_of_month();
+    let budgets = read(pool, month, now_ms).await?;
+    let mut raised = 0;
+    for line in &budgets.lines {
+        for (crossing, crossed) in [
+            (Crossing::Actual, &line.crossed_pct),
+            (Crossing::Forecast, &line.forecast_crossed_pct),
+        ] {
+            for pct in crossed {
+                raised += db::raise(pool, month, line, *pct, crossing).await?;
+            }
+        }
+    }
+    Ok(raised)
+}
+
+/// Where alerts are POSTed: an HTTP(S) URL taking a JSON body (as Slack- and Teams-style
+/// incoming webhooks do).
+#[derive(Clone)]
+pub struct Webhook {
+    url: http::Uri,
+    client: crate::usage::prom::HttpsClient,
+    timeout: Duration,
+}
+
+impl Webhook {
+    pub fn new(url: &str, timeout: Duration) -> std::result::Result<Webhook, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|err| format!("GPUFLEET_BUDGET_WEBHOOK_URL {url:?} is not a URL: {err}"))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+            return Err(format!(
+                "GPUFLEET_BUDGET_WEBHOOK_URL {url:?} must be an http:// or https:// URL with a host"
+            ));
+        }
+        Ok(Webhook {
+            url: uri,
+            client: crate::usage::prom::https_client(None, timeout)?,
+            timeout,
+        })
+    }
+
+    async fn post(&self, body: &serde_json::Value) -> std::result::Result<(), String> {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(self.url.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|err| err.to_string())?;
+        let answer = tokio::time::timeout(self.timeout, self.client.request(request))
+            .await
+            .map_err(|_| format!("no answer within {} s", self.timeout.as_secs()))?
+            .map_err(|err| format!("cannot reach the webhook: {err}"))?;
+        match answer.status() {
+            status if status.is_success() => Ok(()),
+            status => Err(format!("the webhook answered {}", status.as_u16())),
+        }
+    }
+}
+
+/// Delivers every alert due by now, each claimed for a minute so no other replica sends it at
+/// once; a failure is recorded and tried again after a backoff. Returns how many were sent.
+pub async fn deliver(pool: &PgPool, webhook: &Webhook) -> Result<usize> {
+    let mut sent = 0;
+    while let Some((id, body, attempts)) = db::claim(pool).await? {
+        match webhook.post(&body).await {
+            Ok(()) => {
+                db::delivered(pool, id).await?;
+                sent += 1;
+            }
+            Err(error) => {
+                let wait = crate::retry::backoff(Duration::from_secs(30), attempts + 1);
+                db::failed(pool, id, &error, wait).await?;
+            }
+        }
+    }
+    Ok(sent)
+}
+
+/// The server's loop: every `every`, this month's alerts raised and the due ones delivered.
+pub fn spawn(
+    pool: PgPool,
+    webhook: Option<Webhook>,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(err) = evaluate(&pool, crate::clock::now_ms()).await {
+                tracing::warn!(error = %err, "budget alerts: cannot evaluate");
+            }
+            if let Some(webhook) = &webhook
+                && let Err(err) = deliver(&pool, webhook).await
+            {
+                tracing::warn!(error = %err, "budget alerts: cannot deliver");
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}
+
+mod db {
+    use std::time::Duration;
+
+    use shared::{
+        chargeback::budget::{Alert, Basis, Budget, BudgetLine, Crossing, Limit},
+        common::day::Day,
+    };
+    use sqlx::{PgExecutor, PgPool};
+
+    fn budget(cents: Option<i64>, hours: Option<i64>, basis: &str, pct: &[i16]) -> Budget {
+        Budget {
+            limit: match (cents, hours) {
+                (Some(c), _) => Limit::Cents(c),
+                (None, h) => Limit::GpuHours(h.unwrap_or(0)),
+            },
+            basis: Basis::parse(basis).unwrap_or_default(),
+            thresholds_pct: pct.iter().map(|p| u16::try_from(*p).unwrap_or(0)).collect(),
+        }
+    }
+
+    pub async fn one(
+        db: impl PgExecutor<'_>,
+        team: &str,
+        month: Day,
+    ) -> sqlx::Result<Option<Budget>> {
+        let row = sqlx::query!(
+            "select b.limit_cents, b.limit_gpu_hours, b.basis, b.thresholds_pct
+             from budgets b join teams t on t.id = b.team_id where t.name = $1 and b.month = $2",
+            team,
+            crate::clock::date(month)?,
+        )
+        .fetch_optional(db)
+        .await?;
+        Ok(row.map(|r| {
+            budget(
+                r.limit_cents,
+                r.limit_gpu_hours,
+                &r.basis,
+                &r.thresholds_pct,
+            )
+        }))
+    }
+
+    /// (team, budget) of every budget of the month, by team.
+    pub async fn all(db: &PgPool, month: Day) -> sqlx::Result<Vec<(String, Budget)>> {
+        let rows = sqlx::query!(
+            "select t.name, b.limit_cents, b.limit_gpu_hours, b.basis, b.thresholds_pct
+             from budgets b join teams t on t.id = b.team_id where b.month = $1 order by t.name",
+            crate::clock::date(month)?,
+        )
+        .fetch_all(db)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let b = budget(
+                    r.limit_cents,
+                    r.limit_gpu_hours,
+                    &r.basis,
+                    &r.thresholds_pct,
+                );
+                (r.name, b)
+            })
+            .collect())
+    }
+
+    pub async fn alerts(db: &PgPool, month: Day) -> sqlx::Result<Vec<Alert>> {
+        let rows = sqlx::query!(
+            r#"select t.name, a.threshold_pct, a.crossing, a.body ->> 'text' as "text!",
+                      to_char(a.raised_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "raised_at!",
+                      to_char(a.delivered_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as delivered_at,
+                      a.attempts, a.last_error
+               from budget_alerts a join teams t on t.id = a.team_id
+               where a.month = $1 order by a.id"#,
+            crate::clock::date(month)?,
+        )
+        .fetch_all(db)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Alert {
+                team: r.name,
+                threshold_pct: u16::try_from(r.threshold_pct).unwrap_or(0),
+                crossing: if r.crossing == "actual" {
+                    Crossing::Actual
+                } else {
+                    Crossing::Forecast
+                },
+                text: r.text,
+                raised_at: r.raised_at,
+                delivered_at: r.delivered_at,
+                attempts: r.attempts,
+                last_error: r.last_error,
+            })
+            .collect())
+    }
+
+    /// Raises one alert unless this budget raised it already: 1 when new.
+    pub async fn raise(
+        db: &PgPool,
+        month: Day,
+        line: &BudgetLine,
+        pct: u16,
+        crossing: Crossing,
+    ) -> sqlx::Result<usize> {
+        let body = shared::chargeback::budget::alert_body(line, pct, crossing);
+        let done = sqlx::query!(
+            "insert into budget_alerts (team_id, month, limit_key, threshold_pct, crossing, body)
+             select id, $2, $3, $4, $5, $6 from teams where name = $1
+             on conflict do nothing",
+            line.team,
+            crate::clock::date(month)?,
+            shared::chargeback::budget::limit_key(&line.budget),
+            i16::try_from(pct).unwrap_or(i16::MAX),
+            crossing.name(),
+            body,
+        )
+        .execute(db)
+        .await?;
+        Ok(usize::from(done.rows_affected() > 0))
+    }
+
+    /// The oldest due alert, leased for a minute: (id, body, attempts so far).
+    pub async fn claim(db: &PgPool) -> sqlx::Result<Option<(i64, serde_json::Value, u32)>> {
+        let row = sqlx::query!(
+            "update budget_alerts set next_attempt_at = now() + interval '1 minute'
+             where id = (select id from budget_alerts
+                         where delivered_at is null and next_attempt_at <= now()
+                         order by id limit 1 for update skip locked)
+             returning id, body, attempts",
+        )
+        .fetch_optional(db)
+        .await?;
+        Ok(row.map(|r| (r.id, r.body, u32::try_from(r.attempts).unwrap_or(0))))
+    }
+
+    pub async fn delivered(db: &PgPool, id: i64) -> sqlx::Result<()> {
+        sqlx::query!(
+            "update budget_alerts set delivered_at = now(), attempts = attempts + 1, last_error = null
+             where id = $1",
+            id
+        )
+        .execute(db)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn failed(db: &PgPool, id: i64, error: &str, wait: Duration) -> sqlx::Result<()> {
+        sqlx::query!(
+            "update budget_alerts set attempts = attempts + 1, last_error = $2,
+                 next_attempt_at = now() + $3 * interval '1 millisecond'
+             where id = $1",
+            id,
+            error,
+            f64::from(u32::try_from(wait.as_millis()).unwrap_or(u32::MAX)),
+        )
+        .execute(db)
+        .await?;
+        Ok(())
+    }
+}
