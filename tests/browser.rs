@@ -2061,8 +2061,129 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser.screenshot("chargeback-closed").await;
 
     noisy_neighbours(&pool, &browser).await;
+    budgets(&pool, &browser).await;
     drop(server);
     browser.close().await;
+}
+
+/// Finance sets research's November budget on the page ($80.00 by allocation against its
+/// $68.80: 8 H100 GPU-hours at $8.60), the server's budget loop runs once as of 2026-11-30
+/// 00:00 (29 of 30 days gone: forecast $68.80 × 30 / 29 = $71.17, 88.96%), a webhook receiver
+/// takes each of the two alerts (used and forecast past 80%) once, and the page lists them sent.
+async fn budgets(pool: &PgPool, browser: &Browser) {
+    browser
+        .client
+        .execute(
+            "const set = (css, v) => { const el = document.querySelector(css); el.value = v; \
+               el.dispatchEvent(new Event('change', {bubbles: true})); }; \
+             set('[data-test=budgets-form] input[name=month]', '2026-11'); \
+             set('[data-test=set-budget] input[name=team]', 'research'); \
+             set('[data-test=set-budget] input[name=amount]', '80'); \
+             document.getElementById('budgets').scrollIntoView();",
+            vec![],
+        )
+        .await
+        .expect("fill the budget form");
+    browser
+        .click_css("[data-test=set-budget] button[type=submit]")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=budgets] tr[data-team=research]",
+            "86.00% → 86.00%",
+        )
+        .await;
+    let row = browser
+        .wait_for_text("[data-test=budgets] tr[data-team=research]", "$68.80")
+        .await;
+    assert!(row.text().await.expect("text").contains("$80.00"));
+
+    let (url, received) = webhook_receiver().await;
+    let hook = backend::chargeback::budget::Webhook::new(&url, std::time::Duration::from_secs(5))
+        .expect("a URL");
+    let nov_30 = shared::common::utc::parse_rfc3339("2026-11-30T00:00:00Z").expect("time");
+    let raised = backend::chargeback::budget::evaluate(pool, nov_30)
+        .await
+        .expect("evaluate");
+    assert_eq!(raised, 2);
+    assert_eq!(
+        backend::chargeback::budget::deliver(pool, &hook)
+            .await
+            .expect("deliver"),
+        2
+    );
+    assert_eq!(
+        backend::chargeback::budget::evaluate(pool, nov_30)
+            .await
+            .expect("again"),
+        0
+    );
+    let bodies = received.lock().expect("lock").clone();
+    let texts: Vec<&str> = bodies.iter().filter_map(|b| b["text"].as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "gpufleet: research has used 86.00% of its 2026-11 budget of $80.00 (by allocation), past 80%.",
+            "gpufleet: research is forecast to use 88.96% of its 2026-11 budget of $80.00 (by allocation), past 80%."
+        ]
+    );
+    browser.click_css("[data-test=show-budgets]").await;
+    let alerts = browser
+        .wait_for_text("[data-test=budget-alerts]", "is forecast to use 88.96%")
+        .await;
+    assert!(alerts.text().await.expect("text").contains("(sent 20"));
+    browser.screenshot("chargeback-budgets").await;
+}
+
+/// A webhook on a free port that answers every POST 200 and keeps each JSON body.
+async fn webhook_receiver() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let url = format!("http://{}/hook", listener.local_addr().expect("address"));
+    let received = std::sync::Arc::<std::sync::Mutex<Vec<serde_json::Value>>>::default();
+    let kept = received.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // the headers, then as many bytes as Content-Length says
+            let body = loop {
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                if n == 0 {
+                    break None;
+                }
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0usize);
+                    if body.len() >= length {
+                        break Some(body.to_owned());
+                    }
+                }
+            };
+            if let Some(body) = body {
+                kept.lock()
+                    .expect("lock")
+                    .push(serde_json::from_str(&body).expect("a JSON body"));
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            }
+        }
+    });
+    (url, received)
 }
 
 /// Types a period into the Chargeback page's statement form (as the date inputs' change events).

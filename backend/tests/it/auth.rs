@@ -180,7 +180,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "requester approver finance admin",
     ),
     ("PUT", "/chargeback/budgets/{team}/{month}", "finance admin"),
-    ("DELETE", "/chargeback/budgets/{team}/{month}", "finance admin"),
+    (
+        "DELETE",
+        "/chargeback/budgets/{team}/{month}",
+        "finance admin",
+    ),
     ("GET", "/usage/stream", "requester approver finance admin"),
     ("GET", "/usage/queues", "approver finance admin"),
 ];

@@ -10,18 +10,20 @@ use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError,
     accounts::Role,
-    chargeback::{ClosedMonth, Drill, DrillDay, Hours, IdleShare, Reopen, Statement},
+    chargeback::{
+        ClosedMonth, Drill, DrillDay, Hours, IdleShare, Reopen, Statement, budget::NewBudget,
+    },
     common::day::Day,
-    common::money::dollars,
+    common::money::{dollars, parse_dollars},
     usage::{
         UsageHealth,
-        neighbours::{LatencyFigures, NeighbourReport, ServiceLatency, format_ms},
+        neighbours::{LatencyFigures, format_ms},
     },
 };
 
 use plotly::{Layout, Plot, Scatter, common::Mode};
 use shared::usage::LiveMinute;
-use wasm_bindgen::{JsCast, closure::Closure};
+use wasm_bindgen::{JsCast, JsValue, closure::Closure};
 use web_sys::{EventSource, MessageEvent};
 
 use super::quota::today;
@@ -30,6 +32,7 @@ use crate::{
     auth::use_me,
     ui::{Chart, ErrorBox},
 };
+use gpufleet_web::js;
 
 #[component]
 pub fn Chargeback() -> impl IntoView {
@@ -38,6 +41,7 @@ pub fn Chargeback() -> impl IntoView {
         <section>
             <h1>"Chargeback"</h1>
             <Statements/>
+            <Budgets/>
             <LiveUse/>
             <Neighbours/>
             <h2>"Usage ingest"</h2>
@@ -598,7 +602,7 @@ fn Neighbours() -> impl IntoView {
     let day = today().to_string();
     let from = RwSignal::new(day.clone());
     let to = RwSignal::new(day);
-    let shown = RwSignal::new(None::<NeighbourReport>);
+    let shown = RwSignal::new(String::new());
     let failure = RwSignal::new(None::<ApiError>);
     let load = move || {
         let path = format!(
@@ -606,7 +610,7 @@ fn Neighbours() -> impl IntoView {
             from.get_untracked(),
             to.get_untracked()
         );
-        spawn_local(async move { show(&path, shown, failure).await });
+        spawn_local(async move { show_html(&path, neighbours_html, shown, failure).await });
     };
     load();
     view! {
@@ -619,7 +623,145 @@ fn Neighbours() -> impl IntoView {
             " " <button type="submit" data-test="show-neighbours">"Show"</button>
         </form>
         {move || failure.get().map(|error| view! { <ErrorBox error/> })}
-        {move || shown.get().map(neighbours_view)}
+        <div inner_html=move || shown.get()/>
+    }
+}
+
+/// The month's budgets with their burn, forecast and alerts; finance and admins set them.
+#[component]
+fn Budgets() -> impl IntoView {
+    let me = use_me();
+    let can_set = move || {
+        me.with(|m| {
+            m.as_ref().is_some_and(|m| {
+                m.roles
+                    .iter()
+                    .any(|r| matches!(r, Role::Finance | Role::Admin))
+            })
+        })
+    };
+    let month = RwSignal::new(today().month_name());
+    let shown = RwSignal::new(String::new());
+    let failure = RwSignal::new(None::<ApiError>);
+    let load = move || {
+        let path = format!("/api/chargeback/budgets?month={}", month.get_untracked());
+        spawn_local(async move { show_html(&path, budgets_html, shown, failure).await });
+    };
+    load();
+    let (team, amount, unit, basis) = (
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+        RwSignal::new("cents".to_owned()),
+        RwSignal::new("allocation".to_owned()),
+    );
+    let save = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let text = amount.get_untracked();
+        let mut new = NewBudget {
+            basis: Some(basis.get_untracked()),
+            ..NewBudget::default()
+        };
+        // a bad amount goes as an impossible one: the API names the field
+        if unit.get_untracked() == "cents" {
+            new.limit_cents = Some(parse_dollars(&text).unwrap_or(-1));
+        } else {
+            new.limit_gpu_hours = Some(text.trim().parse().unwrap_or(-1));
+        }
+        let path = format!(
+            "/api/chargeback/budgets/{}/{}",
+            js_sys::encode_uri_component(&team.get_untracked()),
+            month.get_untracked()
+        );
+        spawn_local(async move {
+            match api::send_no_content(Method::PUT, &path, Some(&new)).await {
+                Ok(()) => load(),
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
+    let field = |value: RwSignal<String>| move |ev| value.set(event_target_value(&ev));
+    view! {
+        <h2 id="budgets">"Budgets"</h2>
+        <form class="period" data-test="budgets-form" on:submit=move |ev| { ev.prevent_default(); load(); }>
+            <label>"Month (UTC, YYYY-MM) " <input name="month" prop:value=move || month.get() on:change=field(month)/></label>
+            " " <button type="submit" data-test="show-budgets">"Show"</button>
+        </form>
+        {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+        <div inner_html=move || shown.get()/>
+        {move || can_set().then(|| view! {
+            <form class="period" data-test="set-budget" on:submit=save>
+                <label>"Team " <input name="team" on:change=field(team)/></label>
+                <label>" limit " <input name="amount" on:change=field(amount)/></label>
+                <label>" in " <select name="unit" on:change=field(unit)>
+                    <option value="cents">"dollars"</option><option value="gpu_hours">"GPU-hours"</option>
+                </select></label>
+                <label>" by " <select name="basis" on:change=field(basis)>
+                    <option value="allocation">"allocation"</option><option value="use">"use (the charge)"</option>
+                </select></label>
+                " " <button type="submit">"Set budget"</button>
+            </form>
+        })}
+    }
+}
+
+/// A `Budgets` answer as HTML: each team's limit, burn and forecast on both bases, and the
+/// alerts raised.
+fn budgets_html(b: &JsValue) -> String {
+    let money = |v: &JsValue, key: &str| dollars(whole(v, key).unwrap_or(0));
+    let rows: String = js::each(b, "lines")
+        .iter()
+        .map(|l| {
+            let budget = js::at(&l, "budget");
+            let limit = js::at(&budget, "limit");
+            let limit = match whole(&limit, "cents") {
+                Some(cents) => dollars(cents),
+                None => format!("{} GPU-hours", js::text(&limit, "gpu_hours")),
+            };
+            format!(
+                "<tr data-team=\"{}\"><td>{0}</td><td class=\"num\">{limit}</td><td>{}</td><td class=\"num\">{}% → {}%</td><td class=\"num\">{} → {}</td><td class=\"num\">{} → {}</td></tr>",
+                js::text(&l, "team"),
+                js::text(&budget, "basis"),
+                js::text(&l, "spent_pct"),
+                js::text(&l, "forecast_pct"),
+                money(&l, "cost_by_allocation_cents"),
+                money(&l, "forecast_cost_by_allocation_cents"),
+                money(&l, "charge_cents"),
+                money(&l, "forecast_charge_cents"),
+            )
+        })
+        .collect();
+    let alerts: String = js::each(b, "alerts")
+        .iter()
+        .map(|a| {
+            let sent = match js::at(&a, "delivered_at").as_string() {
+                Some(at) => format!("sent {}", js::escape(&at)),
+                None => match js::text(&a, "last_error") {
+                    error if error.is_empty() => "not sent".to_owned(),
+                    error => format!("not sent: {error}"),
+                },
+            };
+            format!("<li>{} ({sent})</li>", js::text(&a, "text"))
+        })
+        .collect();
+    format!(
+        "<table class=\"statement\" data-test=\"budgets\"><thead><tr><th>Team</th><th>Limit</th><th>Basis</th><th>Used → forecast at month end</th><th>By allocation</th><th>Charged</th></tr></thead><tbody>{rows}</tbody></table><ul data-test=\"budget-alerts\">{alerts}</ul>"
+    )
+}
+
+/// `GET path` parsed by the browser and written as HTML by `html` into `shown`, or its error
+/// into `failure`.
+async fn show_html(
+    path: &str,
+    html: fn(&JsValue) -> String,
+    shown: RwSignal<String>,
+    failure: RwSignal<Option<ApiError>>,
+) {
+    match api::get_js(path).await {
+        Ok(value) => {
+            failure.set(None);
+            shown.set(html(&value));
+        }
+        Err(err) => failure.set(Some(err)),
     }
 }
 
@@ -635,64 +777,85 @@ fn sharing_label(name: &str) -> &str {
     }
 }
 
-fn halves(
-    quiet: &LatencyFigures,
-    busy: &LatencyFigures,
-    what: fn(&LatencyFigures) -> String,
-) -> String {
-    format!("{} → {}", what(quiet), what(busy))
+/// `value[key]` as a whole number, when it is one.
+fn whole(value: &JsValue, key: &str) -> Option<i64> {
+    js::at(value, key).as_f64().map(|n| n as i64)
 }
 
-fn service_row(s: ServiceLatency) -> impl IntoView {
-    let sharing: Vec<&str> = s.sharing.iter().map(|x| sharing_label(x)).collect();
-    let pair =
-        |p95: Option<i64>, p99: Option<i64>| format!("{} / {}", format_ms(p95), format_ms(p99));
-    view! {
-        <tr data-service=format!("{}/{}", s.namespace, s.model) class:flagged=s.flagged>
-            <td>{s.model.clone()}<br/><small>{s.namespace.clone()}</small></td>
-            <td>{s.team.clone().unwrap_or_else(|| "—".to_owned())}</td>
-            <td>{sharing.join(", ")}</td>
-            <td class="num">{s.max_neighbours}</td>
-            <td class="num">{s.overall.requests}</td>
-            <td class="num">{pair(s.overall.ttft_p95_microseconds, s.overall.ttft_p99_microseconds)}</td>
-            <td class="num">{pair(s.overall.queue_p95_microseconds, s.overall.queue_p99_microseconds)}</td>
-            <td class="num">{halves(&s.quiet, &s.busy, |f| format!("{}%", f.neighbour_load_pct()))}</td>
-            <td class="num">{halves(&s.quiet, &s.busy, |f| format_ms(f.ttft_p95_microseconds))}</td>
-            <td class="num">{halves(&s.quiet, &s.busy, |f| format_ms(f.queue_p95_microseconds))}</td>
-            <td data-test="verdict">{if s.flagged { "⚠ noisy neighbour: " } else { "" }}{s.verdict.clone()}</td>
-        </tr>
+/// A service's [`LatencyFigures`] as the answer holds them.
+fn figures(value: &JsValue) -> LatencyFigures {
+    let n = |key| whole(value, key).unwrap_or(0);
+    LatencyFigures {
+        minutes: n("minutes"),
+        requests: n("requests"),
+        ttft_p95_microseconds: whole(value, "ttft_p95_microseconds"),
+        ttft_p99_microseconds: whole(value, "ttft_p99_microseconds"),
+        queue_p95_microseconds: whole(value, "queue_p95_microseconds"),
+        queue_p99_microseconds: whole(value, "queue_p99_microseconds"),
+        neighbour_busy_gpu_microseconds: n("neighbour_busy_gpu_microseconds"),
+        neighbour_observed_gpu_microseconds: n("neighbour_observed_gpu_microseconds"),
     }
 }
 
-fn neighbours_view(r: NeighbourReport) -> impl IntoView {
-    let flagged = r.services.iter().filter(|s| s.flagged).count();
-    let summary = if r.services.is_empty() {
-        "No vLLM latency was ingested in this period (vllm:time_to_first_token_seconds and vllm:request_queue_time_seconds).".to_owned()
+/// One `ServiceLatency` as a table row.
+fn service_row(s: &JsValue) -> String {
+    let sharing: Vec<String> = js::each(s, "sharing")
+        .iter()
+        .filter_map(|x| x.as_string())
+        .map(|x| sharing_label(&x).to_owned())
+        .collect();
+    let [overall, quiet, busy] = ["overall", "quiet", "busy"].map(|k| figures(&js::at(s, k)));
+    let pair = |p95, p99| format!("{} / {}", format_ms(p95), format_ms(p99));
+    let halves =
+        |what: fn(&LatencyFigures) -> String| format!("{} → {}", what(&quiet), what(&busy));
+    let flagged = js::at(s, "flagged").as_bool() == Some(true);
+    let team = js::text(s, "team");
+    format!(
+        "<tr data-service=\"{}/{}\"{}><td>{}<br/><small>{}</small></td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td data-test=\"verdict\">{}{}</td></tr>",
+        js::text(s, "namespace"),
+        js::text(s, "model"),
+        if flagged { " class=\"flagged\"" } else { "" },
+        js::text(s, "model"),
+        js::text(s, "namespace"),
+        if team.is_empty() {
+            "—".to_owned()
+        } else {
+            team
+        },
+        js::escape(&sharing.join(", ")),
+        js::text(s, "max_neighbours"),
+        overall.requests,
+        pair(overall.ttft_p95_microseconds, overall.ttft_p99_microseconds),
+        pair(
+            overall.queue_p95_microseconds,
+            overall.queue_p99_microseconds
+        ),
+        halves(|f| format!("{}%", f.neighbour_load_pct())),
+        halves(|f| format_ms(f.ttft_p95_microseconds)),
+        halves(|f| format_ms(f.queue_p95_microseconds)),
+        if flagged { "⚠ noisy neighbour: " } else { "" },
+        js::text(s, "verdict"),
+    )
+}
+
+/// A `NeighbourReport` as HTML.
+fn neighbours_html(r: &JsValue) -> String {
+    let services = js::each(r, "services");
+    let rows: String = services.iter().map(|s| service_row(&s)).collect();
+    let flagged = services
+        .iter()
+        .filter(|s| js::at(s, "flagged").as_bool() == Some(true))
+        .count();
+    let n = services.length();
+    let table = if n == 0 {
+        "<p data-test=\"neighbours-summary\">No vLLM latency was ingested in this period (vllm:time_to_first_token_seconds and vllm:request_queue_time_seconds).</p>".to_owned()
     } else {
         format!(
-            "{} inference service{} from {} to {}; {} flagged.",
-            r.services.len(),
-            if r.services.len() == 1 { "" } else { "s" },
-            r.from,
-            r.to_inclusive,
-            flagged
+            "<p data-test=\"neighbours-summary\">{n} inference service{} from {} to {}; {flagged} flagged.</p><div class=\"wide\" tabindex=\"0\" role=\"region\" aria-label=\"Latency beside co-tenancy per service\"><table class=\"statement\" data-test=\"neighbours\"><thead><tr><th>Service</th><th>Team</th><th>GPUs shared by</th><th>Co-tenants</th><th>Requests</th><th>First token p95 / p99</th><th>Queue p95 / p99</th><th title=\"co-tenants' busy over observed time, the quieter half of the minutes → the busier\">Co-tenants' load</th><th>First token p95, quieter → busier</th><th>Queue p95, quieter → busier</th><th>Verdict</th></tr></thead><tbody>{rows}</tbody></table></div>",
+            if n == 1 { "" } else { "s" },
+            js::text(r, "from"),
+            js::text(r, "to_inclusive"),
         )
     };
-    let empty = r.services.is_empty();
-    let rows: Vec<_> = r.services.into_iter().map(service_row).collect();
-    view! {
-        <p data-test="neighbours-summary">{summary}</p>
-        {(!empty).then(|| view! {
-            <div class="wide" tabindex="0" role="region" aria-label="Latency beside co-tenancy per service">
-            <table class="statement" data-test="neighbours">
-                <thead><tr><th>"Service"</th><th>"Team"</th><th>"GPUs shared by"</th><th>"Co-tenants"</th>
-                    <th>"Requests"</th><th>"First token p95 / p99"</th><th>"Queue p95 / p99"</th>
-                    <th title="co-tenants' busy over observed time, the quieter half of the minutes → the busier">"Co-tenants' load"</th>
-                    <th>"First token p95, quieter → busier"</th><th>"Queue p95, quieter → busier"</th><th>"Verdict"</th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-            </div>
-        })}
-        <p class="notes">{r.rule}</p>
-    }
+    format!("{table}<p class=\"notes\">{}</p>", js::text(r, "rule"))
 }

@@ -32,9 +32,10 @@ pub fn problems(value: &JsValue) -> String {
     escape(&said.join("; "))
 }
 
-/// `text` made safe inside HTML.
+/// `text` made safe inside HTML, in an element or a double-quoted attribute.
 pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
