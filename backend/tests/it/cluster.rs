@@ -1635,6 +1635,30 @@ async fn search_request_what_if(rig: &Rig, pool: &PgPool, today: shared::common:
         history(rig, &path, &rig.rita).await.status,
         StatusCode::FORBIDDEN
     );
+    // The CLI prints the same what-if, and names a bad flag.
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+            .args(["quota", "what-if", "--team", "search"])
+            .args(args)
+            .env("DATABASE_URL", crate::common::database_url(pool))
+            .env("RUST_LOG", "error")
+            .output()
+            .expect("gpufleet")
+    };
+    let out = cli(&["--request", &id.to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: WhatIf = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(printed.teams, what_if.teams);
+    let out = cli(&["--request", &id.to_string(), "--weeks", "9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--weeks: \"9\""));
+    let out = cli(&["--request", "999999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("team search has no request 999999"));
 }
 
 /// Planned vs measured on the demo's last whole week: the measured side read by hand here from
