@@ -3,8 +3,8 @@
 //! Prometheus (promtool), then ingested into a scratch database on `DATABASE_URL`'s server.
 //! Prints the samples read from Prometheus per second, the minute rows written per second,
 //! the hour's wall time per source, and one day's time projected from the hour (24 windows);
-//! then a month's statement from the rollups, the same month as FOCUS rows, and a day's
-//! noisy-neighbour report.
+//! then a month's statement from the rollups, the same month as FOCUS rows and its budgets,
+//! and a day's noisy-neighbour report.
 //!
 //! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench ingest`
 //! (needs Debian's `prometheus` and `promtool`; takes a few minutes, most of it promtool).
@@ -234,6 +234,33 @@ async fn main() {
     times.sort();
     println!(
         "FOCUS export: November for {gpus} GPUs and {TEAMS} teams ({bytes} bytes): median {:.0} ms, min {:.0} ms (5 runs)",
+        times[2].as_secs_f64() * 1000.0,
+        times[0].as_secs_f64() * 1000.0
+    );
+
+    // The same month's budgets, every team's, read with their burn and forecast as of
+    // November 20 (the month-to-date statement and each team's line).
+    sqlx::query(
+        "insert into budgets (team_id, month, limit_cents, basis, thresholds_pct)
+         select id, '2026-11-01', 100000000, 'allocation', '{80,100}' from teams",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let nov_20 = shared::common::utc::parse_rfc3339("2026-11-20T00:00:00Z").unwrap();
+    let month = shared::common::day::Day::parse("2026-11-01").unwrap();
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let budgets = backend::chargeback::budget::read(&pool, month, nov_20)
+            .await
+            .unwrap();
+        times.push(started.elapsed());
+        assert_eq!(budgets.lines.len(), TEAMS);
+    }
+    times.sort();
+    println!(
+        "budgets: November's {TEAMS} budgets with burn and forecast for {gpus} GPUs: median {:.0} ms, min {:.0} ms (5 runs)",
         times[2].as_secs_f64() * 1000.0,
         times[0].as_secs_f64() * 1000.0
     );

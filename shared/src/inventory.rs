@@ -108,6 +108,77 @@ pub struct TeamEntry {
     /// Default `gpufleet`; `null`: in no cohort (hard quota).
     #[serde(default = "default_cohort")]
     pub cohort: Option<String>,
+    /// Its monthly budgets (`crate::chargeback::budget`); the file's list replaces the team's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<BudgetEntry>,
+}
+
+/// A team's budget for one month, as the API's `PUT /api/chargeback/budgets/{team}/{month}`
+/// takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetEntry {
+    /// `YYYY-MM`.
+    pub month: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_cents: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_gpu_hours: Option<i64>,
+    /// `allocation` (default) or `use`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
+    /// Default `[80, 100]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thresholds_pct: Option<Vec<i64>>,
+}
+
+impl BudgetEntry {
+    /// The month's first day and the checked budget; errors name the entry's fields.
+    pub fn checked(
+        &self,
+    ) -> Result<(crate::common::day::Day, crate::chargeback::budget::Budget), Vec<FieldError>> {
+        let new = crate::chargeback::budget::NewBudget {
+            limit_cents: self.limit_cents,
+            limit_gpu_hours: self.limit_gpu_hours,
+            basis: self.basis.clone(),
+            thresholds_pct: self.thresholds_pct.clone(),
+        };
+        let month = crate::chargeback::parse_month(&self.month);
+        match (month, new.checked()) {
+            (Some(month), Ok(budget)) => Ok((month, budget)),
+            (month, result) => {
+                let mut errors = result.err().unwrap_or_default();
+                if month.is_none() {
+                    errors.insert(
+                        0,
+                        error(
+                            "month".into(),
+                            format!("{:?} is not a month written YYYY-MM", self.month),
+                        ),
+                    );
+                }
+                Err(errors)
+            }
+        }
+    }
+
+    /// The entry with its defaults written out, as the database gives it back.
+    pub fn of(month: crate::common::day::Day, budget: &crate::chargeback::budget::Budget) -> Self {
+        let (limit_cents, limit_gpu_hours) = budget.limit.split();
+        BudgetEntry {
+            month: month.month_name(),
+            limit_cents,
+            limit_gpu_hours,
+            basis: Some(budget.basis.name().to_owned()),
+            thresholds_pct: Some(
+                budget
+                    .thresholds_pct
+                    .iter()
+                    .map(|p| i64::from(*p))
+                    .collect(),
+            ),
+        }
+    }
 }
 
 impl TeamEntry {
@@ -321,6 +392,21 @@ impl Inventory {
             if let Some(cohort) = &t.cohort {
                 validate_dns_label(&at("cohort"), cohort, &mut errors);
             }
+            for (j, b) in t.budgets.iter().enumerate() {
+                if let Err(problems) = b.checked() {
+                    errors.extend(
+                        problems.into_iter().map(|e| {
+                            error(format!("teams[{i}].budgets[{j}].{}", e.path), e.message)
+                        }),
+                    );
+                }
+            }
+            unique(
+                "budget month",
+                t.budgets.iter().map(|b| b.month.as_str()),
+                |j| format!("teams[{i}].budgets[{j}].month"),
+                &mut errors,
+            );
         }
         errors
     }
@@ -344,6 +430,12 @@ impl Inventory {
         for t in &mut inv.teams {
             t.cluster_queue = Some(t.cluster_queue().to_owned());
             t.local_queue = Some(t.local_queue().to_owned());
+            for b in &mut t.budgets {
+                if let Ok((month, budget)) = b.checked() {
+                    *b = BudgetEntry::of(month, &budget);
+                }
+            }
+            t.budgets.sort_by(|a, b| a.month.cmp(&b.month));
         }
         inv.models.sort_by(|a, b| a.name.cmp(&b.name));
         inv.flavors.sort_by(|a, b| a.name.cmp(&b.name));
@@ -465,6 +557,25 @@ impl Inventory {
                     let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
                     c.push(format!("cohort {} → {}", show(&a.cohort), show(&b.cohort)));
                 }
+                if a.budgets != b.budgets {
+                    let text = |budgets: &[BudgetEntry]| -> String {
+                        let each: Vec<String> = budgets
+                            .iter()
+                            .filter_map(|e| {
+                                let (_, budget) = e.checked().ok()?;
+                                let key = crate::chargeback::budget::limit_key(&budget);
+                                let pct = &budget.thresholds_pct;
+                                Some(format!("{} {key} alerting at {pct:?}%", e.month))
+                            })
+                            .collect();
+                        format!("[{}]", each.join(", "))
+                    };
+                    c.push(format!(
+                        "budgets {} → {}",
+                        text(&a.budgets),
+                        text(&b.budgets)
+                    ));
+                }
                 c
             },
             false,
@@ -537,6 +648,7 @@ mod tests {
                 flavor: None,
             }],
             teams: vec![TeamEntry {
+                budgets: Vec::new(),
                 name: "research".into(),
                 namespace: "team-research".into(),
                 cost_centre: "CC-1".into(),
@@ -575,6 +687,7 @@ mod tests {
         wanted.teams[0].cohort = None;
         let mut current = demo();
         current.teams.push(TeamEntry {
+            budgets: Vec::new(),
             name: "old".into(),
             ..current.teams[0].clone()
         });

@@ -23,7 +23,7 @@ use shared::{
     audit::Kind,
     chargeback::{
         IdleShare, Period, Statement,
-        budget::{self as model, Budget, Budgets, Crossing, Limit, NewBudget},
+        budget::{self as model, Budget, Budgets, Crossing, NewBudget},
         parse_month,
     },
     common::day::Day,
@@ -92,15 +92,7 @@ pub async fn put(
 ) -> Result<()> {
     let mut tx = pool.begin().await?;
     let before = db::one(&mut *tx, team, month).await?;
-    let (cents, hours) = match budget.limit {
-        Limit::Cents(c) => (Some(c), None),
-        Limit::GpuHours(h) => (None, Some(h)),
-    };
-    let thresholds: Vec<i16> = budget
-        .thresholds_pct
-        .iter()
-        .map(|p| i16::try_from(*p).unwrap_or(i16::MAX))
-        .collect();
+    let (cents, hours, thresholds) = columns(budget);
     let set_by = match &actor {
         Actor::User(caller) => Some(caller.user_id),
         _ => None,
@@ -324,6 +316,69 @@ pub fn spawn(
     })
 }
 
+/// A budget as its row's columns: limit in cents, limit in GPU-hours, thresholds.
+fn columns(budget: &Budget) -> (Option<i64>, Option<i64>, Vec<i16>) {
+    let (cents, hours) = budget.limit.split();
+    let thresholds = budget
+        .thresholds_pct
+        .iter()
+        .map(|p| i16::try_from(*p).unwrap_or(i16::MAX))
+        .collect();
+    (cents, hours, thresholds)
+}
+
+/// Every team's budgets, by team and month (the inventory's export).
+pub async fn every(db: &mut sqlx::PgConnection) -> sqlx::Result<Vec<(String, Day, Budget)>> {
+    let rows = sqlx::query!(
+        "select t.name, b.month, b.limit_cents, b.limit_gpu_hours, b.basis, b.thresholds_pct
+         from budgets b join teams t on t.id = b.team_id order by t.name, b.month"
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let budget = db::budget(
+                r.limit_cents,
+                r.limit_gpu_hours,
+                &r.basis,
+                &r.thresholds_pct,
+            );
+            (r.name, crate::clock::day(r.month), budget)
+        })
+        .collect())
+}
+
+/// Replaces `team`'s budgets with `budgets` (the inventory's import, audited with it).
+pub async fn replace(
+    db: &mut sqlx::PgConnection,
+    team: &str,
+    budgets: &[(Day, Budget)],
+) -> Result<()> {
+    sqlx::query!(
+        "delete from budgets b using teams t where t.id = b.team_id and t.name = $1",
+        team
+    )
+    .execute(&mut *db)
+    .await?;
+    for (month, budget) in budgets {
+        let (cents, hours, thresholds) = columns(budget);
+        sqlx::query!(
+            "insert into budgets (team_id, month, limit_cents, limit_gpu_hours, basis, thresholds_pct)
+             select id, $2, $3, $4, $5, $6 from teams where name = $1",
+            team,
+            crate::clock::date(*month)?,
+            cents,
+            hours,
+            budget.basis.name(),
+            &thresholds,
+        )
+        .execute(&mut *db)
+        .await?;
+    }
+    Ok(())
+}
+
 mod db {
     use std::time::Duration;
 
@@ -333,7 +388,7 @@ mod db {
     };
     use sqlx::{PgExecutor, PgPool};
 
-    fn budget(cents: Option<i64>, hours: Option<i64>, basis: &str, pct: &[i16]) -> Budget {
+    pub fn budget(cents: Option<i64>, hours: Option<i64>, basis: &str, pct: &[i16]) -> Budget {
         Budget {
             limit: match (cents, hours) {
                 (Some(c), _) => Limit::Cents(c),

@@ -4,7 +4,7 @@
 
 use shared::{
     fleet::NodePool,
-    inventory::{FlavorEntry, Inventory, ModelEntry, PoolEntry, RateEntry, TeamEntry},
+    inventory::{BudgetEntry, FlavorEntry, Inventory, ModelEntry, PoolEntry, RateEntry, TeamEntry},
 };
 use sqlx::{PgConnection, PgExecutor};
 
@@ -120,8 +120,15 @@ pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
         cluster_queue: Some(row.cluster_queue),
         local_queue: Some(row.local_queue),
         cohort: row.cohort,
+        budgets: Vec::new(),
     })
-    .collect();
+    .collect::<Vec<_>>();
+    let mut teams = teams;
+    for (team, month, budget) in crate::chargeback::budget::every(&mut *db).await? {
+        if let Some(t) = teams.iter_mut().find(|t| t.name == team) {
+            t.budgets.push(BudgetEntry::of(month, &budget));
+        }
+    }
     Ok(Inventory {
         models,
         flavors,
@@ -252,6 +259,9 @@ pub async fn write_inventory(db: &mut PgConnection, wanted: &Inventory) -> Resul
         )
         .execute(&mut *db)
         .await?;
+        // the file's budgets replace the team's (each checked by `Inventory::validate`)
+        let budgets: Vec<_> = t.budgets.iter().filter_map(|b| b.checked().ok()).collect();
+        crate::chargeback::budget::replace(&mut *db, &t.name, &budgets).await?;
     }
     Ok(())
 }

@@ -338,3 +338,98 @@ async fn receiver() -> (String, Arc<Mutex<Vec<(u16, Value)>>>) {
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, received)
 }
+
+/// Budgets travel with the inventory file: a team's list replaces its budgets (audited with
+/// the import), the export prints them with their defaults, applying the export again changes
+/// nothing, and a bad entry is refused naming its path.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn budgets_travel_with_the_inventory_file(pool: PgPool) {
+    use backend::{
+        audit::Actor,
+        fleet::{db::read_inventory, inventory},
+    };
+    use shared::inventory::BudgetEntry;
+    november(&pool).await;
+    let current = read_inventory(&mut pool.acquire().await.expect("conn"))
+        .await
+        .expect("inventory");
+    let mut wanted = current.clone();
+    let research = wanted
+        .teams
+        .iter_mut()
+        .find(|t| t.name == "research")
+        .expect("research");
+    research.budgets = vec![BudgetEntry {
+        month: "2026-11".into(),
+        limit_cents: Some(100_000),
+        limit_gpu_hours: None,
+        basis: None,
+        thresholds_pct: None,
+    }];
+    let applied = inventory::apply(&pool, &wanted, Actor::Console, false)
+        .await
+        .expect("apply");
+    assert_eq!(
+        applied
+            .changes
+            .iter()
+            .filter(|c| !c.starts_with("keep"))
+            .collect::<Vec<_>>(),
+        [
+            "change team research: budgets [] → [2026-11 100000 cents by allocation alerting at [80, 100]%]"
+        ]
+    );
+    let month = Day::parse("2026-11-01").expect("day");
+    let read = budget::read(&pool, month, NOV_10).await.expect("read");
+    assert_eq!(read.lines.len(), 1);
+    assert_eq!(read.lines[0].spent_pct, "77.40");
+    let exported = read_inventory(&mut pool.acquire().await.expect("conn"))
+        .await
+        .expect("inventory");
+    assert_eq!(exported, wanted.normalised());
+    let budgets = &exported
+        .teams
+        .iter()
+        .find(|t| t.name == "research")
+        .expect("research")
+        .budgets;
+    assert_eq!(budgets[0].basis.as_deref(), Some("allocation"));
+    assert_eq!(budgets[0].thresholds_pct, Some(vec![80, 100]));
+    let again = inventory::apply(&pool, &exported, Actor::Console, false)
+        .await
+        .expect("apply");
+    assert!(!again.applied, "{:?}", again.changes);
+    let mut bad = exported.clone();
+    bad.teams[0].budgets = vec![BudgetEntry {
+        month: "November".into(),
+        limit_cents: None,
+        limit_gpu_hours: Some(0),
+        basis: None,
+        thresholds_pct: None,
+    }];
+    let err = inventory::apply(&pool, &bad, Actor::Console, true)
+        .await
+        .expect_err("refused");
+    let backend::error::Error::Invalid(fields) = err else {
+        panic!("{err:?}")
+    };
+    let paths: Vec<&str> = fields.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "teams[0].budgets[0].month",
+            "teams[0].budgets[0].limit_gpu_hours"
+        ]
+    );
+    // the file without them takes them away
+    inventory::apply(&pool, &current, Actor::Console, false)
+        .await
+        .expect("apply");
+    assert!(
+        budget::read(&pool, month, NOV_10)
+            .await
+            .expect("read")
+            .lines
+            .is_empty()
+    );
+}

@@ -66,6 +66,16 @@ pub enum Limit {
     GpuHours(i64),
 }
 
+impl Limit {
+    /// `(limit_cents, limit_gpu_hours)`, one of them set, as the API and the database hold it.
+    pub fn split(self) -> (Option<i64>, Option<i64>) {
+        match self {
+            Limit::Cents(c) => (Some(c), None),
+            Limit::GpuHours(h) => (None, Some(h)),
+        }
+    }
+}
+
 /// A checked budget.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Budget {
