@@ -1343,6 +1343,14 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=audit]", "gpufleet import inventory")
         .await;
+    // The pager reads as two buttons (no source text).
+    let pager = browser
+        .wait_for_text("[data-test=audit-pager]", "Next page")
+        .await;
+    assert_eq!(
+        pager.text().await.expect("text").trim(),
+        "Previous page Next page"
+    );
     browser.screenshot("quota-audit").await;
     browser.click_css("[data-test=logout]").await;
 

@@ -106,9 +106,11 @@ pub fn AuditLog(teams: Vec<String>) -> impl IntoView {
                                 .collect_view()}
                         </tbody>
                     </table>
-                    <button type="button" disabled=current <= 1 on:click=move |_| page.update(|p| *p -= 1)>"Previous page"</button>
-                    " "
-                    <button type="button" disabled=current >= pages on:click=move |_| page.update(|p| *p += 1)>"Next page"</button>
+                    <p data-test="audit-pager">
+                        <button type="button" disabled={current <= 1} on:click=move |_| page.update(|p| *p -= 1)>"Previous page"</button>
+                        " "
+                        <button type="button" disabled={current >= pages} on:click=move |_| page.update(|p| *p += 1)>"Next page"</button>
+                    </p>
                 }
                 .into_any()
             }
