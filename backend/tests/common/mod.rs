@@ -268,3 +268,53 @@ pub async fn user(pool: &PgPool, username: &str, roles: &[Role], teams: &[&str])
         .await
         .expect("user");
 }
+
+/// Runs the `gpufleet` binary on `pool`'s database with `args` (and `stdin`, when given).
+pub fn gpufleet(pool: &PgPool, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
+        .args(args)
+        .env("DATABASE_URL", database_url(pool))
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run gpufleet");
+    if let Some(text) = stdin {
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), text.as_bytes())
+            .expect("write stdin");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("gpufleet exits")
+}
+
+/// The inventory as stored.
+pub async fn stored_inventory(pool: &PgPool) -> shared::inventory::Inventory {
+    let mut conn = pool.acquire().await.expect("a connection");
+    backend::fleet::db::read_inventory(&mut conn)
+        .await
+        .expect("the inventory")
+}
+
+/// Applies `wanted` as the console's import and returns what changed (the lines that are not
+/// "keep"); the export then is `wanted` normalised, and applying it again changes nothing.
+pub async fn inventory_applied(
+    pool: &PgPool,
+    wanted: &shared::inventory::Inventory,
+) -> Vec<String> {
+    use backend::{audit::Actor, fleet::inventory};
+    let applied = inventory::apply(pool, wanted, Actor::Console, false)
+        .await
+        .expect("apply");
+    let exported = stored_inventory(pool).await;
+    assert_eq!(exported, wanted.normalised());
+    let again = inventory::apply(pool, &exported, Actor::Console, false)
+        .await
+        .expect("apply again");
+    assert!(!again.applied, "{:?}", again.changes);
+    applied
+        .changes
+        .into_iter()
+        .filter(|c| !c.starts_with("keep"))
+        .collect()
+}

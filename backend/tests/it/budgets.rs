@@ -273,13 +273,11 @@ async fn budgets_burn_forecast_and_alert_once(pool: PgPool) {
 
     // the CLI sets one (audited as the console's) and prints the month's
     let cli = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-            .args(["chargeback"])
-            .args(args)
-            .env("DATABASE_URL", crate::common::database_url(&pool))
-            .env("RUST_LOG", "error")
-            .output()
-            .expect("gpufleet")
+        let args: Vec<&str> = ["chargeback"]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
+        crate::common::gpufleet(&pool, &args, None)
     };
     let out = cli(&[
         "set-budget",
@@ -344,15 +342,10 @@ async fn receiver() -> (String, Arc<Mutex<Vec<(u16, Value)>>>) {
 /// nothing, and a bad entry is refused naming its path.
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn budgets_travel_with_the_inventory_file(pool: PgPool) {
-    use backend::{
-        audit::Actor,
-        fleet::{db::read_inventory, inventory},
-    };
+    use backend::{audit::Actor, fleet::inventory};
     use shared::inventory::BudgetEntry;
     november(&pool).await;
-    let current = read_inventory(&mut pool.acquire().await.expect("conn"))
-        .await
-        .expect("inventory");
+    let current = crate::common::stored_inventory(&pool).await;
     let mut wanted = current.clone();
     let research = wanted
         .teams
@@ -366,15 +359,8 @@ async fn budgets_travel_with_the_inventory_file(pool: PgPool) {
         basis: None,
         thresholds_pct: None,
     }];
-    let applied = inventory::apply(&pool, &wanted, Actor::Console, false)
-        .await
-        .expect("apply");
     assert_eq!(
-        applied
-            .changes
-            .iter()
-            .filter(|c| !c.starts_with("keep"))
-            .collect::<Vec<_>>(),
+        crate::common::inventory_applied(&pool, &wanted).await,
         [
             "change team research: budgets [] → [2026-11 100000 cents by allocation alerting at [80, 100]%]"
         ]
@@ -383,10 +369,7 @@ async fn budgets_travel_with_the_inventory_file(pool: PgPool) {
     let read = budget::read(&pool, month, NOV_10).await.expect("read");
     assert_eq!(read.lines.len(), 1);
     assert_eq!(read.lines[0].spent_pct, "77.40");
-    let exported = read_inventory(&mut pool.acquire().await.expect("conn"))
-        .await
-        .expect("inventory");
-    assert_eq!(exported, wanted.normalised());
+    let exported = crate::common::stored_inventory(&pool).await;
     let budgets = &exported
         .teams
         .iter()
@@ -395,10 +378,6 @@ async fn budgets_travel_with_the_inventory_file(pool: PgPool) {
         .budgets;
     assert_eq!(budgets[0].basis.as_deref(), Some("allocation"));
     assert_eq!(budgets[0].thresholds_pct, Some(vec![80, 100]));
-    let again = inventory::apply(&pool, &exported, Actor::Console, false)
-        .await
-        .expect("apply");
-    assert!(!again.applied, "{:?}", again.changes);
     let mut bad = exported.clone();
     bad.teams[0].budgets = vec![BudgetEntry {
         month: "November".into(),

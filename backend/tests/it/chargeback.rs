@@ -432,29 +432,10 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
 
     // the CLI prints the same CSV
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args([
-            "chargeback",
-            "statement",
-            "--from",
-            "2026-11-10",
-            "--to",
-            "2026-11-10",
-            "--format",
-            "csv",
-        ])
-        .env("DATABASE_URL", crate::common::database_url(&pool))
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("gpufleet");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), text);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args([
+    cli_prints(&pool, "csv", &text);
+    let out = crate::common::gpufleet(
+        &pool,
+        &[
             "chargeback",
             "statement",
             "--from",
@@ -465,10 +446,9 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
             "weighted",
             "--lend-credit-pct",
             "150",
-        ])
-        .env("DATABASE_URL", crate::common::database_url(&pool))
-        .output()
-        .expect("gpufleet");
+        ],
+        None,
+    );
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -690,14 +670,9 @@ async fn a_closed_month_never_changes(pool: PgPool) {
 /// apply changes nothing, and a file without them removes them.
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn rates_travel_with_the_inventory_file(pool: PgPool) {
-    use backend::{
-        audit::Actor,
-        fleet::{db::read_inventory, inventory},
-    };
+    use backend::{audit::Actor, fleet::inventory};
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
-    let current = read_inventory(&mut pool.acquire().await.expect("conn"))
-        .await
-        .expect("inventory");
+    let current = crate::common::stored_inventory(&pool).await;
     let mut wanted = current.clone();
     let flavor = wanted
         .flavors
@@ -708,29 +683,14 @@ async fn rates_travel_with_the_inventory_file(pool: PgPool) {
         effective_from: shared::common::day::Day::parse("2026-12-01").expect("day"),
         cents_per_gpu_hour: 900,
     }];
-    let applied = inventory::apply(&pool, &wanted, Actor::Console, false)
-        .await
-        .expect("apply");
     assert_eq!(
-        applied
-            .changes
-            .iter()
-            .filter(|c| !c.starts_with("keep"))
-            .collect::<Vec<_>>(),
+        crate::common::inventory_applied(&pool, &wanted).await,
         ["change flavor h100-shared: rates [] → [900 from 2026-12-01]"]
     );
     let rates = backend::chargeback::db::rates(&pool).await.expect("rates");
     assert!(rates.iter().any(|r| r.flavor == "h100-shared"
         && r.effective_from.to_string() == "2026-12-01"
         && r.cents_per_gpu_hour == 900));
-    let exported = read_inventory(&mut pool.acquire().await.expect("conn"))
-        .await
-        .expect("inventory");
-    assert_eq!(exported, wanted.normalised());
-    let again = inventory::apply(&pool, &exported, Actor::Console, false)
-        .await
-        .expect("apply");
-    assert!(!again.applied, "{:?}", again.changes);
     inventory::apply(&pool, &current, Actor::Console, false)
         .await
         .expect("apply");
@@ -847,27 +807,7 @@ async fn the_focus_export_adds_up_to_the_statement(pool: PgPool) {
     let by_use_text = focus(&fiona, "use").await;
     let by_use = rows(&by_use_text);
     // the CLI prints the same rows (use is the default basis)
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args([
-            "chargeback",
-            "statement",
-            "--from",
-            "2026-11-10",
-            "--to",
-            "2026-11-10",
-            "--format",
-            "focus",
-        ])
-        .env("DATABASE_URL", crate::common::database_url(&pool))
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("gpufleet");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), by_use_text);
+    cli_prints(&pool, "focus", &by_use_text);
     let usage: Vec<_> = by_use.iter().filter(|r| r.1 == "Usage").cloned().collect();
     assert_eq!(
         usage,
@@ -916,4 +856,25 @@ async fn the_focus_export_adds_up_to_the_statement(pool: PgPool) {
     .await;
     assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(refused.text().contains("basis"), "{}", refused.text());
+}
+
+/// `gpufleet chargeback statement` for 2026-11-10 in `format` prints `expected`, as the API did.
+fn cli_prints(pool: &PgPool, format: &str, expected: &str) {
+    let args = [
+        "chargeback",
+        "statement",
+        "--from",
+        "2026-11-10",
+        "--to",
+        "2026-11-10",
+        "--format",
+        format,
+    ];
+    let out = crate::common::gpufleet(pool, &args, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
 }

@@ -1,34 +1,9 @@
 //! The `gpufleet` binary's account commands, run as a person would, against a real database.
 
-use std::{
-    io::Write,
-    process::{Command, Output, Stdio},
-};
+use std::process::Output;
 
-use crate::common::{database_url, router, try_login};
+use crate::common::{gpufleet, router, try_login};
 use sqlx::PgPool;
-
-fn gpufleet(pool: &PgPool, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-        .args(args)
-        .env("DATABASE_URL", database_url(pool))
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run gpufleet");
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("write stdin");
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("gpufleet exits")
-}
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

@@ -1637,13 +1637,9 @@ async fn search_request_what_if(rig: &Rig, pool: &PgPool, today: shared::common:
     );
     // The CLI prints the same what-if, and names a bad flag.
     let cli = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_gpufleet"))
-            .args(["quota", "what-if", "--team", "search"])
-            .args(args)
-            .env("DATABASE_URL", crate::common::database_url(pool))
-            .env("RUST_LOG", "error")
-            .output()
-            .expect("gpufleet")
+        let mut all = vec!["quota", "what-if", "--team", "search"];
+        all.extend(args);
+        crate::common::gpufleet(pool, &all, None)
     };
     let out = cli(&["--request", &id.to_string()]);
     assert!(

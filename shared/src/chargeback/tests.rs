@@ -10,7 +10,7 @@ fn day(s: &str) -> Day {
     Day::parse(s).unwrap_or_else(|| panic!("{s}"))
 }
 
-fn teams() -> Vec<Team> {
+pub(super) fn teams() -> Vec<Team> {
     vec![
         Team {
             name: "research".into(),

@@ -158,18 +158,9 @@ fn day_of(basis: Basis) -> String {
         borrowed_gpu_us: borrowed * H,
         lent_gpu_us: lent * H,
     };
-    let teams = vec![
-        Team {
-            name: "research".into(),
-            namespace: "team-research".into(),
-            cost_centre: "CC-1001".into(),
-        },
-        Team {
-            name: "search".into(),
-            namespace: "team-search".into(),
-            cost_centre: "CC-1002, \"ops\"".into(),
-        },
-    ];
+    // search's cost centre with a comma and quotes, to be quoted in the CSV and the tags
+    let mut teams = crate::chargeback::tests::teams();
+    teams[1].cost_centre = "CC-1002, \"ops\"".into();
     let input = StatementInput {
         from: d,
         to: d.plus(1),
