@@ -179,7 +179,12 @@ fn month_of(path: &str, text: &str) -> Result<Day> {
 /// The month's budgets, each with its burn up to `now_ms` and forecast, and their alerts.
 pub async fn read(pool: &PgPool, month: Day, now_ms: i64) -> Result<Budgets> {
     let budgets = db::all(pool, month).await?;
-    let statement = month_to_date(pool, month, now_ms).await?;
+    // the statement (bounded like the API's) only when there is a budget to read it for
+    let statement = if budgets.is_empty() {
+        None
+    } else {
+        month_to_date(pool, month, now_ms).await?
+    };
     let lines = budgets
         .into_iter()
         .filter_map(|(team, budget)| {
