@@ -135,7 +135,8 @@ impl FocusHead {
                 sums.1 += i128::from(u.busy_gpu_us);
             }
         }
-        let team = |name: &str| teams.iter().find(|t| t.name == name);
+        let by_name: BTreeMap<&str, &Team> = teams.iter().map(|t| (t.name.as_str(), t)).collect();
+        let team = |name: &str| by_name.get(name).copied();
         for ((name, flavor), (allocated, busy)) in used {
             let Some(team) = team(name) else { continue };
             let rate = facts.rates.get(flavor).copied().unwrap_or(0);
