@@ -531,6 +531,11 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("[data-test=save-status]", "saved as “AWS grown”")
         .await;
+    // the scenario takes the name it was saved under (its JSON said "aws-300" before)
+    let aws = Scenario {
+        name: "AWS grown".to_owned(),
+        ..aws
+    };
     let url = browser.client.current_url().await.expect("url");
     let id: i64 = url
         .path()

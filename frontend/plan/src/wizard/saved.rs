@@ -43,14 +43,18 @@ pub fn SaveForm(
     };
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
+        // the scenario takes the name it is saved under, so its JSON says it too
+        let mut scenario = draft.scenario.get_untracked();
+        scenario.name = name.get_untracked();
         let body = ScenarioSave {
-            name: name.get_untracked(),
-            scenario: draft.scenario.get_untracked(),
+            name: scenario.name.clone(),
+            scenario,
         };
         if let Err(errors) = body.validate() {
             outcome.set(Some(Err(errors)));
             return;
         }
+        draft.scenario.set(body.scenario.clone());
         let (method, path) = match mine() {
             Some(id) => (Method::PUT, format!("/api/scenarios/{id}")),
             None => (Method::POST, "/api/scenarios".to_owned()),
