@@ -1617,7 +1617,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     )
     .await
     .expect("connect");
-    let server = Server::start_with_cluster(pool, std::sync::Arc::new(cluster)).await;
+    let server = Server::start_with_cluster(pool.clone(), std::sync::Arc::new(cluster)).await;
     let browser = Browser::start().await;
     browser.client.goto(&server.url("/")).await.expect("open");
     log_in(&browser, "alex", PASSWORD).await;
@@ -1733,8 +1733,107 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
         .await;
     assert_eq!(search_quota(), serde_json::json!(32));
     browser.screenshot("cluster-in-sync").await;
+    approver_holds_a_queue_past_its_budget(&pool, &browser, &server, &double).await;
     browser.close().await;
     let _ = std::fs::remove_file(&kubeconfig);
+}
+
+/// research burnt $86.00 in November (10 H100 GPU-hours at the demo's $8.60) against a $50.00
+/// budget: the budget loop proposes holding its ClusterQueue; the approver confirms it on the
+/// Chargeback page, and the Cluster page shows the queue applied with `stopPolicy: Hold`.
+async fn approver_holds_a_queue_past_its_budget(
+    pool: &PgPool,
+    browser: &Browser,
+    server: &Server,
+    double: &kube_double::KubeDouble,
+) {
+    sqlx::query(
+        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
+             fb_used_mib_minutes, minutes)
+         select 'day', '2026-11-02', namespace, '', 'h100-shared', id, 36000000000,
+                18000000000, 36000000000, 0, 1440
+         from teams where name = 'research'",
+    )
+    .execute(pool)
+    .await
+    .expect("research's November");
+    let november = shared::common::day::Day::parse("2026-11-01").expect("day");
+    let budget = shared::chargeback::budget::NewBudget {
+        limit_cents: Some(5_000),
+        ..Default::default()
+    }
+    .checked()
+    .expect("a budget");
+    backend::chargeback::budget::put(
+        pool,
+        "research",
+        november,
+        &budget,
+        backend::audit::Actor::Console,
+    )
+    .await
+    .expect("budget");
+    let nov_30 = shared::common::utc::parse_rfc3339("2026-11-30T00:00:00Z").expect("time");
+    let raised = backend::chargeback::budget::evaluate(pool, nov_30)
+        .await
+        .expect("evaluate");
+    assert_eq!(raised.holds, 1);
+
+    browser
+        .client
+        .goto(&server.url("/chargeback"))
+        .await
+        .expect("chargeback");
+    browser
+        .wait_for_text(
+            "[data-test=holds]",
+            "Hold proposed (2026-11): research has used 172.00%",
+        )
+        .await;
+    browser
+        .click_css("[data-test=holds] button[data-act=confirm]")
+        .await;
+    browser
+        .wait_for_text("[data-test=holds]", "Held by alex")
+        .await;
+    browser.screenshot("chargeback-hold").await;
+
+    browser
+        .client
+        .goto(&server.url("/cluster"))
+        .await
+        .expect("cluster");
+    browser
+        .wait_for_text("[data-test=cluster-target]", "as system:serviceaccount")
+        .await;
+    browser.click_css("[data-test=check-now]").await;
+    browser
+        .wait_for_text("[data-test=object-clusterqueue-research]", "in sync")
+        .await;
+    assert_eq!(
+        double
+            .object("ClusterQueue", None, "research")
+            .expect("research's queue")["spec"]["stopPolicy"],
+        "Hold"
+    );
+    browser
+        .click_css("[data-test=object-clusterqueue-research] summary")
+        .await;
+    let row = browser
+        .wait_for_text(
+            "[data-test=object-clusterqueue-research]",
+            "stopPolicy: \"Hold\"",
+        )
+        .await
+        .text()
+        .await
+        .expect("row");
+    assert_eq!(
+        row.matches("stopPolicy: \"Hold\"").count(),
+        2,
+        "approved and live: {row}"
+    );
 }
 
 /// Finance opens the Chargeback page, asks for November's statement, reads a team's figures,
@@ -2110,6 +2209,17 @@ async fn budgets(pool: &PgPool, browser: &Browser) {
         .wait_for_text("[data-test=budgets] tr[data-team=research]", "$68.80")
         .await;
     assert!(row.text().await.expect("text").contains("$80.00"));
+    // the bar: used 86% of a limit that spans its 200 units → 172 wide, the limit's mark at the end
+    let bar = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('[data-test=budgets] tr[data-team=research] svg.burn rect')] \
+               .map(r => (r.getAttribute('x') || '0') + '+' + r.getAttribute('width'));",
+            vec![],
+        )
+        .await
+        .expect("the bar");
+    assert_eq!(bar, serde_json::json!(["0+172", "0+172", "198+2"]));
 
     let (url, received) = webhook_receiver().await;
     let hook = backend::chargeback::budget::Webhook::new(&url, std::time::Duration::from_secs(5))
@@ -2118,7 +2228,7 @@ async fn budgets(pool: &PgPool, browser: &Browser) {
     let raised = backend::chargeback::budget::evaluate(pool, nov_30)
         .await
         .expect("evaluate");
-    assert_eq!(raised, 2);
+    assert_eq!(raised.alerts, 2);
     assert_eq!(
         backend::chargeback::budget::deliver(pool, &hook)
             .await
@@ -2129,7 +2239,7 @@ async fn budgets(pool: &PgPool, browser: &Browser) {
         backend::chargeback::budget::evaluate(pool, nov_30)
             .await
             .expect("again"),
-        0
+        backend::chargeback::budget::Raised::default()
     );
     let bodies = received.lock().expect("lock").clone();
     let texts: Vec<&str> = bodies.iter().filter_map(|b| b["text"].as_str()).collect();

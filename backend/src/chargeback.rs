@@ -99,6 +99,12 @@ pub fn api() -> Api {
         )
         .route(
             Method::POST,
+            "/chargeback/holds/{id}/{action}",
+            Access::Roles(budget::HOLDERS),
+            budget::decide_hold,
+        )
+        .route(
+            Method::POST,
             "/chargeback/months/{month}/close",
             Access::Roles(&[Role::Finance, Role::Admin]),
             close_month,

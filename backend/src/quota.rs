@@ -187,6 +187,7 @@ pub async fn world(db: &mut PgConnection) -> Result<QuotaWorld> {
         flavors,
         teams,
         approved,
+        held: crate::chargeback::budget::held(db).await?,
     })
 }
 

@@ -294,6 +294,10 @@ pub struct Queue {
     pub within: WithinQueue,
     /// Flavors and resources the queue does not list here are covered with nominal quota 0.
     pub quotas: Vec<Quota>,
+    /// Held on an approver's word: `spec.stopPolicy: Hold` (the CRD's enum is `None`, `Hold`,
+    /// `HoldAndDrain`): Kueue reserves quota for no new workload and lets admitted ones run to
+    /// completion.
+    pub held: bool,
 }
 
 /// Everything rendered into one `kueue.yaml`.
@@ -579,6 +583,7 @@ impl Setup {
                     within_cluster_queue: queue.within,
                 },
                 resource_groups,
+                stop_policy: queue.held.then_some("Hold"),
             },
         })
     }
@@ -818,6 +823,8 @@ struct ClusterQueueSpec<'a> {
     queueing_strategy: &'static str,
     preemption: Preemption,
     resource_groups: Vec<ResourceGroup<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_policy: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -943,6 +950,7 @@ mod tests {
                     borrowing_limit: Some(4),
                     lending_limit: Some(2),
                 }],
+                held: false,
             }],
             priorities: vec![],
         };
@@ -956,6 +964,16 @@ mod tests {
         assert_eq!(cq["spec"]["preemption"]["reclaimWithinCohort"], "Never");
         assert!(cq["spec"].get("cohortName").is_none());
         assert_eq!(setup.cohorts(), Vec::<&str>::new());
+        assert!(
+            cq["spec"].get("stopPolicy").is_none(),
+            "Kueue's default, None"
+        );
+        let mut held = setup.clone();
+        held.queues[0].held = true;
+        let cq = held
+            .cluster_queue_of("cq", KueueVersion::V1beta2)
+            .expect("cq");
+        assert_eq!(cq["spec"]["stopPolicy"], "Hold");
     }
 
     #[test]

@@ -1695,6 +1695,8 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
                 },
             },
         ],
+        // idle's queue held after its budget ran out: `stopPolicy: Hold`, in both versions' enum
+        held: vec!["idle".into()],
     };
     for version in [KueueVersion::V1beta2, KueueVersion::V1beta1] {
         let objects = world.kueue_setup(today).objects(version);
@@ -1720,6 +1722,9 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
         );
         let solo = &objects[5];
         assert!(!solo.to_string().contains("borrowingLimit"), "{solo}");
+        assert_eq!(objects[7]["metadata"]["name"], "idle-cq");
+        assert_eq!(objects[7]["spec"]["stopPolicy"], "Hold");
+        assert!(research["spec"].get("stopPolicy").is_none());
         assert_eq!(
             objects[4]["metadata"],
             serde_json::json!({"name": "research-lq", "namespace": "team-research"})
@@ -2043,6 +2048,7 @@ fn kueue_refuses_what_its_rules_refuse() {
                 borrowing_limit: None,
                 lending_limit: None,
             }],
+            held: false,
         }],
         priorities: Vec::new(),
     };

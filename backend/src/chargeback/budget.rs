@@ -5,6 +5,11 @@
 //!
 //! The server's loop ([`spawn`]) evaluates this month's budgets and delivers due alerts every
 //! minute; one replica claims an alert at a time (a lease on `next_attempt_at`).
+//!
+//! A burn that reaches its whole budget proposes a hold of the team's ClusterQueue (audited as
+//! the console's); an approver confirms or dismisses it and releases a hold in force
+//! ([`decide_hold`], audited); `quota::world` reads the holds in force, so the reconciler
+//! applies them as `spec.stopPolicy: Hold`.
 
 use std::time::Duration;
 
@@ -23,7 +28,7 @@ use shared::{
     audit::Kind,
     chargeback::{
         IdleShare, Period, Statement,
-        budget::{self as model, Budget, Budgets, Crossing, NewBudget},
+        budget::{self as model, Budget, Budgets, Crossing, Hold, HoldAction, NewBudget},
         parse_month,
     },
     common::day::Day,
@@ -40,6 +45,8 @@ use crate::{
 
 /// Who sets budgets.
 pub const SETTERS: &[Role] = &[Role::Finance, Role::Admin];
+/// Who confirms, dismisses and releases holds: those who decide quota.
+pub const HOLDERS: &[Role] = &[Role::Approver, Role::Admin];
 
 #[derive(Debug, Deserialize)]
 pub struct MonthQuery {
@@ -62,8 +69,70 @@ pub async fn list(
     if !caller.has_any(&[Role::Finance, Role::Approver, Role::Admin]) {
         budgets.lines.retain(|l| caller.teams.contains(&l.team));
         budgets.alerts.retain(|a| caller.teams.contains(&a.team));
+        budgets.holds.retain(|h| caller.teams.contains(&h.team));
     }
     Ok(Json(budgets))
+}
+
+/// `POST /api/chargeback/holds/{id}/{action}`: an approver confirms a proposed hold (the
+/// reconciler, woken now, applies the team's ClusterQueue with `stopPolicy: Hold`), dismisses
+/// it, or releases a hold in force; audited. 409 when the hold is not in the state the action
+/// needs (two approvers at once: one wins).
+pub async fn decide_hold(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((id, action)): Path<(i64, String)>,
+) -> Result<Json<Hold>> {
+    let action = HoldAction::parse(&action).ok_or_else(|| {
+        Error::Invalid(vec![FieldError {
+            path: "action".into(),
+            message: format!("{action:?}: confirm, dismiss or release"),
+        }])
+    })?;
+    let (from, to) = action.moves();
+    let mut tx = state.pool.begin().await?;
+    if !db::move_hold(&mut *tx, id, from.name(), to.name(), caller.user_id).await? {
+        let hold = db::holds(&mut *tx, None, Some(id)).await?.pop();
+        return Err(match hold {
+            None => Error::NotFound,
+            Some(hold) => Error::Conflict(format!(
+                "this hold of {}'s ClusterQueue is {}, not {}",
+                hold.team,
+                hold.state.name(),
+                from.name()
+            )),
+        });
+    }
+    let hold = db::holds(&mut *tx, None, Some(id))
+        .await?
+        .pop()
+        .ok_or(Error::NotFound)?;
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::Budget,
+        action.audited(),
+        &format!("ClusterQueue of {}", hold.team),
+        Some(&hold.team),
+        Some(&json!({"hold": id, "state": from.name()})),
+        Some(&json!({"hold": id, "state": to.name()})),
+    )
+    .await?;
+    tx.commit().await?;
+    if action != HoldAction::Dismiss {
+        state.cluster.wake();
+    }
+    Ok(Json(hold))
+}
+
+/// Teams whose ClusterQueue is held now.
+pub async fn held(db: &mut sqlx::PgConnection) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        "select t.name from queue_holds h join teams t on t.id = h.team_id
+         where h.state = 'held' order by t.name"
+    )
+    .fetch_all(db)
+    .await
 }
 
 /// `PUT /api/chargeback/budgets/{team}/{month}`: sets (or replaces) a team's budget; audited.
@@ -196,6 +265,7 @@ pub async fn read(pool: &PgPool, month: Day, now_ms: i64) -> Result<Budgets> {
         month: month.month_name(),
         lines,
         alerts: db::alerts(pool, month).await?,
+        holds: db::holds(pool, Some(month), None).await?,
     })
 }
 
@@ -218,23 +288,67 @@ async fn month_to_date(pool: &PgPool, month: Day, now_ms: i64) -> Result<Option<
     Ok(Some(super::build(pool, &period).await?))
 }
 
+/// What one evaluation raised that was new.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Raised {
+    pub alerts: usize,
+    pub holds: usize,
+}
+
 /// Raises this month's alerts: every threshold a budget's burn or forecast has crossed, once
-/// per budget as set. Returns how many were new.
-pub async fn evaluate(pool: &PgPool, now_ms: i64) -> Result<usize> {
+/// per budget as set; and proposes a hold for each team whose burn reached its whole budget,
+/// once per budget as set, unless the team has one proposed or in force.
+pub async fn evaluate(pool: &PgPool, now_ms: i64) -> Result<Raised> {
     let month = Day::of_unix_seconds(now_ms.div_euclid(1000)).first_of_month();
     let budgets = read(pool, month, now_ms).await?;
-    let mut raised = 0;
+    let mut raised = Raised::default();
     for line in &budgets.lines {
         for (crossing, crossed) in [
             (Crossing::Actual, &line.crossed_pct),
             (Crossing::Forecast, &line.forecast_crossed_pct),
         ] {
             for pct in crossed {
-                raised += db::raise(pool, month, line, *pct, crossing).await?;
+                raised.alerts += db::raise(pool, month, line, *pct, crossing).await?;
             }
+        }
+        if line.over_limit {
+            raised.holds += propose_hold(pool, month, line).await?;
         }
     }
     Ok(raised)
+}
+
+/// Proposes a hold of `line`'s team's ClusterQueue (audited as the console's): 1 when new.
+async fn propose_hold(pool: &PgPool, month: Day, line: &model::BudgetLine) -> Result<usize> {
+    let mut tx = pool.begin().await?;
+    let reason = model::hold_reason(line);
+    let proposed = sqlx::query!(
+        "insert into queue_holds (team_id, month, limit_key, reason)
+         select id, $2, $3, $4 from teams where name = $1
+         on conflict do nothing",
+        line.team,
+        crate::clock::date(month)?,
+        model::limit_key(&line.budget),
+        reason,
+    )
+    .execute(&mut *tx)
+    .await?;
+    if proposed.rows_affected() == 0 {
+        return Ok(0);
+    }
+    audit::record(
+        &mut *tx,
+        Actor::Console,
+        Kind::Budget,
+        "propose hold",
+        &format!("ClusterQueue of {}", line.team),
+        Some(&line.team),
+        None,
+        Some(&json!({"state": "proposed", "reason": reason})),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(1)
 }
 
 /// Where alerts are POSTed: an HTTP(S) URL taking a JSON body (as Slack- and Teams-style
@@ -388,7 +502,7 @@ mod db {
     use std::time::Duration;
 
     use shared::{
-        chargeback::budget::{Alert, Basis, Budget, BudgetLine, Crossing, Limit},
+        chargeback::budget::{Alert, Basis, Budget, BudgetLine, Crossing, Hold, HoldState, Limit},
         common::day::Day,
     };
     use sqlx::{PgExecutor, PgPool};
@@ -543,5 +657,74 @@ mod db {
         .execute(db)
         .await?;
         Ok(())
+    }
+
+    /// Holds of `month` and every hold proposed or in force, or only hold `id`; by id.
+    pub async fn holds(
+        db: impl PgExecutor<'_>,
+        month: Option<Day>,
+        id: Option<i64>,
+    ) -> sqlx::Result<Vec<Hold>> {
+        let month = month.map(crate::clock::date).transpose()?;
+        let rows = sqlx::query!(
+            r#"select h.id, t.name, to_char(h.month, 'YYYY-MM') as "month!", h.state, h.reason,
+                      to_char(h.proposed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "proposed_at!",
+                      d.username as "decided_by?",
+                      to_char(h.decided_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as decided_at,
+                      r.username as "released_by?",
+                      to_char(h.released_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as released_at
+               from queue_holds h join teams t on t.id = h.team_id
+                    left join users d on d.id = h.decided_by
+                    left join users r on r.id = h.released_by
+               where case when $2::bigint is null
+                          then h.month = $1 or h.state in ('proposed', 'held')
+                          else h.id = $2 end
+               order by h.id"#,
+            month,
+            id,
+        )
+        .fetch_all(db)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Hold {
+                id: r.id,
+                team: r.name,
+                month: r.month,
+                state: HoldState::parse(&r.state).unwrap_or(HoldState::Proposed),
+                reason: r.reason,
+                proposed_at: r.proposed_at,
+                decided_by: r.decided_by,
+                decided_at: r.decided_at,
+                released_by: r.released_by,
+                released_at: r.released_at,
+            })
+            .collect())
+    }
+
+    /// Moves hold `id` from state `from` to `to`, by `user`: false when it is not in `from`
+    /// (or there is none).
+    pub async fn move_hold(
+        db: impl PgExecutor<'_>,
+        id: i64,
+        from: &str,
+        to: &str,
+        user: i64,
+    ) -> sqlx::Result<bool> {
+        let moved = sqlx::query!(
+            "update queue_holds set state = $3,
+                 decided_by = case when $2 = 'proposed' then $4 else decided_by end,
+                 decided_at = case when $2 = 'proposed' then now() else decided_at end,
+                 released_by = case when $2 = 'held' then $4 else released_by end,
+                 released_at = case when $2 = 'held' then now() else released_at end
+             where id = $1 and state = $2",
+            id,
+            from,
+            to,
+            user,
+        )
+        .execute(db)
+        .await?;
+        Ok(moved.rows_affected() == 1)
     }
 }

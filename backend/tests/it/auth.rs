@@ -185,6 +185,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "/chargeback/budgets/{team}/{month}",
         "finance admin",
     ),
+    ("POST", "/chargeback/holds/{id}/{action}", "approver admin"),
     ("GET", "/usage/stream", "requester approver finance admin"),
     ("GET", "/usage/queues", "approver finance admin"),
 ];

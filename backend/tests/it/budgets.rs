@@ -22,10 +22,16 @@ use sqlx::PgPool;
 use crate::common::{PASSWORD, login, request, router, send, user};
 
 /// 2026-11-10T00:00:00Z.
-const NOV_10: i64 = 1_794_268_800_000;
+pub const NOV_10: i64 = 1_794_268_800_000;
 
 async fn november(pool: &PgPool) {
     backend::fleet::load_demo(pool).await.expect("demo fleet");
+    research_burns_november(pool).await;
+}
+
+/// research allocated 10 H100 GPU-hours ($86.00 at the demo's rate) on each of 2026-11-01 to
+/// 11-09: $774.00 by 2026-11-10.
+pub async fn research_burns_november(pool: &PgPool) {
     sqlx::query(
         "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
              allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
@@ -172,8 +178,15 @@ async fn budgets_burn_forecast_and_alert_once(pool: PgPool) {
     let on_10th = budget::read(&pool, month, NOV_10).await.expect("read");
     assert_eq!(on_10th.lines[0].forecast_cost_by_allocation_cents, 258_000);
     assert_eq!(on_10th.lines[0].forecast_pct, "258.00");
-    assert_eq!(budget::evaluate(&pool, NOV_10).await.expect("evaluate"), 2);
-    assert_eq!(budget::evaluate(&pool, NOV_10).await.expect("again"), 0);
+    let raised = |alerts| budget::Raised { alerts, holds: 0 };
+    assert_eq!(
+        budget::evaluate(&pool, NOV_10).await.expect("evaluate"),
+        raised(2)
+    );
+    assert_eq!(
+        budget::evaluate(&pool, NOV_10).await.expect("again"),
+        raised(0)
+    );
     // a budget set anew may alert again: $700.00 is past 100% already (110.57%)
     put(
         &fiona,
@@ -181,7 +194,15 @@ async fn budgets_burn_forecast_and_alert_once(pool: PgPool) {
         json!({"limit_cents": 70_000}),
     )
     .await;
-    assert_eq!(budget::evaluate(&pool, NOV_10).await.expect("anew"), 4);
+    // and its burn is past the whole budget: a hold of research's queue is proposed (the
+    // cluster's tests follow it to the ClusterQueue)
+    assert_eq!(
+        budget::evaluate(&pool, NOV_10).await.expect("anew"),
+        budget::Raised {
+            alerts: 4,
+            holds: 1
+        }
+    );
 
     // the webhook: down at first (never lost), then failing once, then taking every alert once
     let dead =
@@ -234,6 +255,11 @@ async fn budgets_burn_forecast_and_alert_once(pool: PgPool) {
     assert!(
         taken.iter().any(|b| b["text"]
             == "gpufleet: research is forecast to use 258.00% of its 2026-11 budget of $1,000.00 (by allocation), past 100%."),
+        "{taken:?}"
+    );
+    assert!(
+        taken.iter().any(|b| b["text"]
+            == "gpufleet: research has used 110.57% of its 2026-11 budget of $700.00 (by allocation), past 100%. A hold of its ClusterQueue is proposed for an approver to confirm."),
         "{taken:?}"
     );
     // the page's list shows them delivered

@@ -1746,3 +1746,148 @@ async fn demo_week_replayed(rig: &Rig, today: shared::common::day::Day) {
         StatusCode::FORBIDDEN
     );
 }
+
+/// research's budget burnt whole proposes a hold; nothing is held until an approver confirms
+/// it. Then its ClusterQueue carries `spec.stopPolicy: Hold` on the cluster (the CRD's enum
+/// value, checked by the double against the real schema) and keeps its quota; released, the
+/// field goes again (server-side apply drops a field its manager no longer sets: Kueue's
+/// default, `None`, is back). Requesters cannot decide; a second decision is a conflict; each
+/// step is audited.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_budget_burnt_whole_holds_the_queue_once_an_approver_confirms(pool: PgPool) {
+    use backend::chargeback::budget;
+    use shared::chargeback::budget::{Budgets, Hold, HoldState};
+    let (rig, double) = kube_rig(&pool, "hold", Duration::from_secs(5)).await;
+    let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", 48).await;
+    decide(&rig, "research", id, "approve", version).await;
+    // $774.00 by allocation by November 10 against a $700.00 budget: 110.57%
+    crate::budgets::research_burns_november(&pool).await;
+    let reply = call(
+        &rig,
+        Method::PUT,
+        "/api/chargeback/budgets/research/2026-11",
+        &rig.ada,
+        Some(json!({"limit_cents": 70_000})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let stop_policy = |queue: &str| {
+        double.object("ClusterQueue", None, queue).expect("queue")["spec"]["stopPolicy"].clone()
+    };
+    reconcile(&rig).await;
+    assert_eq!(stop_policy("research"), Value::Null);
+
+    let raised = budget::evaluate(&pool, crate::budgets::NOV_10)
+        .await
+        .expect("evaluate");
+    assert_eq!(raised.holds, 1);
+    let again = budget::evaluate(&pool, crate::budgets::NOV_10)
+        .await
+        .expect("again");
+    assert_eq!(again.holds, 0, "proposed once");
+    // the team's requester sees it proposed; nothing is held yet
+    let seen: Budgets = call(
+        &rig,
+        Method::GET,
+        "/api/chargeback/budgets?month=2026-11",
+        &rig.rita,
+        None,
+    )
+    .await
+    .json();
+    let [proposed] = seen.holds.as_slice() else {
+        panic!("{:?}", seen.holds)
+    };
+    assert_eq!(proposed.state, HoldState::Proposed);
+    assert_eq!(
+        proposed.reason,
+        "research has used 110.57% of its 2026-11 budget of $700.00 (by allocation). Holding its ClusterQueue (stopPolicy: Hold) stops new admissions; admitted work runs to completion."
+    );
+    reconcile(&rig).await;
+    assert_eq!(
+        stop_policy("research"),
+        Value::Null,
+        "a proposal holds nothing"
+    );
+
+    let hold = proposed.id;
+    assert_eq!(
+        decide_hold(&rig, &rig.rita, hold, "confirm").await.status,
+        StatusCode::FORBIDDEN
+    );
+    let bad = decide_hold(&rig, &rig.alex, hold, "hold").await;
+    assert_eq!(
+        bad.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        bad.text()
+    );
+    assert!(
+        bad.text().contains("confirm, dismiss or release"),
+        "{}",
+        bad.text()
+    );
+    let confirmed = decide_hold(&rig, &rig.alex, hold, "confirm").await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{}", confirmed.text());
+    let confirmed: Hold = confirmed.json();
+    assert_eq!(confirmed.state, HoldState::Held);
+    assert_eq!(confirmed.decided_by.as_deref(), Some("alex"));
+    let twice = decide_hold(&rig, &rig.alex, hold, "confirm").await;
+    assert_eq!(twice.status, StatusCode::CONFLICT, "{}", twice.text());
+    assert!(
+        twice
+            .text()
+            .contains("this hold of research's ClusterQueue is held, not proposed"),
+        "{}",
+        twice.text()
+    );
+
+    let view = reconcile(&rig).await;
+    assert_eq!(
+        object(&view, "ClusterQueue", "research").state,
+        ObjectState::InSync
+    );
+    assert_eq!(stop_policy("research"), json!("Hold"));
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(48));
+    assert_eq!(stop_policy("search"), Value::Null, "only research is held");
+
+    let released = decide_hold(&rig, &rig.alex, hold, "release").await;
+    assert_eq!(released.status, StatusCode::OK, "{}", released.text());
+    assert_eq!(released.json::<Hold>().released_by.as_deref(), Some("alex"));
+    let view = reconcile(&rig).await;
+    assert_eq!(
+        object(&view, "ClusterQueue", "research").state,
+        ObjectState::InSync
+    );
+    assert_eq!(stop_policy("research"), Value::Null);
+    assert_eq!(nominal(&double, "research", "h200-train"), json!(48));
+    // the same budget proposes no hold again
+    let after = budget::evaluate(&pool, crate::budgets::NOV_10)
+        .await
+        .expect("after");
+    assert_eq!(after.holds, 0);
+
+    let audited: Vec<(String, String)> = sqlx::query_as(
+        "select actor, action from audit_log where subject = 'ClusterQueue of research' order by id",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("audit");
+    let audited: Vec<(&str, &str)> = audited
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(
+        audited,
+        [
+            ("gpufleet", "propose hold"),
+            ("alex", "hold ClusterQueue"),
+            ("alex", "release ClusterQueue")
+        ]
+    );
+}
+
+async fn decide_hold(rig: &Rig, who: &Session, id: i64, action: &str) -> Reply {
+    let uri = format!("/api/chargeback/holds/{id}/{action}");
+    call(rig, Method::POST, &uri, who, None).await
+}

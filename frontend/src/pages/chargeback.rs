@@ -10,9 +10,7 @@ use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError,
     accounts::Role,
-    chargeback::{
-        ClosedMonth, Drill, DrillDay, Hours, IdleShare, Reopen, Statement, budget::NewBudget,
-    },
+    chargeback::{ClosedMonth, Hours, IdleShare, Reopen, Statement, budget::NewBudget},
     common::day::Day,
     common::money::{dollars, parse_dollars},
     usage::{
@@ -404,7 +402,7 @@ fn statement_view(s: Statement) -> impl IntoView {
 fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
     let team = RwSignal::new(teams.first().cloned().unwrap_or_default());
     let day = RwSignal::new(day.to_string());
-    let shown = RwSignal::new(None::<Drill>);
+    let shown = RwSignal::new(String::new());
     let failure = RwSignal::new(None::<ApiError>);
     let load = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -413,7 +411,7 @@ fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
             team.get_untracked(),
             day.get_untracked()
         );
-        spawn_local(show(path, shown, failure));
+        spawn_local(async move { show_html(&path, drill_html, shown, failure).await });
     };
     view! {
         <h3>"Where a team's day comes from"</h3>
@@ -426,7 +424,7 @@ fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
             " " <button type="submit" data-test="show-drill">"Show the day"</button>
         </form>
         {move || failure.get().map(|error| view! { <ErrorBox error/> })}
-        {move || shown.get().map(drill_view)}
+        <div inner_html=move || shown.get()/>
     }
 }
 
@@ -438,57 +436,73 @@ fn gpu_seconds(us: Option<i64>) -> String {
     })
 }
 
-fn drill_view(d: Drill) -> impl IntoView {
-    let day_rows = |rows: &[DrillDay], read: &'static str| {
-        rows.iter()
-            .map(|r| view! {
-                <tr><td>{r.flavor.clone()}</td><td>{read}</td>
-                <td class="num">{r.allocated_gpu_hours.map_or("unknown".to_owned(), |h| h.to_string())}</td>
-                <td class="num">{r.busy_gpu_hours.to_string()}</td>
-                <td class="num">{r.observed_gpu_hours.to_string()}</td></tr>
+/// A `Drill` answer as HTML.
+fn drill_html(d: &JsValue) -> String {
+    let day_rows = |key: &str, read: &str| -> String {
+        js::each(d, key)
+            .iter()
+            .map(|r| {
+                let allocated = match js::text(&r, "allocated_gpu_hours") {
+                    unknown if unknown.is_empty() => "unknown".to_owned(),
+                    hours => hours,
+                };
+                format!(
+                    "<tr><td>{}</td><td>{read}</td><td class=\"num\">{allocated}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                    js::text(&r, "flavor"),
+                    js::text(&r, "busy_gpu_hours"),
+                    js::text(&r, "observed_gpu_hours"),
+                )
             })
-            .collect_view()
+            .collect()
     };
-    let minute_rows = d
-        .minutes
+    // each row's microseconds are far below 2^53: exact as the browser's numbers
+    let micro = |m: &JsValue, key: &str| js::at(m, key).as_f64().map(|v| v as i64);
+    let minutes = js::each(d, "minutes");
+    let mut busy: i128 = 0;
+    let minute_rows: String = minutes
         .iter()
         .map(|m| {
-            view! {
-                <tr><td>{m.minute.clone()}</td><td>{m.flavor.clone()}</td>
-                <td class="num">{gpu_seconds(m.allocated_gpu_microseconds)}</td>
-                <td class="num">{gpu_seconds(m.busy_gpu_microseconds)}</td>
-                <td class="num">{gpu_seconds(m.observed_gpu_microseconds)}</td>
-                <td class="num">{m.fb_used_mib.map_or("—".to_owned(), |v| v.to_string())}</td>
-                <td>{m.sources.join(", ")}</td></tr>
-            }
+            busy += i128::from(micro(&m, "busy_gpu_microseconds").unwrap_or(0));
+            let sources: Vec<String> = js::each(&m, "sources").iter().filter_map(|s| s.as_string()).collect();
+            format!(
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                js::text(&m, "minute"),
+                js::text(&m, "flavor"),
+                gpu_seconds(micro(&m, "allocated_gpu_microseconds")),
+                gpu_seconds(micro(&m, "busy_gpu_microseconds")),
+                gpu_seconds(micro(&m, "observed_gpu_microseconds")),
+                micro(&m, "fb_used_mib").map_or("—".to_owned(), |v| v.to_string()),
+                js::escape(&sources.join(", ")),
+            )
         })
-        .collect_view();
-    let busy: i128 = d
-        .minutes
+        .collect();
+    let notes: String = js::each(d, "notes")
         .iter()
-        .filter_map(|m| m.busy_gpu_microseconds)
-        .map(i128::from)
-        .sum();
-    view! {
-        <p data-test="drill-summary">{format!(
-            "{} (namespace {}) on {}: {} minute rows, {} busy GPU-hours in them{}.",
-            d.team, d.namespace, d.day, d.minutes.len(), Hours(busy),
-            if d.closed { "; the month is closed, so the statement reads the frozen figures" } else { "" }
-        )}</p>
-        <table class="statement" data-test="drill-day">
-            <thead><tr><th>"Flavor"</th><th>"Read"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th><th>"Observed GPU-h"</th></tr></thead>
-            <tbody>{day_rows(&d.rollups, "day rollup")}{day_rows(&d.frozen, "frozen at close")}</tbody>
-        </table>
-        <details>
-            <summary>{format!("Every minute row ({})", d.minutes.len())}</summary>
-            <table class="statement" data-test="drill-minutes">
-                <thead><tr><th>"Minute (UTC)"</th><th>"Flavor"</th><th>"Allocated GPU-s"</th><th>"Busy GPU-s"</th>
-                    <th>"Observed GPU-s"</th><th>"Framebuffer MiB"</th><th>"Sources"</th></tr></thead>
-                <tbody>{minute_rows}</tbody>
-            </table>
-        </details>
-        <ul class="notes">{d.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
-    }
+        .map(|n| {
+            format!(
+                "<li>{}</li>",
+                js::escape(&n.as_string().unwrap_or_default())
+            )
+        })
+        .collect();
+    let closed = if js::at(d, "closed").is_truthy() {
+        "; the month is closed, so the statement reads the frozen figures"
+    } else {
+        ""
+    };
+    let count = minutes.length();
+    format!(
+        "<p data-test=\"drill-summary\">{} (namespace {}) on {}: {count} minute rows, {} busy GPU-hours in them{closed}.</p>\
+         <table class=\"statement\" data-test=\"drill-day\"><thead><tr><th>Flavor</th><th>Read</th><th>Allocated GPU-h</th><th>Busy GPU-h</th><th>Observed GPU-h</th></tr></thead><tbody>{}{}</tbody></table>\
+         <details><summary>Every minute row ({count})</summary><table class=\"statement\" data-test=\"drill-minutes\"><thead><tr><th>Minute (UTC)</th><th>Flavor</th><th>Allocated GPU-s</th><th>Busy GPU-s</th><th>Observed GPU-s</th><th>Framebuffer MiB</th><th>Sources</th></tr></thead><tbody>{minute_rows}</tbody></table></details>\
+         <ul class=\"notes\">{notes}</ul>",
+        js::text(d, "team"),
+        js::text(d, "namespace"),
+        js::text(d, "day"),
+        Hours(busy),
+        day_rows("rollups", "day rollup"),
+        day_rows("frozen", "frozen at close"),
+    )
 }
 
 /// The last minutes kept on the live chart.
@@ -627,27 +641,53 @@ fn Neighbours() -> impl IntoView {
     }
 }
 
-/// The month's budgets with their burn, forecast and alerts; finance and admins set them.
+/// The month's budgets with their burn, forecast, alerts and holds; finance and admins set
+/// them, approvers and admins confirm, dismiss and release holds.
 #[component]
 fn Budgets() -> impl IntoView {
     let me = use_me();
-    let can_set = move || {
-        me.with(|m| {
-            m.as_ref().is_some_and(|m| {
-                m.roles
-                    .iter()
-                    .any(|r| matches!(r, Role::Finance | Role::Admin))
-            })
+    let has = move |roles: [Role; 2]| {
+        me.with_untracked(|m| {
+            m.as_ref()
+                .is_some_and(|m| m.roles.iter().any(|r| roles.contains(r)))
         })
+    };
+    let can_set = has([Role::Finance, Role::Admin]);
+    let html: fn(&JsValue) -> String = if has([Role::Approver, Role::Admin]) {
+        |b| budgets_html(b, true)
+    } else {
+        |b| budgets_html(b, false)
     };
     let month = RwSignal::new(today().month_name());
     let shown = RwSignal::new(String::new());
     let failure = RwSignal::new(None::<ApiError>);
     let load = move || {
         let path = format!("/api/chargeback/budgets?month={}", month.get_untracked());
-        spawn_local(async move { show_html(&path, budgets_html, shown, failure).await });
+        spawn_local(async move { show_html(&path, html, shown, failure).await });
     };
     load();
+    // a hold's buttons are in the HTML: one listener reads which was clicked
+    let decide = move |ev: leptos::ev::MouseEvent| {
+        let Some(button) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        else {
+            return;
+        };
+        let (Some(id), Some(action)) = (
+            button.get_attribute("data-hold"),
+            button.get_attribute("data-act"),
+        ) else {
+            return;
+        };
+        let path = format!("/api/chargeback/holds/{id}/{action}");
+        spawn_local(async move {
+            match api::send_no_content::<()>(Method::POST, &path, None).await {
+                Ok(()) => load(),
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
     let (team, amount, unit, basis) = (
         RwSignal::new(String::new()),
         RwSignal::new(String::new()),
@@ -687,8 +727,8 @@ fn Budgets() -> impl IntoView {
             " " <button type="submit" data-test="show-budgets">"Show"</button>
         </form>
         {move || failure.get().map(|error| view! { <ErrorBox error/> })}
-        <div inner_html=move || shown.get()/>
-        {move || can_set().then(|| view! {
+        <div inner_html=move || shown.get() on:click=decide/>
+        {can_set.then(|| view! {
             <form class="period" data-test="set-budget" on:submit=save>
                 <label>"Team " <input name="team" on:change=field(team)/></label>
                 <label>" limit " <input name="amount" on:change=field(amount)/></label>
@@ -704,9 +744,9 @@ fn Budgets() -> impl IntoView {
     }
 }
 
-/// A `Budgets` answer as HTML: each team's limit, burn and forecast on both bases, and the
-/// alerts raised.
-fn budgets_html(b: &JsValue) -> String {
+/// A `Budgets` answer as HTML: each team's limit, burn and forecast on both bases, the alerts
+/// raised, and the holds (with their buttons for those who `decide` them).
+fn budgets_html(b: &JsValue, decide: bool) -> String {
     let money = |v: &JsValue, key: &str| dollars(whole(v, key).unwrap_or(0));
     let rows: String = js::each(b, "lines")
         .iter()
@@ -718,11 +758,12 @@ fn budgets_html(b: &JsValue) -> String {
                 None => format!("{} GPU-hours", js::text(&limit, "gpu_hours")),
             };
             format!(
-                "<tr data-team=\"{}\"><td>{0}</td><td class=\"num\">{limit}</td><td>{}</td><td class=\"num\">{}% → {}%</td><td class=\"num\">{} → {}</td><td class=\"num\">{} → {}</td></tr>",
+                "<tr data-team=\"{}\"><td>{0}</td><td class=\"num\">{limit}</td><td>{}</td><td class=\"num\">{}% → {}%<br>{}</td><td class=\"num\">{} → {}</td><td class=\"num\">{} → {}</td></tr>",
                 js::text(&l, "team"),
                 js::text(&budget, "basis"),
                 js::text(&l, "spent_pct"),
                 js::text(&l, "forecast_pct"),
+                burn_bar(&js::text(&l, "spent_pct"), &js::text(&l, "forecast_pct")),
                 money(&l, "cost_by_allocation_cents"),
                 money(&l, "forecast_cost_by_allocation_cents"),
                 money(&l, "charge_cents"),
@@ -743,8 +784,72 @@ fn budgets_html(b: &JsValue) -> String {
             format!("<li>{} ({sent})</li>", js::text(&a, "text"))
         })
         .collect();
+    let mut holds: String = js::each(b, "holds")
+        .iter()
+        .map(|h| hold_html(&h, decide))
+        .collect();
+    if holds.is_empty() {
+        holds = "<li>None proposed or in force: a team whose month burns its whole budget gets one proposed, for an approver to confirm.</li>".to_owned();
+    }
     format!(
-        "<table class=\"statement\" data-test=\"budgets\"><thead><tr><th>Team</th><th>Limit</th><th>Basis</th><th>Used → forecast at month end</th><th>By allocation</th><th>Charged</th></tr></thead><tbody>{rows}</tbody></table><ul data-test=\"budget-alerts\">{alerts}</ul>"
+        "<table class=\"statement\" data-test=\"budgets\"><thead><tr><th>Team</th><th>Limit</th><th>Basis</th><th>Used → forecast at month end</th><th>By allocation</th><th>Charged</th></tr></thead><tbody>{rows}</tbody></table><ul data-test=\"budget-alerts\">{alerts}</ul><h3>Holds</h3><ul data-test=\"holds\">{holds}</ul>"
+    )
+}
+
+/// A team's month as a bar: used (dark) and forecast to the month's end (pale) against its
+/// limit (the red mark), scaled to the larger of the limit and the forecast; the figures are
+/// beside it in words.
+fn burn_bar(spent_pct: &str, forecast_pct: &str) -> String {
+    // "86.00" → 8,600 hundredths of a percent
+    let hundredths = |pct: &str| pct.replace('.', "").parse::<i64>().unwrap_or(0).max(0);
+    let (spent, forecast) = (hundredths(spent_pct), hundredths(forecast_pct));
+    let scale = forecast.max(spent).max(10_000);
+    let x = |v: i64| v * 200 / scale;
+    format!(
+        "<svg class=\"burn\" viewBox=\"0 0 200 10\" width=\"200\" height=\"10\" aria-hidden=\"true\"><rect width=\"{}\" height=\"10\" fill=\"#b8d4ec\"/><rect width=\"{}\" height=\"10\" fill=\"#2a6fb0\"/><rect x=\"{}\" width=\"2\" height=\"10\" fill=\"#c0392b\"/></svg>",
+        x(forecast),
+        x(spent),
+        x(10_000).min(198)
+    )
+}
+
+/// One hold: where it stands, why, and (for those who decide) what may be done to it.
+fn hold_html(h: &JsValue, decide: bool) -> String {
+    let by = |who: &str, at: &str| format!("by {} at {}", js::text(h, who), js::text(h, at));
+    let id = js::text(h, "id");
+    let button = |act: &str, label: &str| {
+        if decide {
+            format!(
+                " <button type=\"button\" data-hold=\"{id}\" data-act=\"{act}\">{label}</button>"
+            )
+        } else {
+            String::new()
+        }
+    };
+    let team = js::text(h, "team");
+    let (state, buttons) = match js::text(h, "state").as_str() {
+        "proposed" => (
+            "Hold proposed".to_owned(),
+            button("confirm", &format!("Hold {team}'s ClusterQueue"))
+                + &button("dismiss", "Dismiss"),
+        ),
+        "held" => (
+            format!("Held {}", by("decided_by", "decided_at")),
+            button("release", &format!("Release {team}'s ClusterQueue")),
+        ),
+        "released" => (
+            format!("Released {}", by("released_by", "released_at")),
+            String::new(),
+        ),
+        _ => (
+            format!("Dismissed {}", by("decided_by", "decided_at")),
+            String::new(),
+        ),
+    };
+    format!(
+        "<li data-team=\"{team}\"><b>{state}</b> ({}): {}{buttons}</li>",
+        js::text(h, "month"),
+        js::text(h, "reason")
     )
 }
 

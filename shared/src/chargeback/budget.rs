@@ -8,6 +8,9 @@
 //! GPU-hours DCGM saw busy. The forecast is the burn × the month's length ÷ the part of the
 //! month elapsed (the statement prices capacity up to now), rounded half up; a month that has
 //! ended forecasts what it burnt.
+//!
+//! A burn that reaches the whole limit proposes a [`Hold`] of the team's ClusterQueue (Kueue's
+//! `spec.stopPolicy: Hold`): never applied until an approver confirms it, released the same way.
 
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +180,8 @@ pub struct BudgetLine {
     /// The thresholds the burn has reached, and those the forecast has.
     pub crossed_pct: Vec<u16>,
     pub forecast_crossed_pct: Vec<u16>,
+    /// The burn has reached the whole limit: a hold of the team's ClusterQueue is proposed.
+    pub over_limit: bool,
 }
 
 /// Which way a threshold was crossed.
@@ -205,6 +210,121 @@ pub struct Budgets {
     pub month: String,
     pub lines: Vec<BudgetLine>,
     pub alerts: Vec<Alert>,
+    /// The month's holds, and every hold still proposed or in force.
+    pub holds: Vec<Hold>,
+}
+
+/// Where a hold stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldState {
+    /// Raised by the budget loop, waiting for an approver.
+    Proposed,
+    /// Confirmed: the ClusterQueue carries `stopPolicy: Hold`.
+    Held,
+    /// Held, then released by an approver.
+    Released,
+    /// Never held: an approver dismissed the proposal.
+    Dismissed,
+}
+
+impl HoldState {
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldState::Proposed => "proposed",
+            HoldState::Held => "held",
+            HoldState::Released => "released",
+            HoldState::Dismissed => "dismissed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<HoldState> {
+        [
+            HoldState::Proposed,
+            HoldState::Held,
+            HoldState::Released,
+            HoldState::Dismissed,
+        ]
+        .into_iter()
+        .find(|s| s.name() == text)
+    }
+}
+
+/// What an approver does to a hold (`POST /api/chargeback/holds/{id}/{action}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldAction {
+    Confirm,
+    Dismiss,
+    Release,
+}
+
+impl HoldAction {
+    pub fn parse(text: &str) -> Option<HoldAction> {
+        match text {
+            "confirm" => Some(HoldAction::Confirm),
+            "dismiss" => Some(HoldAction::Dismiss),
+            "release" => Some(HoldAction::Release),
+            _ => None,
+        }
+    }
+
+    /// The state a hold must be in for the action, and the state it leaves it in.
+    pub fn moves(self) -> (HoldState, HoldState) {
+        match self {
+            HoldAction::Confirm => (HoldState::Proposed, HoldState::Held),
+            HoldAction::Dismiss => (HoldState::Proposed, HoldState::Dismissed),
+            HoldAction::Release => (HoldState::Held, HoldState::Released),
+        }
+    }
+
+    /// The audit log's words for it.
+    pub fn audited(self) -> &'static str {
+        match self {
+            HoldAction::Confirm => "hold ClusterQueue",
+            HoldAction::Dismiss => "dismiss hold",
+            HoldAction::Release => "release ClusterQueue",
+        }
+    }
+}
+
+/// A proposal to hold a team's ClusterQueue once its month's burn reached its budget: at most
+/// one proposed or in force per team, one per budget as set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    pub id: i64,
+    pub team: String,
+    /// The budget's month, `YYYY-MM`.
+    pub month: String,
+    pub state: HoldState,
+    /// Why it was proposed, in words.
+    pub reason: String,
+    /// RFC 3339, UTC.
+    pub proposed_at: String,
+    /// Who confirmed or dismissed it, and when.
+    pub decided_by: Option<String>,
+    pub decided_at: Option<String>,
+    /// Who released it, and when.
+    pub released_by: Option<String>,
+    pub released_at: Option<String>,
+}
+
+/// Why a hold of `line`'s ClusterQueue is proposed, in words.
+pub fn hold_reason(line: &BudgetLine) -> String {
+    format!(
+        "{} has used {}% of its {} budget of {} (by {}). Holding its ClusterQueue (stopPolicy: Hold) stops new admissions; admitted work runs to completion.",
+        line.team,
+        line.spent_pct,
+        line.month,
+        limit_text(line.budget.limit),
+        line.budget.basis.name()
+    )
+}
+
+fn limit_text(limit: Limit) -> String {
+    match limit {
+        Limit::Cents(c) => crate::common::money::dollars(c),
+        Limit::GpuHours(h) => format!("{} GPU-hours", crate::common::money::thousands(h)),
+    }
 }
 
 /// A threshold crossed, as raised (once per budget as set) and sent.
@@ -235,17 +355,19 @@ pub fn limit_key(budget: &Budget) -> String {
 /// The JSON an alert is POSTed as: `text` for Slack- and Teams-style incoming webhooks, and
 /// the figures for anything that reads them.
 pub fn alert_body(line: &BudgetLine, pct: u16, crossing: Crossing) -> serde_json::Value {
-    let limit = match line.budget.limit {
-        Limit::Cents(c) => crate::common::money::dollars(c),
-        Limit::GpuHours(h) => format!("{} GPU-hours", crate::common::money::thousands(h)),
-    };
+    let limit = limit_text(line.budget.limit);
     let (what, now) = match crossing {
         Crossing::Actual => ("has used", &line.spent_pct),
         Crossing::Forecast => ("is forecast to use", &line.forecast_pct),
     };
+    let hold = if crossing == Crossing::Actual && line.over_limit {
+        " A hold of its ClusterQueue is proposed for an approver to confirm."
+    } else {
+        ""
+    };
     serde_json::json!({
         "text": format!(
-            "gpufleet: {} {what} {now}% of its {} budget of {limit} (by {}), past {pct}%.",
+            "gpufleet: {} {what} {now}% of its {} budget of {limit} (by {}), past {pct}%.{hold}",
             line.team, line.month, line.budget.basis.name()
         ),
         "team": line.team,
@@ -313,6 +435,7 @@ pub fn burn(month: Day, now_ms: i64, line: &TeamLine, budget: &Budget) -> Budget
         forecast_pct: percent(forecast(spent), limit),
         crossed_pct: crossed(spent),
         forecast_crossed_pct: crossed(forecast(spent)),
+        over_limit: spent >= limit,
     }
 }
 

@@ -72,6 +72,7 @@ pub fn kueue_setup(scenario: &Scenario, plan: &IsolationPlan) -> Setup {
             namespace: team.name.clone(),
             local_queue: team.name.clone(),
             cohort: cohort.clone(),
+            held: false,
             queueing: scenario.quota.queueing,
             reclaim: if scenario.quota.reclaim_within_cohort {
                 Reclaim::Any

@@ -15,6 +15,10 @@ pub struct QuotaWorld {
     pub flavors: Vec<Flavor>,
     pub teams: Vec<TeamQueue>,
     pub approved: Vec<Approved>,
+    /// Teams whose ClusterQueue an approver has held (a budget's hold): rendered with
+    /// `stopPolicy: Hold`. Only the server reads it; it does not travel to the browser.
+    #[serde(skip)]
+    pub held: Vec<String>,
 }
 
 /// The outcome of checking a request: errors block it, warnings inform the approver.

@@ -154,6 +154,7 @@ impl QuotaWorld {
                     reclaim: terms.map_or(Reclaim::default(), |s| s.reclaim_within_cohort),
                     within: terms.map_or(WithinQueue::default(), |s| s.within_cluster_queue),
                     quotas,
+                    held: self.held.contains(&t.team),
                 }
             })
             .collect();

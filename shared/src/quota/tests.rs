@@ -76,6 +76,7 @@ fn world() -> QuotaWorld {
             "search",
             spec(&[("h100", 24, None, Some(8))], "2026-11-01"),
         )],
+        held: Vec::new(),
     }
 }
 
@@ -441,6 +442,28 @@ fn labels_taints_and_tolerations_follow_kubernetes_rules() {
             "tolerations[0].operator",
             "tolerations[1].value",
             "sharing"
+        ]
+    );
+}
+
+#[test]
+fn a_held_team_keeps_its_quota_and_its_queue_says_hold() {
+    let world = QuotaWorld {
+        held: vec!["search".to_owned()],
+        ..world()
+    };
+    let setup = world.kueue_setup(day(TODAY));
+    let held: Vec<(&str, bool, i64)> = setup
+        .queues
+        .iter()
+        .map(|q| (q.cluster_queue.as_str(), q.held, q.quotas[0].nominal))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            ("research", false, 0),
+            ("search", true, 24),
+            ("solo", false, 0)
         ]
     );
 }

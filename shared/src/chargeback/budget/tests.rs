@@ -92,6 +92,7 @@ fn a_budget_in_gpu_hours_counts_hours() {
     );
     assert_eq!(b.crossed_pct, [50, 90]);
     assert_eq!(b.forecast_crossed_pct, [50, 90, 100]);
+    assert!(!b.over_limit, "a forecast past the limit proposes no hold");
     // a month that has ended forecasts what it burnt; one not begun forecasts nothing more
     let ended = burn(day("2026-11-01"), now(), &line(), &budget);
     assert_eq!(
@@ -100,6 +101,56 @@ fn a_budget_in_gpu_hours_counts_hours() {
     );
     let ahead = burn(day("2027-01-01"), now(), &line(), &budget);
     assert_eq!(ahead.forecast_pct, ahead.spent_pct);
+}
+
+/// A burn of exactly its limit (270 of 270 GPU-hours) proposes a hold; one GPU-µs short of it
+/// does not.
+#[test]
+fn a_burn_that_reaches_its_limit_proposes_a_hold() {
+    let budget = NewBudget {
+        limit_gpu_hours: Some(270),
+        ..NewBudget::default()
+    }
+    .checked()
+    .expect("a budget");
+    let b = burn(day("2026-12-01"), now(), &line(), &budget);
+    assert_eq!(b.spent_pct, "100.00");
+    assert_eq!(b.crossed_pct, [80, 100]);
+    assert!(b.over_limit);
+    assert_eq!(
+        hold_reason(&b),
+        "research has used 100.00% of its 2026-12 budget of 270 GPU-hours (by allocation). Holding its ClusterQueue (stopPolicy: Hold) stops new admissions; admitted work runs to completion."
+    );
+    assert_eq!(
+        alert_body(&b, 100, Crossing::Actual)["text"],
+        "gpufleet: research has used 100.00% of its 2026-12 budget of 270 GPU-hours (by allocation), past 100%. A hold of its ClusterQueue is proposed for an approver to confirm."
+    );
+    assert_eq!(
+        alert_body(&b, 80, Crossing::Forecast)["text"],
+        "gpufleet: research is forecast to use 344.44% of its 2026-12 budget of 270 GPU-hours (by allocation), past 80%."
+    );
+    let short = TeamLine {
+        allocated_gpu_hours: Hours(i128::from(270 * H) - 1),
+        ..line()
+    };
+    assert!(!burn(day("2026-12-01"), now(), &short, &budget).over_limit);
+}
+
+#[test]
+fn holds_move_only_from_the_state_each_action_needs() {
+    use HoldState::*;
+    let moves: Vec<_> = ["confirm", "dismiss", "release"]
+        .into_iter()
+        .map(|a| HoldAction::parse(a).expect("an action").moves())
+        .collect();
+    assert_eq!(
+        moves,
+        [(Proposed, Held), (Proposed, Dismissed), (Held, Released)]
+    );
+    assert_eq!(HoldAction::parse("hold"), None);
+    for state in [Proposed, Held, Released, Dismissed] {
+        assert_eq!(HoldState::parse(state.name()), Some(state));
+    }
 }
 
 #[test]
