@@ -1077,7 +1077,11 @@ async fn json_scenario(browser: &Browser) -> Scenario {
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
     let people = [
-        ("rita", Role::Requester, vec!["Quotas", "Cluster", "Fleet"]),
+        (
+            "rita",
+            Role::Requester,
+            vec!["Quotas", "Cluster", "Chargeback", "Fleet"],
+        ),
         (
             "alex",
             Role::Approver,
@@ -2174,6 +2178,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
 
     noisy_neighbours(&pool, &browser).await;
     budgets(&pool, &browser).await;
+    a_member_reads_their_own_team(&pool, &browser).await;
     drop(server);
     browser.close().await;
 }
@@ -2256,6 +2261,71 @@ async fn budgets(pool: &PgPool, browser: &Browser) {
         .await;
     assert!(alerts.text().await.expect("text").contains("(sent 20"));
     browser.screenshot("chargeback-budgets").await;
+}
+
+/// rita, a member of research, opens the Chargeback page: November's statement holds research
+/// alone, with the figures finance read ($68.80 by allocation, $51.60 by use) and without
+/// finance's idle and lending choices; and research's budget as finance set it (86.00%), which
+/// she cannot change.
+async fn a_member_reads_their_own_team(pool: &PgPool, browser: &Browser) {
+    member(pool, "rita", Role::Requester, &["research"]).await;
+    browser.click_css("[data-test=logout]").await;
+    log_in(browser, "rita", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=user-roles]", Role::Requester.label())
+        .await;
+    browser.click("Chargeback").await;
+    browser
+        .wait_for_text("[data-test=statement-notes]", "The period reaches past now")
+        .await;
+    set_period(browser, "2026-11-01", "2026-11-30").await;
+    browser.click_css("[data-test=show-statement]").await;
+    let row = browser
+        .wait_for_text("[data-test=statement] [data-team=research]", "$68.80")
+        .await;
+    assert!(row.text().await.expect("text").contains("$51.60"));
+    let shown = browser
+        .client
+        .execute(
+            "return [document.querySelectorAll('[data-test=statement] [data-team=search]').length, \
+                     document.querySelectorAll('select[name=idle], input[name=lend_credit], [data-test=set-budget]').length];",
+            vec![],
+        )
+        .await
+        .expect("what shows");
+    assert_eq!(shown, serde_json::json!([0, 0]));
+    // the closed months are finance's list: she reads that November is closed in the statement
+    browser
+        .wait_for_text("main", "Closed, figures frozen: 2026-11")
+        .await;
+    assert_eq!(
+        browser
+            .client
+            .execute(
+                "return document.querySelectorAll('[data-test=month-state]').length",
+                vec![]
+            )
+            .await
+            .expect("month state"),
+        serde_json::json!(0)
+    );
+    browser
+        .client
+        .execute(
+            "const el = document.querySelector('[data-test=budgets-form] input[name=month]'); \
+             el.value = '2026-11'; el.dispatchEvent(new Event('change', {bubbles: true}));",
+            vec![],
+        )
+        .await
+        .expect("November's budgets");
+    browser.click_css("[data-test=show-budgets]").await;
+    browser
+        .wait_for_text(
+            "[data-test=budgets] tr[data-team=research]",
+            "86.00% → 86.00%",
+        )
+        .await;
+    browser.screenshot("chargeback-member").await;
 }
 
 /// A webhook on a free port that answers every POST 200 and keeps each JSON body.

@@ -389,7 +389,8 @@ impl Page {
         match self {
             Page::Plan => PLANNERS,
             Page::Quotas => &[Role::Requester, Role::Approver, Role::Finance, Role::Admin],
-            Page::Chargeback => &[Role::Finance, Role::Approver, Role::Admin],
+            // a requester sees their own teams' figures there (the API answers only those)
+            Page::Chargeback => &[Role::Requester, Role::Finance, Role::Approver, Role::Admin],
             Page::Cluster | Page::Fleet => &[],
             Page::Admin => &[Role::Admin],
         }
@@ -414,7 +415,10 @@ mod tests {
                 .map(Page::title)
                 .collect()
         };
-        assert_eq!(visible(&[Role::Requester]), ["Quotas", "Cluster", "Fleet"]);
+        assert_eq!(
+            visible(&[Role::Requester]),
+            ["Quotas", "Cluster", "Chargeback", "Fleet"]
+        );
         assert_eq!(
             visible(&[Role::Approver]),
             ["Plan", "Quotas", "Cluster", "Chargeback", "Fleet"]

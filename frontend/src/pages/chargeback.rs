@@ -149,6 +149,9 @@ fn statement_path(
 fn Statements() -> impl IntoView {
     let me = use_me();
     let has = move |role: Role| me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&role)));
+    // finance, approvers and admins read every team and the closed months; a team member
+    // reads their teams' lines (the statement says which months are closed)
+    let reader = move || has(Role::Finance) || has(Role::Approver) || has(Role::Admin);
     // the month to date: what finance asks first (last month is one click away)
     let now = today();
     let from = RwSignal::new(now.first_of_month().to_string());
@@ -207,6 +210,9 @@ fn Statements() -> impl IntoView {
                 on:change=move |ev| from.set(event_target_value(&ev))/></label>
             <label>" to " <input type="date" name="to" prop:value=move || to.get()
                 on:change=move |ev| to.set(event_target_value(&ev))/></label>
+            // a team member's statement is their teams' lines, idle shared by allocation, no
+            // lending credit: the other choices are finance's
+            {move || if reader() { Some(view! {
             <label>" idle shared " <select name="idle" on:change=move |ev| {
                     if let Some(choice) = IdleShare::parse(&event_target_value(&ev)) { idle.set(choice) }
                 }>
@@ -218,6 +224,7 @@ fn Statements() -> impl IntoView {
                 style="width: 4rem" prop:value=move || lend_credit.get()
                 on:change=move |ev| lend_credit.set(event_target_value(&ev))/>
                 " % of the rate per GPU-hour lent"</label>
+            }) } else { None }}
             " " <button type="submit" data-test="show-statement">"Show"</button>
             " " <button type="button" data-test="month-to-date" on:click=move |_| {
                     from.set(now.first_of_month().to_string());
@@ -237,7 +244,7 @@ fn Statements() -> impl IntoView {
         </form>
         {move || failure.get().map(|error| view! { <ErrorBox error/> })}
         {move || shown.get().map(statement_view)}
-        {move || whole_month().map(|month| {
+        {move || whole_month().filter(|_| reader()).map(|month| {
             let closed = months.with(|m| m.iter().find(|c| c.month == month).cloned());
             match closed {
                 Some(c) => view! {
