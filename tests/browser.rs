@@ -1738,8 +1738,46 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     assert_eq!(search_quota(), serde_json::json!(32));
     browser.screenshot("cluster-in-sync").await;
     approver_holds_a_queue_past_its_budget(&pool, &browser, &server, &double).await;
+    an_approver_in_no_team_drafts_nothing(&browser, &server).await;
     browser.close().await;
     let _ = std::fs::remove_file(&kubeconfig);
+}
+
+/// alex, an approver in no team, asks the Plan page for quotas from the live fleet: the quota
+/// API would refuse his drafts (a team's members and admins draft), so the button that drafts
+/// them is disabled and says why, instead of failing each team after a click.
+async fn an_approver_in_no_team_drafts_nothing(browser: &Browser, server: &Server) {
+    browser
+        .client
+        .goto(&server.url("/plan"))
+        .await
+        .expect("plan");
+    // the page's own bundle loads, and evaluates its first scenario
+    browser
+        .wait_for_text("[data-test=took]", "evaluated in")
+        .await;
+    browser.click_css("[data-test=step-start]").await;
+    browser.click_css("[data-test=start-inventory]").await;
+    browser
+        .wait_for_text("[data-test=took]", "evaluated in")
+        .await;
+    browser.click_css("[data-test=step-quotas]").await;
+    browser.click_css("[data-test=suggest]").await;
+    browser
+        .wait_for_text("[data-test=suggestion-summary]", "Targets met")
+        .await;
+    browser
+        .wait_for_text("main", "You are a member of none of these teams")
+        .await;
+    let disabled = browser
+        .client
+        .execute(
+            "return document.querySelector('[data-test=draft-requests]').disabled",
+            vec![],
+        )
+        .await
+        .expect("the button");
+    assert_eq!(disabled, serde_json::json!(true));
 }
 
 /// research burnt $86.00 in November (10 H100 GPU-hours at the demo's $8.60) against a $50.00

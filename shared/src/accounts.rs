@@ -191,6 +191,12 @@ impl Me {
     pub fn has(&self, role: Role) -> bool {
         self.roles.contains(&role)
     }
+
+    /// Whether the quota API lets them draft a request for `team`: its members and admins
+    /// (`POST /api/quota/teams/{team}/requests`), whatever other roles they hold.
+    pub fn may_draft_for(&self, team: &str) -> bool {
+        self.has(Role::Admin) || self.teams.iter().any(|t| t == team)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -436,6 +442,22 @@ mod tests {
             ["Quotas", "Cluster", "Chargeback", "Fleet"]
         );
         assert_eq!(visible(&[]), ["Cluster", "Fleet"]);
+    }
+
+    #[test]
+    fn members_and_admins_draft_for_a_team_approvers_do_not() {
+        let me = |roles: &[Role], teams: &[&str]| Me {
+            username: "u".into(),
+            display_name: String::new(),
+            roles: roles.to_vec(),
+            teams: teams.iter().map(|t| (*t).to_owned()).collect(),
+            csrf_token: String::new(),
+        };
+        assert!(me(&[Role::Requester], &["research"]).may_draft_for("research"));
+        assert!(!me(&[Role::Requester], &["research"]).may_draft_for("search"));
+        assert!(!me(&[Role::Approver], &[]).may_draft_for("research"));
+        assert!(me(&[Role::Approver], &["search"]).may_draft_for("search"));
+        assert!(me(&[Role::Admin], &[]).may_draft_for("research"));
     }
 
     #[test]

@@ -311,6 +311,12 @@ struct MigOfFlavor {
 fn DraftRequests(made: (Scenario, QuotaSuggestion)) -> impl IntoView {
     let outcomes = RwSignal::new(Vec::<(String, Result<i64, String>)>::new());
     let busy = RwSignal::new(false);
+    // the quota API takes a team's drafts from its members and admins only
+    let me = gpufleet_web::use_me();
+    let may_draft =
+        move |team: &str| me.with(|m| m.as_ref().is_some_and(|m| m.may_draft_for(team)));
+    let teams: Vec<String> = made.1.teams.iter().map(|t| t.team.clone()).collect();
+    let none_mine = Memo::new(move |_| !teams.iter().any(|t| may_draft(t)));
     let create = move |_| {
         let (scenario, suggestion) = made.clone();
         busy.set(true);
@@ -333,6 +339,11 @@ fn DraftRequests(made: (Scenario, QuotaSuggestion)) -> impl IntoView {
                 }
             };
             for (team, request) in suggestion.draft_requests(&scenario, today(), &layouts) {
+                if !may_draft(&team) {
+                    let why = "not drafted: only its members and admins may draft its requests";
+                    outcomes.update(|all| all.push((team, Err(why.to_owned()))));
+                    continue;
+                }
                 let path = format!("/api/quota/teams/{team}/requests");
                 let outcome = api::send::<_, Created>(Method::POST, &path, Some(&request))
                     .await
@@ -345,10 +356,14 @@ fn DraftRequests(made: (Scenario, QuotaSuggestion)) -> impl IntoView {
     };
     view! {
         <p>
-            <button type="button" data-test="draft-requests" on:click=create disabled=move || busy.get()>
+            <button type="button" data-test="draft-requests" on:click=create disabled=move || busy.get() || none_mine.get()>
                 "Draft these quotas as requests"
             </button>
-            <span class="muted">" One draft per team on the Quotas page, from today, for the team to submit (team members and admins may draft)."</span>
+            <span class="muted">{move || if none_mine.get() {
+                " You are a member of none of these teams: their members or an admin draft their requests."
+            } else {
+                " One draft per team on the Quotas page, from today, for the team to submit (team members and admins may draft)."
+            }}</span>
         </p>
         <ul data-test="draft-outcomes">
             {move || outcomes.get().into_iter().map(|(team, outcome)| match outcome {
