@@ -2326,12 +2326,15 @@ async fn a_member_reads_their_own_team(pool: &PgPool, browser: &Browser) {
         .client
         .execute(
             "return [document.querySelectorAll('[data-test=statement] [data-team=search]').length, \
-                     document.querySelectorAll('select[name=idle], input[name=lend_credit], [data-test=set-budget]').length];",
+                     document.querySelectorAll('select[name=idle], input[name=lend_credit], [data-test=set-budget]').length, \
+                     document.querySelectorAll('input[type=date]').length];",
             vec![],
         )
         .await
         .expect("what shows");
-    assert_eq!(shown, serde_json::json!([0, 0]));
+    // no idle or lending choice, no budget form; and dates typed as ISO text, never a
+    // locale's date picker beside ISO figures
+    assert_eq!(shown, serde_json::json!([0, 0, 0]));
     // the closed months are finance's list: she reads that November is closed in the statement
     browser
         .wait_for_text("main", "Closed, figures frozen: 2026-11")

@@ -206,9 +206,9 @@ fn Statements() -> impl IntoView {
     };
     view! {
         <form class="period" data-test="statement-form" on:submit=move |ev| { ev.prevent_default(); load(); }>
-            <label>"From (UTC) " <input type="date" name="from" prop:value=move || from.get()
+            <label>"From (UTC) " <input type="text" placeholder="YYYY-MM-DD" name="from" prop:value=move || from.get()
                 on:change=move |ev| from.set(event_target_value(&ev))/></label>
-            <label>" to " <input type="date" name="to" prop:value=move || to.get()
+            <label>" to " <input type="text" placeholder="YYYY-MM-DD" name="to" prop:value=move || to.get()
                 on:change=move |ev| to.set(event_target_value(&ev))/></label>
             // a team member's statement is their teams' lines, idle shared by allocation, no
             // lending credit: the other choices are finance's
@@ -426,7 +426,7 @@ fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
             <label>"Team " <select name="team" on:change=move |ev| team.set(event_target_value(&ev))>
                 {teams.into_iter().map(|t| view! { <option value=t.clone()>{t.clone()}</option> }).collect_view()}
             </select></label>
-            <label>" day (UTC) " <input type="date" name="day" prop:value=move || day.get()
+            <label>" day (UTC) " <input type="text" placeholder="YYYY-MM-DD" name="day" prop:value=move || day.get()
                 on:change=move |ev| day.set(event_target_value(&ev))/></label>
             " " <button type="submit" data-test="show-drill">"Show the day"</button>
         </form>
@@ -637,9 +637,9 @@ fn Neighbours() -> impl IntoView {
     view! {
         <h2 id="neighbours">"Noisy neighbours"</h2>
         <form class="period" data-test="neighbours-form" on:submit=move |ev| { ev.prevent_default(); load(); }>
-            <label>"From (UTC) " <input type="date" name="from" prop:value=move || from.get()
+            <label>"From (UTC) " <input type="text" placeholder="YYYY-MM-DD" name="from" prop:value=move || from.get()
                 on:change=move |ev| from.set(event_target_value(&ev))/></label>
-            <label>" to " <input type="date" name="to" prop:value=move || to.get()
+            <label>" to " <input type="text" placeholder="YYYY-MM-DD" name="to" prop:value=move || to.get()
                 on:change=move |ev| to.set(event_target_value(&ev))/></label>
             " " <button type="submit" data-test="show-neighbours">"Show"</button>
         </form>

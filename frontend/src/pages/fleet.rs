@@ -488,7 +488,7 @@ fn Rates() -> impl IntoView {
                             <option value="">"choose"</option>
                             {flavors.into_iter().map(|f| view! { <option value=f.clone()>{f.clone()}</option> }).collect_view()}
                         </select></label>
-                        <label>" from " <input type="date" name="from" on:change=move |ev| from.set(event_target_value(&ev))/></label>
+                        <label>" from " <input type="text" placeholder="YYYY-MM-DD" name="from" on:change=move |ev| from.set(event_target_value(&ev))/></label>
                         <label>" at $ " <input type="text" name="price" placeholder="per GPU-hour"
                             on:input=move |ev| dollars_text.set(event_target_value(&ev))/></label>
                         " " <button type="submit">"Set the rate"</button>
