@@ -56,11 +56,7 @@ async fn log_in(browser: &Browser, username: &str, password: &str) {
 async fn open_console(pool: PgPool) -> (Server, Browser) {
     let server = Server::start(pool).await;
     let browser = Browser::start().await;
-    browser
-        .client
-        .goto(&server.url("/"))
-        .await
-        .expect("open the console");
+    browser.goto(&server.url("/")).await;
     (server, browser)
 }
 
@@ -217,11 +213,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
     browser
         .wait_for_text("[data-test=usage-ingest]", "GPUFLEET_PROMETHEUS_URL")
         .await;
-    browser
-        .client
-        .goto(&server.url("/chargeback/2026-11"))
-        .await
-        .expect("deep link");
+    browser.goto(&server.url("/chargeback/2026-11")).await;
     browser
         .wait_for_text(
             "[data-test=neighbours-summary]",
@@ -230,11 +222,7 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
         .await;
     // Every page in the navigation survives a reload.
     for page in Page::ALL {
-        browser
-            .client
-            .goto(&server.url(page.path()))
-            .await
-            .expect("reload");
+        browser.goto(&server.url(page.path())).await;
         browser.wait_for_text("main h1", page.title()).await;
     }
 
@@ -542,11 +530,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .strip_prefix("/plan/")
         .and_then(|id| id.parse().ok())
         .unwrap_or_else(|| panic!("saved scenarios open at /plan/{{id}}: {url}"));
-    browser
-        .client
-        .goto(&server.url(&format!("/plan/{id}")))
-        .await
-        .expect("reload");
+    browser.goto(&server.url(&format!("/plan/{id}"))).await;
     watch_layout_shifts(&browser).await;
     expect_summary(&browser, &reweighted).await;
     browser.click_css("[data-test=step-json]").await;
@@ -688,11 +672,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     assert!(text.contains("whole number"), "{text}");
 
     // 10. The draft survives a reload of the plain Plan page (the bank, as last evaluated).
-    browser
-        .client
-        .goto(&server.url("/plan"))
-        .await
-        .expect("reload");
+    browser.goto(&server.url("/plan")).await;
     expect_summary(&browser, &bank).await;
     // The bank's quota suggestion, in its worker, handed the evaluation's week: the native one.
     browser.click_css("[data-test=step-quotas]").await;
@@ -1118,7 +1098,7 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
     browser
         .wait_for_text(".error", "wrong username or password")
         .await;
-    browser.client.goto(&server.url("/")).await.expect("reload");
+    browser.goto(&server.url("/")).await;
 
     for (name, role, want) in &people {
         log_in(&browser, name, PASSWORD).await;
@@ -1158,11 +1138,7 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
             browser.screenshot("console-admin").await;
         } else {
             // A page outside the role, opened by its address, shows no data.
-            browser
-                .client
-                .goto(&server.url("/admin"))
-                .await
-                .expect("open /admin");
+            browser.goto(&server.url("/admin")).await;
             browser
                 .wait_for_text("main", "You do not have access to this page.")
                 .await;
@@ -1172,11 +1148,7 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
             .wait_for_text("[data-test=login-form]", "Log in")
             .await;
         // Logged out for real: a reload stays on the log-in page.
-        browser
-            .client
-            .goto(&server.url("/fleet"))
-            .await
-            .expect("reload");
+        browser.goto(&server.url("/fleet")).await;
         browser
             .wait_for_text("[data-test=login-form]", "Log in")
             .await;
@@ -1321,11 +1293,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=quota-notice]", "Request 2 approved.")
         .await;
 
-    browser
-        .client
-        .goto(&server.url("/fleet"))
-        .await
-        .expect("fleet");
+    browser.goto(&server.url("/fleet")).await;
     browser
         .wait_for_text(
             "[data-test=quota-by-flavor]",
@@ -1369,11 +1337,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=user-roles]", Role::Admin.label())
         .await;
-    browser
-        .client
-        .goto(&server.url("/fleet"))
-        .await
-        .expect("fleet");
+    browser.goto(&server.url("/fleet")).await;
     browser
         .wait_for_text("[data-test=flavor-h100-shared] summary", "h100-shared — 64")
         .await;
@@ -1492,10 +1456,8 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         "a draft the rules refuse is not offered"
     );
     browser
-        .client
         .goto(&server.url(&format!("/plan?from={from}&to={}", from.plus(27))))
-        .await
-        .expect("plan from history");
+        .await;
     browser
         .wait_for_text(
             "[data-test=from-history] summary",
@@ -1569,11 +1531,7 @@ async fn approve_the_open_review(browser: &Browser) {
 }
 
 async fn open_quota_view(browser: &Browser, server: &Server, tab: &str, label: &str) {
-    browser
-        .client
-        .goto(&server.url("/quotas"))
-        .await
-        .expect("quotas");
+    browser.goto(&server.url("/quotas")).await;
     let css = format!("[data-test=tab-{tab}]");
     browser.wait_for_text(&css, label).await;
     browser.click_css(&css).await;
@@ -1623,7 +1581,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     .expect("connect");
     let server = Server::start_with_cluster(pool.clone(), std::sync::Arc::new(cluster)).await;
     let browser = Browser::start().await;
-    browser.client.goto(&server.url("/")).await.expect("open");
+    browser.goto(&server.url("/")).await;
     log_in(&browser, "alex", PASSWORD).await;
     browser
         .wait_for_text("[data-test=user-roles]", Role::Approver.label())
@@ -1658,11 +1616,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
     );
     approve_the_open_review(&browser).await;
 
-    browser
-        .client
-        .goto(&server.url("/cluster"))
-        .await
-        .expect("cluster");
+    browser.goto(&server.url("/cluster")).await;
     browser
         .wait_for_text(
             "[data-test=cluster-target]",
@@ -1747,11 +1701,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
 /// API would refuse his drafts (a team's members and admins draft), so the button that drafts
 /// them is disabled and says why, instead of failing each team after a click.
 async fn an_approver_in_no_team_drafts_nothing(browser: &Browser, server: &Server) {
-    browser
-        .client
-        .goto(&server.url("/plan"))
-        .await
-        .expect("plan");
+    browser.goto(&server.url("/plan")).await;
     // the page's own bundle loads, and evaluates its first scenario
     browser
         .wait_for_text("[data-test=took]", "evaluated in")
@@ -1822,11 +1772,7 @@ async fn approver_holds_a_queue_past_its_budget(
         .expect("evaluate");
     assert_eq!(raised.holds, 1);
 
-    browser
-        .client
-        .goto(&server.url("/chargeback"))
-        .await
-        .expect("chargeback");
+    browser.goto(&server.url("/chargeback")).await;
     browser
         .wait_for_text(
             "[data-test=holds]",
@@ -1841,11 +1787,7 @@ async fn approver_holds_a_queue_past_its_budget(
         .await;
     browser.screenshot("chargeback-hold").await;
 
-    browser
-        .client
-        .goto(&server.url("/cluster"))
-        .await
-        .expect("cluster");
+    browser.goto(&server.url("/cluster")).await;
     browser
         .wait_for_text("[data-test=cluster-target]", "as system:serviceaccount")
         .await;
@@ -2004,16 +1946,11 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     // allocated (480 GPU-s a minute) and 6 busy (360 GPU-s), from Kueue and DCGM; 8 allocated
     // and 6 busy GPU-hours in the day's rollup.
     browser
-        .client
-        .execute(
-            "const el = document.querySelector('[data-test=drill-form] input[name=day]'); \
-             el.value = '2026-11-10'; el.dispatchEvent(new Event('change', {bubbles: true})); \
-             const team = document.querySelector('[data-test=drill-form] select[name=team]'); \
-             team.value = 'research'; team.dispatchEvent(new Event('change', {bubbles: true}));",
-            vec![],
-        )
-        .await
-        .expect("choose the day");
+        .set_value("[data-test=drill-form] input[name=day]", "2026-11-10")
+        .await;
+    browser
+        .set_value("[data-test=drill-form] select[name=team]", "research")
+        .await;
     browser.click_css("[data-test=show-drill]").await;
     browser
         .wait_for_text(
@@ -2226,19 +2163,21 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
 /// 00:00 (29 of 30 days gone: forecast $68.80 × 30 / 29 = $71.17, 88.96%), a webhook receiver
 /// takes each of the two alerts (used and forecast past 80%) once, and the page lists them sent.
 async fn budgets(pool: &PgPool, browser: &Browser) {
+    for (css, value) in [
+        ("[data-test=budgets-form] input[name=month]", "2026-11"),
+        ("[data-test=set-budget] input[name=team]", "research"),
+        ("[data-test=set-budget] input[name=amount]", "80"),
+    ] {
+        browser.set_value(css, value).await;
+    }
     browser
         .client
         .execute(
-            "const set = (css, v) => { const el = document.querySelector(css); el.value = v; \
-               el.dispatchEvent(new Event('change', {bubbles: true})); }; \
-             set('[data-test=budgets-form] input[name=month]', '2026-11'); \
-             set('[data-test=set-budget] input[name=team]', 'research'); \
-             set('[data-test=set-budget] input[name=amount]', '80'); \
-             document.getElementById('budgets').scrollIntoView();",
+            "document.getElementById('budgets').scrollIntoView();",
             vec![],
         )
         .await
-        .expect("fill the budget form");
+        .expect("scroll to the budgets");
     browser
         .click_css("[data-test=set-budget] button[type=submit]")
         .await;
@@ -2351,14 +2290,8 @@ async fn a_member_reads_their_own_team(pool: &PgPool, browser: &Browser) {
         serde_json::json!(0)
     );
     browser
-        .client
-        .execute(
-            "const el = document.querySelector('[data-test=budgets-form] input[name=month]'); \
-             el.value = '2026-11'; el.dispatchEvent(new Event('change', {bubbles: true}));",
-            vec![],
-        )
-        .await
-        .expect("November's budgets");
+        .set_value("[data-test=budgets-form] input[name=month]", "2026-11")
+        .await;
     browser.click_css("[data-test=show-budgets]").await;
     browser
         .wait_for_text(
@@ -2447,15 +2380,8 @@ async fn click_until_shown(browser: &Browser, button: &str, css: &str, text: &st
 
 async fn set_period(browser: &Browser, from: &str, to: &str) {
     for (name, value) in [("from", from), ("to", to)] {
-        browser
-            .client
-            .execute(
-                "const el = document.querySelector(`[data-test=statement-form] input[name=${arguments[0]}]`); \
-                 el.value = arguments[1]; el.dispatchEvent(new Event('change', {bubbles: true}));",
-                vec![name.into(), value.into()],
-            )
-            .await
-            .expect("set the date");
+        let css = format!("[data-test=statement-form] input[name={name}]");
+        browser.set_value(&css, value).await;
     }
 }
 
@@ -2519,15 +2445,8 @@ async fn noisy_neighbours(pool: &PgPool, browser: &Browser) {
     tx.commit().await.expect("commit");
 
     for name in ["from", "to"] {
-        browser
-            .client
-            .execute(
-                "const el = document.querySelector(`[data-test=neighbours-form] input[name=${arguments[0]}]`); \
-                 el.value = '2026-11-10'; el.dispatchEvent(new Event('change', {bubbles: true}));",
-                vec![name.into()],
-            )
-            .await
-            .expect("set the date");
+        let css = format!("[data-test=neighbours-form] input[name={name}]");
+        browser.set_value(&css, "2026-11-10").await;
     }
     browser.click_css("[data-test=show-neighbours]").await;
     browser
@@ -2693,14 +2612,8 @@ async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
         .expect("flavor choice");
     choice.select_by_value("h100-shared").await.expect("choose");
     browser
-        .client
-        .execute(
-            "const el = document.querySelector('[data-test=new-rate] input[name=from]'); \
-             el.value = '2026-12-01'; el.dispatchEvent(new Event('change', {bubbles: true}));",
-            vec![],
-        )
-        .await
-        .expect("set the day");
+        .set_value("[data-test=new-rate] input[name=from]", "2026-12-01")
+        .await;
     browser
         .fill_and_submit("[data-test=new-rate]", &[("input[name=price]", "9.25")])
         .await;

@@ -266,6 +266,27 @@ impl Browser {
     }
 
     /// Saves a PNG of the viewport under `target/e2e/` for people to look at.
+    /// Sets the value of the input or select `css` finds and fires its `change` event, as a
+    /// person's edit would.
+    pub async fn set_value(&self, css: &str, value: &str) {
+        self.client
+            .execute(
+                "const el = document.querySelector(arguments[0]); el.value = arguments[1]; \
+                 el.dispatchEvent(new Event('change', {bubbles: true}));",
+                vec![css.into(), value.into()],
+            )
+            .await
+            .unwrap_or_else(|err| panic!("set {css}: {err}"));
+    }
+
+    /// Opens `url` in the window.
+    pub async fn goto(&self, url: &str) {
+        self.client
+            .goto(url)
+            .await
+            .unwrap_or_else(|err| panic!("open {url}: {err}"));
+    }
+
     pub async fn screenshot(&self, name: &str) -> PathBuf {
         let png = self.client.screenshot().await.expect("screenshot");
         let dir = repo_root().join("target/e2e");
