@@ -1820,6 +1820,60 @@ async fn approver_holds_a_queue_past_its_budget(
     );
 }
 
+/// GitOps mode tells the truth: the demo's approved request for research is written to files
+/// for Argo CD or Flux, and neither the team's request nor the Cluster page says it is on the
+/// cluster.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn gitops_mode_says_written_not_applied(pool: PgPool) {
+    backend::fleet::load_demo(&pool).await.expect("demo fleet");
+    member(&pool, "rita", Role::Requester, &["research"]).await;
+    member(&pool, "sam", Role::Requester, &["search"]).await;
+    user(&pool, "alex", Role::Approver).await;
+    // research holds 48 H200s, approved by alex
+    assert!(backend::quota::load_demo(&pool).await.expect("demo quota"));
+    let dir = std::env::temp_dir().join(format!("gpufleet-e2e-gitops-{}", std::process::id()));
+    let cluster = backend::cluster::Cluster::gitops(dir.clone(), KueueVersion::V1beta2);
+    let server = Server::start_with_cluster(pool, std::sync::Arc::new(cluster)).await;
+    let browser = Browser::start().await;
+    browser.goto(&server.url("/")).await;
+    log_in(&browser, "rita", PASSWORD).await;
+    browser
+        .wait_for_text("[data-test=user-roles]", Role::Requester.label())
+        .await;
+    browser.goto(&server.url("/quotas")).await;
+    browser
+        .wait_for_text(
+            "[data-test=history]",
+            "approved, in force; written to clusterqueue-research.yaml and localqueue-team-research-research.yaml in",
+        )
+        .await;
+    browser.goto(&server.url("/cluster")).await;
+    browser
+        .wait_for_text("[data-test=cluster-target]", "GitOps mode")
+        .await;
+    let row = browser
+        .wait_for_text(
+            "[data-test=object-clusterqueue-research]",
+            "written, not applied by gpufleet",
+        )
+        .await
+        .text()
+        .await
+        .expect("row");
+    assert!(row.contains("Approved and written"), "{row}");
+    assert!(!row.contains("in sync"), "{row}");
+    let head = browser
+        .wait_for_text("[data-test=objects] thead", "Last written")
+        .await
+        .text()
+        .await
+        .expect("head");
+    assert!(!head.contains("Live against approved"), "{head}");
+    browser.screenshot("cluster-gitops").await;
+    browser.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Finance opens the Chargeback page, asks for November's statement, reads a team's figures,
 /// downloads the CSV (the same bytes the API gives), and closes the month.
 #[sqlx::test(migrator = "backend::MIGRATOR")]

@@ -350,11 +350,27 @@ async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerSt
         names.push(s.object.name.clone());
     }
     db::keep_only(&mut *tx, &kinds, &namespaces, &names).await?;
-    // Each team's request in force: landed once its ClusterQueue and LocalQueue did.
+    // Each team's request in force: landed once its ClusterQueue and LocalQueue did, applied
+    // to the cluster or written to the GitOps files (which gpufleet does not apply itself).
     for (team, approved) in world.effective_on(today) {
-        let queue = seen
+        let queue: Vec<&Seen> = seen
             .iter()
-            .filter(|s| team_of(&s.object).as_deref() == Some(team));
+            .filter(|s| team_of(&s.object).as_deref() == Some(team))
+            .collect();
+        let applied_to = match &cluster.sink {
+            Sink::Gitops(dir) => {
+                let files: Vec<String> = queue
+                    .iter()
+                    .map(|s| model::gitops_file(&s.object))
+                    .collect();
+                format!(
+                    "written to {} in {}, for Argo CD or Flux to apply (gpufleet does not apply it)",
+                    files.join(" and "),
+                    dir.display()
+                )
+            }
+            _ => "applied to the cluster".to_owned(),
+        };
         let mut error = None;
         let mut landed = true;
         for s in queue {
@@ -368,7 +384,7 @@ async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerSt
             }
         }
         if landed || error.is_some() {
-            db::mark_request(&mut *tx, approved.id, error.as_deref()).await?;
+            db::mark_request(&mut *tx, approved.id, error.as_deref(), &applied_to).await?;
         }
     }
     let count = |states: &[ObjectState]| {

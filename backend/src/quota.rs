@@ -222,6 +222,7 @@ fn to_request(row: db::RequestRow, in_force: &BTreeSet<i64>) -> Result<QuotaRequ
         decided_at: row.decided_at,
         comment: row.comment,
         applied_at: row.applied_at,
+        applied_to: row.applied_to,
         apply_error: row.apply_error,
     })
 }

@@ -340,25 +340,23 @@ pub struct Reapply {
     pub force: bool,
 }
 
+/// The file an object is written to in GitOps mode: `clusterqueue-research.yaml`, or with its
+/// namespace, `localqueue-team-research-research.yaml`.
+pub fn gitops_file(id: &ObjectRef) -> String {
+    let kind = id.kind.to_lowercase();
+    if id.namespace.is_empty() {
+        format!("{kind}-{}.yaml", id.name)
+    } else {
+        format!("{kind}-{}-{}.yaml", id.namespace, id.name)
+    }
+}
+
 /// The GitOps directory: one file per object, named by kind, namespace and name, and a
 /// `kustomization.yaml` listing them in apply order, so Argo CD and Flux read it as it is.
 pub fn gitops_files(objects: &[Value]) -> Vec<(String, String)> {
     let mut files: Vec<(String, String)> = objects
         .iter()
-        .map(|object| {
-            let id = ObjectRef::of(object);
-            let name = if id.namespace.is_empty() {
-                format!("{}-{}.yaml", id.kind.to_lowercase(), id.name)
-            } else {
-                format!(
-                    "{}-{}-{}.yaml",
-                    id.kind.to_lowercase(),
-                    id.namespace,
-                    id.name
-                )
-            };
-            (name, to_yaml(object))
-        })
+        .map(|object| (gitops_file(&ObjectRef::of(object)), to_yaml(object)))
         .collect();
     let mut kustomization = String::from(
         "# Written by gpufleet from the approved quota; edits here are overwritten.\n\

@@ -151,15 +151,19 @@ pub async fn mark_request(
     db: impl PgExecutor<'_>,
     id: i64,
     error: Option<&str>,
+    applied_to: &str,
 ) -> sqlx::Result<()> {
     sqlx::query!(
         "update quota_requests
          set applied_at = case when $2::text is null then coalesce(applied_at, now()) end,
-             apply_error = $2
+             apply_error = $2,
+             applied_to = case when $2::text is null then $3 end
          where id = $1 and state = 'approved'
-           and (apply_error is distinct from $2 or (applied_at is null) <> ($2::text is not null))",
+           and (apply_error is distinct from $2 or (applied_at is null) <> ($2::text is not null)
+                or ($2::text is null and applied_to is distinct from $3))",
         id,
-        error
+        error,
+        applied_to
     )
     .execute(db)
     .await?;

@@ -138,6 +138,7 @@ pub struct RequestRow {
     pub comment: Option<String>,
     pub applied_at: Option<String>,
     pub apply_error: Option<String>,
+    pub applied_to: Option<String>,
 }
 
 /// Requests, newest first: of one team, in one state, or the one with `id` (any may be `None`).
@@ -158,7 +159,7 @@ pub async fn requests(
                   to_char(r.decided_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "decided_at?",
                   r.comment,
                   to_char(r.applied_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "applied_at?",
-                  r.apply_error
+                  r.apply_error, r.applied_to
            from quota_requests r
            join teams t on t.id = r.team_id
            join users c on c.id = r.created_by

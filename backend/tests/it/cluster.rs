@@ -255,6 +255,10 @@ async fn approved_quota_lands_by_server_side_apply_and_a_revocation_sets_it_to_z
     let applied = request_view(&rig, "research", id).await.request;
     assert!(applied.applied_at.is_some(), "{applied:?}");
     assert_eq!(applied.apply_error, None);
+    assert_eq!(
+        applied.applied_to.as_deref(),
+        Some("applied to the cluster")
+    );
 
     // Nothing applied twice: a run with nothing new reads, and writes nothing.
     double.clear_calls();
@@ -778,12 +782,15 @@ async fn gitops_mode_writes_one_valid_file_per_object_with_stable_bytes(pool: Pg
         .map(|(a, _)| a.0.as_str())
         .collect();
     assert_eq!(changed, ["clusterqueue-research.yaml"]);
-    assert!(
-        request_view(&rig, "research", id)
-            .await
-            .request
-            .applied_at
-            .is_some()
+    // The request says where its queues went: files, not the cluster.
+    let landed = request_view(&rig, "research", id).await.request;
+    assert!(landed.applied_at.is_some());
+    assert_eq!(
+        landed.applied_to,
+        Some(format!(
+            "written to clusterqueue-research.yaml and localqueue-team-research-research.yaml in {}, for Argo CD or Flux to apply (gpufleet does not apply it)",
+            gitops.display()
+        ))
     );
     // The same files as a zip from the Cluster page.
     let reply = call(&rig, Method::GET, "/api/cluster/gitops.zip", &rig.sam, None).await;

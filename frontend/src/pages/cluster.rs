@@ -145,7 +145,8 @@ pub fn ClusterPage() -> impl IntoView {
             </p>
             {move || latest.get().map(|v| view! { <Admission verdicts=v.admission/> })}
             {move || latest.get().map(|v| view! {
-                <ObjectTable objects=v.objects can_act=Signal::derive(can_act)
+                <ObjectTable objects=v.objects gitops=matches!(v.target, Target::Gitops { .. })
+                    can_act=Signal::derive(can_act)
                     can_delete=Signal::derive(is_admin) busy reapply remove/>
             })}
         </section>
@@ -185,6 +186,8 @@ fn Admission(verdicts: Vec<shared::kueue::Verdict>) -> impl IntoView {
 #[component]
 fn ObjectTable(
     objects: Vec<ObjectStatus>,
+    /// GitOps mode: objects are written to files for Argo CD or Flux, never applied here.
+    gitops: bool,
     can_act: Signal<bool>,
     can_delete: Signal<bool>,
     busy: RwSignal<bool>,
@@ -208,14 +211,16 @@ fn ObjectTable(
                 <tr data-test=test>
                     <td>{o.object.to_string()}</td>
                     <td>{o.team.clone().unwrap_or_default()}</td>
-                    <td class=format!("state {}", o.state.as_str())>{state_label(o.state)}</td>
+                    <td class=format!("state {}", o.state.as_str())>{
+                        if gitops && o.state == ObjectState::InSync { "written, not applied by gpufleet" } else { state_label(o.state) }
+                    }</td>
                     <td>
                         {changes_list(&o.changes)}
                         <details>
-                            <summary>"Approved and live"</summary>
+                            <summary>{if gitops { "Approved and written" } else { "Approved and live" }}</summary>
                             <div class="two">
                                 <div><h4>"Approved"</h4><pre class="yaml">{o.desired_yaml.clone()}</pre></div>
-                                <div><h4>"Live"</h4><pre class="yaml">{
+                                <div><h4>{if gitops { "In the GitOps directory" } else { "Live" }}</h4><pre class="yaml">{
                                     if o.live_yaml.is_empty() { "(not on the cluster)".to_owned() } else { o.live_yaml.clone() }
                                 }</pre></div>
                             </div>
@@ -256,7 +261,7 @@ fn ObjectTable(
     view! {
         <table data-test="objects">
             <thead>
-                <tr><th>"Object"</th><th>"Team"</th><th>"State"</th><th>"Live against approved"</th><th>"Last applied"</th><th></th></tr>
+                <tr><th>"Object"</th><th>"Team"</th><th>"State"</th><th>{if gitops { "Written against approved" } else { "Live against approved" }}</th><th>{if gitops { "Last written" } else { "Last applied" }}</th><th></th></tr>
             </thead>
             <tbody>{rows}</tbody>
         </table>

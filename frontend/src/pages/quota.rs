@@ -301,7 +301,7 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                             .map(|r| {
                                 let state = match (r.in_force, &r.applied_at, &r.apply_error) {
                                     (true, _, Some(error)) => format!("approved, in force; not on the cluster yet: {error}"),
-                                    (true, Some(at), None) => format!("approved, in force; applied {at}"),
+                                    (true, Some(at), None) => format!("approved, in force; {} {at}", r.applied_to.as_deref().unwrap_or("applied")),
                                     (true, None, None) => "approved, in force; applying…".to_owned(),
                                     _ => r.state.as_str().to_owned(),
                                 };

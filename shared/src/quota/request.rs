@@ -243,6 +243,10 @@ pub struct QuotaRequest {
     /// Why they have not yet, in the cluster's words.
     #[serde(default)]
     pub apply_error: Option<String>,
+    /// Where they landed, in words: "applied to the cluster", or the GitOps files they were
+    /// written to.
+    #[serde(default)]
+    pub applied_to: Option<String>,
 }
 
 /// `POST /api/quota/teams/{team}/requests`: a new draft.
