@@ -1320,6 +1320,18 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=audit]", "gpufleet import inventory")
         .await;
+    // Each entry shows the fields it changed, not raw JSON: the approval moved the request
+    // from submitted to approved.
+    browser
+        .wait_for_text("[data-test=audit]", "state: \"submitted\" → \"approved\"")
+        .await;
+    // an edit names the field it changed inside the request's spec
+    browser
+        .wait_for_text(
+            "[data-test=audit]",
+            "spec.justification: \"fine-tuning the 8B model\" → \"fine-tuning the 8B model, 4 weeks\"",
+        )
+        .await;
     // The pager reads as two buttons (no source text).
     let pager = browser
         .wait_for_text("[data-test=audit-pager]", "Next page")
@@ -2685,6 +2697,24 @@ async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
     assert!(rates.iter().any(|r| r.flavor == "h100-shared"
         && r.effective_from.to_string() == "2026-12-01"
         && r.cents_per_gpu_hour == 925));
+    // entered by mistake: removed from its row, and the model's price is back alone
+    let row = "[data-test=rates] tr:has(button.remove-rate)";
+    browser.wait_for_text(row, "2026-12-01").await;
+    browser
+        .click_css(&format!("{row} button.remove-rate"))
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=rate-saved]",
+            "Removed: h100-shared's rate from 2026-12-01.",
+        )
+        .await;
+    let rates = backend::chargeback::db::rates(&pool).await.expect("rates");
+    assert!(
+        !rates
+            .iter()
+            .any(|r| r.effective_from.to_string() == "2026-12-01")
+    );
 
     // its pods share its cards by time-slicing: what the noisy-neighbour view then says
     browser

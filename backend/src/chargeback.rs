@@ -66,6 +66,12 @@ pub fn api() -> Api {
             Access::Roles(&[Role::Admin]),
             set_rate,
         )
+        .route(
+            Method::DELETE,
+            "/chargeback/rates/{flavor}/{from}",
+            Access::Roles(&[Role::Admin]),
+            remove_rate,
+        )
         .route(Method::GET, "/chargeback/drill", Access::SignedIn, drill)
         .route(
             Method::GET,
@@ -554,6 +560,9 @@ async fn set_rate(
         }]));
     }
     let mut tx = state.pool.begin().await?;
+    rate_month_open(&mut tx, rate.effective_from).await?;
+    // a day that has a rate already: the rate is corrected, and the audit shows the old one
+    let before = db::rate_at(&mut *tx, &flavor, rate.effective_from).await?;
     db::set_rate(
         &mut *tx,
         &flavor,
@@ -563,17 +572,78 @@ async fn set_rate(
     )
     .await?
     .ok_or(Error::NotFound)?;
+    let as_set = |cents: i64| {
+        serde_json::json!(NewRate {
+            effective_from: rate.effective_from,
+            cents_per_gpu_hour: cents,
+        })
+    };
     audit::record(
         &mut *tx,
         Actor::User(&caller),
         Kind::Flavor,
-        "set rate",
+        if before.is_some() {
+            "correct rate"
+        } else {
+            "set rate"
+        },
         &format!("flavor {flavor}"),
         None,
-        None,
-        Some(&serde_json::json!(rate)),
+        before.map(as_set).as_ref(),
+        Some(&as_set(rate.cents_per_gpu_hour)),
     )
     .await?;
     tx.commit().await?;
     Ok(Json(db::rates(&state.pool).await?))
+}
+
+/// `DELETE /api/chargeback/rates/{flavor}/{from}`: removes a rate entered by mistake (the
+/// model's price from the start is the catalogue's, not a rate); refused in a closed month;
+/// audited.
+async fn remove_rate(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((flavor, from)): Path<(String, String)>,
+) -> Result<Json<Vec<Rate>>> {
+    let from = Day::parse(&from).ok_or_else(|| {
+        Error::Invalid(vec![FieldError {
+            path: "from".into(),
+            message: format!("{from:?} is not a day written YYYY-MM-DD"),
+        }])
+    })?;
+    let mut tx = state.pool.begin().await?;
+    rate_month_open(&mut tx, from).await?;
+    let cents = db::remove_rate(&mut *tx, &flavor, from)
+        .await?
+        .ok_or(Error::NotFound)?;
+    audit::record(
+        &mut *tx,
+        Actor::User(&caller),
+        Kind::Flavor,
+        "remove rate",
+        &format!("flavor {flavor}"),
+        None,
+        Some(&serde_json::json!(NewRate {
+            effective_from: from,
+            cents_per_gpu_hour: cents,
+        })),
+        None,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(db::rates(&state.pool).await?))
+}
+
+/// Refuses a rate change dated in a closed month: its figures are frozen, so the change would
+/// show nowhere in it and price the months after it instead.
+async fn rate_month_open(db: &mut sqlx::PgConnection, from: Day) -> Result<()> {
+    let month = from.first_of_month();
+    let closed = db::closed_months(&mut *db).await?;
+    if closed.iter().any(|(m, ..)| *m == month) {
+        return Err(Error::Conflict(format!(
+            "{} is closed: its figures are frozen, so a rate dated {from} would change nothing in it and would price the months after it instead; date the rate in an open month, or have an admin reopen {0} first",
+            month.month_name()
+        )));
+    }
+    Ok(())
 }

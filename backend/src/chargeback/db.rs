@@ -113,6 +113,39 @@ pub async fn set_rate(
     Ok((done.rows_affected() == 1).then_some(()))
 }
 
+/// A flavor's rate set from exactly `from`, if any.
+pub async fn rate_at(
+    db: impl PgExecutor<'_>,
+    flavor: &str,
+    from: Day,
+) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!(
+        "select r.cents_per_gpu_hour from flavor_rates r join flavors f on f.id = r.flavor_id
+         where f.name = $1 and r.effective_from = $2",
+        flavor,
+        date(from)?,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Removes a flavor's rate set from exactly `from`: the cents it had, `None` when there was none.
+pub async fn remove_rate(
+    db: impl PgExecutor<'_>,
+    flavor: &str,
+    from: Day,
+) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!(
+        "delete from flavor_rates r using flavors f
+         where f.id = r.flavor_id and f.name = $1 and r.effective_from = $2
+         returning r.cents_per_gpu_hour",
+        flavor,
+        date(from)?,
+    )
+    .fetch_optional(db)
+    .await
+}
+
 pub async fn teams(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<Team>> {
     sqlx::query_as!(
         Team,

@@ -161,6 +161,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     ("GET", "/chargeback/rates", "approver finance admin"),
     ("PUT", "/chargeback/rates/{flavor}", "admin"),
+    ("DELETE", "/chargeback/rates/{flavor}/{from}", "admin"),
     (
         "GET",
         "/chargeback/drill",

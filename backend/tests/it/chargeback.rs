@@ -548,18 +548,94 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         assert!(err.to_string().contains("closed"), "{sql}: {err}");
     }
 
-    // a rate set afterwards, and a late ingest on the 20th: November's statement stays
-    let rate = send(
-        &app,
-        request(
-            Method::PUT,
-            "/api/chargeback/rates/h100-shared",
-            Some(&ada),
-            Some(json!({"effective_from": "2026-11-01", "cents_per_gpu_hour": 1_000})),
-        ),
+    // a rate dated in the closed month would show nowhere in it and price December instead:
+    // refused in words, and so is removing one; a late ingest on the 20th: November stays
+    let rate = |method: Method, uri: &str, body: Option<Value>| {
+        send(&app, request(method, uri, Some(&ada), body))
+    };
+    let refused = rate(
+        Method::PUT,
+        "/api/chargeback/rates/h100-shared",
+        Some(json!({"effective_from": "2026-11-15", "cents_per_gpu_hour": 1_000})),
     )
     .await;
-    assert_eq!(rate.status, StatusCode::OK);
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text());
+    assert!(
+        refused
+            .text()
+            .contains("2026-11 is closed: its figures are frozen, so a rate dated 2026-11-15 would change nothing in it"),
+        "{}",
+        refused.text()
+    );
+    let refused = rate(
+        Method::DELETE,
+        "/api/chargeback/rates/h100-shared/2026-11-01",
+        None,
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text());
+    // in an open month: set, corrected (the same day), removed; each audited with its figures
+    for (method, body) in [
+        (
+            Method::PUT,
+            Some(json!({"effective_from": "2026-12-05", "cents_per_gpu_hour": 1_000})),
+        ),
+        (
+            Method::PUT,
+            Some(json!({"effective_from": "2026-12-05", "cents_per_gpu_hour": 950})),
+        ),
+    ] {
+        let reply = rate(method, "/api/chargeback/rates/h100-shared", body).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    }
+    let removed = rate(
+        Method::DELETE,
+        "/api/chargeback/rates/h100-shared/2026-12-05",
+        None,
+    )
+    .await;
+    assert_eq!(removed.status, StatusCode::OK, "{}", removed.text());
+    assert!(
+        !removed
+            .json::<Vec<shared::chargeback::Rate>>()
+            .iter()
+            .any(|r| r.effective_from.to_string() == "2026-12-05")
+    );
+    for (uri, status) in [
+        (
+            "/api/chargeback/rates/h100-shared/2026-12-05",
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/api/chargeback/rates/h100-shared/2026-13-01",
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        assert_eq!(
+            rate(Method::DELETE, uri, None).await.status,
+            status,
+            "{uri}"
+        );
+    }
+    let audited: Vec<(String, Option<Value>, Option<Value>)> = sqlx::query_as(
+        "select action, before, after from audit_log where subject = 'flavor h100-shared' order by id",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("audit");
+    let cents = |v: &Option<Value>| v.as_ref().map(|v| v["cents_per_gpu_hour"].clone());
+    let audited: Vec<(&str, Option<Value>, Option<Value>)> = audited
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), cents(b), cents(c)))
+        .collect();
+    assert_eq!(
+        audited,
+        [
+            ("set rate", None, Some(json!(1_000))),
+            ("correct rate", Some(json!(1_000)), Some(json!(950))),
+            ("remove rate", Some(json!(950)), None),
+        ]
+    );
     let late_day = parse_rfc3339("2026-11-20T00:00:00Z").expect("day");
     let late = BTreeMap::from([(
         UsageKey {
@@ -658,7 +734,19 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         ("reopen", "ada")
     );
     assert_eq!(audit[1].2["reason"], "late DCGM data from rack 7");
-    // open again, November is priced live: 193 GPU-h of research at the new 1,000
+    // open again, November is priced live, and a rate dated in it is taken: 193 GPU-h of
+    // research at the new 1,000 (193 × 860 = 165,980 before it)
+    let set = send(
+        &app,
+        request(
+            Method::PUT,
+            "/api/chargeback/rates/h100-shared",
+            Some(&ada),
+            Some(json!({"effective_from": "2026-11-01", "cents_per_gpu_hour": 1_000})),
+        ),
+    )
+    .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.text());
     let live: Statement = send(&app, request(Method::GET, november, Some(&fiona), None))
         .await
         .json();

@@ -456,18 +456,41 @@ fn Rates() -> impl IntoView {
             }
         });
     };
+    // a rate entered by mistake: removed (a closed month's rate is refused, in words)
+    let remove = move |r: Rate| {
+        let path = format!("/api/chargeback/rates/{}/{}", r.flavor, r.effective_from);
+        spawn_local(async move {
+            match api::send::<(), Vec<Rate>>(Method::DELETE, &path, None).await {
+                Ok(list) => {
+                    rates.set(list);
+                    failure.set(None);
+                    saved.set(Some(format!(
+                        "Removed: {}'s rate from {}.",
+                        r.flavor, r.effective_from
+                    )));
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
     move || {
         has(&[Role::Approver, Role::Finance, Role::Admin]).then(|| {
+            let admin = has(&[Role::Admin]);
             let rows: Vec<_> = rates
                 .get()
                 .into_iter()
                 .map(|r| {
-                    let from = if r.effective_from.to_string() == "1970-01-01" {
+                    let start = r.effective_from.to_string() == "1970-01-01";
+                    let from = if start {
                         "the start (the model's price)".to_owned()
                     } else {
                         r.effective_from.to_string()
                     };
-                    view! { <tr><td>{r.flavor.clone()}</td><td>{from}</td><td class="num">{dollars(r.cents_per_gpu_hour)}</td></tr> }
+                    let (flavor, cents) = (r.flavor.clone(), r.cents_per_gpu_hour);
+                    let button = (admin && !start).then(|| view! {
+                        <button type="button" class="remove-rate" on:click=move |_| remove(r.clone())>"Remove"</button>
+                    });
+                    view! { <tr><td>{flavor}</td><td>{from}</td><td class="num">{dollars(cents)}</td><td>{button}</td></tr> }
                 })
                 .collect();
             let flavors: Vec<String> = {
@@ -479,7 +502,7 @@ fn Rates() -> impl IntoView {
                 <h2>"Chargeback rates"</h2>
                 {move || failure.get().map(|error| view! { <ErrorBox error/> })}
                 <table data-test="rates">
-                    <thead><tr><th>"Flavor"</th><th>"From (UTC)"</th><th>"Per GPU-hour"</th></tr></thead>
+                    <thead><tr><th>"Flavor"</th><th>"From (UTC)"</th><th>"Per GPU-hour"</th><th></th></tr></thead>
                     <tbody>{rows}</tbody>
                 </table>
                 {has(&[Role::Admin]).then(|| view! {
@@ -488,7 +511,7 @@ fn Rates() -> impl IntoView {
                             <option value="">"choose"</option>
                             {flavors.into_iter().map(|f| view! { <option value=f.clone()>{f.clone()}</option> }).collect_view()}
                         </select></label>
-                        <label>" from " <input type="text" placeholder="YYYY-MM-DD" name="from" on:change=move |ev| from.set(event_target_value(&ev))/></label>
+                        <label>" from " <input type="text" placeholder="YYYY-MM-DD" name="from" title="A day that has a rate already: its rate is corrected" on:change=move |ev| from.set(event_target_value(&ev))/></label>
                         <label>" at $ " <input type="text" name="price" placeholder="per GPU-hour"
                             on:input=move |ev| dollars_text.set(event_target_value(&ev))/></label>
                         " " <button type="submit">"Set the rate"</button>
