@@ -2001,6 +2001,12 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         )
         .await;
     browser
+        .wait_for_text(
+            "[data-test=idle-pool]",
+            "is shared among the teams in proportion to their allocated GPU-hours. No lending credit (0%).",
+        )
+        .await;
+    browser
         .wait_for_text("[data-test=fleet-line]", "$1,087,948.80")
         .await;
     browser

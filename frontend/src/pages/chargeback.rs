@@ -304,6 +304,29 @@ fn idle_label(choice: IdleShare) -> &'static str {
     }
 }
 
+/// What the idle pool holds and how this statement shares it, and the lending credit, in words.
+fn idle_pool_words(idle: IdleShare, lend_credit_pct: u8) -> String {
+    let shared = match idle {
+        IdleShare::Allocation => {
+            "shared among the teams in proportion to their allocated GPU-hours"
+        }
+        IdleShare::Use => "shared among the teams in proportion to their busy GPU-hours",
+        IdleShare::Even => {
+            "shared equally among the teams with an allocation in the period (a team without one pays no share)"
+        }
+        IdleShare::Separate => "not shared: it stays on the platform line",
+    };
+    let lending = match lend_credit_pct {
+        0 => "No lending credit (0%).".to_owned(),
+        pct => format!(
+            "Lenders are credited {pct}% of the rate for each GPU-hour others borrowed of their unused quota; the borrowers pay it as a lending fee."
+        ),
+    };
+    format!(
+        "The idle pool, the capacity cost not charged by use (the teams' own idle, the unallocated capacity and the use of namespaces no team owns), is {shared}. {lending}"
+    )
+}
+
 fn statement_view(s: Statement) -> impl IntoView {
     let rows: Vec<_> = s
         .teams
@@ -387,6 +410,7 @@ fn statement_view(s: Statement) -> impl IntoView {
         </table>
         </div>
         <ul data-test="how-charged">{how}</ul>
+        <p data-test="idle-pool">{idle_pool_words(s.idle, s.lend_credit_pct)}</p>
         {fleet}
         {(!models.is_empty()).then(|| view! {
             <table class="statement" data-test="models">
