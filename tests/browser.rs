@@ -1260,7 +1260,20 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         )
         .await;
     browser
-        .wait_for_text("[data-test=history]", "submitted")
+        .wait_for_text("[data-test=request-2]", "submitted")
+        .await;
+    // Taken back (a draft again, out of the inbox) and sent again.
+    browser
+        .click_css("[data-test=request-2] [data-test=withdraw]")
+        .await;
+    browser
+        .wait_for_text("[data-test=request-2]", "draft")
+        .await;
+    browser
+        .click_css("[data-test=request-2] [data-test=submit-draft]")
+        .await;
+    browser
+        .wait_for_text("[data-test=request-2]", "submitted")
         .await;
     browser.click_css("[data-test=logout]").await;
 
@@ -1310,9 +1323,12 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=audit]", "rita submit quota request 2")
         .await;
-    // The demo inventory's import, then create, edit, submit, approve.
+    // The demo inventory's import, then create, edit, submit, withdraw, submit, approve.
     browser
-        .wait_for_text("[data-test=audit-count]", "5 entries")
+        .wait_for_text("[data-test=audit-count]", "7 entries")
+        .await;
+    browser
+        .wait_for_text("[data-test=audit]", "rita withdraw quota request 2")
         .await;
     browser
         .wait_for_text("[data-test=audit]", "rita edit quota request 2")
@@ -1718,13 +1734,16 @@ async fn an_approver_in_no_team_drafts_nothing(browser: &Browser, server: &Serve
     browser
         .wait_for_text("[data-test=took]", "evaluated in")
         .await;
-    browser.click_css("[data-test=step-start]").await;
-    browser.click_css("[data-test=start-inventory]").await;
-    browser
-        .wait_for_text("[data-test=took]", "evaluated in")
-        .await;
-    browser.click_css("[data-test=step-quotas]").await;
-    browser.click_css("[data-test=suggest]").await;
+    // each step renders when it is chosen: wait for a button before clicking it
+    for css in [
+        "[data-test=step-start]",
+        "[data-test=start-inventory]",
+        "[data-test=step-quotas]",
+        "[data-test=suggest]",
+    ] {
+        browser.wait_for_text(css, "").await;
+        browser.click_css(css).await;
+    }
     browser
         .wait_for_text("[data-test=suggestion-summary]", "Targets met")
         .await;

@@ -104,7 +104,13 @@ pub fn api() -> Api {
             Method::POST,
             "/quota/teams/{team}/requests/{id}/submit",
             team_or_admin,
-            submit_request,
+            |s, c, p, b| team_step(s, c, p, b, Action::Submit),
+        )
+        .route(
+            Method::POST,
+            "/quota/teams/{team}/requests/{id}/withdraw",
+            team_or_admin,
+            |s, c, p, b| team_step(s, c, p, b, Action::Withdraw),
         )
         .route(
             Method::POST,
@@ -582,6 +588,7 @@ async fn lock_for(
             match action {
                 Action::Edit => "edited",
                 Action::Submit => "submitted",
+                Action::Withdraw => "withdrawn",
                 Action::Approve => "approved",
                 Action::Reject => "rejected",
                 Action::Revoke => "revoked",
@@ -625,25 +632,32 @@ async fn edit_request(
     Ok(Json(view))
 }
 
-async fn submit_request(
+/// A team's own step on its request, `POST …/submit` or `…/withdraw` with `{version}`:
+/// submitting checks the request against the rules as an approver will see it; withdrawing
+/// takes a submitted request back to a draft, out of the approvers' inbox. Audited.
+async fn team_step(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path((team, id)): Path<(String, String)>,
-    ApiJson(submit): ApiJson<Submit>,
+    ApiJson(step): ApiJson<Submit>,
+    action: Action,
 ) -> Result<Json<RequestView>> {
     let id = request_id(&id)?;
     let mut tx = state.pool.begin().await?;
-    let (before_state, version, next) =
-        lock_for(&mut tx, &team, id, submit.version, Action::Submit).await?;
-    let spec = stored_spec(&mut tx, &team, id).await?;
-    let world = world(&mut tx).await?;
-    check(&world, &team, &spec)?;
-    db::set_submitted(&mut *tx, id, caller.user_id).await?;
+    let (before_state, version, next) = lock_for(&mut tx, &team, id, step.version, action).await?;
+    if action == Action::Submit {
+        let spec = stored_spec(&mut tx, &team, id).await?;
+        let world = world(&mut tx).await?;
+        check(&world, &team, &spec)?;
+        db::set_submitted(&mut *tx, id, caller.user_id).await?;
+    } else {
+        db::set_withdrawn(&mut *tx, id).await?;
+    }
     audit::record(
         &mut *tx,
         Actor::User(&caller),
         Kind::QuotaRequest,
-        Action::Submit.as_str(),
+        action.as_str(),
         &format!("quota request {id}"),
         Some(&team),
         Some(&snapshot(before_state, version, None, None)?),
@@ -652,7 +666,13 @@ async fn submit_request(
     .await?;
     let view = view(&mut tx, &team, id).await?;
     tx.commit().await?;
-    tracing::info!(team, id, by = caller.username, "quota request submitted");
+    tracing::info!(
+        team,
+        id,
+        by = caller.username,
+        action = action.as_str(),
+        "quota request moved"
+    );
     Ok(Json(view))
 }
 

@@ -254,6 +254,19 @@ pub async fn set_submitted(db: impl PgExecutor<'_>, id: i64, by: i64) -> sqlx::R
     Ok(())
 }
 
+/// A submitted request withdrawn: a draft again, submitted by nobody.
+pub async fn set_withdrawn(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "update quota_requests set state = 'draft', submitted_by = null, submitted_at = null,
+                version = version + 1
+         where id = $1",
+        id
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
 /// Records an approval (with the next approval order) or a rejection.
 pub async fn set_decided(
     db: impl PgExecutor<'_>,

@@ -113,6 +113,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ),
     (
         "POST",
+        "/quota/teams/{team}/requests/{id}/withdraw",
+        "requester@own admin",
+    ),
+    (
+        "POST",
         "/quota/teams/{team}/requests/{id}/approve",
         "approver admin",
     ),

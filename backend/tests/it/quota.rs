@@ -78,7 +78,7 @@ async fn draft(w: &World, who: &Session, team: &str, lines: Value) -> i64 {
 }
 
 async fn act(w: &World, who: &Session, team: &str, id: i64, verb: &str, version: i32) -> Reply {
-    let body = if verb == "submit" {
+    let body = if matches!(verb, "submit" | "withdraw") {
         json!({"version": version})
     } else {
         json!({"version": version, "comment": format!("{verb}: fits the plan")})
@@ -339,6 +339,76 @@ async fn illegal_moves_are_refused_and_change_nothing(pool: PgPool) {
     );
     // The demo's import, then create, submit, reject: the refused moves left no trace.
     assert_eq!(count(&pool, "audit_log").await, 4);
+}
+
+/// A team takes a submitted request back: a draft again, out of the approvers' inbox, edited
+/// and submitted anew; an approver cannot withdraw it, a draft cannot be withdrawn, and each
+/// step is audited.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_submitted_request_is_withdrawn_to_a_draft(pool: PgPool) {
+    let w = world(&pool).await;
+    let id = draft(&w, &w.rita, "research", h100(8)).await;
+    assert_eq!(
+        act(&w, &w.rita, "research", id, "submit", 1).await.status,
+        StatusCode::OK
+    );
+    let inbox = || {
+        call(
+            &w,
+            Method::GET,
+            "/api/quota/requests?state=submitted",
+            &w.alex,
+            None,
+        )
+    };
+    assert_eq!(inbox().await.json::<Vec<QuotaRequest>>().len(), 1);
+    // the approvers decide; withdrawing is the team's
+    assert_eq!(
+        act(&w, &w.alex, "research", id, "withdraw", 2).await.status,
+        StatusCode::FORBIDDEN
+    );
+    let withdrawn = act(&w, &w.rita, "research", id, "withdraw", 2).await;
+    assert_eq!(withdrawn.status, StatusCode::OK, "{}", withdrawn.text());
+    let request = withdrawn.json::<RequestView>().request;
+    assert_eq!((request.state, request.version), (State::Draft, 3));
+    assert_eq!(request.submitted_at, None);
+    assert_eq!(inbox().await.json::<Vec<QuotaRequest>>().len(), 0);
+    // a draft is not withdrawn, nor decided on
+    assert_eq!(
+        act(&w, &w.rita, "research", id, "withdraw", 3).await.status,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        act(&w, &w.alex, "research", id, "approve", 3).await.status,
+        StatusCode::CONFLICT
+    );
+    // edited and submitted again, then approved by someone who never wrote it
+    let edited = call(
+        &w,
+        Method::PUT,
+        &format!("/api/quota/teams/research/requests/{id}"),
+        &w.rita,
+        Some(json!({"version": 3, "spec": spec(h100(6))})),
+    )
+    .await;
+    assert_eq!(edited.status, StatusCode::OK, "{}", edited.text());
+    assert_eq!(
+        act(&w, &w.rita, "research", id, "submit", 4).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        act(&w, &w.alex, "research", id, "approve", 5).await.status,
+        StatusCode::OK
+    );
+    let actions: Vec<String> =
+        sqlx::query_scalar("select action from audit_log where kind = 'quota_request' order by id")
+            .fetch_all(&pool)
+            .await
+            .expect("audit");
+    assert_eq!(
+        actions,
+        ["create", "submit", "withdraw", "edit", "submit", "approve"]
+    );
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]

@@ -255,10 +255,11 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
         async move { api::get::<Vec<QuotaRequest>>(&path).await }
     });
     let error = RwSignal::new(None);
-    let submit = move |request: QuotaRequest| {
+    // the team's own steps: a draft submitted, a submitted request withdrawn to a draft
+    let step = move |request: QuotaRequest, action: &'static str| {
         leptos::task::spawn_local(async move {
             let path = format!(
-                "/api/quota/teams/{}/requests/{}/submit",
+                "/api/quota/teams/{}/requests/{}/{action}",
                 request.team, request.id
             );
             let body = shared::quota::Submit {
@@ -311,7 +312,14 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                                     view! {
                                         <button type="button" data-test="edit-draft" on:click=move |_| editing.set(Some(open.clone()))>"Edit"</button>
                                         " "
-                                        <button type="button" data-test="submit-draft" on:click=move |_| submit(r.clone())>"Submit"</button>
+                                        <button type="button" data-test="submit-draft" on:click=move |_| step(r.clone(), "submit")>"Submit"</button>
+                                    }
+                                });
+                                let submitted = (r.state == State::Submitted).then(|| {
+                                    let r = r.clone();
+                                    view! {
+                                        <button type="button" data-test="withdraw" title="Back to a draft, out of the approvers' inbox"
+                                            on:click=move |_| step(r.clone(), "withdraw")>"Withdraw"</button>
                                     }
                                 });
                                 view! {
@@ -324,7 +332,7 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                                         <td>{r.created_by.clone()}</td>
                                         <td>{r.decided_by.clone().unwrap_or_default()}</td>
                                         <td>{r.comment.clone().unwrap_or_default()}</td>
-                                        <td>{draft}</td>
+                                        <td>{draft}{submitted}</td>
                                     </tr>
                                 }
                             })

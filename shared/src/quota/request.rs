@@ -159,6 +159,8 @@ pub enum State {
 pub enum Action {
     Edit,
     Submit,
+    /// The team takes a submitted request back to a draft, out of the approvers' inbox.
+    Withdraw,
     Approve,
     Reject,
     Revoke,
@@ -191,11 +193,13 @@ impl State {
     }
 
     /// The state `action` leads to, or `None` when it is not allowed from here: draft →
-    /// submitted → approved | rejected; approved → superseded | revoked; only drafts are edited.
+    /// submitted → approved | rejected; a submitted request withdrawn is a draft again;
+    /// approved → superseded | revoked; only drafts are edited.
     pub fn after(self, action: Action) -> Option<State> {
         match (self, action) {
             (State::Draft, Action::Edit) => Some(State::Draft),
             (State::Draft, Action::Submit) => Some(State::Submitted),
+            (State::Submitted, Action::Withdraw) => Some(State::Draft),
             (State::Submitted, Action::Approve) => Some(State::Approved),
             (State::Submitted, Action::Reject) => Some(State::Rejected),
             (State::Approved, Action::Supersede) => Some(State::Superseded),
@@ -210,6 +214,7 @@ impl Action {
         match self {
             Action::Edit => "edit",
             Action::Submit => "submit",
+            Action::Withdraw => "withdraw",
             Action::Approve => "approve",
             Action::Reject => "reject",
             Action::Revoke => "revoke",

@@ -93,7 +93,7 @@ fn the_life_cycle_allows_only_its_transitions() {
     let allowed: Vec<(State, Action, State)> = State::ALL
         .into_iter()
         .flat_map(|s| {
-            [Edit, Submit, Approve, Reject, Revoke, Supersede]
+            [Edit, Submit, Withdraw, Approve, Reject, Revoke, Supersede]
                 .into_iter()
                 .filter_map(move |a| s.after(a).map(|t| (s, a, t)))
         })
@@ -103,6 +103,7 @@ fn the_life_cycle_allows_only_its_transitions() {
         vec![
             (Draft, Edit, Draft),
             (Draft, Submit, Submitted),
+            (Submitted, Withdraw, Draft),
             (Submitted, Approve, Approved),
             (Submitted, Reject, Rejected),
             (Approved, Revoke, Revoked),
