@@ -1223,6 +1223,22 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("td:has(#line-1-nominal) .field-error", "a whole number")
         .await;
+    // The box's bad text and the empty justification: the count says what the form shows.
+    browser
+        .wait_for_text(
+            "[data-test=request-problems]",
+            "2 problems to fix before sending.",
+        )
+        .await;
+    let shown = browser
+        .client
+        .execute(
+            "return document.querySelectorAll('[data-test=request-form] .field-error').length",
+            vec![],
+        )
+        .await
+        .expect("count the errors shown");
+    assert_eq!(shown.as_u64(), Some(2), "one error per problem counted");
     browser.screenshot("quota-form-error").await;
     // 24 + 40 = 64: allowed, with the warning that nothing is left unassigned.
     type_into(&browser, "#line-1-nominal", "24").await;
@@ -1257,6 +1273,13 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text(
             "[data-test=quota-notice]",
             "Request 2 submitted for approval.",
+        )
+        .await;
+    // The form's place shows what was sent, not a blank form's errors.
+    browser
+        .wait_for_text(
+            "[data-test=request-sent]",
+            "Request 2 submitted for approval. h100-shared: 24 GPUs, from",
         )
         .await;
     browser
@@ -1299,6 +1322,28 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .await;
     browser
         .wait_for_text("[data-test=review] [data-test=warnings]", "whole capacity")
+        .await;
+    // What it is worth, by hand: open-ended, so its first year, 24 GPUs × 8,760 h × $8.60 (the
+    // demo inventory's H100 price) = $1,808,064.00, against research's nothing in force.
+    browser
+        .wait_for_text(
+            "[data-test=worth]",
+            "worth $1,808,064.00; research's quota in force, $0.00",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=in-use]", "No use by research")
+        .await;
+    // search lends research nothing today (it holds none); with research's 24 in the cohort,
+    // search may borrow them.
+    browser
+        .wait_for_text("[data-test=others]", "search h100-shared GPUs 40 0 → 24")
+        .await;
+    browser
+        .wait_for_text("[data-test=what-if]", "0 recorded workloads of")
+        .await;
+    browser
+        .wait_for_text("#impact-chart", "Cohort impact")
         .await;
     browser.screenshot("quota-review").await;
     approve_the_open_review(&browser).await;

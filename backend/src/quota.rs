@@ -27,6 +27,7 @@ use shared::{
     FieldError,
     accounts::Role,
     audit::Kind,
+    chargeback::worth::{self, Review},
     common::day::Day,
     kueue::KueueVersion,
     planning::replay::{WhatIf, WhatIfQuery},
@@ -442,6 +443,11 @@ fn request_id(id: &str) -> Result<i64> {
 
 /// The request with what the approver weighs, read inside `db`'s transaction.
 async fn view(db: &mut PgConnection, team: &str, id: i64) -> Result<RequestView> {
+    Ok(view_in(db, team, id).await?.1)
+}
+
+/// The quota world and the request's view in it.
+async fn view_in(db: &mut PgConnection, team: &str, id: i64) -> Result<(QuotaWorld, RequestView)> {
     let world = world(&mut *db).await?;
     let row = db::requests(&mut *db, Some(team), None, Some(id))
         .await?
@@ -449,18 +455,33 @@ async fn view(db: &mut PgConnection, team: &str, id: i64) -> Result<RequestView>
         .ok_or(Error::NotFound)?;
     let today = clock::today();
     let request = to_request(row, &in_force(&world, today))?;
-    Ok(world.review(request, today, KueueVersion::default()))
+    let view = world.review(request, today, KueueVersion::default());
+    Ok((world, view))
 }
 
+/// The review's "in use today": the last day's whole hours.
+const IN_USE_HOURS: i64 = 24;
+const HOUR_MS: i64 = 3_600_000;
+
+/// The review: the request as the rules see it, what it is worth at the flavors' rates against
+/// the team's quota in force, and what the team used of its quota over the last day.
 async fn show_request(
     State(state): State<AppState>,
     Path((team, id)): Path<(String, String)>,
-) -> Result<Json<RequestView>> {
+) -> Result<Json<Review>> {
     let id = request_id(&id)?;
     let mut tx = state.pool.begin().await?;
-    let view = view(&mut tx, &team, id).await?;
+    let (world, view) = view_in(&mut tx, &team, id).await?;
+    let rates = crate::chargeback::db::rates(&mut *tx).await?;
+    let this_hour = clock::now_ms() / HOUR_MS * HOUR_MS;
+    let in_use = crate::usage::db::in_use(&mut *tx, &team, this_hour, IN_USE_HOURS).await?;
     tx.commit().await?;
-    Ok(Json(view))
+    let spec = &view.request.spec;
+    Ok(Json(Review {
+        worth: worth::worth(&world.without(id), &team, spec, clock::today(), &rates),
+        in_use,
+        view,
+    }))
 }
 
 /// `GET /api/quota/teams/{team}/requests/{id}/what-if?weeks=N`: the last N whole weeks' recorded

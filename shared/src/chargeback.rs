@@ -1192,6 +1192,7 @@ fn field(text: &str) -> String {
 
 pub mod budget;
 pub mod focus;
+pub mod worth;
 
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@ mod request;
 mod rules;
 mod setup;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use flavor::{
     Capacity, Flavor, FlavorSettings, LABEL_VALUE_RULE, SOFTWARE_SHARING, SettingsText,

@@ -920,3 +920,46 @@ pub async fn week_use(
         })
         .collect())
 }
+
+/// What `team` used of each flavor over the `hours` whole hours before `until_ms` (an hour's
+/// start), from the hour rollups. Kueue's nominal and allocation are sums only when every hour
+/// reported them (else `None`: not known, which is not idle).
+pub async fn in_use(
+    db: impl PgExecutor<'_>,
+    team: &str,
+    until_ms: i64,
+    hours: i64,
+) -> sqlx::Result<Vec<shared::chargeback::worth::InUse>> {
+    let rows = sqlx::query!(
+        r#"with hours as (
+               select r.flavor, r.period,
+                      sum(r.nominal_gpu_microseconds) as nominal,
+                      sum(r.allocated_gpu_microseconds) as allocated,
+                      sum(r.busy_gpu_microseconds) as busy
+               from usage_rollups r join teams t on t.id = r.team_id
+               where r.grain = 'hour' and t.name = $1
+                 and r.period >= 'epoch'::timestamptz + ($2::bigint - $3::bigint * 3600000) * interval '1 millisecond'
+                 and r.period < 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+               group by 1, 2)
+           select flavor as "flavor!",
+                  case when count(nominal) = $3 then sum(nominal)::bigint end as nominal,
+                  case when count(allocated) = $3 then sum(allocated)::bigint end as allocated,
+                  coalesce(sum(busy), 0)::bigint as "busy!"
+           from hours group by 1 order by 1"#,
+        team,
+        until_ms,
+        hours
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| shared::chargeback::worth::InUse {
+            flavor: r.flavor,
+            hours,
+            nominal_gpu_microseconds: r.nominal,
+            allocated_gpu_microseconds: r.allocated,
+            busy_gpu_microseconds: r.busy,
+        })
+        .collect())
+}

@@ -13,6 +13,7 @@ use shared::{
     ApiError, ErrorCode,
     accounts::Role,
     audit::Page,
+    chargeback::worth::{InUse, Review},
     quota::{QuotaRequest, QuotaWorld, RequestView, State},
 };
 use sqlx::PgPool;
@@ -1120,4 +1121,68 @@ async fn re_plan_findings_name_the_idle_team_and_the_waiting_one(pool: PgPool) {
     );
     let paths: Vec<String> = error(&reply).fields.into_iter().map(|f| f.path).collect();
     assert_eq!(paths, ["weeks", "idle_percent"]);
+}
+
+/// The review's context (issue 33, point 8): research holds 32 H100s and used 4 of them (3
+/// busy) every hour of the last day; it asks for 40 from today for 10 days (240 h) at the demo
+/// inventory's H100 price, $8.60 per GPU-hour: 40 × 240 × 860 = 8,256,000 cents asked against
+/// 32 × 240 × 860 = 6,604,800 in force. A requester of the team reads the same.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_review_prices_the_request_and_shows_what_the_team_uses(pool: PgPool) {
+    let w = world(&pool).await;
+    grant(&w, "research", 32).await;
+    let today = backend::clock::today();
+    hours_of(&pool, today.plus(-27), "research", [32, 4, 3], (0, 4)).await;
+    let mut asked = spec(h100(40));
+    asked["starts_on"] = json!(today.to_string());
+    asked["ends_on"] = json!(today.plus(9).to_string());
+    let reply = call(
+        &w,
+        Method::POST,
+        "/api/quota/teams/research/requests",
+        &w.rita,
+        Some(json!({ "spec": asked })),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+    let id = reply.json::<RequestView>().request.id;
+    let reply = call(
+        &w,
+        Method::GET,
+        &format!("/api/quota/teams/research/requests/{id}"),
+        &w.alex,
+        None,
+    )
+    .await;
+    let review: Review = reply.json();
+    let worth = &review.worth;
+    assert_eq!(
+        (worth.from, worth.to, worth.runs_on),
+        (today, today.plus(9), false)
+    );
+    assert_eq!(
+        (worth.asked_cents, worth.in_force_cents),
+        (8_256_000, 6_604_800)
+    );
+    assert_eq!(worth.flavors[0].cents_per_gpu_hour, Some(860));
+    let hour_us = 3_600_000_000;
+    assert_eq!(
+        review.in_use,
+        [InUse {
+            flavor: "h100-shared".into(),
+            hours: 24,
+            nominal_gpu_microseconds: Some(32 * 24 * hour_us),
+            allocated_gpu_microseconds: Some(4 * 24 * hour_us),
+            busy_gpu_microseconds: 3 * 24 * hour_us,
+        }]
+    );
+    let own = call(
+        &w,
+        Method::GET,
+        &format!("/api/quota/teams/research/requests/{id}"),
+        &w.rita,
+        None,
+    )
+    .await;
+    assert_eq!(own.json::<Review>().worth, review.worth);
 }

@@ -19,7 +19,6 @@ use shared::{
     },
 };
 
-use plotly::{Layout, Plot, Scatter, common::Mode};
 use shared::usage::LiveMinute;
 use wasm_bindgen::{JsCast, JsValue, closure::Closure};
 use web_sys::{EventSource, MessageEvent};
@@ -30,7 +29,7 @@ use crate::{
     auth::use_me,
     ui::{Chart, ErrorBox},
 };
-use gpufleet_web::js;
+use gpufleet_web::{figure::Figure, js};
 
 #[component]
 pub fn Chargeback() -> impl IntoView {
@@ -591,11 +590,11 @@ fn LiveUse() -> impl IntoView {
     view! {
         <h2>"Live utilisation"</h2>
         <p data-test="live-latest">{move || latest().unwrap_or_else(|| "Waiting for the first ingested minute…".to_owned())}</p>
-        <Chart id="live-chart" plot=Box::new(move || minutes.with(|all| (!all.is_empty()).then(|| live_plot(all).to_json())))/>
+        <Chart id="live-chart" plot=Box::new(move || minutes.with(|all| (!all.is_empty()).then(|| live_plot(all))))/>
     }
 }
 
-fn live_plot(all: &[LiveMinute]) -> Plot {
+fn live_plot(all: &[LiveMinute]) -> String {
     let x: Vec<String> = all.iter().map(|m| m.minute.clone()).collect();
     let mut teams: Vec<&str> = all
         .iter()
@@ -603,7 +602,7 @@ fn live_plot(all: &[LiveMinute]) -> Plot {
         .collect();
     teams.sort_unstable();
     teams.dedup();
-    let mut plot = Plot::new();
+    let mut figure = Figure::new();
     for team in teams {
         let y: Vec<Option<f64>> = all
             .iter()
@@ -613,30 +612,18 @@ fn live_plot(all: &[LiveMinute]) -> Plot {
                 Some(100.0 * t.busy_gpu_microseconds as f64 / allocated as f64)
             })
             .collect();
-        plot.add_trace(
-            Scatter::new(x.clone(), y)
-                .name(format!("{team}: busy / allocated %"))
-                .mode(Mode::Lines),
-        );
+        figure = figure.lines(&format!("{team}: busy / allocated %"), &x, &y);
     }
-    let fleet: Vec<f64> = all
+    let fleet: Vec<Option<f64>> = all
         .iter()
         .map(|m| {
             let busy: i64 = m.teams.iter().map(|t| t.busy_gpu_microseconds).sum();
-            100.0 * busy as f64 / (m.capacity_gpus.max(1) as f64 * 60_000_000.0)
+            Some(100.0 * busy as f64 / (m.capacity_gpus.max(1) as f64 * 60_000_000.0))
         })
         .collect();
-    plot.add_trace(
-        Scatter::new(x, fleet)
-            .name("fleet: busy / capacity %")
-            .mode(Mode::Lines),
-    );
-    plot.set_layout(
-        Layout::new()
-            .title("Utilisation, minute by minute (UTC)")
-            .height(320),
-    );
-    plot
+    figure
+        .lines("fleet: busy / capacity %", &x, &fleet)
+        .to_json("Utilisation, minute by minute (UTC)", 320, None)
 }
 
 /// Each inference service's p95/p99 time to first token and queue time beside how its GPUs

@@ -2,8 +2,8 @@
 //! against the approved quota of each team and what is left.
 
 use gloo_net::http::Method;
+use gpufleet_web::figure::{Bars, Figure};
 use leptos::{html::Div, prelude::*, task::spawn_local};
-use plotly::{Bar, Layout, Plot, layout::BarMode};
 use shared::{
     ApiError,
     accounts::Role,
@@ -58,7 +58,7 @@ fn QuotaByFlavor() -> impl IntoView {
         Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
         Some(Ok(world)) => {
             let allocation = world.allocation(super::quota::today());
-            let plot = allocation_plot(&allocation).to_json();
+            let plot = allocation_plot(&allocation);
             view! {
                 <h2>"Quota by flavor"</h2>
                 <Chart id="quota-chart" plot=Box::new(move || Some(plot.clone()))/>
@@ -260,7 +260,7 @@ fn QueueRow(team: TeamQueue, saved: Callback<()>) -> impl IntoView {
     }
 }
 
-fn allocation_plot(allocation: &[Allocation]) -> Plot {
+fn allocation_plot(allocation: &[Allocation]) -> String {
     let names: Vec<String> = allocation
         .iter()
         .map(|a| format!("{} {}", a.flavor, super::quota::unit(&a.resource)))
@@ -271,7 +271,7 @@ fn allocation_plot(allocation: &[Allocation]) -> Plot {
         .collect();
     teams.sort_unstable();
     teams.dedup();
-    let mut plot = Plot::new();
+    let mut figure = Figure::new();
     for team in teams {
         let quota: Vec<f64> = allocation
             .iter()
@@ -282,27 +282,24 @@ fn allocation_plot(allocation: &[Allocation]) -> Plot {
                     .map_or(0.0, |(_, n)| *n as f64)
             })
             .collect();
-        plot.add_trace(Bar::new(names.clone(), quota).name(team));
+        figure = figure.bars(team, &names, &quota);
     }
     let unassigned: Vec<f64> = allocation
         .iter()
         .map(|a| a.unassigned.max(0) as f64)
         .collect();
-    plot.add_trace(Bar::new(names, unassigned).name("unassigned"));
-    plot.set_layout(
-        Layout::new()
-            .bar_mode(BarMode::Stack)
-            .title("Approved quota against capacity")
-            .height(300),
-    );
-    plot
+    figure.bars("unassigned", &names, &unassigned).to_json(
+        "Approved quota against capacity",
+        300,
+        Some(Bars::Stack),
+    )
 }
 
 #[component]
 fn FleetTables(fleet: Fleet) -> impl IntoView {
     let totals = fleet.totals_by_model();
     let chart = NodeRef::<Div>::new();
-    let plot = gpus_by_model_plot(&fleet).to_json();
+    let plot = gpus_by_model_plot(&fleet);
     Effect::new(move |_| {
         if chart.get().is_some() {
             let plot = plot.clone();
@@ -375,15 +372,13 @@ fn FleetTables(fleet: Fleet) -> impl IntoView {
     }
 }
 
-fn gpus_by_model_plot(fleet: &Fleet) -> Plot {
+fn gpus_by_model_plot(fleet: &Fleet) -> String {
     let totals = fleet.totals_by_model();
     let names: Vec<String> = totals.iter().map(|t| t.gpu_model.clone()).collect();
-    // f64, as every bar chart of the console: one copy of plotly's serialising code.
     let gpus: Vec<f64> = totals.iter().map(|t| t.gpus as f64).collect();
-    let mut plot = Plot::new();
-    plot.add_trace(Bar::new(names, gpus).name("GPUs"));
-    plot.set_layout(Layout::new().title("GPUs by model").height(280));
-    plot
+    Figure::new()
+        .bars("GPUs", &names, &gpus)
+        .to_json("GPUs by model", 280, None)
 }
 
 /// Chargeback rates per flavor (cents per GPU-hour from a UTC day): shown to approvers, finance

@@ -11,7 +11,7 @@ use leptos::prelude::*;
 use shared::{
     accounts::{Me, Role},
     common::day::Day,
-    quota::{QuotaRequest, QuotaWorld, State},
+    quota::{QuotaRequest, QuotaSpec, QuotaWorld, State},
 };
 
 use crate::{api, auth::use_me, ui::ErrorBox};
@@ -29,9 +29,26 @@ pub fn unit(resource: &str) -> String {
     }
 }
 
+/// What a change of a request answers, as far as the console reads it.
+#[derive(serde::Deserialize)]
+pub struct Saved {
+    pub request: SavedRequest,
+}
+
+#[derive(serde::Deserialize)]
+pub struct SavedRequest {
+    pub id: i64,
+    pub version: i32,
+}
+
 /// Where a change says it was saved (a request drafted, submitted, decided).
 #[derive(Clone, Copy)]
 pub struct Notice(pub RwSignal<Option<String>>);
+
+/// The team whose request was last saved or sent from the form, and what it says: shown in
+/// the form's place until the team asks for another.
+#[derive(Clone, Copy)]
+pub struct Sent(pub RwSignal<Option<(String, String)>>);
 
 /// The draft open in the request form, if one is being edited.
 #[derive(Clone, Copy)]
@@ -77,6 +94,7 @@ pub fn Quotas() -> impl IntoView {
     let notice = RwSignal::new(None::<String>);
     provide_context(Notice(notice));
     provide_context(Editing(RwSignal::new(None)));
+    provide_context(Sent(RwSignal::new(None)));
     let tab_button = move |which: Tab, label: &'static str, test: &'static str| {
         view! {
             <button
@@ -161,10 +179,21 @@ fn TeamsView(
             let world = world.get_value();
             let may = may_request(&team);
             let Editing(editing) = expect_context::<Editing>();
+            let Sent(sent) = expect_context::<Sent>();
             let draft = editing.get().filter(|d| d.team == team);
+            let just_sent = sent.get().filter(|(t, _)| draft.is_none() && *t == team);
+            let form = match just_sent {
+                Some((_, said)) => view! {
+                    <p data-test="request-sent">{said}" "
+                        <button type="button" data-test="request-more" on:click=move |_| sent.set(None)>"Request other quota"</button>
+                    </p>
+                }
+                .into_any(),
+                None => view! { <form::RequestForm world=world.clone() team=team.clone() draft changed/> }.into_any(),
+            };
             view! {
                 <CurrentQuota world=world.clone() team=team.clone()/>
-                {may.then(|| view! { <form::RequestForm world=world.clone() team=team.clone() draft changed/> })}
+                {may.then_some(form)}
                 <History team changed/>
             }
         }}
@@ -231,9 +260,8 @@ fn CurrentQuota(world: QuotaWorld, team: String) -> impl IntoView {
 }
 
 /// "h100-shared: 24 GPUs; rtx-inference: 4 GPUs" (lines with quota only).
-pub fn lines_summary(request: &QuotaRequest) -> String {
-    let parts: Vec<String> = request
-        .spec
+pub fn spec_summary(spec: &QuotaSpec) -> String {
+    let parts: Vec<String> = spec
         .lines
         .iter()
         .filter(|l| l.nominal > 0 || l.borrowing_limit.is_some_and(|b| b > 0))
@@ -265,13 +293,7 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
             let body = shared::quota::Submit {
                 version: request.version,
             };
-            match api::send::<_, shared::quota::RequestView>(
-                gloo_net::http::Method::POST,
-                &path,
-                Some(&body),
-            )
-            .await
-            {
+            match api::send::<_, Saved>(gloo_net::http::Method::POST, &path, Some(&body)).await {
                 Ok(_) => {
                     error.set(None);
                     requests.refetch();
@@ -326,7 +348,7 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                                     <tr data-test=format!("request-{}", r.id)>
                                         <td class="num">{r.id}</td>
                                         <td>{state}</td>
-                                        <td>{lines_summary(&r)}</td>
+                                        <td>{spec_summary(&r.spec)}</td>
                                         <td>{r.spec.starts_on.to_string()}</td>
                                         <td>{r.spec.ends_on.map_or("—".to_owned(), |d| d.to_string())}</td>
                                         <td>{r.created_by.clone()}</td>

@@ -4,6 +4,7 @@
 //! them except through the page's `window`.
 
 pub mod api;
+pub mod figure;
 pub mod js;
 pub mod ui;
 

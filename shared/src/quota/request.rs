@@ -306,7 +306,8 @@ pub struct FlavorEdit {
 }
 
 /// A request with what the approver weighs: the rules' verdict today, the cohort impact, and
-/// the team's ClusterQueue as it is and as the approval would make it (YAML).
+/// the team's ClusterQueue as it is and as the approval would make it (YAML). The review adds
+/// what it is worth and what the team uses (`chargeback::worth::Review`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestView {
     pub request: QuotaRequest,

@@ -53,6 +53,9 @@ pub struct Impact {
     pub on: Day,
     pub before: Side,
     pub after: Side,
+    /// Why the requesting team may borrow none of it after the approval, in words; `None`
+    /// when it may borrow some.
+    pub why_no_borrowing: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,7 +146,7 @@ impl QuotaWorld {
 
     /// Days from `from` to `until` (inclusive; `None`: open) on which the effective set can
     /// change: `from` itself, each approved window's start, and the day after each end.
-    fn change_days(&self, from: Day, until: Option<Day>) -> Vec<Day> {
+    pub(crate) fn change_days(&self, from: Day, until: Option<Day>) -> Vec<Day> {
         let mut days = vec![from];
         for a in &self.approved {
             days.push(a.spec.starts_on);
@@ -196,7 +199,19 @@ impl QuotaWorld {
         // while the rest is still being written.
         let well_formed = checked.errors.is_empty();
         check_terms(spec, queue.cohort.is_some(), today, &mut checked);
-        if well_formed && !checked.errors.iter().any(|e| e.path == "ends_on") {
+        if well_formed {
+            // A wrong end date still leaves the first day to check: the capacity check never
+            // vanishes while a date is being fixed.
+            let first_day_only;
+            let spec = if checked.errors.iter().any(|e| e.path == "ends_on") {
+                first_day_only = QuotaSpec {
+                    ends_on: Some(spec.starts_on.max(today)),
+                    ..spec.clone()
+                };
+                &first_day_only
+            } else {
+                spec
+            };
             self.check_capacity(team, spec, today, &mut checked);
             self.check_borrowing(team, spec, today, &mut checked);
         }
@@ -343,6 +358,32 @@ impl QuotaWorld {
         }
     }
 
+    /// Why `team` may borrow none of a flavor resource on `day`, in words; `None` when it may
+    /// borrow some.
+    pub fn why_no_borrowing(
+        &self,
+        team: &str,
+        flavor: &str,
+        resource: &str,
+        day: Day,
+    ) -> Option<String> {
+        let effective = self.effective_on(day);
+        let limit = effective
+            .get(team)
+            .and_then(|a| a.spec.line(flavor, resource))
+            .and_then(|l| l.borrowing_limit);
+        let lendable = self.lendable_to(team, flavor, resource, day);
+        if self.team(team).is_none_or(|t| t.cohort.is_none()) {
+            Some(format!("{team}'s queue is in no cohort: its quota is hard"))
+        } else if limit == Some(0) {
+            Some(format!("{team}'s borrowing limit is 0"))
+        } else if lendable == 0 {
+            Some("the rest of the cohort lends none of it".to_owned())
+        } else {
+            None
+        }
+    }
+
     /// What the other members of `team`'s cohort can lend it of one flavor resource on `day`.
     fn lendable_to(&self, team: &str, flavor: &str, resource: &str, day: Day) -> i64 {
         let Some(cohort) = self.team(team).and_then(|t| t.cohort.as_deref()) else {
@@ -457,6 +498,7 @@ impl QuotaWorld {
                     on,
                     before: self.side(team, flavor, &c.resource, on),
                     after: after.side(team, flavor, &c.resource, on),
+                    why_no_borrowing: after.why_no_borrowing(team, &flavor.name, &c.resource, on),
                 })
             })
             .collect()
@@ -475,6 +517,15 @@ fn check_terms(spec: &QuotaSpec, in_cohort: bool, today: Day, checked: &mut Chec
         checked.errors.push(field(
             "justification",
             format!("at most {MAX_JUSTIFICATION_CHARS} characters; {chars} given"),
+        ));
+    }
+    if spec.starts_on < today {
+        checked.warnings.push(field(
+            "starts_on",
+            format!(
+                "{} has passed (today is {today}): the quota counts from the day it is approved",
+                spec.starts_on
+            ),
         ));
     }
     if let Some(end) = spec.ends_on {

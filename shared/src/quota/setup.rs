@@ -18,18 +18,24 @@ use crate::{
 use super::*;
 
 impl QuotaWorld {
-    /// `request` as the approver weighs it on `today`: the rules and the impact against every
-    /// other approval, and the team's ClusterQueue now and after, on the first day it counts.
-    pub fn review(&self, request: QuotaRequest, today: Day, version: KueueVersion) -> RequestView {
-        let others = QuotaWorld {
+    /// The world without the approval of request `id` (a request is weighed against every
+    /// other approval).
+    pub fn without(&self, id: i64) -> QuotaWorld {
+        QuotaWorld {
             approved: self
                 .approved
                 .iter()
-                .filter(|a| a.id != request.id)
+                .filter(|a| a.id != id)
                 .cloned()
                 .collect(),
             ..self.clone()
-        };
+        }
+    }
+
+    /// `request` as the approver weighs it on `today`: the rules and the impact against every
+    /// other approval, and the team's ClusterQueue now and after, on the first day it counts.
+    pub fn review(&self, request: QuotaRequest, today: Day, version: KueueVersion) -> RequestView {
+        let others = self.without(request.id);
         let on = request.spec.starts_on.max(today);
         let queue_yaml = |world: &QuotaWorld| {
             self.team(&request.team)

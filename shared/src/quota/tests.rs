@@ -9,11 +9,11 @@ use crate::{
 use super::*;
 use crate::fleet::sharing::Mechanism;
 
-fn day(s: &str) -> Day {
+pub(crate) fn day(s: &str) -> Day {
     Day::parse(s).expect("a date")
 }
 
-fn flavor(name: &str, gpus: i64) -> Flavor {
+pub(crate) fn flavor(name: &str, gpus: i64) -> Flavor {
     Flavor {
         name: name.into(),
         gpu_model: "H100-SXM5-80GB".into(),
@@ -25,7 +25,7 @@ fn flavor(name: &str, gpus: i64) -> Flavor {
     }
 }
 
-fn team(name: &str, cohort: Option<&str>) -> TeamQueue {
+pub(crate) fn team(name: &str, cohort: Option<&str>) -> TeamQueue {
     TeamQueue {
         team: name.into(),
         namespace: format!("team-{name}"),
@@ -35,7 +35,7 @@ fn team(name: &str, cohort: Option<&str>) -> TeamQueue {
     }
 }
 
-fn spec(lines: &[(&str, i64, Option<i64>, Option<i64>)], from: &str) -> QuotaSpec {
+pub(crate) fn spec(lines: &[(&str, i64, Option<i64>, Option<i64>)], from: &str) -> QuotaSpec {
     QuotaSpec {
         lines: lines
             .iter()
@@ -54,7 +54,7 @@ fn spec(lines: &[(&str, i64, Option<i64>, Option<i64>)], from: &str) -> QuotaSpe
     }
 }
 
-fn approved(id: i64, team: &str, spec: QuotaSpec) -> Approved {
+pub(crate) fn approved(id: i64, team: &str, spec: QuotaSpec) -> Approved {
     Approved {
         id,
         team: team.into(),
@@ -63,7 +63,7 @@ fn approved(id: i64, team: &str, spec: QuotaSpec) -> Approved {
     }
 }
 
-fn world() -> QuotaWorld {
+pub(crate) fn world() -> QuotaWorld {
     QuotaWorld {
         flavors: vec![flavor("h100", 64)],
         teams: vec![
@@ -80,7 +80,7 @@ fn world() -> QuotaWorld {
     }
 }
 
-const TODAY: &str = "2026-12-01";
+pub(crate) const TODAY: &str = "2026-12-01";
 
 fn paths(fields: &[FieldError]) -> Vec<&str> {
     fields.iter().map(|f| f.path.as_str()).collect()
@@ -498,4 +498,63 @@ fn a_team_without_quota_in_force_keeps_its_queue_and_admits_nothing() {
         setup.flavors[0].node_labels["nvidia.com/gpu.product"],
         "NVIDIA-H100-80GB-HBM3"
     );
+}
+
+#[test]
+fn borrowing_nothing_says_why() {
+    let mut w = world();
+    let today = day(TODAY);
+    assert_eq!(
+        w.why_no_borrowing("solo", "h100", "nvidia.com/gpu", today)
+            .as_deref(),
+        Some("solo's queue is in no cohort: its quota is hard")
+    );
+    // search lends up to 8 of its 24 to research
+    assert_eq!(
+        w.why_no_borrowing("research", "h100", "nvidia.com/gpu", today),
+        None
+    );
+    // research holds nothing, so it lends search nothing
+    assert_eq!(
+        w.why_no_borrowing("search", "h100", "nvidia.com/gpu", today)
+            .as_deref(),
+        Some("the rest of the cohort lends none of it")
+    );
+    w.approved.push(approved(
+        2,
+        "research",
+        spec(&[("h100", 8, Some(0), None)], "2026-11-01"),
+    ));
+    assert_eq!(
+        w.why_no_borrowing("research", "h100", "nvidia.com/gpu", today)
+            .as_deref(),
+        Some("research's borrowing limit is 0")
+    );
+    let impact = w.impact(
+        "research",
+        &spec(&[("h100", 8, Some(0), None)], TODAY),
+        today,
+    );
+    assert_eq!(
+        impact[0].why_no_borrowing.as_deref(),
+        Some("research's borrowing limit is 0"),
+        "the review's impact row says it"
+    );
+}
+
+#[test]
+fn a_past_start_is_explained_and_a_wrong_end_keeps_the_capacity_check() {
+    let w = world();
+    let mut s = spec(&[("h100", 41, None, None)], "2026-11-20");
+    let checked = w.check("research", &s, day(TODAY));
+    assert_eq!(paths(&checked.warnings), ["starts_on"]);
+    assert!(
+        checked.warnings[0]
+            .message
+            .contains("counts from the day it is approved")
+    );
+    // 41 + search's 24 > 64, and the end is before the start: both are said.
+    s.ends_on = Some(day("2026-11-01"));
+    let checked = w.check("research", &s, day(TODAY));
+    assert_eq!(paths(&checked.errors), ["ends_on", "lines[0].nominal"]);
 }

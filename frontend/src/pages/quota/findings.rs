@@ -10,7 +10,7 @@ use shared::{
     accounts::{Me, Role},
     common::day::Day,
     planning::findings::{Kind, Window},
-    quota::{NewRequest, QuotaSpec, RequestView},
+    quota::{NewRequest, QuotaSpec},
 };
 
 use super::Notice;
@@ -53,7 +53,7 @@ pub fn FindingsView(me: Me, changed: Callback<()>) -> impl IntoView {
         spawn_local(async move {
             let path = format!("/api/quota/teams/{team}/requests");
             let body = NewRequest { spec };
-            let sent = api::send::<_, RequestView>(Method::POST, &path, Some(&body));
+            let sent = api::send::<_, super::Saved>(Method::POST, &path, Some(&body));
             notice.set(Some(match sent.await {
                 Ok(v) => format!(
                     "Draft {} saved for {team}: submit it from Teams.",

@@ -11,12 +11,10 @@ use shared::{
     common::day::Day,
     kueue::Queueing,
     kueue::{Reclaim, WithinQueue},
-    quota::{
-        Checked, EditRequest, NewRequest, QuotaRequest, QuotaSpec, QuotaWorld, RequestView, Submit,
-    },
+    quota::{Checked, EditRequest, NewRequest, QuotaRequest, QuotaSpec, QuotaWorld, Submit},
 };
 
-use super::{Editing, Notice, today, unit};
+use super::{Editing, Notice, Sent, today, unit};
 use crate::{api, ui::ErrorBox};
 
 /// The team's terms in force as the starting point (from today, open-ended, no justification),
@@ -86,18 +84,26 @@ pub fn RequestForm(
         spec.with(|s| world.with_value(|w| team.with_value(|t| w.check(t, s, today))))
     });
     let server = RwSignal::new(None::<ApiError>);
+    // The server's verdict is on what was sent: any change makes it stale.
+    Effect::new(move |_| {
+        spec.track();
+        server.set(None);
+    });
+    let bad = RwSignal::new(std::collections::BTreeSet::<String>::new());
+    provide_context(BadText(bad));
     let Notice(saved) = expect_context::<Notice>();
+    let Sent(sent) = expect_context::<Sent>();
     let busy = RwSignal::new(false);
-    let blocked = move || busy.get() || !checked.with(|c| c.errors.is_empty());
     let send = move |and_submit: bool| {
         busy.set(true);
         saved.set(None);
         let spec = spec.get_untracked();
         let team = team.get_value();
+        let summary = format!("{}, from {}", super::spec_summary(&spec), spec.starts_on);
         spawn_local(async move {
             let path = format!("/api/quota/teams/{team}/requests");
             let result = async {
-                let view: RequestView = match editing_id {
+                let view: super::Saved = match editing_id {
                     Some((id, version)) => {
                         let body = EditRequest { version, spec };
                         api::send(Method::PUT, &format!("{path}/{id}"), Some(&body)).await?
@@ -111,7 +117,7 @@ pub fn RequestForm(
                 let submit = Submit {
                     version: view.request.version,
                 };
-                let _: RequestView =
+                let _: super::Saved =
                     api::send(Method::POST, &format!("{path}/{id}/submit"), Some(&submit)).await?;
                 Ok::<_, ApiError>(format!("Request {id} submitted for approval."))
             }
@@ -120,6 +126,7 @@ pub fn RequestForm(
             match result {
                 Ok(message) => {
                     server.set(None);
+                    sent.set(Some((team, format!("{message} {summary}."))));
                     saved.set(Some(message));
                     editing.set(None);
                     changed.run(());
@@ -130,10 +137,39 @@ pub fn RequestForm(
     };
     let error_at = move |path: String| {
         move || {
+            // Where the box holds text that is not a value, the box says so; the rules' verdict
+            // is on the value it last held.
+            if bad.with(|b| b.contains(&path)) {
+                return None;
+            }
             let message = checked.with(|c| server.with(|s| message_at(c, s, &path)));
             message.map(|m| view! { <span class="field-error" role="alert">{m}</span> })
         }
     };
+    // The problems the form shows: each field with an error once, each box holding bad text,
+    // and the rules' errors that have no field here (listed under the count).
+    let problems = Memo::new(move |_| {
+        checked.with(|c| {
+            bad.with(|b| {
+                let mut at_fields: Vec<&str> = c
+                    .errors
+                    .iter()
+                    .map(|e| e.path.as_str())
+                    .filter(|p| has_field(p) && !b.contains(*p))
+                    .collect();
+                at_fields.sort_unstable();
+                at_fields.dedup();
+                let elsewhere: Vec<String> = c
+                    .errors
+                    .iter()
+                    .filter(|e| !has_field(&e.path))
+                    .map(|e| e.message.clone())
+                    .collect();
+                (at_fields.len() + b.len() + elsewhere.len(), elsewhere)
+            })
+        })
+    });
+    let blocked = move || busy.get() || problems.with(|p| p.0 > 0);
     let lines = spec.with_untracked(|s| s.lines.len());
     view! {
         <h2 data-test="request-heading">{heading}</h2>
@@ -166,6 +202,7 @@ pub fn RequestForm(
                                         <label class="sr-only" for=id("nominal")>{format!("Nominal {} of {}", unit(&line.resource), line.flavor)}</label>
                                         <Amount
                                             id=id("nominal")
+                                            path=format!("lines[{i}].nominal")
                                             value=Some(line.nominal)
                                             optional=false
                                             set=Callback::new(move |v: Option<i64>| spec.update(|s| s.lines[i].nominal = v.unwrap_or(0)))
@@ -176,6 +213,7 @@ pub fn RequestForm(
                                         <label class="sr-only" for=id("borrowing")>{format!("Borrowing limit of {}, blank for none", line.flavor)}</label>
                                         <Amount
                                             id=id("borrowing")
+                                            path=format!("lines[{i}].borrowing_limit")
                                             value=line.borrowing_limit
                                             optional=true
                                             set=Callback::new(move |v| spec.update(|s| s.lines[i].borrowing_limit = v))
@@ -186,6 +224,7 @@ pub fn RequestForm(
                                         <label class="sr-only" for=id("lending")>{format!("Lending limit of {}, blank for all unused", line.flavor)}</label>
                                         <Amount
                                             id=id("lending")
+                                            path=format!("lines[{i}].lending_limit")
                                             value=line.lending_limit
                                             optional=true
                                             set=Callback::new(move |v| spec.update(|s| s.lines[i].lending_limit = v))
@@ -228,6 +267,7 @@ pub fn RequestForm(
                     <label for="checkpoint">"Checkpoint interval of preemptible training (minutes)"</label>
                     <Amount
                         id="checkpoint".to_owned()
+                        path="checkpoint_interval_min".to_owned()
                         value=spec.with_untracked(|s| s.checkpoint_interval_min.map(i64::from))
                         optional=true
                         set=Callback::new(move |v: Option<i64>| spec.update(|s| s.checkpoint_interval_min = v.and_then(|v| u32::try_from(v).ok())))
@@ -236,12 +276,12 @@ pub fn RequestForm(
                 </p>
                 <p>
                     <label for="starts-on">"Starts on (UTC, YYYY-MM-DD)"</label>
-                    <DayInput id="starts-on" value=spec.with_untracked(|s| Some(s.starts_on)) optional=false set=Callback::new(move |d: Option<Day>| if let Some(d) = d { spec.update(|s| s.starts_on = d) })/>
+                    <DayInput id="starts-on" path="starts_on" value=spec.with_untracked(|s| Some(s.starts_on)) optional=false set=Callback::new(move |d: Option<Day>| if let Some(d) = d { spec.update(|s| s.starts_on = d) })/>
                     {error_at("starts_on".to_owned())}
                 </p>
                 <p>
                     <label for="ends-on">"Ends on (inclusive; blank for open-ended)"</label>
-                    <DayInput id="ends-on" value=spec.with_untracked(|s| s.ends_on) optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
+                    <DayInput id="ends-on" path="ends_on" value=spec.with_untracked(|s| s.ends_on) optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
                     {error_at("ends_on".to_owned())}
                 </p>
                 <p>
@@ -260,12 +300,15 @@ pub fn RequestForm(
                 </p>
             </div>
             <Warnings fields=Signal::derive(move || checked.with(|c| c.warnings.clone()))/>
-            <p data-test="request-problems" class=move || if checked.with(|c| c.errors.is_empty()) { "ok" } else { "bad" }>
-                {move || match checked.with(|c| c.errors.len()) {
-                    0 => "Ready to send.".to_owned(),
-                    1 => "1 problem to fix before sending.".to_owned(),
-                    n => format!("{n} problems to fix before sending."),
-                }}
+            <p data-test="request-problems" class=move || if problems.with(|p| p.0 == 0) { "ok" } else { "bad" }>
+                {move || problems.with(|(n, elsewhere)| {
+                    let count = match n {
+                        0 => "Ready to send.".to_owned(),
+                        1 => "1 problem to fix before sending.".to_owned(),
+                        n => format!("{n} problems to fix before sending."),
+                    };
+                    [count, elsewhere.join(" ")].join(" ")
+                })}
             </p>
             {move || server.get().filter(|e| e.fields.is_empty()).map(|error| view! { <ErrorBox error/> })}
             <button type="button" data-test="save-draft" disabled=blocked on:click=move |_| send(false)>"Save as draft"</button>
@@ -278,7 +321,7 @@ pub fn RequestForm(
 
 /// Warnings in words (each names its flavor or field; the path is its tooltip).
 #[component]
-pub fn Warnings(fields: Signal<Vec<FieldError>>) -> impl IntoView {
+fn Warnings(fields: Signal<Vec<FieldError>>) -> impl IntoView {
     move || {
         let list = fields.get();
         (!list.is_empty()).then(|| {
@@ -295,14 +338,45 @@ pub fn Warnings(fields: Signal<Vec<FieldError>>) -> impl IntoView {
 }
 
 /// A whole number; blank is `None` when `optional`. Bad text is refused here, in words.
+/// The rule paths of the boxes that hold text that is not a value (not sent; counted as
+/// problems).
+#[derive(Clone, Copy)]
+struct BadText(RwSignal<std::collections::BTreeSet<String>>);
+
+impl BadText {
+    fn mark(self, path: &str, bad: bool) {
+        self.0.update(|b| {
+            if bad {
+                b.insert(path.to_owned());
+            } else {
+                b.remove(path);
+            }
+        });
+    }
+}
+
+/// Whether the form has a box for an error at `path` (where the error is shown).
+fn has_field(path: &str) -> bool {
+    matches!(
+        path,
+        "checkpoint_interval_min" | "starts_on" | "ends_on" | "justification"
+    ) || (path.starts_with("lines[")
+        && [".nominal", ".borrowing_limit", ".lending_limit"]
+            .iter()
+            .any(|f| path.ends_with(f)))
+}
+
 #[component]
 fn Amount(
     id: String,
+    path: String,
     value: Option<i64>,
     optional: bool,
     set: Callback<Option<i64>>,
 ) -> impl IntoView {
     let wrong = RwSignal::new(None::<&'static str>);
+    let bad = expect_context::<BadText>();
+    Effect::new(move |_| bad.mark(&path, wrong.get().is_some()));
     let placeholder = if optional { "none" } else { "" };
     view! {
         <input
@@ -332,11 +406,14 @@ fn Amount(
 #[component]
 fn DayInput(
     id: &'static str,
+    path: &'static str,
     value: Option<Day>,
     optional: bool,
     set: Callback<Option<Day>>,
 ) -> impl IntoView {
     let wrong = RwSignal::new(false);
+    let bad = expect_context::<BadText>();
+    Effect::new(move |_| bad.mark(path, wrong.get()));
     view! {
         <input
             id=id
