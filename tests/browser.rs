@@ -317,6 +317,47 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("#sensitivity-chart", "Recommendation as the fleet grows")
         .await;
+    // Every chart plotly.js drew, with the evaluation's own figures.
+    for (id, title) in [
+        ("scores-chart", "Decision scores"),
+        ("utilisation-chart", "Utilisation per option"),
+        ("waterfall-chart", "Separate pools to a shared pool"),
+        ("teams-chart", "The simulated week per team"),
+    ] {
+        browser.wait_for_text(&format!("#{id}"), title).await;
+    }
+    let drawn = browser
+        .client
+        .execute(
+            "return document.getElementById('scores-chart').data[0].y",
+            vec![],
+        )
+        .await
+        .expect("the scores drawn");
+    let drawn: Vec<f64> = serde_json::from_value(drawn).expect("numbers");
+    let scores: Vec<f64> = edited
+        .decision
+        .options
+        .iter()
+        .map(|o| o.score.unwrap_or(0.0))
+        .collect();
+    assert_eq!(drawn, scores);
+    // Long category names are drawn whole, inside their chart (issue 33: "eparate pools").
+    let cut = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('.chart')].flatMap(c => {
+               const chart = c.getBoundingClientRect();
+               return [...c.querySelectorAll('.xtick text, .ytick text')]
+                 .map(t => t.getBoundingClientRect())
+                 .filter(r => r.left < chart.left - 1 || r.right > chart.right + 1 || r.bottom > chart.bottom + 1)
+                 .map(() => c.id);
+             });",
+            vec![],
+        )
+        .await
+        .expect("the tick labels");
+    assert_eq!(cut, serde_json::json!([]), "charts with a tick label cut");
     browser.screenshot("plan-5-results").await;
     // Weights re-rank the options at once.
     type_into(&browser, "[data-path='weights.isolation'] input", "10").await;

@@ -1,24 +1,15 @@
-//! A plotly figure written as plotly.js's JSON (its reference: a trace's `type`, `mode`, `name`,
-//! `x`, `y`; the layout's `title.text`, `height`, `barmode`): the trace kinds and settings the
-//! console draws, without the plotly crate's serialisers in its bundle (tens of KB of wasm for
-//! settings it never uses). The browser tests read each chart plotly.js drew from it.
+//! A plotly figure written as plotly.js's JSON (its reference, plotly.com/javascript/reference:
+//! a trace's `type`, `mode`, `name`, `x`, `y`, …; the layout's `title.text`, `height`,
+//! `barmode`, axes …): the charts' few settings, without the plotly crate's serialisers in the
+//! bundles (tens of KB of wasm each for settings they never use). The browser tests read each
+//! chart plotly.js drew from it.
 
-use serde::Serialize;
+use serde_json::{Value, json};
 
-/// Traces added one by one, then written with a layout by [`Figure::to_json`].
+/// Traces added one by one, then written with a layout.
 #[derive(Default)]
 pub struct Figure {
-    traces: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct Trace<'a, Y> {
-    r#type: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mode: Option<&'static str>,
-    name: &'a str,
-    x: &'a [String],
-    y: &'a [Y],
+    traces: Vec<Value>,
 }
 
 /// How a figure's bars sit side by side (`"group"`) or on one another (`"stack"`).
@@ -35,46 +26,41 @@ impl Figure {
 
     /// A bar per `x`, `y` high.
     pub fn bars(self, name: &str, x: &[String], y: &[f64]) -> Self {
-        self.with("bar", None, name, x, y)
+        self.trace(json!({"type": "bar", "name": name, "x": x, "y": y}))
     }
 
     /// A line through `y` over `x`; a gap where `y` is `None`.
     pub fn lines(self, name: &str, x: &[String], y: &[Option<f64>]) -> Self {
-        self.with("scatter", Some("lines"), name, x, y)
+        self.trace(json!({"type": "scatter", "mode": "lines", "name": name, "x": x, "y": y}))
     }
 
-    fn with<Y: Serialize>(
-        mut self,
-        kind: &'static str,
-        mode: Option<&'static str>,
-        name: &str,
-        x: &[String],
-        y: &[Y],
-    ) -> Self {
-        let trace = Trace {
-            r#type: kind,
-            mode,
-            name,
-            x,
-            y,
-        };
-        // Strings, numbers and nulls: serde_json cannot fail on them.
-        self.traces
-            .push(serde_json::to_string(&trace).unwrap_or_default());
+    /// Any trace, as plotly.js reads it.
+    pub fn trace(mut self, trace: Value) -> Self {
+        self.traces.push(trace);
         self
     }
 
-    /// The figure as plotly JSON, for [`crate::ui::Chart`].
+    /// The figure with a title, a height and how its bars sit, as plotly JSON for
+    /// [`crate::ui::Chart`].
     pub fn to_json(&self, title: &str, height: u32, bars: Option<Bars>) -> String {
-        let title = serde_json::to_string(title).unwrap_or_default();
-        let bar_mode = match bars {
-            None => "",
-            Some(Bars::Group) => r#","barmode":"group""#,
-            Some(Bars::Stack) => r#","barmode":"stack""#,
-        };
-        format!(
-            r#"{{"data":[{}],"layout":{{"title":{{"text":{title}}},"height":{height}{bar_mode}}}}}"#,
-            self.traces.join(",")
-        )
+        let mut layout = json!({"title": {"text": title}, "height": height});
+        if let Some(bars) = bars {
+            layout["barmode"] = json!(match bars {
+                Bars::Group => "group",
+                Bars::Stack => "stack",
+            });
+        }
+        self.with_layout(layout)
+    }
+
+    /// The figure with any layout, as plotly.js reads it. Each axis makes room for its tick
+    /// labels (`automargin`) unless the layout says otherwise: long category names are never cut.
+    pub fn with_layout(&self, mut layout: Value) -> String {
+        for axis in ["xaxis", "yaxis"] {
+            if layout[axis].get("automargin").is_none() {
+                layout[axis]["automargin"] = json!(true);
+            }
+        }
+        json!({"data": self.traces, "layout": layout}).to_string()
     }
 }

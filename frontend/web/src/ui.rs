@@ -16,8 +16,7 @@ pub fn ErrorBox(error: ApiError) -> impl IntoView {
 }
 
 /// A plotly chart that redraws whenever `plot` reads a signal that changed. `plot` gives the
-/// figure as plotly JSON (`plotly::Plot::to_json`): serialised once where it is built, so no
-/// plotly type is ever cloned (their `Clone` code would weigh on every bundle).
+/// figure as plotly JSON ([`crate::figure::Figure`]), written once where it is built.
 #[component]
 pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<String>>) -> impl IntoView {
     let node = NodeRef::<Div>::new();

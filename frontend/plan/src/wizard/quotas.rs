@@ -7,8 +7,9 @@ use std::rc::Rc;
 
 use gloo_net::http::Method;
 use gpufleet_web::api;
+use gpufleet_web::figure::Figure;
 use leptos::{prelude::*, task::spawn_local};
-use plotly::{Bar, Layout, Plot, layout::Axis};
+use serde_json::json;
 use shared::{
     common::day::Day,
     planning::SuggestRequest,
@@ -163,7 +164,7 @@ fn SuggestionTables(suggestion: QuotaSuggestion) -> impl IntoView {
     let unstarted =
         |s: &TeamStats| (s.jobs_submitted - s.jobs_admitted.min(s.jobs_submitted)).to_string();
     let met = |m: bool| if m { "yes" } else { "no" };
-    let plot = wait_plot(&suggestion).to_json();
+    let plot = wait_plot(&suggestion);
     let (today, after) = (&suggestion.today, &suggestion.suggested);
     view! {
         <p data-test="suggestion-summary">
@@ -240,12 +241,12 @@ fn SuggestionTables(suggestion: QuotaSuggestion) -> impl IntoView {
 }
 
 /// Each team's p95 queue wait today and with the suggestion, beside its target.
-fn wait_plot(suggestion: &QuotaSuggestion) -> Plot {
+fn wait_plot(suggestion: &QuotaSuggestion) -> String {
     let names: Vec<String> = suggestion.teams.iter().map(|t| t.team.clone()).collect();
     let series = |pick: &dyn Fn(&suggest::TeamSuggestion) -> f64| -> Vec<f64> {
         suggestion.teams.iter().map(pick).collect()
     };
-    let mut plot = Plot::new();
+    let mut figure = Figure::new();
     for (name, values) in [
         (
             "today",
@@ -257,15 +258,13 @@ fn wait_plot(suggestion: &QuotaSuggestion) -> Plot {
         ),
         ("target", series(&|t| f64::from(t.queue_wait_target_min))),
     ] {
-        plot.add_trace(Bar::new(names.clone(), values).name(name));
+        figure = figure.bars(name, &names, &values);
     }
-    plot.set_layout(
-        Layout::new()
-            .title("Queue wait p95 per team: today's quotas, the suggestion, the target")
-            .height(320)
-            .y_axis(Axis::new().title("minutes")),
-    );
-    plot
+    figure.with_layout(json!({
+        "title": {"text": "Queue wait p95 per team: today's quotas, the suggestion, the target"},
+        "height": 320,
+        "yaxis": {"title": {"text": "minutes"}},
+    }))
 }
 
 /// What this page reads of the API's answer to a new request (a `RequestView`).

@@ -2,12 +2,9 @@
 //! sizing side by side, the simulated week per team, the isolation plan grouped, the warnings
 //! grouped, and the plots (plotly.js).
 
+use gpufleet_web::figure::Figure;
 use leptos::prelude::*;
-use plotly::{
-    Bar, Layout, Plot, Scatter,
-    common::{AxisSide, DashType, Line, Mode},
-    layout::{Axis, AxisType, BarMode},
-};
+use serde_json::json;
 use shared::{
     common::label::Labelled,
     common::money::dollars,
@@ -36,16 +33,14 @@ pub fn DemandChart() -> impl IntoView {
         <Chart id="demand-chart" plot=Box::new(move || {
             results.settled.track();
             let sizing = results.evaluation.with_untracked(|e| e.as_ref().map(|e| e.sizing.clone()));
-            Some(draft.scenario.with_untracked(|s| demand_plot(s, sizing.as_ref())).to_json())
+            Some(draft.scenario.with_untracked(|s| demand_plot(s, sizing.as_ref())))
         })/>
     }
 }
 
-fn demand_plot(s: &Scenario, sizing: Option<&Sizing>) -> Plot {
-    // One type of trace per chart kind (f64 everywhere): each pairing of types plotly is given
-    // is its own copy of the serialising code in the wasm.
-    let hours: Vec<f64> = (0..HOURS_PER_WEEK).map(|h| h as f64).collect();
-    let mut plot = Plot::new();
+fn demand_plot(s: &Scenario, sizing: Option<&Sizing>) -> String {
+    let hours: Vec<usize> = (0..HOURS_PER_WEEK).collect();
+    let mut figure = Figure::new();
     for team in &s.teams {
         let mut total = vec![0.0; HOURS_PER_WEEK];
         for w in &team.workloads {
@@ -59,42 +54,39 @@ fn demand_plot(s: &Scenario, sizing: Option<&Sizing>) -> Plot {
                 total[h] += v;
             }
         }
-        plot.add_trace(
-            Scatter::new(hours.clone(), total)
-                .name(&team.name)
-                .stack_group("demand")
-                .mode(Mode::Lines),
-        );
+        figure = figure.trace(json!({
+            "type": "scatter", "mode": "lines", "stackgroup": "demand",
+            "name": team.name, "x": hours, "y": total,
+        }));
     }
-    let mut line = |name: &str, gpus: u64, dash: DashType| {
-        plot.add_trace(
-            Scatter::new(vec![0.0, (HOURS_PER_WEEK - 1) as f64], vec![gpus as f64; 2])
-                .name(name)
-                .mode(Mode::Lines)
-                .line(Line::new().dash(dash).color("#1d2330")),
-        );
+    let line = |figure: Figure, name: &str, gpus: u64, dash: &str| {
+        figure.trace(json!({
+            "type": "scatter", "mode": "lines", "name": name,
+            "x": [0, HOURS_PER_WEEK - 1], "y": [gpus, gpus],
+            "line": {"dash": dash, "color": "#1d2330"},
+        }))
     };
-    line("your fleet", s.total_gpus(), DashType::Solid);
+    figure = line(figure, "your fleet", s.total_gpus(), "solid");
     if let Some(sizing) = sizing {
-        line(
+        figure = line(
+            figure,
             "separate pools need",
             sizing.separate_pools.gpus,
-            DashType::Dash,
+            "dash",
         );
-        line(
+        figure = line(
+            figure,
             "a shared pool needs",
             sizing.shared_pool.gpus,
-            DashType::Dot,
+            "dot",
         );
     }
-    plot.set_layout(
-        Layout::new()
-            .title("The week's demand per team (GPUs, from Monday 00:00 UTC)")
-            .height(320)
-            .x_axis(Axis::new().title("hour of the week").dtick(24.0))
-            .y_axis(Axis::new().title("GPUs")),
-    );
-    plot
+    figure.with_layout(json!({
+        "title": {"text": "The week's demand per team (GPUs, from Monday 00:00 UTC)"},
+        "height": 320,
+        "xaxis": {"title": {"text": "hour of the week"}, "dtick": 24},
+        "yaxis": {"title": {"text": "GPUs"}},
+    }))
 }
 
 #[component]
@@ -109,11 +101,11 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
     let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
     let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
     let (waterfall, scores, utilisation, teams, sensitivity) = (
-        waterfall_plot(&evaluation).to_json(),
-        score_plot(&evaluation).to_json(),
-        utilisation_plot(&evaluation).to_json(),
-        team_plot(&evaluation).to_json(),
-        sensitivity_plot(&evaluation).to_json(),
+        waterfall_plot(&evaluation),
+        score_plot(&evaluation),
+        utilisation_plot(&evaluation),
+        team_plot(&evaluation),
+        sensitivity_plot(&evaluation),
     );
     view! {
         <h2>"Recommendation: " <span data-test="recommendation" title=d.recommendation.description()>{d.recommendation.label()}</span></h2>
@@ -365,7 +357,7 @@ fn WeightsForm() -> impl IntoView {
 /// Separate pools, one bar per lever, the shared pool: each lever's bar floats on an invisible
 /// one that lifts it to where the previous bar ended (plotly's cartesian bundle has no
 /// waterfall trace).
-fn waterfall_plot(evaluation: &Evaluation) -> Plot {
+fn waterfall_plot(evaluation: &Evaluation) -> String {
     let w = &evaluation.waterfall;
     let mut names = vec!["Separate pools".to_owned()];
     let (mut lifts, mut heights, mut texts) = (
@@ -385,144 +377,115 @@ fn waterfall_plot(evaluation: &Evaluation) -> Plot {
     lifts.push(0.0);
     heights.push(w.to_pct);
     texts.push(format!("{:.1}%", w.to_pct));
-    let mut plot = Plot::new();
-    plot.add_trace(
-        Bar::new(names.clone(), lifts)
-            .marker(plotly::common::Marker::new().color("rgba(0,0,0,0)"))
-            .hover_info(plotly::common::HoverInfo::Skip)
-            .show_legend(false),
-    );
-    plot.add_trace(
-        Bar::new(names, heights)
-            .text_array(texts)
-            .name("busy utilisation")
-            .show_legend(false),
-    );
-    plot.set_layout(
-        Layout::new()
-            .title("Separate pools to a shared pool (busy %)")
-            .height(300)
-            .bar_mode(BarMode::Stack)
-            .y_axis(Axis::new().range(vec![0.0, 100.0])),
-    );
-    plot
+    Figure::new()
+        .trace(json!({
+            "type": "bar", "x": names, "y": lifts, "showlegend": false,
+            "marker": {"color": "rgba(0,0,0,0)"}, "hoverinfo": "skip",
+        }))
+        .trace(json!({
+            "type": "bar", "x": names, "y": heights, "text": texts,
+            "name": "busy utilisation", "showlegend": false,
+        }))
+        .with_layout(json!({
+            "title": {"text": "Separate pools to a shared pool (busy %)"},
+            "height": 300,
+            "barmode": "stack",
+            "yaxis": {"range": [0, 100]},
+        }))
 }
 
-fn score_plot(evaluation: &Evaluation) -> Plot {
+fn score_plot(evaluation: &Evaluation) -> String {
     let options = &evaluation.decision.options;
-    let names: Vec<String> = options
-        .iter()
-        .map(|o| o.architecture.label().to_owned())
-        .collect();
+    let names: Vec<&str> = options.iter().map(|o| o.architecture.label()).collect();
     let scores: Vec<f64> = options.iter().map(|o| o.score.unwrap_or(0.0)).collect();
     let text: Vec<String> = options
         .iter()
         .map(|o| o.score.map_or("excluded".to_owned(), |s| format!("{s:.1}")))
         .collect();
-    let mut plot = Plot::new();
-    plot.add_trace(Bar::new(names, scores).text_array(text).name("score"));
-    plot.set_layout(
-        Layout::new()
-            .title("Decision scores (weighted)")
-            .height(300)
-            .show_legend(false),
-    );
-    plot
+    Figure::new()
+        .trace(json!({"type": "bar", "name": "score", "x": names, "y": scores, "text": text}))
+        .with_layout(json!({
+            "title": {"text": "Decision scores (weighted)"},
+            "height": 300,
+            "showlegend": false,
+        }))
 }
 
-fn utilisation_plot(evaluation: &Evaluation) -> Plot {
+fn utilisation_plot(evaluation: &Evaluation) -> String {
     let (sep, shared_pool, sim) = (
         &evaluation.sizing.separate_pools,
         &evaluation.sizing.shared_pool,
         &evaluation.simulation.total,
     );
-    let names = vec![
+    let names = [
         "Separate pools".to_owned(),
         "Shared pool".to_owned(),
         "The week simulated".to_owned(),
     ];
-    let allocated = vec![
+    let allocated = [
         sep.mean_allocated_pct,
         shared_pool.mean_allocated_pct,
         sim.allocated_pct.unwrap_or(0.0),
     ];
-    let busy = vec![
+    let busy = [
         sep.mean_busy_pct,
         shared_pool.mean_busy_pct,
         sim.busy_pct.unwrap_or(0.0),
     ];
-    let mut plot = Plot::new();
-    plot.add_trace(Bar::new(names.clone(), allocated).name("allocated"));
-    plot.add_trace(Bar::new(names, busy).name("busy (DCGM)"));
-    plot.set_layout(
-        Layout::new()
-            .title("Utilisation per option (%)")
-            .height(300)
-            .bar_mode(BarMode::Group)
-            .y_axis(Axis::new().range(vec![0.0, 100.0])),
-    );
-    plot
+    let figure =
+        Figure::new()
+            .bars("allocated", &names, &allocated)
+            .bars("busy (DCGM)", &names, &busy);
+    figure.with_layout(json!({
+        "title": {"text": "Utilisation per option (%)"},
+        "height": 300,
+        "barmode": "group",
+        "yaxis": {"range": [0, 100]},
+    }))
 }
 
-fn team_plot(evaluation: &Evaluation) -> Plot {
+fn team_plot(evaluation: &Evaluation) -> String {
     let teams = &evaluation.simulation.teams;
-    let names: Vec<String> = teams.iter().map(|t| t.team.clone()).collect();
+    let names: Vec<&str> = teams.iter().map(|t| t.team.as_str()).collect();
     let waits: Vec<f64> = teams
         .iter()
         .map(|t| t.queue_wait_p95_min.unwrap_or(0.0))
         .collect();
-    let evictions: Vec<f64> = teams.iter().map(|t| t.preemptions as f64).collect();
-    let mut plot = Plot::new();
-    plot.add_trace(
-        Bar::new(names.clone(), waits)
-            .name("queue wait p95 (min)")
-            .offset_group("wait"),
-    );
-    plot.add_trace(
-        Bar::new(names, evictions)
-            .name("preemptions")
-            .y_axis("y2")
-            .offset_group("evictions"),
-    );
-    plot.set_layout(
-        Layout::new()
-            .title("The simulated week per team")
-            .height(320)
-            .y_axis(Axis::new().title("minutes"))
-            .y_axis2(
-                Axis::new()
-                    .title("preemptions")
-                    .overlaying("y")
-                    .side(AxisSide::Right),
-            ),
-    );
-    plot
+    let evictions: Vec<u64> = teams.iter().map(|t| t.preemptions).collect();
+    Figure::new()
+        .trace(json!({
+            "type": "bar", "name": "queue wait p95 (min)", "x": names, "y": waits,
+            "offsetgroup": "wait",
+        }))
+        .trace(json!({
+            "type": "bar", "name": "preemptions", "x": names, "y": evictions,
+            "yaxis": "y2", "offsetgroup": "evictions",
+        }))
+        .with_layout(json!({
+            "title": {"text": "The simulated week per team"},
+            "height": 320,
+            "yaxis": {"title": {"text": "minutes"}},
+            "yaxis2": {"title": {"text": "preemptions"}, "overlaying": "y", "side": "right"},
+        }))
 }
 
-fn sensitivity_plot(evaluation: &Evaluation) -> Plot {
+fn sensitivity_plot(evaluation: &Evaluation) -> String {
     let points = &evaluation.decision.sensitivity;
-    // The architectures as numbers on a y axis labelled with their names: the chart's traces
-    // then share one plotly type (a trace type per pair of axis types is a copy of its code).
-    let gpus: Vec<f64> = points.iter().map(|p| p.gpus as f64).collect();
-    let index = |a| Architecture::ALL.iter().position(|x| *x == a).unwrap_or(0) as f64;
-    let picks: Vec<f64> = points.iter().map(|p| index(p.recommendation)).collect();
-    let ticks = Architecture::ALL.iter().map(|a| index(*a)).collect();
-    let names = Architecture::ALL
-        .iter()
-        .map(|a| a.label().to_owned())
-        .collect();
-    let mut plot = Plot::new();
-    plot.add_trace(
-        Scatter::new(gpus, picks)
-            .mode(Mode::LinesMarkers)
-            .name("recommendation"),
-    );
-    plot.set_layout(
-        Layout::new()
-            .title("Recommendation as the fleet grows")
-            .height(260)
-            .x_axis(Axis::new().type_(AxisType::Log).title("GPUs"))
-            .y_axis(Axis::new().tick_values(ticks).tick_text(names)),
-    );
-    plot
+    // The architectures as numbers on a y axis labelled with their names.
+    let gpus: Vec<u64> = points.iter().map(|p| p.gpus).collect();
+    let index = |a| Architecture::ALL.iter().position(|x| *x == a).unwrap_or(0);
+    let picks: Vec<usize> = points.iter().map(|p| index(p.recommendation)).collect();
+    let ticks: Vec<usize> = Architecture::ALL.iter().map(|a| index(*a)).collect();
+    let names: Vec<&str> = Architecture::ALL.iter().map(|a| a.label()).collect();
+    Figure::new()
+        .trace(json!({
+            "type": "scatter", "mode": "lines+markers", "name": "recommendation",
+            "x": gpus, "y": picks,
+        }))
+        .with_layout(json!({
+            "title": {"text": "Recommendation as the fleet grows"},
+            "height": 260,
+            "xaxis": {"type": "log", "title": {"text": "GPUs"}},
+            "yaxis": {"tickvals": ticks, "ticktext": names},
+        }))
 }
