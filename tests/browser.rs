@@ -585,6 +585,52 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     browser
         .wait_for_text("[data-test=saved-scenarios]", "AWS grown ada")
         .await;
+    // Duplicated, the two compared side by side (each evaluated by the server, as the native
+    // run has it), then the copy deleted (asked first).
+    browser
+        .click_css(&format!("[data-test=saved-{id}] [data-test=duplicate]"))
+        .await;
+    browser
+        .wait_for_text("[data-test=saved-scenarios]", "AWS grown (copy) ada")
+        .await;
+    for name in ["AWS grown", "AWS grown (copy)"] {
+        browser
+            .click_css(&format!("input[aria-label='Compare {name}']"))
+            .await;
+    }
+    let label = evaluate(&aws).decision.recommendation.label();
+    browser
+        .wait_for_text(
+            "[data-test=compare]",
+            &format!("Recommendation {label} {label}"),
+        )
+        .await;
+    browser
+        .client
+        .execute(
+            "document.querySelector('[data-test=compare]').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .expect("scroll");
+    browser.screenshot("plan-compare").await;
+    let copy = "tr:has(input[aria-label='Compare AWS grown (copy)'])";
+    browser
+        .click_css(&format!("{copy} [data-test=delete]"))
+        .await;
+    browser.client.accept_alert().await.expect("a confirmation");
+    browser
+        .wait_for_text("[data-test=saved-scenarios]", "Tick two to compare")
+        .await;
+    let rows = browser
+        .client
+        .execute(
+            "return document.querySelectorAll('[data-test=saved-scenarios] tbody tr').length",
+            vec![],
+        )
+        .await
+        .expect("the saved rows");
+    assert_eq!(rows.as_u64(), Some(1), "the copy is gone");
     // Its link opens it through the console's router (no reload), from another draft.
     browser.click_css("[data-test=start-startup-40]").await;
     expect_summary(&browser, &evaluate(&preset("startup-40"))).await;
@@ -965,6 +1011,27 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
         ),
     ] {
         browser.wait_for_text("[data-test=sizing]", &figure).await;
+    }
+    // One money story: the busy share's value and the sizing's saving, each said for what it
+    // is, in whole dollars.
+    use shared::common::money::whole_dollars;
+    for figure in [
+        format!(
+            "worth {} a year at the fleet's mean price",
+            whole_dollars(e.decision.gain_value_cents_per_year)
+        ),
+        format!(
+            "{} a year less",
+            whole_dollars(
+                sizing.separate_pools.cost_cents_per_year - sizing.shared_pool.cost_cents_per_year
+            )
+        ),
+    ] {
+        browser.wait_for_text("[data-test=gain]", &figure).await;
+    }
+    // Every reason the native run gives, in the page's list.
+    for r in &e.decision.reasons {
+        browser.wait_for_text("[data-test=reasons]", &r.text).await;
     }
     let sim = &e.simulation.total;
     browser

@@ -40,6 +40,19 @@ pub async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
 /// shows a few fields of a large answer, without a serde decoder compiled for it.
 pub async fn get_js(path: &str) -> ApiResult<wasm_bindgen::JsValue> {
     let response = Request::get(path).send().await.map_err(network_error)?;
+    parse_js(response).await
+}
+
+/// A state-changing request whose answer the browser parses, as [`get_js`] reads it.
+pub async fn send_js<B: Serialize>(
+    method: Method,
+    path: &str,
+    body: Option<&B>,
+) -> ApiResult<wasm_bindgen::JsValue> {
+    parse_js(send_raw(method, path, body).await?).await
+}
+
+async fn parse_js(response: Response) -> ApiResult<wasm_bindgen::JsValue> {
     if !response.ok() {
         return Err(error_of(response).await);
     }

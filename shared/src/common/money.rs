@@ -7,6 +7,16 @@ pub fn dollars(cents: i64) -> String {
     format!("{sign}${}.{:02}", group(cents / 100), cents % 100)
 }
 
+/// `7_854_662_397` cents → `$78,546,624`: to the whole dollar (half up), for sums where cents
+/// would be false precision (a year's value of a fleet).
+pub fn whole_dollars(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    format!(
+        "{sign}${}",
+        group(cents.unsigned_abs().saturating_add(50) / 100)
+    )
+}
+
 /// A dollar amount as typed (`12`, `12.5`, `$1,234.56`) → cents, exactly (no floats): at
 /// most two decimals, not negative.
 pub fn parse_dollars(text: &str) -> Result<i64, &'static str> {
@@ -77,6 +87,10 @@ mod tests {
         ] {
             assert_eq!(super::dollars(cents), text);
         }
+        assert_eq!(super::whole_dollars(7_854_662_397), "$78,546,624");
+        assert_eq!(super::whole_dollars(149), "$1");
+        assert_eq!(super::whole_dollars(150), "$2");
+        assert_eq!(super::whole_dollars(-3_350_000_049), "-$33,500,000");
         assert_eq!(super::thousands(2_000), "2,000");
         assert_eq!(super::thousands(50), "50");
         assert_eq!(super::thousands(-1_234_567), "-1,234,567");

@@ -499,6 +499,7 @@ fn recommend(options: &[Scored], tally: &mut Tally) -> Architecture {
     };
     match best_of(true).or_else(|| best_of(false)) {
         Some(arch) => {
+            outscored_but_not_nominated(options, arch, tally);
             if !tally.nominated[arch.index()] {
                 tally.fired.push((
                     arch,
@@ -516,6 +517,34 @@ fn recommend(options: &[Scored], tally: &mut Tally) -> Architecture {
                     .to_owned(),
             ));
             D
+        }
+    }
+}
+
+/// Says of each option that scores above the recommendation with these weights but that no
+/// rule nominated why it is not the answer: the weights rank only what the rules nominate.
+fn outscored_but_not_nominated(options: &[Scored], winner: Architecture, tally: &mut Tally) {
+    let score_of = |arch: Architecture| {
+        options
+            .iter()
+            .find(|o| o.architecture == arch)
+            .and_then(|o| o.score)
+    };
+    let Some(winning) = score_of(winner) else {
+        return;
+    };
+    for o in options {
+        let Some(score) = o.score else { continue };
+        if score > winning && !tally.nominated[o.architecture.index()] {
+            tally.fired.push((
+                o.architecture,
+                Effect::Counts,
+                format!(
+                    "{} scores {score:.1} with your weights, above {}'s {winning:.1}, but no rule nominates it: the weights rank only the options a rule nominates.",
+                    o.architecture.label(),
+                    winner.label()
+                ),
+            ));
         }
     }
 }
@@ -862,6 +891,39 @@ mod tests {
             aws_only: false,
             ..facts()
         }));
+    }
+
+    /// The walk-through's case: cost to maintain weighted up, the managed API (D, never
+    /// nominated while you run models of your own) outscores the recommendation; the reasons
+    /// say why it is still not the answer.
+    #[test]
+    fn an_option_that_outscores_the_recommendation_unnominated_is_explained() {
+        let weights = Weights {
+            cost_to_maintain: 10.0,
+            arbitration: 0.0,
+            granularity: 0.0,
+            utilisation: 0.0,
+            isolation: 0.0,
+        };
+        let (options, pick, why) = decide(&facts(), &weights);
+        let score = |a: Architecture| {
+            options
+                .iter()
+                .find(|o| o.architecture == a)
+                .and_then(|o| o.score)
+        };
+        assert_ne!(pick, Architecture::D);
+        assert!(score(Architecture::D) > score(pick), "{options:?}");
+        let said = why
+            .iter()
+            .find(|r| r.architecture == Architecture::D && r.text.contains("no rule nominates it"))
+            .unwrap_or_else(|| panic!("{why:?}"));
+        assert_eq!(said.verdict, Verdict::Decided);
+        assert!(
+            said.text.starts_with("Fully managed API scores"),
+            "{}",
+            said.text
+        );
     }
 
     #[test]

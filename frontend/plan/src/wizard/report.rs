@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use serde_json::json;
 use shared::{
     common::label::Labelled,
-    common::money::dollars,
+    common::money::{thousands, whole_dollars},
     packing::mig::Instance,
     planning::Evaluation,
     planning::decision::Verdict,
@@ -21,7 +21,7 @@ use super::{
     Results,
     fields::{Field, bind_decimal, use_draft},
 };
-use gpufleet_web::ui::Chart;
+use gpufleet_web::{js::escape, ui::Chart};
 
 /// The week's demand per team, stacked, against the fleet and, once evaluated, against what
 /// each option needs. Redrawn when the draft settles, not on every key.
@@ -157,7 +157,7 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
                     {row("Mean allocated", format!("{:.1}%", sep.mean_allocated_pct), format!("{:.1}%", shared_pool.mean_allocated_pct))}
                     {row("Mean busy (DCGM)", format!("{:.1}%", sep.mean_busy_pct), format!("{:.1}%", shared_pool.mean_busy_pct))}
                     {row("Idle GPU-hours a week", format!("{:.0}", sep.idle_gpu_hours_per_week), format!("{:.0}", shared_pool.idle_gpu_hours_per_week))}
-                    {row("Cost a year", dollars(sep.cost_cents_per_year), dollars(shared_pool.cost_cents_per_year))}
+                    {row("Cost a year", whole_dollars(sep.cost_cents_per_year), whole_dollars(shared_pool.cost_cents_per_year))}
                     {row("Cost per million tokens", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
                 </tbody>
             </table>
@@ -165,23 +165,16 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
         </div>
         <p data-test="gain">
             {format!(
-                "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost; {:.0} extra busy-GPU equivalents on the {} cards of separate pools; or {:.0} of those cards to retire for the same work. Worth {} a year.",
-                gain.from_pct, gain.to_pct, gain.work_per_cost_factor, gain.extra_busy_gpus, gain.gpus, gain.retirable_gpus,
-                dollars(d.gain_value_cents_per_year),
+                "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost. On the {} cards of separate pools that is {:.0} more busy-GPU equivalents, or {:.0} of those cards to retire for the same work: worth {} a year at the fleet's mean price (the busy share gained on the cards you have). Sized for the same peaks instead, a shared pool needs {} cards fewer than separate pools: {} a year less (the table's cost rows: the cards the week's peaks need).",
+                gain.from_pct, gain.to_pct, gain.work_per_cost_factor, thousands(gain.gpus as i64), gain.extra_busy_gpus, gain.retirable_gpus,
+                whole_dollars(d.gain_value_cents_per_year),
+                thousands(sep.gpus as i64 - shared_pool.gpus as i64),
+                whole_dollars(sep.cost_cents_per_year - shared_pool.cost_cents_per_year),
             )}
         </p>
         <h2>"Where the utilisation comes from"</h2>
         <div class="two">
-            <table data-test="waterfall">
-                <thead><tr><th></th><th class="num">"Busy utilisation"</th><th>"How"</th></tr></thead>
-                <tbody>
-                    <tr><td>"Separate pools"</td><td class="num">{format!("{:.1}%", evaluation.waterfall.from_pct)}</td><td></td></tr>
-                    {evaluation.waterfall.bars.iter().map(|b| view! {
-                        <tr><td>{b.lever.label()}</td><td class="num">{format!("{:+.1} points", b.points)}</td><td class="muted">{b.lever.description()}</td></tr>
-                    }).collect_view()}
-                    <tr><td>"Shared pool"</td><td class="num">{format!("{:.1}%", evaluation.waterfall.to_pct)}</td><td></td></tr>
-                </tbody>
-            </table>
+            <div inner_html=waterfall_html(&evaluation)></div>
             <Chart id="waterfall-chart" plot=Box::new(move || Some(waterfall.clone()))/>
         </div>
         <p class="muted" data-test="rework">
@@ -192,17 +185,7 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
             )}
         </p>
         <DemandChart/>
-        <table data-test="fleet">
-            <thead><tr><th>"Flavor"</th><th class="num">"Your fleet"</th><th class="num">"Separate pools need"</th><th class="num">"Shared pool needs"</th><th class="num">"Outside every quota"</th></tr></thead>
-            <tbody>
-                {evaluation.sizing.by_flavor.iter().map(|f| view! {
-                    <tr><td>{f.flavor.clone()}</td><td class="num">{f.fleet_gpus}</td>
-                    <td class="num">{format!("{} ({})", f.separate_gpus, f.separate_fit.label())}</td>
-                    <td class="num">{format!("{} ({})", f.shared_gpus, f.shared_fit.label())}</td>
-                    <td class="num">{f.outside_quota_gpus}</td></tr>
-                }).collect_view()}
-            </tbody>
-        </table>
+        <div inner_html=fleet_html(&evaluation)></div>
         <ul class="warnings" data-test="fleet-verdicts">
             {evaluation.sizing.by_flavor.iter().filter_map(|f| f.verdict()).map(|v| view! { <li>{v}</li> }).collect_view()}
         </ul>
@@ -224,20 +207,7 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
         </p>
         <Chart id="teams-chart" plot=Box::new(move || Some(teams.clone()))/>
         <h2>"Isolation"</h2>
-        <table data-test="isolation">
-            <thead><tr><th>"Mechanism"</th><th class="num">"Classes"</th><th class="num" title="How many of a class's jobs share one card in the week: what its mechanism offers a card, within what its memory and busy time allow">"Jobs a card"</th><th>"Which"</th><th>"Why"</th></tr></thead>
-            <tbody>
-                {evaluation.isolation.groups().into_iter().map(|g| view! {
-                    <tr>
-                        <td title=g.mechanism.description()>{g.mechanism.label()}" ("{g.allocation_base.label()}")"</td>
-                        <td class="num">{g.classes.len()}</td>
-                        <td class="num">{match g.jobs_per_card_range() { (few, most) if few == most => few.to_string(), (few, most) => format!("{few}–{most}") }}</td>
-                        <td class="names">{g.classes.join(", ")}</td>
-                        <td>{g.reasons.join(" ")}</td>
-                    </tr>
-                }).collect_view()}
-            </tbody>
-        </table>
+        <div inner_html=isolation_html(&evaluation)></div>
         <MigLayouts mig=evaluation.mig.clone()/>
         <Warnings evaluation=evaluation.clone()/>
         <Chart id="sensitivity-chart" plot=Box::new(move || Some(sensitivity.clone()))/>
@@ -352,6 +322,79 @@ fn WeightsForm() -> impl IntoView {
             {weight("Utilisation", "utilisation", |w| &mut w.utilisation)}
         </fieldset>
     }
+}
+
+/// The waterfall's table: from separate pools' busy figure, each lever's points, to the shared
+/// pool's (one HTML node: static once evaluated).
+fn waterfall_html(evaluation: &Evaluation) -> String {
+    let w = &evaluation.waterfall;
+    let bars: String = w
+        .bars
+        .iter()
+        .map(|b| {
+            format!(
+                r#"<tr><td>{}</td><td class="num">{:+.1} points</td><td class="muted">{}</td></tr>"#,
+                b.lever.label(),
+                b.points,
+                b.lever.description()
+            )
+        })
+        .collect();
+    format!(
+        r#"<table data-test="waterfall"><thead><tr><th></th><th class="num">Busy utilisation</th><th>How</th></tr></thead><tbody><tr><td>Separate pools</td><td class="num">{:.1}%</td><td></td></tr>{bars}<tr><td>Shared pool</td><td class="num">{:.1}%</td><td></td></tr></tbody></table>"#,
+        w.from_pct, w.to_pct
+    )
+}
+
+/// The fleet per flavor against what each option needs.
+fn fleet_html(evaluation: &Evaluation) -> String {
+    let rows: String = evaluation
+        .sizing
+        .by_flavor
+        .iter()
+        .map(|f| {
+            format!(
+                r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{} ({})</td><td class="num">{} ({})</td><td class="num">{}</td></tr>"#,
+                escape(&f.flavor),
+                f.fleet_gpus,
+                f.separate_gpus,
+                f.separate_fit.label(),
+                f.shared_gpus,
+                f.shared_fit.label(),
+                f.outside_quota_gpus
+            )
+        })
+        .collect();
+    format!(
+        r#"<table data-test="fleet"><thead><tr><th>Flavor</th><th class="num">Your fleet</th><th class="num">Separate pools need</th><th class="num">Shared pool needs</th><th class="num">Outside every quota</th></tr></thead><tbody>{rows}</tbody></table>"#
+    )
+}
+
+/// The isolation plan grouped by mechanism and reason.
+fn isolation_html(evaluation: &Evaluation) -> String {
+    let rows: String = evaluation
+        .isolation
+        .groups()
+        .into_iter()
+        .map(|g| {
+            let jobs = match g.jobs_per_card_range() {
+                (few, most) if few == most => few.to_string(),
+                (few, most) => format!("{few}–{most}"),
+            };
+            format!(
+                r#"<tr><td title="{}">{} ({})</td><td class="num">{}</td><td class="num">{jobs}</td><td class="names">{}</td><td>{}</td></tr>"#,
+                escape(g.mechanism.description()),
+                g.mechanism.label(),
+                g.allocation_base.label(),
+                g.classes.len(),
+                escape(&g.classes.join(", ")),
+                escape(&g.reasons.join(" "))
+            )
+        })
+        .collect();
+    format!(
+        r#"<table data-test="isolation"><thead><tr><th>Mechanism</th><th class="num">Classes</th><th class="num" title="How many of a class's jobs share one card in the week: what its mechanism offers a card, within what its memory and busy time allow">Jobs a card</th><th>Which</th><th>Why</th></tr></thead><tbody>{rows}</tbody></table>"#
+    )
 }
 
 /// Separate pools, one bar per lever, the shared pool: each lever's bar floats on an invisible

@@ -1,15 +1,18 @@
 //! Saved scenarios: save the draft (as new, or over the opened one when it is yours or you are
-//! an admin), and the list of saved ones, each opened by its URL (`/plan/{id}`).
+//! an admin), and the list of saved ones, each opened by its URL (`/plan/{id}`), duplicated,
+//! deleted, or compared with another side by side.
 
 use gloo_net::http::Method;
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
-    FieldError,
+    ApiError, FieldError,
+    common::money::{thousands, whole_dollars},
     planning::saved::{SavedScenario, SavedSummary, ScenarioSave},
 };
 
 use super::{Route, fields::use_draft};
-use gpufleet_web::{api, ui::ErrorBox, use_me};
+use gpufleet_web::{api, js, ui::ErrorBox, use_me};
+use wasm_bindgen::{JsCast, JsValue};
 
 pub type SavedList = LocalResource<api::ApiResult<Vec<SavedSummary>>>;
 
@@ -99,25 +102,205 @@ pub fn SaveForm(
     }
 }
 
+/// The saved scenarios, each with Duplicate (a copy owned by you) and, for its owner or an
+/// admin, Delete (asked first); any two ticked are compared side by side. The rows are one
+/// HTML node; one click listener reads each control's `data-act` and `data-id`.
 #[component]
 pub fn SavedTable(list: SavedList) -> impl IntoView {
+    let me = use_me();
+    let failure = RwSignal::new(None::<ApiError>);
+    let ticked = RwSignal::new(Vec::<i64>::new());
+    let act = move |method: Method, path: String| {
+        spawn_local(async move {
+            match api::send_no_content::<()>(method, &path, None).await {
+                Ok(()) => {
+                    failure.set(None);
+                    list.refetch();
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    };
+    let on_click = move |ev: leptos::ev::MouseEvent| {
+        let Some(control) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        else {
+            return;
+        };
+        let (Some(what), Some(id)) = (
+            control.get_attribute("data-act"),
+            control
+                .get_attribute("data-id")
+                .and_then(|i| i.parse::<i64>().ok()),
+        ) else {
+            return;
+        };
+        match what.as_str() {
+            "tick" => ticked.update(|t| {
+                if let Some(i) = t.iter().position(|x| *x == id) {
+                    t.remove(i);
+                } else {
+                    t.push(id);
+                    if t.len() > 2 {
+                        t.remove(0);
+                    }
+                }
+            }),
+            "duplicate" => act(Method::POST, format!("/api/scenarios/{id}/duplicate")),
+            "delete" => {
+                let name = control.get_attribute("data-name").unwrap_or_default();
+                let asked = web_sys::window()
+                    .and_then(|w| {
+                        w.confirm_with_message(&format!("Delete the saved scenario “{name}”?"))
+                            .ok()
+                    })
+                    .unwrap_or(false);
+                if asked {
+                    ticked.update(|t| t.retain(|x| *x != id));
+                    act(Method::DELETE, format!("/api/scenarios/{id}"));
+                }
+            }
+            _ => {}
+        }
+    };
+    let rows = move || match list.get() {
+        None => r#"<p class="muted">Loading…</p>"#.to_owned(),
+        Some(Err(error)) => format!(r#"<p class="error">{}</p>"#, js::escape(&error.to_string())),
+        Some(Ok(rows)) if rows.is_empty() => r#"<p class="muted">None saved yet.</p>"#.to_owned(),
+        Some(Ok(rows)) => {
+            let me = me.get_untracked();
+            let body: String = rows
+                .iter()
+                .map(|r| {
+                    let name = js::escape(&r.name);
+                    let may_delete = me.as_ref().is_some_and(|m| {
+                        m.username == r.owner || m.roles.contains(&shared::accounts::Role::Admin)
+                    });
+                    let checked = if ticked.with_untracked(|t| t.contains(&r.id)) { " checked" } else { "" };
+                    let delete = if may_delete {
+                        format!(r#" <button type="button" data-test="delete" data-act="delete" data-id="{}" data-name="{name}">Delete</button>"#, r.id)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        r#"<tr data-test="saved-{id}"><td><input type="checkbox" aria-label="Compare {name}" data-act="tick" data-id="{id}"{checked}></td><td><a href="/plan/{id}">{name}</a></td><td>{}</td><td>{}</td><td><button type="button" data-test="duplicate" data-act="duplicate" data-id="{id}">Duplicate</button>{delete}</td></tr>"#,
+                        js::escape(&r.owner),
+                        js::escape(&r.updated_at),
+                        id = r.id,
+                    )
+                })
+                .collect();
+            format!(
+                r#"<table><thead><tr><th>Compare</th><th>Name</th><th>Owner</th><th>Updated (UTC)</th><th></th></tr></thead><tbody>{body}</tbody></table>"#
+            )
+        }
+    };
     view! {
-        <div data-test="saved-scenarios">
-            {move || match list.get() {
-                None => view! { <p class="muted">"Loading…"</p> }.into_any(),
-                Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
-                Some(Ok(rows)) if rows.is_empty() => view! { <p class="muted">"None saved yet."</p> }.into_any(),
-                Some(Ok(rows)) => view! {
-                    <table>
-                        <thead><tr><th>"Name"</th><th>"Owner"</th><th>"Updated (UTC)"</th></tr></thead>
-                        <tbody>
-                            {rows.into_iter().map(|r| view! {
-                                <tr><td><a href=format!("/plan/{}", r.id)>{r.name}</a></td><td>{r.owner}</td><td>{r.updated_at}</td></tr>
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                }.into_any(),
+        <div data-test="saved-scenarios" on:click=on_click>
+            {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+            <div inner_html=rows></div>
+            {move || match ticked.get()[..] {
+                [a, b] => view! { <Compare a b/> }.into_any(),
+                _ => view! { <p class="muted">"Tick two to compare them side by side."</p> }.into_any(),
             }}
         </div>
     }
+}
+
+/// Two saved scenarios side by side, each evaluated by the server (`POST /api/plan/evaluate`;
+/// its answer read by the browser's `JSON.parse` into one HTML table).
+#[component]
+fn Compare(a: i64, b: i64) -> impl IntoView {
+    let shown = RwSignal::new(r#"<p class="muted">Evaluating both…</p>"#.to_owned());
+    spawn_local(async move {
+        let both = async { Ok::<_, ApiError>((evaluated(a).await?, evaluated(b).await?)) };
+        shown.set(match both.await {
+            Ok((a, b)) => compare_html(&a, &b),
+            Err(err) => format!(r#"<p class="error">{}</p>"#, js::escape(&err.to_string())),
+        });
+    });
+    view! { <div inner_html=move || shown.get()></div> }
+}
+
+/// A saved scenario's name and its evaluation as the browser parsed it.
+async fn evaluated(id: i64) -> api::ApiResult<(String, JsValue)> {
+    let saved: SavedScenario = api::get(&format!("/api/scenarios/{id}")).await?;
+    let evaluation =
+        api::send_js(Method::POST, "/api/plan/evaluate", Some(&saved.scenario)).await?;
+    Ok((saved.summary.name, evaluation))
+}
+
+/// How one row of the comparison reads an evaluation.
+type Figure<'a> = dyn Fn(&JsValue) -> String + 'a;
+
+/// `path` (`"a.b.c"`) of a parsed answer.
+fn at(value: &JsValue, path: &str) -> JsValue {
+    path.split('.')
+        .fold(value.clone(), |v, key| js::at(&v, key))
+}
+
+fn number(value: &JsValue, path: &str) -> Option<f64> {
+    at(value, path).as_f64()
+}
+
+fn compare_html(a: &(String, JsValue), b: &(String, JsValue)) -> String {
+    let pct = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}%"));
+    let recommendation = |e: &JsValue| {
+        let pick = at(e, "decision.recommendation");
+        js::each(&at(e, "decision"), "options")
+            .iter()
+            .find(|o| js::at(o, "architecture") == pick)
+            .map_or_else(String::new, |o| js::text(&o, "title"))
+    };
+    let rows: [(&str, &Figure<'_>); 10] = [
+        ("Recommendation", &recommendation),
+        ("GPUs in the fleet", &|e| {
+            thousands(number(e, "simulation.capacity_gpus").unwrap_or(0.0) as i64)
+        }),
+        ("Separate pools need", &|e| {
+            thousands(number(e, "sizing.separate_pools.gpus").unwrap_or(0.0) as i64)
+        }),
+        ("A shared pool needs", &|e| {
+            thousands(number(e, "sizing.shared_pool.gpus").unwrap_or(0.0) as i64)
+        }),
+        ("Busy, separate → shared", &|e| {
+            format!(
+                "{} → {}",
+                pct(number(e, "sizing.gain.from_pct")),
+                pct(number(e, "sizing.gain.to_pct"))
+            )
+        }),
+        ("Shared pool, a year", &|e| {
+            whole_dollars(number(e, "sizing.shared_pool.cost_cents_per_year").unwrap_or(0.0) as i64)
+        }),
+        ("The week: busy", &|e| {
+            pct(number(e, "simulation.total.busy_pct"))
+        }),
+        ("The week: queue wait p95 (min)", &|e| {
+            number(e, "simulation.total.queue_wait_p95_min")
+                .map_or("–".to_owned(), |w| format!("{w:.0}"))
+        }),
+        ("The week: preemptions", &|e| {
+            thousands(number(e, "simulation.total.preemptions").unwrap_or(0.0) as i64)
+        }),
+        ("The week: inference unserved", &|e| {
+            pct(number(e, "simulation.total.unserved_inference_pct"))
+        }),
+    ];
+    let body: String = rows
+        .iter()
+        .map(|(label, f)| {
+            format!(
+                r#"<tr><td>{label}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+                f(&a.1),
+                f(&b.1)
+            )
+        })
+        .collect();
+    format!(
+        r#"<table data-test="compare"><thead><tr><th></th><th class="num">{}</th><th class="num">{}</th></tr></thead><tbody>{body}</tbody></table>"#,
+        js::escape(&a.0),
+        js::escape(&b.0)
+    )
 }
