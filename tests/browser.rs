@@ -405,6 +405,42 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await;
     usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("plan-3-teams").await;
+    // A team added keeps the open team's form as it was (it went blank until reopened); the
+    // new team, opened and removed again, leaves the scenario as it was.
+    browser.click_css("[data-test=add-team]").await;
+    let added = format!(
+        "[data-test=teams-form] [data-test=team]:nth-of-type({})",
+        aws.teams.len() + 1
+    );
+    browser
+        .wait_for_text(&format!("{added} summary"), "1 workload classes")
+        .await;
+    browser
+        .wait_for_text("[data-test=team] [data-test=workload]", "Per job")
+        .await;
+    browser.click_css(&format!("{added} summary")).await;
+    browser
+        .click_css(&format!("{added} .team-body > fieldset button"))
+        .await;
+    let started = std::time::Instant::now();
+    loop {
+        let teams = browser
+            .client
+            .execute(
+                "return document.querySelectorAll('[data-test=teams-form] [data-test=team]').length",
+                vec![],
+            )
+            .await
+            .expect("the teams");
+        if teams.as_u64() == Some(aws.teams.len() as u64) {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the added team was not removed: {teams}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     browser.click_css("[data-test=step-constraints]").await;
     type_into(&browser, "[data-path='name'] input", "AWS, 80 more H100s").await;
     aws.name = "AWS, 80 more H100s".to_owned();

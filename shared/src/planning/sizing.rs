@@ -92,6 +92,10 @@ pub struct FlavorSizing {
     /// GPUs in no team's nominal quota: no ClusterQueue reaches them (Kueue lends only the
     /// unused nominal quota of other ClusterQueues) unless a Cohort holds quota for them.
     pub outside_quota_gpus: u64,
+    /// Nominal quota beyond the cards: Kueue admits on quota, not on nodes, so admitted pods
+    /// wait Pending for a node when the teams use it all.
+    #[serde(default)]
+    pub overbooked_gpus: u64,
 }
 
 /// How a fleet compares with what an option needs.
@@ -128,8 +132,22 @@ impl Fit {
 }
 
 impl FlavorSizing {
+    /// In words: the fleet short or oversized for either option, and quota beyond the cards.
+    pub fn verdicts(&self) -> Vec<String> {
+        let overbooked = (self.overbooked_gpus > 0).then(|| {
+            format!(
+                "{}: the teams' nominal quotas add up to {} GPUs on {} cards ({} more than the cards): Kueue admits on quota, not on nodes, so when the teams use their quota, admitted pods wait Pending for a node.",
+                self.flavor,
+                self.fleet_gpus + self.overbooked_gpus,
+                self.fleet_gpus,
+                self.overbooked_gpus
+            )
+        });
+        self.verdict().into_iter().chain(overbooked).collect()
+    }
+
     /// In words, when the fleet is short or oversized for either option.
-    pub fn verdict(&self) -> Option<String> {
+    fn verdict(&self) -> Option<String> {
         let (f, have) = (&self.flavor, self.fleet_gpus);
         match (self.separate_fit, self.shared_fit) {
             (Fit::Short, Fit::Short) => Some(format!(
@@ -375,6 +393,7 @@ pub fn size(scenario: &Scenario) -> Sizing {
             separate_fit: Fit::of(fleet_gpus, separate_gpus),
             shared_fit: Fit::of(fleet_gpus, shared_gpus),
             outside_quota_gpus: fleet_gpus.saturating_sub(nominal),
+            overbooked_gpus: nominal.saturating_sub(fleet_gpus),
         });
     }
     let (separate_pools, shared_pool) = (separate.sizing(), shared.sizing());
@@ -433,13 +452,13 @@ impl Labelled for Lever {
     fn description(self) -> &'static str {
         match self {
             Lever::PoolingPeaks => {
-                "One pool sized to the peak of the summed demand instead of one per class sized to its own peak (backlogs left out)."
+                "Teams rarely peak at the same hour: one shared pool is bought for the busiest hour of all the work together, not each team's pool for its own busiest hour, so fewer cards sit idle (work that can wait is left out of this bar)."
             }
             Lever::BacklogBorrowing => {
-                "What the backlogs add in one pool beyond what they added in their own pools' troughs; below zero when the shared pool has fewer troughs to fill."
+                "Work that can wait (training queued behind the urgent jobs) runs on any team's idle cards, not only its own team's; below zero when the shared pool has fewer quiet hours left to fill than the separate pools had."
             }
             Lever::Fractions => {
-                "Jobs smaller than a GPU packed several to a card in the shared pool."
+                "Jobs that need less than a whole GPU share a card (MIG slices, HAMi fractions, MPS) instead of each holding one, so the same work needs fewer cards."
             }
         }
     }
@@ -632,11 +651,31 @@ mod tests {
         s.fleet[0].count = 8;
         let f = &size(&s).by_flavor[0];
         assert_eq!((f.separate_fit, f.shared_fit), (Fit::Short, Fit::Short));
+        // one_team's quota of 100 GPUs now sits on 8 cards: said too.
         assert_eq!(
-            f.verdict().as_deref(),
-            Some(
-                "f0: 8 cards are short for either option: separate pools need 10, a shared pool 10 (2 more)."
-            )
+            f.verdicts(),
+            [
+                "f0: 8 cards are short for either option: separate pools need 10, a shared pool 10 (2 more).",
+                "f0: the teams' nominal quotas add up to 100 GPUs on 8 cards (92 more than the cards): Kueue admits on quota, not on nodes, so when the teams use their quota, admitted pods wait Pending for a node."
+            ]
+        );
+    }
+
+    /// The walk-through's fleet: 3,000 cards, 3,800 GPUs of nominal quota. Nothing is outside
+    /// every quota, and 800 GPUs of quota have no card: said, since Kueue admits on quota.
+    #[test]
+    fn quota_beyond_the_cards_is_said() {
+        let mut s = one_team(vec![batch("work", half_week(), 100)]);
+        s.fleet[0].count = 3_000;
+        s.teams[0].nominal_gpus.insert("f0".into(), 3_800);
+        let f = &size(&s).by_flavor[0];
+        assert_eq!((f.outside_quota_gpus, f.overbooked_gpus), (0, 800));
+        assert!(
+            f.verdicts().iter().any(|v| v.starts_with(
+                "f0: the teams' nominal quotas add up to 3800 GPUs on 3000 cards (800 more than the cards)"
+            )),
+            "{:?}",
+            f.verdicts()
         );
     }
     /// Two classes whose demand never overlaps (10 GPUs the first half of the week, 10 the

@@ -149,6 +149,9 @@ fn AcceleratorRow(i: usize) -> impl IntoView {
 pub fn TeamsStep() -> impl IntoView {
     let draft = use_draft();
     let count = Memo::new(move |_| draft.scenario.with(|s| s.teams.len()));
+    // The team open (one at a time), kept here: adding or removing a team draws the teams'
+    // forms again, and the open one opens as it was.
+    let opened = RwSignal::new(None::<usize>);
     let add = move |_| {
         draft.edit(|s| {
             let name = s.free_team("team");
@@ -168,7 +171,7 @@ pub fn TeamsStep() -> impl IntoView {
         </p>
         <super::report::DemandChart/>
         <div data-test="teams-form">
-            {move || (0..count.get()).map(|t| view! { <TeamForm t/> }).collect_view()}
+            {move || (0..count.get()).map(|t| view! { <TeamForm t opened/> }).collect_view()}
         </div>
         {move || draft.problem("teams").filter(|_| count.get() == 0).map(|p| view! { <p class="problem" role="alert">{p}</p> })}
         <button type="button" data-test="add-team" on:click=add>"Add a team"</button>
@@ -176,10 +179,10 @@ pub fn TeamsStep() -> impl IntoView {
 }
 
 #[component]
-fn TeamForm(t: usize) -> impl IntoView {
+fn TeamForm(t: usize, opened: RwSignal<Option<usize>>) -> impl IntoView {
     let draft = use_draft();
     // Only an open team renders its inputs: the bank's 90 classes would be 1,500 of them.
-    let open = RwSignal::new(false);
+    let open = Memo::new(move |_| opened.get() == Some(t));
     let summary = Memo::new(move |_| {
         draft.scenario.with(|s| {
             s.teams.get(t).map(|team| {
@@ -224,10 +227,14 @@ fn TeamForm(t: usize) -> impl IntoView {
         })
     };
     view! {
-        <details class="team" data-test="team" on:toggle=move |ev| {
+        <details class="team" data-test="team" prop:open=open on:toggle=move |ev| {
             use wasm_bindgen::JsCast;
             let open_now = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok()).is_some_and(|d| d.open());
-            open.set(open_now);
+            if open_now {
+                opened.set(Some(t));
+            } else if open.get_untracked() {
+                opened.set(None);
+            }
         }>
             <summary>
                 {summary}
@@ -240,7 +247,10 @@ fn TeamForm(t: usize) -> impl IntoView {
                             bind=bind_text(move |s| s.teams.get(t).map(|x| x.name.clone()), move |s, v| if let Some(x) = team_mut(s, t) { v.clone_into(&mut x.name) })/>
                         <Field label="Queue-wait target (p95)" unit="min" path=format!("teams[{t}].queue_wait_target_min") mode="numeric"
                             bind=bind_whole(move |s| s.teams.get(t).map(|x| x.queue_wait_target_min), move |s, v| if let Some(x) = team_mut(s, t) { x.queue_wait_target_min = v })/>
-                        <button type="button" class="link" on:click=move |_| draft.edit(|s| { if t < s.teams.len() { s.teams.remove(t); } })>"Remove team"</button>
+                        <button type="button" class="link" on:click=move |_| {
+                            draft.edit(|s| { if t < s.teams.len() { s.teams.remove(t); } });
+                            opened.set(None);
+                        }>"Remove team"</button>
                     </fieldset>
                     <h4>"Quota per flavor"</h4>
                     {move || flavors.get().into_iter().map(|flavor| view! { <QuotaRow t flavor/> }).collect_view()}

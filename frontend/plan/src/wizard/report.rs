@@ -187,7 +187,7 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
         <DemandChart/>
         <div inner_html=fleet_html(&evaluation)></div>
         <ul class="warnings" data-test="fleet-verdicts">
-            {evaluation.sizing.by_flavor.iter().filter_map(|f| f.verdict()).map(|v| view! { <li>{v}</li> }).collect_view()}
+            {evaluation.sizing.by_flavor.iter().flat_map(|f| f.verdicts()).map(|v| view! { <li>{v}</li> }).collect_view()}
         </ul>
         <h2>"The week under Kueue"</h2>
         <p data-test="simulation">
@@ -354,19 +354,20 @@ fn fleet_html(evaluation: &Evaluation) -> String {
         .iter()
         .map(|f| {
             format!(
-                r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{} ({})</td><td class="num">{} ({})</td><td class="num">{}</td></tr>"#,
+                r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{} ({})</td><td class="num">{} ({})</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
                 escape(&f.flavor),
                 f.fleet_gpus,
                 f.separate_gpus,
                 f.separate_fit.label(),
                 f.shared_gpus,
                 f.shared_fit.label(),
-                f.outside_quota_gpus
+                f.outside_quota_gpus,
+                f.overbooked_gpus
             )
         })
         .collect();
     format!(
-        r#"<table data-test="fleet"><thead><tr><th>Flavor</th><th class="num">Your fleet</th><th class="num">Separate pools need</th><th class="num">Shared pool needs</th><th class="num">Outside every quota</th></tr></thead><tbody>{rows}</tbody></table>"#
+        r#"<table data-test="fleet"><thead><tr><th>Flavor</th><th class="num">Your fleet</th><th class="num">Separate pools need</th><th class="num">Shared pool needs</th><th class="num">Outside every quota</th><th class="num">Quota beyond the cards</th></tr></thead><tbody>{rows}</tbody></table>"#
     )
 }
 
