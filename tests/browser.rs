@@ -420,6 +420,9 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await;
     browser.click_css(&format!("{added} summary")).await;
     browser
+        .wait_for_text(&format!("{added} .team-body"), "Remove team")
+        .await;
+    browser
         .click_css(&format!("{added} .team-body > fieldset button"))
         .await;
     let started = std::time::Instant::now();
@@ -1065,9 +1068,11 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
     ] {
         browser.wait_for_text("[data-test=gain]", &figure).await;
     }
-    // Every reason the native run gives, in the page's list.
-    for r in &e.decision.reasons {
-        browser.wait_for_text("[data-test=reasons]", &r.text).await;
+    // Every reason the native run gives, in the page's list, and why any option that outscores
+    // the recommendation is not it.
+    let said = e.decision.outscored_unnominated();
+    for text in e.decision.reasons.iter().map(|r| &r.text).chain(&said) {
+        browser.wait_for_text("[data-test=reasons]", text).await;
     }
     let sim = &e.simulation.total;
     browser
@@ -1344,6 +1349,26 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=current-quota]", "No approved quota in force")
         .await;
     every_input_is_labelled(&browser).await;
+    // What a request does and which flavor is which hardware, in words (the demo inventory:
+    // h100-mig is one node of H100s split 7 × 1g.10gb a GPU).
+    browser
+        .wait_for_text(
+            "[data-test=request-help]",
+            "A request replaces the team's whole quota from its start date",
+        )
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=request-form] tbody tr:first-child",
+            "H100-SXM5-80GB, 80 GiB: MIG instances (7 × 1g.10gb a GPU)",
+        )
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=request-form]",
+            "BestEffortFIFO: a job that does not fit yet",
+        )
+        .await;
     // Flavors by name: h100-mig (in MIG instances) is the first line, h100-shared the second.
     // 30 + search's 40 = 70 > 64.
     type_into(&browser, "#line-1-nominal", "30").await;

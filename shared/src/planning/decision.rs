@@ -62,6 +62,40 @@ pub struct Decision {
     pub changes: Vec<Change>,
 }
 
+impl Decision {
+    /// Each option that scores above the recommendation with these weights but that no rule
+    /// nominated, and why it is still not the answer, in words: the weights rank only what the
+    /// rules nominate. Derived from the decision (its nominating reasons), so the planner's
+    /// worker does not carry it.
+    pub fn outscored_unnominated(&self) -> Vec<String> {
+        let Some(winning) = self
+            .options
+            .iter()
+            .find(|o| o.architecture == self.recommendation)
+            .and_then(|o| o.score)
+        else {
+            return Vec::new();
+        };
+        let nominated = |arch: Architecture| {
+            self.reasons
+                .iter()
+                .any(|r| r.architecture == arch && r.effect == Effect::Nominates)
+        };
+        self.options
+            .iter()
+            .filter_map(|o| Some((o, o.score?)))
+            .filter(|(o, score)| *score > winning && !nominated(o.architecture))
+            .map(|(o, score)| {
+                format!(
+                    "{} scores {score:.1} with your weights, above {}'s {winning:.1}, but no rule nominates it: the weights rank only the options a rule nominates.",
+                    o.architecture.label(),
+                    self.recommendation.label()
+                )
+            })
+            .collect()
+    }
+}
+
 /// One rule that fired, in words, with the option it speaks for or against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reason {
@@ -499,7 +533,6 @@ fn recommend(options: &[Scored], tally: &mut Tally) -> Architecture {
     };
     match best_of(true).or_else(|| best_of(false)) {
         Some(arch) => {
-            outscored_but_not_nominated(options, arch, tally);
             if !tally.nominated[arch.index()] {
                 tally.fired.push((
                     arch,
@@ -517,34 +550,6 @@ fn recommend(options: &[Scored], tally: &mut Tally) -> Architecture {
                     .to_owned(),
             ));
             D
-        }
-    }
-}
-
-/// Says of each option that scores above the recommendation with these weights but that no
-/// rule nominated why it is not the answer: the weights rank only what the rules nominate.
-fn outscored_but_not_nominated(options: &[Scored], winner: Architecture, tally: &mut Tally) {
-    let score_of = |arch: Architecture| {
-        options
-            .iter()
-            .find(|o| o.architecture == arch)
-            .and_then(|o| o.score)
-    };
-    let Some(winning) = score_of(winner) else {
-        return;
-    };
-    for o in options {
-        let Some(score) = o.score else { continue };
-        if score > winning && !tally.nominated[o.architecture.index()] {
-            tally.fired.push((
-                o.architecture,
-                Effect::Counts,
-                format!(
-                    "{} scores {score:.1} with your weights, above {}'s {winning:.1}, but no rule nominates it: the weights rank only the options a rule nominates.",
-                    o.architecture.label(),
-                    winner.label()
-                ),
-            ));
         }
     }
 }
@@ -894,8 +899,8 @@ mod tests {
     }
 
     /// The walk-through's case: cost to maintain weighted up, the managed API (D, never
-    /// nominated while you run models of your own) outscores the recommendation; the reasons
-    /// say why it is still not the answer.
+    /// nominated while you run models of your own) outscores the recommendation; the decision
+    /// says why it is still not the answer.
     #[test]
     fn an_option_that_outscores_the_recommendation_unnominated_is_explained() {
         let weights = Weights {
@@ -905,24 +910,34 @@ mod tests {
             utilisation: 0.0,
             isolation: 0.0,
         };
-        let (options, pick, why) = decide(&facts(), &weights);
+        let (options, recommendation, reasons) = decide(&facts(), &weights);
         let score = |a: Architecture| {
             options
                 .iter()
                 .find(|o| o.architecture == a)
                 .and_then(|o| o.score)
         };
-        assert_ne!(pick, Architecture::D);
-        assert!(score(Architecture::D) > score(pick), "{options:?}");
-        let said = why
-            .iter()
-            .find(|r| r.architecture == Architecture::D && r.text.contains("no rule nominates it"))
-            .unwrap_or_else(|| panic!("{why:?}"));
-        assert_eq!(said.verdict, Verdict::Decided);
+        assert_ne!(recommendation, Architecture::D);
         assert!(
-            said.text.starts_with("Fully managed API scores"),
+            score(Architecture::D) > score(recommendation),
+            "{options:?}"
+        );
+        let decision = Decision {
+            options,
+            recommendation,
+            reasons,
+            gain_value_cents_per_year: 0,
+            baseline_gpus: 0,
+            sensitivity: Vec::new(),
+            changes: Vec::new(),
+        };
+        let said = decision.outscored_unnominated();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("Fully managed API scores")
+                && said[0].contains("but no rule nominates it"),
             "{}",
-            said.text
+            said[0]
         );
     }
 

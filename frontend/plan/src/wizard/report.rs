@@ -119,6 +119,7 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
                     </li>
                 }
             }).collect_view()}
+            {d.outscored_unnominated().into_iter().map(|text| view! { <li data-test="outscored">{text}</li> }).collect_view()}
         </ul>
         <h3>"What would change the answer"</h3>
         <ul class="reasons" data-test="changes">

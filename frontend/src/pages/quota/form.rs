@@ -174,6 +174,12 @@ pub fn RequestForm(
     view! {
         <h2 data-test="request-heading">{heading}</h2>
         <form data-test="request-form" on:submit=|ev| ev.prevent_default()>
+            <p class="muted" data-test="request-help">
+                "A request replaces the team's whole quota from its start date: every flavor, a line left at 0 is none of it. "
+                "On its end date the team's quota goes back to its latest approved request whose dates still hold, or to none. "
+                "Borrowing limit: blank is no limit (the team may borrow all that the rest of its cohort lends), 0 is never borrow. "
+                "Lending limit: blank lends all the team leaves unused."
+            </p>
             <table>
                 <thead>
                     <tr>
@@ -193,9 +199,10 @@ pub fn RequestForm(
                                     .unwrap_or(0)
                             });
                             let id = |what: &str| format!("line-{i}-{what}");
+                            let hardware = world.with_value(|w| w.flavors.iter().find(|f| f.name == line.flavor).map(hardware)).unwrap_or_default();
                             view! {
                                 <tr>
-                                    <td>{line.flavor.clone()}</td>
+                                    <td>{line.flavor.clone()}<br/><small class="muted">{hardware}</small></td>
                                     <td>{unit(&line.resource)}</td>
                                     <td class="num">{capacity}</td>
                                     <td>
@@ -214,6 +221,7 @@ pub fn RequestForm(
                                         <Amount
                                             id=id("borrowing")
                                             path=format!("lines[{i}].borrowing_limit")
+                                            blank="no limit"
                                             value=line.borrowing_limit
                                             optional=true
                                             set=Callback::new(move |v| spec.update(|s| s.lines[i].borrowing_limit = v))
@@ -225,6 +233,7 @@ pub fn RequestForm(
                                         <Amount
                                             id=id("lending")
                                             path=format!("lines[{i}].lending_limit")
+                                            blank="all unused"
                                             value=line.lending_limit
                                             optional=true
                                             set=Callback::new(move |v| spec.update(|s| s.lines[i].lending_limit = v))
@@ -241,6 +250,7 @@ pub fn RequestForm(
                 <Choice
                     id="reclaim"
                     label="Reclaim lent quota (reclaimWithinCohort)"
+                    help="When other teams borrow this team's unused quota and it wants it back: Never waits until their jobs end; LowerPriority evicts only their lower-priority jobs; Any evicts any of them."
                     options=&[(Reclaim::Never, "Never"), (Reclaim::LowerPriority, "LowerPriority"), (Reclaim::Any, "Any")]
                     selected=spec.with_untracked(|s| s.reclaim_within_cohort)
                     set=Callback::new(move |v| spec.update(|s| s.reclaim_within_cohort = v))
@@ -248,6 +258,7 @@ pub fn RequestForm(
                 <Choice
                     id="within"
                     label="Preempt inside the queue (withinClusterQueue)"
+                    help="May a new job of this team evict the team's own running jobs? Never; LowerPriority: only lower-priority ones; LowerOrNewerEqualPriority: those and newer jobs of the same priority."
                     options=&[
                         (WithinQueue::Never, "Never"),
                         (WithinQueue::LowerPriority, "LowerPriority"),
@@ -259,6 +270,7 @@ pub fn RequestForm(
                 <Choice
                     id="queueing"
                     label="Queueing strategy"
+                    help="BestEffortFIFO: a job that does not fit yet lets the jobs behind it start; StrictFIFO: jobs start strictly in order, so a large one holds back the rest."
                     options=&[(Queueing::BestEffortFifo, "BestEffortFIFO"), (Queueing::StrictFifo, "StrictFIFO")]
                     selected=spec.with_untracked(|s| s.queueing)
                     set=Callback::new(move |v| spec.update(|s| s.queueing = v))
@@ -268,6 +280,7 @@ pub fn RequestForm(
                     <Amount
                         id="checkpoint".to_owned()
                         path="checkpoint_interval_min".to_owned()
+                        blank="none"
                         value=spec.with_untracked(|s| s.checkpoint_interval_min.map(i64::from))
                         optional=true
                         set=Callback::new(move |v: Option<i64>| spec.update(|s| s.checkpoint_interval_min = v.and_then(|v| u32::try_from(v).ok())))
@@ -372,12 +385,15 @@ fn Amount(
     path: String,
     value: Option<i64>,
     optional: bool,
+    /// What a blank box means (optional boxes only).
+    #[prop(optional)]
+    blank: &'static str,
     set: Callback<Option<i64>>,
 ) -> impl IntoView {
     let wrong = RwSignal::new(None::<&'static str>);
     let bad = expect_context::<BadText>();
     Effect::new(move |_| bad.mark(&path, wrong.get().is_some()));
-    let placeholder = if optional { "none" } else { "" };
+    let placeholder = blank;
     view! {
         <input
             id=id
@@ -444,6 +460,8 @@ fn DayInput(
 fn Choice<T: Copy + PartialEq + Send + Sync + 'static>(
     id: &'static str,
     label: &'static str,
+    /// What the choice does, in words.
+    help: &'static str,
     /// Each value with Kueue's word for it.
     options: &'static [(T, &'static str)],
     selected: T,
@@ -463,6 +481,29 @@ fn Choice<T: Copy + PartialEq + Send + Sync + 'static>(
                     .map(|(i, (value, text))| view! { <option value=i.to_string() selected=*value == selected>{*text}</option> })
                     .collect_view()}
             </select>
+            <br/><small class="muted">{help}</small>
         </p>
     }
+}
+
+/// A flavor's hardware in words: its model and memory, whole GPUs or MIG instances.
+fn hardware(flavor: &shared::quota::Flavor) -> String {
+    let memory = shared::fleet::catalogue::find(&flavor.gpu_model)
+        .map(|m| format!(", {} GiB", m.mem_mib / 1024))
+        .unwrap_or_default();
+    let split = if flavor.settings.mig_layout.is_empty() {
+        "whole GPUs".to_owned()
+    } else {
+        format!(
+            "MIG instances ({} a GPU)",
+            flavor
+                .settings
+                .mig_layout
+                .iter()
+                .map(|(p, n)| format!("{n} × {p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!("{}{memory}: {split}", flavor.gpu_model)
 }
