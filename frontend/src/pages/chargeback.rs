@@ -686,16 +686,7 @@ fn Budgets() -> impl IntoView {
     load();
     // a hold's buttons are in the HTML: one listener reads which was clicked
     let decide = move |ev: leptos::ev::MouseEvent| {
-        let Some(button) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-        else {
-            return;
-        };
-        let (Some(id), Some(action)) = (
-            button.get_attribute("data-hold"),
-            button.get_attribute("data-act"),
-        ) else {
+        let (Some(id), Some(action)) = (js::data_of(&ev, "hold"), js::data_of(&ev, "act")) else {
             return;
         };
         let path = format!("/api/chargeback/holds/{id}/{action}");
@@ -902,7 +893,7 @@ fn sharing_label(name: &str) -> &str {
 
 /// `value[key]` as a whole number, when it is one.
 fn whole(value: &JsValue, key: &str) -> Option<i64> {
-    js::at(value, key).as_f64().map(|n| n as i64)
+    js::number(value, key).map(|n| n as i64)
 }
 
 /// A service's [`LatencyFigures`] as the answer holds them.

@@ -8,6 +8,24 @@ pub fn at(value: &JsValue, key: &str) -> JsValue {
     js_sys::Reflect::get(value, &JsValue::from_str(key)).unwrap_or(JsValue::NULL)
 }
 
+/// The number at `path` (`"key"` or `"a.b.c"`), when it is one.
+pub fn number(value: &JsValue, path: &str) -> Option<f64> {
+    path.split('.')
+        .fold(value.clone(), |v, key| at(&v, key))
+        .as_f64()
+}
+
+/// The `data-{name}` attribute of the element an event happened on: for HTML written as one
+/// node, whose controls one listener on their container tells apart.
+pub fn data_of(event: &web_sys::Event, name: &str) -> Option<String> {
+    use wasm_bindgen::JsCast;
+    event
+        .target()?
+        .dyn_into::<web_sys::Element>()
+        .ok()?
+        .get_attribute(&format!("data-{name}"))
+}
+
 /// `value[key]` as text (a string, or a number as written), escaped for HTML.
 pub fn text(value: &JsValue, key: &str) -> String {
     let v = at(value, key);

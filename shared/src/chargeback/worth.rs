@@ -85,27 +85,21 @@ pub fn worth(
     starts.push(from);
     starts.sort_unstable();
     starts.dedup();
-    // Per flavor: its rate on the first day, and the exact cents (a fraction) asked and in force.
-    let mut exact: Vec<(&Flavor, Option<i64>, Fraction, Fraction)> = world
+    // Per flavor: the GPUs asked for (the same on every day), and the exact cents (fractions)
+    // asked and in force.
+    let mut exact: Vec<(&Flavor, Fraction, Fraction, Fraction)> = world
         .flavors
         .iter()
-        .map(|f| {
-            (
-                f,
-                rate_on(rates, &f.name, from),
-                Fraction::ZERO,
-                Fraction::ZERO,
-            )
-        })
+        .map(|f| (f, gpus_held(f, spec), Fraction::ZERO, Fraction::ZERO))
         .collect();
     for (i, start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(to.plus(1));
         let hours = i128::from(start.days_until(end)) * 24;
         let in_force = world.effective_on(*start).get(team).map(|a| &a.spec);
-        for (flavor, _, asked, held) in &mut exact {
+        for (flavor, gpus_asked, asked, held) in &mut exact {
             let cents_per_gpu =
                 hours * i128::from(rate_on(rates, &flavor.name, *start).unwrap_or(0));
-            *asked = asked.plus(gpus_held(flavor, spec).times(cents_per_gpu));
+            *asked = asked.plus(gpus_asked.times(cents_per_gpu));
             if let Some(in_force) = in_force {
                 *held = held.plus(gpus_held(flavor, in_force).times(cents_per_gpu));
             }
@@ -113,9 +107,9 @@ pub fn worth(
     }
     let mut flavors: Vec<FlavorWorth> = exact
         .into_iter()
-        .map(|(f, rate, asked, held)| FlavorWorth {
+        .map(|(f, _, asked, held)| FlavorWorth {
             flavor: f.name.clone(),
-            cents_per_gpu_hour: rate,
+            cents_per_gpu_hour: rate_on(rates, &f.name, from),
             asked_cents: asked.rounded(),
             in_force_cents: held.rounded(),
         })

@@ -12,7 +12,7 @@ use shared::{
 
 use super::{Route, fields::use_draft};
 use gpufleet_web::{api, js, ui::ErrorBox, use_me};
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 
 pub type SavedList = LocalResource<api::ApiResult<Vec<SavedSummary>>>;
 
@@ -122,17 +122,9 @@ pub fn SavedTable(list: SavedList) -> impl IntoView {
         });
     };
     let on_click = move |ev: leptos::ev::MouseEvent| {
-        let Some(control) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-        else {
-            return;
-        };
         let (Some(what), Some(id)) = (
-            control.get_attribute("data-act"),
-            control
-                .get_attribute("data-id")
-                .and_then(|i| i.parse::<i64>().ok()),
+            js::data_of(&ev, "act"),
+            js::data_of(&ev, "id").and_then(|i| i.parse::<i64>().ok()),
         ) else {
             return;
         };
@@ -149,7 +141,7 @@ pub fn SavedTable(list: SavedList) -> impl IntoView {
             }),
             "duplicate" => act(Method::POST, format!("/api/scenarios/{id}/duplicate")),
             "delete" => {
-                let name = control.get_attribute("data-name").unwrap_or_default();
+                let name = js::data_of(&ev, "name").unwrap_or_default();
                 let asked = web_sys::window()
                     .and_then(|w| {
                         w.confirm_with_message(&format!("Delete the saved scenario “{name}”?"))
@@ -234,21 +226,11 @@ async fn evaluated(id: i64) -> api::ApiResult<(String, JsValue)> {
 /// How one row of the comparison reads an evaluation.
 type Figure<'a> = dyn Fn(&JsValue) -> String + 'a;
 
-/// `path` (`"a.b.c"`) of a parsed answer.
-fn at(value: &JsValue, path: &str) -> JsValue {
-    path.split('.')
-        .fold(value.clone(), |v, key| js::at(&v, key))
-}
-
-fn number(value: &JsValue, path: &str) -> Option<f64> {
-    at(value, path).as_f64()
-}
-
 fn compare_html(a: &(String, JsValue), b: &(String, JsValue)) -> String {
     let pct = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}%"));
     let recommendation = |e: &JsValue| {
-        let pick = at(e, "decision.recommendation");
-        js::each(&at(e, "decision"), "options")
+        let pick = js::at(&js::at(e, "decision"), "recommendation");
+        js::each(&js::at(e, "decision"), "options")
             .iter()
             .find(|o| js::at(o, "architecture") == pick)
             .map_or_else(String::new, |o| js::text(&o, "title"))
@@ -256,36 +238,38 @@ fn compare_html(a: &(String, JsValue), b: &(String, JsValue)) -> String {
     let rows: [(&str, &Figure<'_>); 10] = [
         ("Recommendation", &recommendation),
         ("GPUs in the fleet", &|e| {
-            thousands(number(e, "simulation.capacity_gpus").unwrap_or(0.0) as i64)
+            thousands(js::number(e, "simulation.capacity_gpus").unwrap_or(0.0) as i64)
         }),
         ("Separate pools need", &|e| {
-            thousands(number(e, "sizing.separate_pools.gpus").unwrap_or(0.0) as i64)
+            thousands(js::number(e, "sizing.separate_pools.gpus").unwrap_or(0.0) as i64)
         }),
         ("A shared pool needs", &|e| {
-            thousands(number(e, "sizing.shared_pool.gpus").unwrap_or(0.0) as i64)
+            thousands(js::number(e, "sizing.shared_pool.gpus").unwrap_or(0.0) as i64)
         }),
         ("Busy, separate → shared", &|e| {
             format!(
                 "{} → {}",
-                pct(number(e, "sizing.gain.from_pct")),
-                pct(number(e, "sizing.gain.to_pct"))
+                pct(js::number(e, "sizing.gain.from_pct")),
+                pct(js::number(e, "sizing.gain.to_pct"))
             )
         }),
         ("Shared pool, a year", &|e| {
-            whole_dollars(number(e, "sizing.shared_pool.cost_cents_per_year").unwrap_or(0.0) as i64)
+            whole_dollars(
+                js::number(e, "sizing.shared_pool.cost_cents_per_year").unwrap_or(0.0) as i64,
+            )
         }),
         ("The week: busy", &|e| {
-            pct(number(e, "simulation.total.busy_pct"))
+            pct(js::number(e, "simulation.total.busy_pct"))
         }),
         ("The week: queue wait p95 (min)", &|e| {
-            number(e, "simulation.total.queue_wait_p95_min")
+            js::number(e, "simulation.total.queue_wait_p95_min")
                 .map_or("–".to_owned(), |w| format!("{w:.0}"))
         }),
         ("The week: preemptions", &|e| {
-            thousands(number(e, "simulation.total.preemptions").unwrap_or(0.0) as i64)
+            thousands(js::number(e, "simulation.total.preemptions").unwrap_or(0.0) as i64)
         }),
         ("The week: inference unserved", &|e| {
-            pct(number(e, "simulation.total.unserved_inference_pct"))
+            pct(js::number(e, "simulation.total.unserved_inference_pct"))
         }),
     ];
     let body: String = rows

@@ -285,7 +285,7 @@ fn team_side(side: &JsValue, team: &str) -> (i64, i64) {
 }
 
 fn whole(v: &JsValue, key: &str) -> i64 {
-    js::at(v, key).as_f64().unwrap_or(0.0) as i64
+    js::number(v, key).unwrap_or(0.0) as i64
 }
 
 fn impact_html(impact: &js_sys::Array, team: &str) -> String {
