@@ -685,28 +685,47 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     expect_summary(&browser, &evaluate(&aws)).await;
     browser.click_css("[data-test=step-start]").await;
 
-    // 7. The live inventory as a start: one flavor per pool of the demo fleet.
+    // 7. Our fleet today: the demo inventory's flavors (by name) at its rates, its teams, and
+    // the quota in force (research: 24 h100-shared GPUs, approved here); research's work a
+    // starter peaking at that quota in office hours (Monday 08:00 is hour 8, 02:00 a quarter),
+    // search's nothing (it holds no quota).
+    approved_quota(&pool, "research", "h100-shared", 24).await;
     browser.click_css("[data-test=start-inventory]").await;
-    // The API lists pools by name.
-    let mut demo = backend::fleet::demo_fleet();
-    demo.pools.sort_by(|a, b| a.name.cmp(&b.name));
-    let inventory = Scenario::starting_from(
-        "our fleet",
-        shared::planning::scenario::inventory_fleet(&demo),
+    browser
+        .wait_for_text("[data-test=from-history]", "Where its figures came from")
+        .await;
+    browser.click_css("[data-test=step-json]").await;
+    let inventory = json_scenario(&browser).await;
+    let fleet: Vec<(&str, u32, i64)> = inventory
+        .fleet
+        .iter()
+        .map(|a| (a.flavor.as_str(), a.count, a.price_cents_per_gpu_hour))
+        .collect();
+    assert_eq!(
+        fleet,
+        [
+            ("h100-mig", 8, 860),
+            ("h100-shared", 64, 860),
+            ("h200-train", 96, 791),
+            ("rtx-inference", 32, 414)
+        ]
+    );
+    let teams: Vec<String> = inventory
+        .teams
+        .iter()
+        .map(|t| {
+            let hourly = t.workloads[0].demand.hourly();
+            format!(
+                "{} {:?} {} {}",
+                t.name, t.nominal_gpus, hourly[8], hourly[2]
+            )
+        })
+        .collect();
+    assert_eq!(
+        teams,
+        [r#"research {"h100-shared": 24} 24 6"#, "search {} 0 0"]
     );
     expect_summary(&browser, &evaluate(&inventory)).await;
-    browser.wait_for_text("[data-test=fleet-form]", "").await;
-    for (i, acc) in inventory.fleet.iter().enumerate() {
-        let flavor = browser
-            .client
-            .execute(
-                "return document.querySelector(arguments[0]).value",
-                vec![format!("[data-path='fleet[{i}].flavor'] input").into()],
-            )
-            .await
-            .expect("flavor");
-        assert_eq!(flavor.as_str(), Some(acc.flavor.as_str()));
-    }
     // 8. The bank preset: its results, and how long the browser took.
     browser.click_css("[data-test=step-start]").await;
     let clicked = std::time::Instant::now();
@@ -827,17 +846,11 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
     )
     .expect("timings");
 
-    // 11. The live inventory's suggested quotas as draft requests of a real team: name the
-    // team as the inventory does, suggest, draft; the draft in PostgreSQL is the native
-    // suggestion's request.
+    // 11. Our fleet today's suggested quotas as draft requests of its real teams: suggest,
+    // draft; research's draft in PostgreSQL is the native suggestion's request.
     browser.click_css("[data-test=step-start]").await;
     browser.click_css("[data-test=start-inventory]").await;
-    expect_summary(&browser, &evaluate(&inventory)).await;
-    browser.click_css("[data-test=step-teams]").await;
-    browser.click_css("[data-test=team] summary").await;
-    type_into(&browser, "[data-path='teams[0].name'] input", "research").await;
-    let mut ours = inventory.clone();
-    ours.teams[0].name = "research".to_owned();
+    let ours = inventory;
     expect_summary(&browser, &evaluate(&ours)).await;
     browser.click_css("[data-test=step-quotas]").await;
     browser.click_css("[data-test=suggest]").await;
@@ -864,17 +877,7 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .map(|f| (f.name, f.settings.mig_layout))
         .collect();
     let drafts = suggestion.draft_requests(&ours, today, &layouts);
-    // Every GPU is in somebody's nominal quota: the MIG node's 8 H100s as 8 × 7 = 56 instances.
-    let mig: i64 = drafts
-        .iter()
-        .flat_map(|(_, r)| &r.spec.lines)
-        .filter(|l| l.flavor == "h100-mig")
-        .map(|l| {
-            assert_eq!(l.resource, "nvidia.com/mig-1g.10gb");
-            l.nominal
-        })
-        .sum();
-    assert_eq!(mig, 56);
+    // (A MIG flavor's GPUs drafted as its instances: `suggest/tests.rs`.)
     let (state, spec): (String, serde_json::Value) = sqlx::query_as(
         "select r.state, r.spec from quota_requests r join teams t on t.id = r.team_id \
          where t.name = 'research' order by r.id desc limit 1",
@@ -1135,16 +1138,27 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
         browser
             .wait_for_text(
                 "[data-test=waterfall]",
-                &format!("{} {:+.1} points", bar.lever.label(), bar.points),
+                &format!("{} {:+.2} points", bar.lever.label(), bar.points),
             )
             .await;
     }
+    for (label, pct) in [
+        ("Shared pool, as sized", w.sized_pct),
+        ("Shared pool, in the week", w.to_pct),
+    ] {
+        browser
+            .wait_for_text("[data-test=waterfall]", &format!("{label} {pct:.1}%"))
+            .await;
+    }
     browser
-        .wait_for_text(
-            "[data-test=waterfall]",
-            &format!("Shared pool {:.1}%", w.to_pct),
+        .client
+        .execute(
+            "document.querySelector('[data-test=waterfall]').scrollIntoView()",
+            vec![],
         )
-        .await;
+        .await
+        .expect("scroll");
+    browser.screenshot("plan-5-waterfall").await;
     // Each MIG flavor's GPUs, drawn.
     for m in &e.mig {
         let plan = m.layout.as_ref().expect("laid out");
@@ -1190,6 +1204,44 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
 }
 
 /// The scenario in the JSON step's text area.
+/// Approves `nominal` GPUs of `flavor` for `team` from 2026-01-01: asked by ada, decided by
+/// another approver (four eyes), in the database (the review's own journey is the quota test's).
+async fn approved_quota(pool: &PgPool, team: &str, flavor: &str, nominal: i64) {
+    user(pool, "approver", Role::Approver).await;
+    let id_of = |name: &'static str| async move {
+        backend::accounts::db::user_id(pool, name)
+            .await
+            .expect("users")
+            .expect("a user")
+    };
+    let (ada, approver) = (id_of("ada").await, id_of("approver").await);
+    let spec = shared::quota::QuotaSpec {
+        lines: vec![shared::quota::QuotaLine {
+            flavor: flavor.to_owned(),
+            resource: "nvidia.com/gpu".to_owned(),
+            nominal,
+            borrowing_limit: None,
+            lending_limit: None,
+        }],
+        justification: "training".to_owned(),
+        ..shared::quota::QuotaSpec::blank(
+            &[],
+            shared::common::day::Day::parse("2026-01-01").expect("a day"),
+        )
+    };
+    let spec = serde_json::to_value(&spec).expect("json");
+    let id = backend::quota::db::insert_request(pool, team, &spec, ada)
+        .await
+        .expect("insert")
+        .expect("a team");
+    backend::quota::db::set_submitted(pool, id, ada)
+        .await
+        .expect("submit");
+    backend::quota::db::set_decided(pool, id, "approved", approver, "test")
+        .await
+        .expect("approve");
+}
+
 async fn json_scenario(browser: &Browser) -> Scenario {
     browser.wait_for_text("textarea.scenario", "").await;
     let text = browser

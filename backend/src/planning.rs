@@ -1,4 +1,5 @@
-//! Planning: `POST /api/plan/evaluate`, `GET /api/plan/from-history` (a scenario from what the
+//! Planning: `POST /api/plan/evaluate`, `GET /api/plan/today` (the fleet, teams and quotas in
+//! force today as a scenario), `GET /api/plan/from-history` (a scenario from what the
 //! fleet did), `GET /api/plan/replay` (a recorded week replayed: planned vs measured), and saved scenarios (`/api/scenarios`: list, save,
 //! open, replace, delete, duplicate); the `gpufleet plan evaluate | export | bench` commands are
 //! in `cli.rs`, the SQL in `db.rs`. The math is `shared::planning`; the browser runs the same code in
@@ -41,6 +42,7 @@ pub fn api() -> Api {
     let planners = Access::Roles(PLANNERS);
     Api::default()
         .route(Method::POST, "/plan/evaluate", planners, evaluate)
+        .route(Method::GET, "/plan/today", planners, today)
         .route(Method::GET, "/plan/from-history", planners, from_history)
         .route(Method::GET, "/plan/replay", planners, replay)
         .route(Method::GET, "/scenarios", planners, list_saved)
@@ -216,6 +218,21 @@ async fn evaluate(
             EvaluateError::Interrupted => Error::Unavailable,
         })?;
     Ok(Json(evaluation))
+}
+
+/// `GET /api/plan/today`: the fleet today as a scenario: the inventory, the teams and the
+/// quotas in force today, each team a starter class at its quota
+/// (`shared::planning::from_history::today`), with where each figure came from.
+async fn today(State(state): State<AppState>) -> Result<Json<FromHistory>> {
+    let day = clock::today();
+    let read = Read::of(&state, day, day.plus(1)).await?;
+    let today = shared::planning::from_history::today(&read.measured());
+    if today.scenario.fleet.is_empty() {
+        return Err(Error::Conflict(
+            "the inventory has no node pools with GPUs yet: add them on the Fleet page".to_owned(),
+        ));
+    }
+    Ok(Json(today))
 }
 
 /// `GET /api/plan/from-history?from=DAY&to=DAY`: a scenario from the inventory, the quotas in

@@ -80,7 +80,8 @@ pub fn evaluate_until(
         mig,
         isolation,
         decision,
-        waterfall: sizing::waterfall(scenario, &sizing),
+        waterfall: sizing::waterfall(scenario, &sizing)
+            .with_week(&simulation.total, simulation.capacity_gpus),
         sizing,
         simulation,
     })

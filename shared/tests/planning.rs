@@ -249,6 +249,34 @@ fn the_decision_says_what_would_change_it() {
     );
 }
 
+/// The walk-through's fleet: 200 cards and one team needing 4 GPUs, "Runs its own models"
+/// ticked. A fully managed API wins (the fleet is far larger than the work), and its adoption
+/// step speaks of the organisation's own models instead of saying it has none.
+#[test]
+fn the_adoption_plan_never_contradicts_the_constraints() {
+    let mut s = Scenario::blank();
+    s.fleet[0].count = 200;
+    s.teams[0].nominal_gpus.insert("h100".into(), 200);
+    s.teams[0].workloads[0].demand = Demand::Preset {
+        preset: shared::planning::scenario::Preset::BusinessHoursDiurnal,
+        peak_gpus: 4.0,
+    };
+    assert!(s.constraints.runs_own_models);
+    let e = evaluate(&s);
+    assert_eq!(e.decision.recommendation, Architecture::D);
+    let step = &e.adoption[1];
+    assert!(
+        step.why
+            .starts_with("Your own models' work is too small here"),
+        "{step:?}"
+    );
+    assert!(
+        e.adoption
+            .iter()
+            .all(|step| !step.why.contains("no model of your own"))
+    );
+}
+
 /// The adoption plan follows the practitioners' order, and names the export's files.
 #[test]
 fn the_adoption_plan_measures_first_and_names_what_each_step_needs() {
@@ -329,13 +357,21 @@ fn the_bank_preset_tells_the_case_studys_story() {
     );
     // Where it comes from: the bars run from the separate pools' figure to the shared one's,
     // and the case's lever (training backlog borrowing the idle quota of others) is the largest.
+    // Then the week takes it on: its cold starts and rework held on top of the work, less
+    // what warm caches cut (the bank's replicas load from node caches).
     let w = &e.waterfall;
     assert_eq!(
-        (w.from_pct, w.to_pct),
+        (w.from_pct, w.sized_pct),
         (sep.mean_busy_pct, shared.mean_busy_pct)
     );
-    let total: f64 = w.bars.iter().map(|b| b.points).sum();
-    assert!((w.from_pct + total - w.to_pct).abs() < 1e-9, "{w:?}");
+    let sum = |bars: &[planning::sizing::Bar]| bars.iter().map(|b| b.points).sum::<f64>();
+    let (sized, week) = w.bars.split_at(3);
+    assert!(sized.iter().all(|b| !b.lever.in_week()) && week.iter().all(|b| b.lever.in_week()));
+    assert!(
+        (w.from_pct + sum(sized) - w.sized_pct).abs() < 1e-9,
+        "{w:?}"
+    );
+    assert!((w.sized_pct + sum(week) - w.to_pct).abs() < 1e-9, "{w:?}");
     let points = |lever: Lever| {
         w.bars
             .iter()
@@ -349,6 +385,16 @@ fn the_bank_preset_tells_the_case_studys_story() {
     );
     assert!(
         points(Lever::BacklogBorrowing) > points(Lever::PoolingPeaks).max(points(Lever::Fractions)),
+        "{w:?}"
+    );
+    assert!(
+        points(Lever::ColdStarts) < 0.0
+            && points(Lever::WarmCaches) > 0.0
+            && points(Lever::Rework) < 0.0,
+        "{w:?}"
+    );
+    assert!(
+        points(Lever::WarmCaches) <= -points(Lever::ColdStarts),
         "{w:?}"
     );
     // The separate pools are the fleet the bank had: within 1% of its 10,000 cards.
@@ -1592,6 +1638,49 @@ fn a_warm_cache_helps_only_after_it_has_been_filled() {
         cached > fast,
         "but the first start of each replica is a full cold start: {cached} vs {fast}"
     );
+}
+
+/// Two bursts of 4 GPUs' traffic (hours 0 and 2): six one-GPU replicas each (⌈4 ÷ 0.7⌉), a
+/// 5-minute cold start from object storage and 1 minute from a warm node cache. The first burst
+/// fills six replica slots' caches from storage: 6 × 5 = 30 GPU-minutes loading; the second
+/// loads from those caches: 6 × 1 = 6, and the caches cut 6 × 4 = 24. The waterfall's week bars
+/// hold those on top of the pool's work, as shares of the fleet's 16 × 10,080 GPU-minutes.
+#[test]
+fn cold_starts_and_what_warm_caches_cut_are_counted_by_hand() {
+    let mut s = two_teams(30, 300);
+    let serve = &mut s.teams[0].workloads[0];
+    serve.demand = Demand::Hourly {
+        hourly_gpus: (0..168)
+            .map(|h| if h == 0 || h == 2 { 4.0 } else { 0.0 })
+            .collect(),
+    };
+    let inference = serve.inference.as_mut().expect("inference");
+    inference.cold_start_s = 300;
+    inference.warm_cache_cold_start_s = Some(60);
+    let e = evaluate(&s);
+    let owner = &e.simulation.teams[0];
+    assert_eq!(
+        (
+            owner.cold_start_gpu_minutes,
+            owner.cold_start_cut_by_cache_gpu_minutes
+        ),
+        (36.0, 24.0)
+    );
+    let total = &e.simulation.total;
+    let fleet = 16.0 * 10_080.0;
+    let rework = (total.rework_gpu_hours + total.backlog_rework_gpu_hours) * 60.0;
+    let w = &e.waterfall;
+    let at = |extra: f64| w.sized_pct / (1.0 + extra / fleet);
+    let week: Vec<(Lever, f64)> = w.bars[3..].iter().map(|b| (b.lever, b.points)).collect();
+    assert_eq!(
+        week,
+        [
+            (Lever::ColdStarts, at(60.0) - w.sized_pct),
+            (Lever::WarmCaches, at(36.0) - at(60.0)),
+            (Lever::Rework, at(36.0 + rework) - at(36.0)),
+        ]
+    );
+    assert_eq!(w.to_pct, at(36.0 + rework));
 }
 
 /// KEDA scales to zero itself once cooldownPeriod has passed; the HPA's 5-minute scale-down

@@ -74,6 +74,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("POST", "/packing/replay", "approver admin"),
     ("POST", "/packing/mig", "approver admin"),
     ("POST", "/plan/evaluate", "approver admin"),
+    ("GET", "/plan/today", "approver admin"),
     ("GET", "/plan/from-history", "approver admin"),
     ("GET", "/plan/replay", "approver admin"),
     ("GET", "/scenarios", "approver admin"),

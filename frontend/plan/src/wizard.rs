@@ -19,9 +19,8 @@ use shared::{
     ApiError, FieldError,
     common::day::Day,
     common::label::Labelled,
-    fleet::Fleet,
     planning::saved::{SavedScenario, SavedSummary},
-    planning::scenario::{Scenario, inventory_fleet},
+    planning::scenario::Scenario,
     planning::{self, Evaluation},
 };
 
@@ -241,7 +240,7 @@ pub fn Plan() -> impl IntoView {
     });
     // `/plan?from=DAY&to=DAY` (a re-plan finding's link) starts from that window's history.
     if let Some((from, to)) = history_window_in_url() {
-        history::start((from, to), start, derived, notice);
+        history::start(history::window_path(&from, &to), start, derived, notice);
     }
     view! {
         <section class="plan">
@@ -334,28 +333,7 @@ fn StartStep(
         RwSignal::new(today.plus(-28).to_string()),
         RwSignal::new(today.plus(-1).to_string()),
     );
-    let inventory_error = RwSignal::new(None::<ApiError>);
     let replayed = RwSignal::new(String::new());
-    let from_inventory = move |_| {
-        spawn_local(async move {
-            match api::get::<Fleet>("/api/fleet").await {
-                Ok(fleet) if inventory_fleet(&fleet).is_empty() => {
-                    inventory_error.set(Some(ApiError::new(
-                        shared::ErrorCode::NotFound,
-                        "the inventory has no node pools with GPUs yet: add them on the Fleet page",
-                    )))
-                }
-                Ok(fleet) => {
-                    inventory_error.set(None);
-                    replace.run((
-                        Scenario::starting_from("our fleet", inventory_fleet(&fleet)),
-                        None,
-                    ));
-                }
-                Err(err) => inventory_error.set(Some(err)),
-            }
-        });
-    };
     view! {
         <h2>"Start from"</h2>
         <ul class="cards starts">
@@ -372,11 +350,11 @@ fn StartStep(
                 }
             }).collect_view()}
             <li>
-                <button type="button" data-test="start-inventory" on:click=from_inventory>"Our fleet today"</button>
-                <p class="muted">"The inventory's node pools and prices (the Fleet page), one team to begin with."</p>
+                <button type="button" data-test="start-inventory" on:click=move |_| history::start("/api/plan/today".to_owned(), replace, derived, notice)>"Our fleet today"</button>
+                <p class="muted">"The inventory's flavors and rates, the teams and the quotas in force today, each team's work a starter at its quota to edit."</p>
             </li>
             <li>
-                <button type="button" data-test="start-history" on:click=move |_| history::start((from.get(), to.get()), replace, derived, notice)>"What the fleet did"</button>
+                <button type="button" data-test="start-history" on:click=move |_| history::start(history::window_path(&from.get(), &to.get()), replace, derived, notice)>"What the fleet did"</button>
                 <p class="muted">
                     "The inventory, the quotas in force and classes from the Workloads Kueue ran, "
                     <input aria-label="First day" data-test="history-from" size="10" prop:value=from on:change=move |ev| from.set(event_target_value(&ev))/>
@@ -392,7 +370,6 @@ fn StartStep(
                 <p class="muted">"One node of eight H100s and one team."</p>
             </li>
         </ul>
-        {move || inventory_error.get().map(|error| view! { <ErrorBox error/> })}
         <div data-test="replayed" inner_html=replayed></div>
         <h3>"Saved scenarios"</h3>
         <saved::SavedTable list/>

@@ -33,7 +33,12 @@ pub fn plan(
     match architecture {
         Architecture::D => steps.push(Step {
             title: "Move the work to a managed API".to_owned(),
-            why: "With no model of your own, pay per token or per job and keep no fleet; compare the provider's price per million tokens with your measured cost.".to_owned(),
+            why: if scenario.constraints.runs_own_models {
+                "Your own models' work is too small here to keep a fleet for: serve them on a managed service that hosts your own weights, and pay per token or per job for the rest; compare its price per million tokens with your measured cost."
+            } else {
+                "With no model of your own, pay per token or per job and keep no fleet; compare the provider's price per million tokens with your measured cost."
+            }
+            .to_owned(),
             needs: vec!["the measured cost per million tokens (step 1)".to_owned()],
         }),
         Architecture::A => steps.push(Step {

@@ -29,7 +29,7 @@ use crate::{
     cluster::workload::HistoryEntry,
     common::day::Day,
     planning::scenario::{
-        Accelerator, Demand, HOURS_PER_WEEK, Scenario, Team, Workload, WorkloadKind,
+        Accelerator, Demand, HOURS_PER_WEEK, Preset, Scenario, Team, Workload, WorkloadKind,
     },
     quota::{QuotaSpec, QuotaWorld},
 };
@@ -89,6 +89,47 @@ pub fn scenario<'a>(
         derivation.add(entry);
     }
     derivation.finish()
+}
+
+/// The fleet today (the Plan page's "Our fleet today"): the inventory and the teams with the
+/// quotas in force on `m`'s last day, no recorded work read. What a team runs is not known
+/// here, so each gets one starter class per flavor it holds quota on, peaking at that quota in
+/// office hours (what it asked for when the quota was approved), and says so; a team with no
+/// quota in force asks for nothing.
+pub fn today(m: &Measured) -> FromHistory {
+    let Derivation {
+        mut base,
+        mut sources,
+        problems,
+        ..
+    } = Derivation::new(m);
+    base.name = format!("our fleet on {}", m.end.plus(-1));
+    for (t, team) in base.teams.iter_mut().enumerate() {
+        for (flavor, &gpus) in &team.nominal_gpus {
+            let mut work = Workload::new(&format!("work-{flavor}"), WorkloadKind::Batch, flavor);
+            work.demand = Demand::Preset {
+                preset: Preset::BusinessHoursDiurnal,
+                peak_gpus: f64::from(gpus),
+            };
+            sources.push(Source {
+                path: format!("teams[{t}].workloads[{}].demand", team.workloads.len()),
+                from: format!("a starter: the team's quota in force on {flavor} ({gpus} GPUs) as its peak in office hours; replace it with what the team runs, or start from what the fleet did"),
+            });
+            team.workloads.push(work);
+        }
+        if team.workloads.is_empty() {
+            team.workloads.push(no_recorded_work(&base.fleet, team));
+            sources.push(Source {
+                path: format!("teams[{t}].workloads[0]"),
+                from: "no quota in force: a class that asks for nothing".to_owned(),
+            });
+        }
+    }
+    FromHistory {
+        scenario: base,
+        sources,
+        problems,
+    }
 }
 
 /// A derivation under way: Workloads are added one at a time (a window of a large fleet is
@@ -644,6 +685,45 @@ mod tests {
                 .any(|src| src.path == "teams[0].workloads[0].job_minutes"
                     && src.from.starts_with("the mean run"))
         );
+        assert!(s.validate().is_ok(), "{:?}", s.validate());
+    }
+
+    /// Our fleet today: research holds its 16 H100s by request 7, so its one class peaks at 16
+    /// in office hours (8-20 on weekdays: Monday 08:00 is hour 8) and is a quarter of that at
+    /// night (the preset's shape); the 250-cent rate is the inventory's.
+    #[test]
+    fn the_fleet_today_starts_each_team_at_its_quota_in_force() {
+        let (world, prices) = (world(), [("h100".to_owned(), 250)].into());
+        let today = Day::parse("2026-12-04").expect("a day");
+        let measured = Measured {
+            world: &world,
+            prices: &prices,
+            usage: &[],
+            from: today,
+            end: today.plus(1),
+        };
+        let derived = super::today(&measured);
+        let s = &derived.scenario;
+        assert_eq!(s.name, "our fleet on 2026-12-04");
+        assert_eq!(
+            (s.fleet[0].count, s.fleet[0].price_cents_per_gpu_hour),
+            (16, 250)
+        );
+        let team = &s.teams[0];
+        assert_eq!(
+            (team.name.as_str(), team.nominal_gpus["h100"]),
+            ("research", 16)
+        );
+        let class = &team.workloads[0];
+        assert_eq!(class.name, "work-h100");
+        let hourly = class.demand.hourly();
+        assert_eq!((hourly[8], hourly[2]), (16.0, 4.0));
+        assert!(derived.sources.iter().any(|src| {
+            src.path == "teams[0].workloads[0].demand"
+                && src
+                    .from
+                    .starts_with("a starter: the team's quota in force on h100 (16 GPUs)")
+        }));
         assert!(s.validate().is_ok(), "{:?}", s.validate());
     }
 

@@ -105,6 +105,11 @@ pub struct TeamStats {
     pub backlog_gpu_minutes: f64,
     /// Inference replicas, cold starts included.
     pub replica_gpu_minutes: f64,
+    /// Of those, the replicas' cold starts (placed, loading weights, not yet serving).
+    pub cold_start_gpu_minutes: f64,
+    /// What warm node-local caches cut from the cold starts: each replica that loaded from
+    /// one would have loaded from object storage for this much longer (as far as it ran).
+    pub cold_start_cut_by_cache_gpu_minutes: f64,
     /// Admitted GPU-minutes whose pods waited for nodes (Kueue admits on quota: when nominal
     /// quotas add up to more than a flavor's cards, admitted pods stay Pending). Part of
     /// admitted, not of any GPU's time.
@@ -302,7 +307,7 @@ fn sum_up(mut week: Week, autoscalers: &[autoscale::Autoscaler]) -> Simulation {
     }
 }
 
-fn empty_stats(team: &str) -> TeamStats {
+pub(crate) fn empty_stats(team: &str) -> TeamStats {
     TeamStats {
         team: team.to_owned(),
         wanted_batch_gpu_minutes: 0.0,
@@ -312,6 +317,8 @@ fn empty_stats(team: &str) -> TeamStats {
         warm_start_gpu_minutes: 0.0,
         backlog_gpu_minutes: 0.0,
         replica_gpu_minutes: 0.0,
+        cold_start_gpu_minutes: 0.0,
+        cold_start_cut_by_cache_gpu_minutes: 0.0,
         unfinished_gpu_minutes: 0.0,
         pending_gpu_minutes: 0.0,
         busy_gpu_minutes: 0.0,
@@ -347,6 +354,9 @@ struct Held {
     warm_start: u64,
     backlog: u64,
     replica: u64,
+    /// Replicas loading weights, and what warm caches cut from that.
+    cold_start: u64,
+    cold_start_cut_by_cache: u64,
     /// This week's arrivals' work left at its end.
     unfinished: u64,
 }
@@ -359,6 +369,8 @@ impl Held {
         self.warm_start += other.warm_start;
         self.backlog += other.backlog;
         self.replica += other.replica;
+        self.cold_start += other.cold_start;
+        self.cold_start_cut_by_cache += other.cold_start_cut_by_cache;
         self.unfinished += other.unfinished;
     }
 
@@ -370,6 +382,8 @@ impl Held {
         stats.warm_start_gpu_minutes = gpus(self.warm_start);
         stats.backlog_gpu_minutes = gpus(self.backlog);
         stats.replica_gpu_minutes = gpus(self.replica);
+        stats.cold_start_gpu_minutes = gpus(self.cold_start);
+        stats.cold_start_cut_by_cache_gpu_minutes = gpus(self.cold_start_cut_by_cache);
         stats.unfinished_gpu_minutes = gpus(self.unfinished);
     }
 }

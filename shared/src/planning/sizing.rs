@@ -16,7 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     common::label::Labelled,
-    planning::scenario::{HOURS_PER_WEEK, Scenario, Workload, WorkloadKind},
+    planning::{
+        scenario::{HOURS_PER_WEEK, Scenario, Workload, WorkloadKind},
+        simulate::{MINUTES_PER_WEEK, TeamStats},
+    },
 };
 
 pub const HOURS_PER_YEAR: i64 = 8_760;
@@ -412,13 +415,16 @@ pub fn size(scenario: &Scenario) -> Sizing {
 }
 
 /// Where the shared pool's busy utilisation comes from: from separate pools, one mechanism at a
-/// time, each bar in points. The bars add up to the shared pool's figure exactly.
+/// time, each bar in points. The sizing's bars add up to the shared pool as sized; the week's
+/// bars (cold starts, warm caches, preemption rework) take it on to `to_pct`, exactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Waterfall {
     /// Separate pools' mean busy utilisation, in %.
     pub from_pct: f64,
     pub bars: Vec<Bar>,
-    /// The shared pool's, in %.
+    /// The shared pool's as sized (after the sizing's bars), in %.
+    pub sized_pct: f64,
+    /// After the week's bars too, in %.
     pub to_pct: f64,
 }
 
@@ -438,6 +444,19 @@ pub enum Lever {
     BacklogBorrowing,
     /// Work smaller than a GPU shares cards (MIG, HAMi, MPS), so the pool needs fewer.
     Fractions,
+    /// The week's replicas loading their weights from object storage: cards held, not working.
+    ColdStarts,
+    /// Warm node-local caches: what they cut from those cold starts.
+    WarmCaches,
+    /// The week's evicted work: restarts and work lost since the last checkpoint, done again.
+    Rework,
+}
+
+impl Lever {
+    /// Measured in the simulated week, not in the sizing.
+    pub fn in_week(self) -> bool {
+        matches!(self, Lever::ColdStarts | Lever::WarmCaches | Lever::Rework)
+    }
 }
 
 impl Labelled for Lever {
@@ -446,6 +465,9 @@ impl Labelled for Lever {
             Lever::PoolingPeaks => "Pooling peaks",
             Lever::BacklogBorrowing => "Backlog borrowing idle quota",
             Lever::Fractions => "Fractions packing small work",
+            Lever::ColdStarts => "Minus cold starts from storage",
+            Lever::WarmCaches => "Warm caches cutting cold-start idle",
+            Lever::Rework => "Minus preemption rework",
         }
     }
 
@@ -460,13 +482,22 @@ impl Labelled for Lever {
             Lever::Fractions => {
                 "Jobs that need less than a whole GPU share a card (MIG slices, HAMi fractions, MPS) instead of each holding one, so the same work needs fewer cards."
             }
+            Lever::ColdStarts => {
+                "In the simulated week, each new inference replica holds its cards while it loads the model before it serves: were every load from object storage, the pool would hold those cards on top of its work."
+            }
+            Lever::WarmCaches => {
+                "A node that ran the model before keeps its weights on local disk, so a replica starting there loads in the warm-cache time instead (the first start on each replica slot still loads from storage)."
+            }
+            Lever::Rework => {
+                "In the simulated week, evicted jobs restart (image pull, checkpoint load) and redo the work since their last checkpoint: cards held for work already done once."
+            }
         }
     }
 }
 
 /// The [`Waterfall`] of `scenario`: sizing run with one lever switched on at a time, so each bar
 /// is the difference between two sizings and the bars telescope from the separate pools' busy
-/// utilisation to the shared pool's.
+/// utilisation to the shared pool's; the week's bars follow ([`Waterfall::with_week`]).
 pub fn waterfall(scenario: &Scenario, actual: &Sizing) -> Waterfall {
     let variant = |backlog: bool, fractions: bool| {
         let mut s = scenario.clone();
@@ -505,7 +536,40 @@ pub fn waterfall(scenario: &Scenario, actual: &Sizing) -> Waterfall {
                 points: to - whole_cards.shared_pool.mean_busy_pct,
             },
         ],
+        sized_pct: to,
         to_pct: to,
+    }
+}
+
+impl Waterfall {
+    /// Adds the week's bars: the cards its replicas held loading weights (from object storage,
+    /// then what warm caches cut) and its evicted work held again are cards the shared pool
+    /// holds on top of its work. As shares of the week's fleet time (`k`), the pool sized at
+    /// `sized_pct` busy holds `1 + k` times its cards for the same work: `sized_pct ÷ (1 + k)`.
+    pub fn with_week(mut self, week: &TeamStats, capacity_gpus: u64) -> Waterfall {
+        let fleet_gpu_minutes = capacity_gpus as f64 * f64::from(MINUTES_PER_WEEK);
+        if fleet_gpu_minutes == 0.0 {
+            return self;
+        }
+        let share = |gpu_minutes: f64| gpu_minutes / fleet_gpu_minutes;
+        let cold = share(week.cold_start_gpu_minutes);
+        let cut = share(week.cold_start_cut_by_cache_gpu_minutes);
+        let rework = share((week.rework_gpu_hours + week.backlog_rework_gpu_hours) * 60.0);
+        let mut level = self.sized_pct;
+        for (lever, extra_held) in [
+            (Lever::ColdStarts, cold + cut),
+            (Lever::WarmCaches, cold),
+            (Lever::Rework, cold + rework),
+        ] {
+            let next = self.sized_pct / (1.0 + extra_held);
+            self.bars.push(Bar {
+                lever,
+                points: next - level,
+            });
+            level = next;
+        }
+        self.to_pct = level;
+        self
     }
 }
 
@@ -723,5 +787,36 @@ mod tests {
         assert_eq!((w.from_pct, w.to_pct), (25.0, 100.0));
         let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
         assert_eq!(points, vec![0.0, 0.0, 75.0]);
+    }
+
+    /// A pool sized at 50% busy, on a fleet of 100 cards for the week's 10,080 minutes
+    /// (1,008,000 GPU-minutes): replicas loaded for 1% of that (10,080 GPU-minutes), warm caches
+    /// cut as much again, rework held 1% (168 GPU-hours). With every load from storage the pool
+    /// holds 1.02 times its cards: 50 ÷ 1.02 = 49.0196%; with the caches 50 ÷ 1.01 = 49.5050%;
+    /// with rework 50 ÷ 1.02 again.
+    #[test]
+    fn the_weeks_bars_are_cards_held_on_top_of_the_work() {
+        let mut week = crate::planning::simulate::empty_stats("total");
+        week.cold_start_gpu_minutes = 10_080.0;
+        week.cold_start_cut_by_cache_gpu_minutes = 10_080.0;
+        week.rework_gpu_hours = 100.0;
+        week.backlog_rework_gpu_hours = 68.0;
+        let sized = Waterfall {
+            from_pct: 30.0,
+            bars: vec![],
+            sized_pct: 50.0,
+            to_pct: 50.0,
+        };
+        let w = sized.with_week(&week, 100);
+        let levers: Vec<Lever> = w.bars.iter().map(|b| b.lever).collect();
+        assert_eq!(
+            levers,
+            [Lever::ColdStarts, Lever::WarmCaches, Lever::Rework]
+        );
+        let points: Vec<f64> = w.bars.iter().map(|b| b.points).collect();
+        let (storage, cached) = (50.0 / 1.02, 50.0 / 1.01);
+        assert_eq!(points, [storage - 50.0, cached - storage, storage - cached]);
+        assert!((storage - 49.0196).abs() < 1e-4 && (cached - 49.5050).abs() < 1e-4);
+        assert_eq!((w.sized_pct, w.to_pct), (50.0, storage));
     }
 }

@@ -1,5 +1,6 @@
-//! What the fleet did, on the Plan page: a scenario derived from the history
-//! (`/api/plan/from-history`) with where each figure came from, and planned vs measured
+//! What the fleet is and did, on the Plan page: a scenario of the fleet today
+//! (`/api/plan/today`) or derived from the history (`/api/plan/from-history`) with where each
+//! figure came from, and planned vs measured
 //! (`/api/plan/replay`: a recorded week replayed through the week engine beside what the fleet
 //! measured, per team and figure, with the error: how far to trust the planner).
 //!
@@ -18,16 +19,21 @@ use gpufleet_web::{
     js::{at, each, problems, text},
 };
 
-/// Starts from the scenario derived from what the fleet did on the days `from` to `to`,
-/// keeping where each figure came from in `derived` (as HTML).
+/// Where the server derives a scenario from what the fleet did on the days `from` to `to`.
+pub fn window_path(from: &str, to: &str) -> String {
+    format!("/api/plan/from-history?from={from}&to={to}")
+}
+
+/// Starts from the scenario the server derives at `path` (`/api/plan/today`, or
+/// `/api/plan/from-history` for what the fleet did on some days), keeping where each figure
+/// came from in `derived` (as HTML).
 pub fn start(
-    (from, to): (String, String),
+    path: String,
     start: Callback<(Scenario, Option<SavedSummary>)>,
     derived: RwSignal<String>,
     notice: RwSignal<Option<ApiError>>,
 ) {
     spawn_local(async move {
-        let path = format!("/api/plan/from-history?from={from}&to={to}");
         let answer = api::get_js(&path).await.and_then(|d| {
             let json = js_sys::JSON::stringify(&at(&d, "scenario"))
                 .ok()
@@ -43,6 +49,7 @@ pub fn start(
         });
         match answer {
             Ok((scenario, d)) => {
+                notice.set(None);
                 start.run((scenario, None));
                 derived.set(sources_html(&d));
             }
@@ -55,7 +62,7 @@ pub fn start(
 fn sources_html(d: &JsValue) -> String {
     let sources = each(d, "sources");
     let mut out = format!(
-        "<details class=muted data-test=from-history><summary>Derived from what the fleet did: {} figures from the recorded Workloads and measured use. {}</summary><ul>",
+        "<details class=muted data-test=from-history><summary>Where its figures came from: {} figures from the inventory, the quotas and what the fleet recorded. {}</summary><ul>",
         sources.length(),
         problems(d)
     );

@@ -13,7 +13,7 @@ use shared::{
     planning::decision::Verdict,
     planning::isolation::{FlavorMig, WarningCode},
     planning::scenario::{HOURS_PER_WEEK, Scenario, Weights},
-    planning::sizing::Sizing,
+    planning::sizing::{Bar, Sizing, Waterfall},
     planning::terms::Architecture,
 };
 
@@ -180,9 +180,10 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
         </div>
         <p class="muted" data-test="rework">
             {format!(
-                "Not in these bars: warm caches and cold starts, and preemption rework, which only the simulated week sees ({:.0} GPU-hours of rework on your fleet, {:.2}% of its GPU-hours).",
-                sim.rework_gpu_hours,
-                if evaluation.simulation.capacity_gpus > 0 { sim.rework_gpu_hours / (evaluation.simulation.capacity_gpus as f64 * HOURS_PER_WEEK as f64) * 100.0 } else { 0.0 },
+                "The last three bars come from the simulated week on your fleet: replicas held {:.0} GPU-hours loading their models (warm caches cut {:.0} more), and evicted work held {:.0} GPU-hours again (restarts and work since the last checkpoint). Cards held for those are cards the pool holds on top of its work.",
+                sim.cold_start_gpu_minutes / 60.0,
+                sim.cold_start_cut_by_cache_gpu_minutes / 60.0,
+                sim.rework_gpu_hours + sim.backlog_rework_gpu_hours,
             )}
         </p>
         <DemandChart/>
@@ -325,25 +326,36 @@ fn WeightsForm() -> impl IntoView {
     }
 }
 
-/// The waterfall's table: from separate pools' busy figure, each lever's points, to the shared
-/// pool's (one HTML node: static once evaluated).
+/// The waterfall in order: separate pools, the sizing's levers, the shared pool as sized, the
+/// week's levers, the shared pool in the week. `Err` is a lever's bar, `Ok` a total.
+fn waterfall_steps(w: &Waterfall) -> Vec<Result<(&'static str, f64), &Bar>> {
+    let (sized, week): (Vec<&Bar>, Vec<&Bar>) = w.bars.iter().partition(|b| !b.lever.in_week());
+    let mut steps = vec![Ok(("Separate pools", w.from_pct))];
+    steps.extend(sized.into_iter().map(Err));
+    steps.push(Ok(("Shared pool, as sized", w.sized_pct)));
+    steps.extend(week.into_iter().map(Err));
+    steps.push(Ok(("Shared pool, in the week", w.to_pct)));
+    steps
+}
+
+/// The waterfall's table (one HTML node: static once evaluated).
 fn waterfall_html(evaluation: &Evaluation) -> String {
-    let w = &evaluation.waterfall;
-    let bars: String = w
-        .bars
-        .iter()
-        .map(|b| {
-            format!(
-                r#"<tr><td>{}</td><td class="num">{:+.1} points</td><td class="muted">{}</td></tr>"#,
+    let rows: String = waterfall_steps(&evaluation.waterfall)
+        .into_iter()
+        .map(|step| match step {
+            Ok((label, pct)) => {
+                format!(r#"<tr><th>{label}</th><td class="num">{pct:.1}%</td><td></td></tr>"#)
+            }
+            Err(b) => format!(
+                r#"<tr><td>{}</td><td class="num">{:+.2} points</td><td class="muted">{}</td></tr>"#,
                 b.lever.label(),
                 b.points,
                 b.lever.description()
-            )
+            ),
         })
         .collect();
     format!(
-        r#"<table data-test="waterfall"><thead><tr><th></th><th class="num">Busy utilisation</th><th>How</th></tr></thead><tbody><tr><td>Separate pools</td><td class="num">{:.1}%</td><td></td></tr>{bars}<tr><td>Shared pool</td><td class="num">{:.1}%</td><td></td></tr></tbody></table>"#,
-        w.from_pct, w.to_pct
+        r#"<table data-test="waterfall"><thead><tr><th></th><th class="num">Busy utilisation</th><th>How</th></tr></thead><tbody>{rows}</tbody></table>"#
     )
 }
 
@@ -399,29 +411,29 @@ fn isolation_html(evaluation: &Evaluation) -> String {
     )
 }
 
-/// Separate pools, one bar per lever, the shared pool: each lever's bar floats on an invisible
-/// one that lifts it to where the previous bar ended (plotly's cartesian bundle has no
-/// waterfall trace).
+/// [`waterfall_steps`] as bars: each lever's bar floats on an invisible one that lifts it to
+/// where the previous bar ended (plotly's cartesian bundle has no waterfall trace).
 fn waterfall_plot(evaluation: &Evaluation) -> String {
-    let w = &evaluation.waterfall;
-    let mut names = vec!["Separate pools".to_owned()];
-    let (mut lifts, mut heights, mut texts) = (
-        vec![0.0],
-        vec![w.from_pct],
-        vec![format!("{:.1}%", w.from_pct)],
-    );
-    let mut level = w.from_pct;
-    for bar in &w.bars {
-        names.push(bar.lever.label().to_owned());
-        lifts.push(level.min(level + bar.points));
-        heights.push(bar.points.abs());
-        texts.push(format!("{:+.1}", bar.points));
-        level += bar.points;
+    let (mut names, mut lifts, mut heights, mut texts) = (vec![], vec![], vec![], vec![]);
+    let mut level = 0.0;
+    for step in waterfall_steps(&evaluation.waterfall) {
+        match step {
+            Ok((label, pct)) => {
+                names.push(label);
+                lifts.push(0.0);
+                heights.push(pct);
+                texts.push(format!("{pct:.1}%"));
+                level = pct;
+            }
+            Err(bar) => {
+                names.push(bar.lever.label());
+                lifts.push(level.min(level + bar.points));
+                heights.push(bar.points.abs());
+                texts.push(format!("{:+.2}", bar.points));
+                level += bar.points;
+            }
+        }
     }
-    names.push("Shared pool".to_owned());
-    lifts.push(0.0);
-    heights.push(w.to_pct);
-    texts.push(format!("{:.1}%", w.to_pct));
     Figure::new()
         .trace(json!({
             "type": "bar", "x": names, "y": lifts, "showlegend": false,

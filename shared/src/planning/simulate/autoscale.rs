@@ -152,11 +152,15 @@ impl Autoscaler {
         Decision { target, flapped }
     }
 
-    /// The cold start of the replica taking slot `slot` (0-based), which warms its cache.
-    pub fn cold_start_min(&mut self, slot: u32) -> u32 {
+    /// The cold start of the replica taking slot `slot` (0-based), which warms its cache, and
+    /// what it would be from object storage.
+    pub fn cold_start_min(&mut self, slot: u32) -> (u32, u32) {
         let warm = slot < self.warm_slots;
         self.warm_slots = self.warm_slots.max(slot + 1);
-        self.scaling.cold_start_min(warm)
+        (
+            self.scaling.cold_start_min(warm),
+            self.scaling.cold_start_min(false),
+        )
     }
 
     /// Serves the minute's traffic with `ready` replicas; returns the busy GPU-minutes.

@@ -42,6 +42,9 @@ pub(super) enum Kind {
     /// Runs until scaled down; serves once its cold start is over.
     Replica {
         cold_start_min: u32,
+        /// Its cold start from object storage: longer than `cold_start_min` when a warm
+        /// node-local cache holds its weights.
+        storage_cold_start_min: u32,
         /// When it can serve; `None` until admitted.
         ready_at: Option<u32>,
     },
@@ -110,7 +113,7 @@ impl Job {
         flavor: usize,
         slices: u64,
         priority: i32,
-        cold_start_min: u32,
+        (cold_start_min, storage_cold_start_min): (u32, u32),
         minute: u32,
     ) -> Self {
         Job::queued(
@@ -119,6 +122,7 @@ impl Job {
             slices,
             Kind::Replica {
                 cold_start_min,
+                storage_cold_start_min,
                 ready_at: None,
             },
             priority,

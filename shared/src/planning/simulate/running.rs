@@ -98,6 +98,7 @@ mod tests {
             .map(|j| {
                 let kind = super::super::job::Kind::Replica {
                     cold_start_min: 0,
+                    storage_cold_start_min: 0,
                     ready_at: None,
                 };
                 let part = super::super::job::Part::Replica;

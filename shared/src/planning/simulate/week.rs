@@ -656,6 +656,7 @@ impl Week {
             Kind::Replica {
                 cold_start_min,
                 ready_at,
+                ..
             } => {
                 *ready_at = Some(work_from + *cold_start_min);
                 self.replica_changes += 1;
@@ -663,17 +664,32 @@ impl Week {
         }
     }
 
-    /// Closes the job's running interval: admitted GPU-minutes, and a batch job's busy ones
-    /// (from when its work began).
+    /// Closes the job's running interval: admitted GPU-minutes, a batch job's busy ones (from
+    /// when its work began), a replica's cold start and what a warm cache cut from it.
     fn account(&mut self, job: usize, minute: u32) {
         let j = &self.jobs[job];
         let slice_minutes = j.slices * u64::from(minute - j.started);
         let held = &mut self.held[j.team];
-        if !j.placed {
-            held.pending += slice_minutes;
-        } else if let Kind::Batch { busy_gpus, .. } = j.kind {
-            self.stats[j.team].busy_gpu_minutes +=
-                busy_gpus * f64::from(minute.saturating_sub(j.work_from));
+        match j.kind {
+            _ if !j.placed => held.pending += slice_minutes,
+            Kind::Batch { busy_gpus, .. } => {
+                self.stats[j.team].busy_gpu_minutes +=
+                    busy_gpus * f64::from(minute.saturating_sub(j.work_from));
+            }
+            Kind::Replica {
+                cold_start_min,
+                storage_cold_start_min,
+                ready_at: Some(ready),
+            } => {
+                // Loading its weights until it serves; from object storage it would have
+                // loaded for longer, as far as it ran.
+                let loading = ready.min(minute).saturating_sub(j.work_from);
+                let cut =
+                    (storage_cold_start_min - cold_start_min).min(minute.saturating_sub(ready));
+                held.cold_start += j.slices * u64::from(loading);
+                held.cold_start_cut_by_cache += j.slices * u64::from(cut);
+            }
+            Kind::Replica { ready_at: None, .. } => {}
         }
         held.admitted += slice_minutes;
         *match j.part {
