@@ -2144,6 +2144,23 @@ async fn gitops_mode_says_written_not_applied(pool: PgPool) {
             "approved, in force; written to clusterqueue-research.yaml and localqueue-team-research-research.yaml in",
         )
         .await;
+    // A member reads their team's standing beside its quota: no use recorded today, and no
+    // Workloads in GitOps mode, said so.
+    browser
+        .wait_for_text(
+            "[data-test=in-use]",
+            "No use by research is recorded in the last 24 whole hours.",
+        )
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=queue-wait]",
+            "No Workload of research's was recorded or admitted",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=queue-wait]", "GitOps mode: the console writes")
+        .await;
     browser.goto(&server.url("/cluster")).await;
     browser
         .wait_for_text("[data-test=cluster-target]", "GitOps mode")

@@ -140,6 +140,12 @@ pub fn api() -> Api {
         .route(Method::GET, "/quota/findings", deciders, findings::get)
         .route(
             Method::GET,
+            "/quota/teams/{team}/standing",
+            team_or_readers,
+            findings::standing,
+        )
+        .route(
+            Method::GET,
             "/quota/audit",
             Access::Roles(READERS),
             audit::page,

@@ -89,6 +89,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("GET", "/quota/requests", "approver finance admin"),
     (
         "GET",
+        "/quota/teams/{team}/standing",
+        "requester@own approver finance admin",
+    ),
+    (
+        "GET",
         "/quota/teams/{team}/requests",
         "requester@own approver finance admin",
     ),

@@ -1568,6 +1568,60 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
     assert!(waiting.draft.is_some(), "{waiting:?}");
     demo_week_replayed(&rig, today).await;
     search_request_what_if(&rig, &pool, today).await;
+    search_standing(&rig, &pool, today).await;
+}
+
+/// Search's standing, as its members read it on the Quotas page: its two jobs of the what-if
+/// waited 0 minutes; one more, created two days ago, waits 45. By nearest rank over [0, 0, 45]
+/// p50 is the 2nd (0) and p95 the 3rd (45), from the workload history of the last 7 days.
+async fn search_standing(rig: &Rig, pool: &PgPool, today: shared::common::day::Day) {
+    let created = (i64::from(today.plus(-2).days_since_epoch()) * 24 + 10) * 3_600_000;
+    let admitted = created + 45 * 60_000;
+    let job = json!([{
+        "uid": "search-standing", "namespace": "team-search", "name": "job-late",
+        "local_queue": "search", "cluster_queue": "search", "priority": 0, "priority_class": null,
+        "pod_sets": [{"name": "main", "count": 1, "resources": {"nvidia.com/gpu": 8},
+            "flavors": {"nvidia.com/gpu": "h100-shared"}}],
+        "created_at_ms": created, "quota_reserved_at_ms": admitted, "admitted_at_ms": admitted,
+        "evicted": null, "finished": null, "evictions": [], "problems": []
+    }]);
+    cluster::db::record_workloads(pool, &job.to_string(), admitted, false)
+        .await
+        .expect("search's late job");
+    let reply = history(rig, "/api/quota/teams/search/standing", &rig.alex).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let standing: Value = reply.json();
+    let wait = &standing["wait"];
+    assert_eq!(
+        (
+            &wait["workloads"],
+            &wait["p50_minutes"],
+            &wait["p95_minutes"]
+        ),
+        (&json!(3), &json!(0), &json!(45)),
+        "{standing}"
+    );
+    assert!(
+        wait["from"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("the workload history"))
+    );
+    assert_eq!(standing["wait_from"], json!(today.plus(-7).to_string()));
+    assert!(standing["unrecorded"].is_string(), "no cluster: said so");
+    // Research's members read their own team's, not search's; a team that does not exist is
+    // not found.
+    assert_eq!(
+        history(rig, "/api/quota/teams/search/standing", &rig.rita)
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        history(rig, "/api/quota/teams/nobody/standing", &rig.alex)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
 }
 
 /// The what-if of the demo's pending request (search asks for 32 of the 64 H100s): search ran

@@ -7,7 +7,8 @@ mod findings;
 mod form;
 mod review;
 
-use leptos::prelude::*;
+use gpufleet_web::js;
+use leptos::{prelude::*, task::spawn_local};
 use shared::{
     accounts::{Me, Role},
     common::day::Day,
@@ -15,6 +16,7 @@ use shared::{
 };
 
 use crate::{api, auth::use_me, ui::ErrorBox};
+use wasm_bindgen::JsValue;
 
 /// Today in UTC, by the browser's clock.
 pub fn today() -> Day {
@@ -27,6 +29,70 @@ pub fn unit(resource: &str) -> String {
         Some((_, profile)) => format!("{profile} instances"),
         None => "GPUs".to_owned(),
     }
+}
+
+/// "What the team uses today": the last day's average GPUs per flavor, from the usage rows.
+pub fn in_use_html(in_use: &js_sys::Array, team: &str) -> String {
+    if in_use.length() == 0 {
+        return format!(
+            r#"<h3>What {team} uses today</h3><p data-test="in-use">No use by {team} is recorded in the last 24 whole hours.</p>"#
+        );
+    }
+    let gpus = |v: &JsValue, key: &str| {
+        let hours = js::at(v, "hours").as_f64().unwrap_or(1.0);
+        js::at(v, key)
+            .as_f64()
+            .map_or("not reported every hour".to_owned(), |us| {
+                format!("{:.1}", us / (hours * 3.6e9))
+            })
+    };
+    let rows: String = in_use
+        .iter()
+        .map(|u| {
+            format!(
+                r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+                js::text(&u, "flavor"),
+                gpus(&u, "nominal_gpu_microseconds"),
+                gpus(&u, "allocated_gpu_microseconds"),
+                gpus(&u, "busy_gpu_microseconds"),
+            )
+        })
+        .collect();
+    format!(
+        r#"<h3>What {team} uses today</h3><table data-test="in-use"><caption>GPUs on average over the last 24 whole hours: Kueue's quota and allocation, DCGM's busy time</caption><thead><tr><th>Flavor</th><th class="num">Quota</th><th class="num">Allocated</th><th class="num">Busy</th></tr></thead><tbody>{rows}</tbody></table>"#
+    )
+}
+
+/// A team's standing (`/api/quota/teams/{team}/standing`): what it used of its quota over the
+/// last day and its queue's admission wait over the last week, as HTML.
+fn standing_html(v: &JsValue, team: &str) -> String {
+    let wait = js::at(v, "wait");
+    let days = format!("{} to {}", js::text(v, "wait_from"), js::text(v, "wait_to"));
+    let said = if wait.is_object() {
+        let not_admitted = js::number(&wait, "not_admitted").unwrap_or(0.0);
+        format!(
+            "{} Workloads created {days} waited p50 {} min, p95 {} min for admission{} (from {}).",
+            js::text(&wait, "workloads"),
+            js::text(&wait, "p50_minutes"),
+            js::text(&wait, "p95_minutes"),
+            if not_admitted > 0.0 {
+                format!(", {not_admitted} of them not admitted yet (counted at least)")
+            } else {
+                String::new()
+            },
+            js::text(&wait, "from")
+        )
+    } else {
+        format!("No Workload of {team}'s was recorded or admitted {days}.")
+    };
+    let unrecorded = match js::text(v, "unrecorded") {
+        why if why.is_empty() => why,
+        why => format!(" {why}."),
+    };
+    format!(
+        r#"{}<h3>{team}'s queue</h3><p data-test="queue-wait">{said}{unrecorded}</p>"#,
+        in_use_html(&js::each(v, "in_use"), team)
+    )
 }
 
 /// What a change of a request answers, as far as the console reads it.
@@ -225,6 +291,14 @@ fn CurrentQuota(world: QuotaWorld, team: String) -> impl IntoView {
         .spec
         .ends_on
         .map_or("open-ended".to_owned(), |d| format!("until {d}"));
+    let standing = RwSignal::new(String::new());
+    spawn_local(async move {
+        let path = format!("/api/quota/teams/{team}/standing");
+        standing.set(match api::get_js(&path).await {
+            Ok(v) => standing_html(&v, &js::escape(&team)),
+            Err(err) => format!(r#"<p class="muted">{}</p>"#, js::escape(&err.message)),
+        });
+    });
     view! {
         <h2>"Current quota"</h2>
         <p>{format!("Request {}, {until}; the queue is {cohort}.", current.id)}</p>
@@ -255,6 +329,7 @@ fn CurrentQuota(world: QuotaWorld, team: String) -> impl IntoView {
                     .collect_view()}
             </tbody>
         </table>
+        <div data-test="standing" inner_html=standing></div>
     }
     .into_any()
 }

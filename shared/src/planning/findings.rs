@@ -349,6 +349,20 @@ impl<'a> Review<'a> {
         (admitted_on, gpus)
     }
 
+    /// `team`'s admission waits over the window, whatever the target: from its recorded
+    /// Workloads, else from Kueue's metrics of its ClusterQueue (a team member's view).
+    pub fn wait_of(&self, team: &str) -> Option<WaitFigures> {
+        match self.teams.get(team) {
+            Some(work) => history_wait(self.inputs, work),
+            None => self
+                .inputs
+                .queues
+                .iter()
+                .find(|q| q.team.as_deref() == Some(team))
+                .and_then(metrics_wait),
+        }
+    }
+
     pub fn finish(self) -> Findings {
         let inputs = self.inputs;
         let (from, to) = (inputs.from(), inputs.today.plus(-1));
@@ -590,27 +604,46 @@ fn nearest_rank(sorted: &[i64], pct: usize) -> i64 {
     sorted[rank - 1]
 }
 
-fn waiting(inputs: &Inputs, team: &str, work: &TeamWork) -> Option<Finding> {
+/// A team's admission waits from its recorded Workloads; `None` when it recorded none.
+fn history_wait(inputs: &Inputs, work: &TeamWork) -> Option<WaitFigures> {
     let mut waits = work.waits.clone();
     if waits.is_empty() {
         return None;
     }
     waits.sort_unstable();
-    let (p50, p95) = (nearest_rank(&waits, 50), nearest_rank(&waits, 95));
+    let window_minutes = i64::from(inputs.rules.weeks) * 7 * 24 * 60;
+    Some(WaitFigures {
+        workloads: waits.len() as u32,
+        not_admitted: work.not_admitted,
+        p50_minutes: nearest_rank(&waits, 50),
+        p95_minutes: nearest_rank(&waits, 95),
+        waited_gpu_minutes: Some(work.waited_gpu_minutes),
+        mean_gpus_waiting: Some(work.waited_gpu_minutes as f64 / window_minutes as f64),
+        from: "the workload history (creation to first admission)".to_owned(),
+    })
+}
+
+/// A ClusterQueue's admission waits by Kueue's own histogram; `None` without its percentiles.
+fn metrics_wait(q: &QueueFigures) -> Option<WaitFigures> {
+    let minutes = |us: Option<i64>| us.map(|us| (us + 30_000_000) / 60_000_000);
+    Some(WaitFigures {
+        workloads: u32::try_from(q.admitted).unwrap_or(u32::MAX),
+        not_admitted: 0,
+        p50_minutes: minutes(q.wait_p50_microseconds)?,
+        p95_minutes: minutes(q.wait_p95_microseconds)?,
+        waited_gpu_minutes: None,
+        mean_gpus_waiting: None,
+        from: "kueue_admission_wait_time_seconds".to_owned(),
+    })
+}
+
+fn waiting(inputs: &Inputs, team: &str, work: &TeamWork) -> Option<Finding> {
+    let wait = history_wait(inputs, work)?;
+    let (p50, p95) = (wait.p50_minutes, wait.p95_minutes);
     if p95 <= i64::from(inputs.rules.wait_p95_target_minutes) {
         return None;
     }
-    let window_minutes = i64::from(inputs.rules.weeks) * 7 * 24 * 60;
-    let mean = work.waited_gpu_minutes as f64 / window_minutes as f64;
-    let wait = WaitFigures {
-        workloads: waits.len() as u32,
-        not_admitted: work.not_admitted,
-        p50_minutes: p50,
-        p95_minutes: p95,
-        waited_gpu_minutes: Some(work.waited_gpu_minutes),
-        mean_gpus_waiting: Some(mean),
-        from: "the workload history (creation to first admission)".to_owned(),
-    };
+    let mean = wait.mean_gpus_waiting.unwrap_or(0.0);
     let flavor = work
         .admitted
         .iter()
@@ -654,11 +687,8 @@ fn waiting(inputs: &Inputs, team: &str, work: &TeamWork) -> Option<Finding> {
 /// A team with no recorded Workloads whose ClusterQueue's admissions waited past the target by
 /// Kueue's own histogram. How many GPUs waited is not in the metrics: no draft.
 fn waiting_by_metrics(inputs: &Inputs, team: &str, q: &QueueFigures) -> Option<Finding> {
-    let minutes = |us: Option<i64>| us.map(|us| (us + 30_000_000) / 60_000_000);
-    let (p50, p95) = (
-        minutes(q.wait_p50_microseconds)?,
-        minutes(q.wait_p95_microseconds)?,
-    );
+    let wait = metrics_wait(q)?;
+    let (p50, p95) = (wait.p50_minutes, wait.p95_minutes);
     if p95 <= i64::from(inputs.rules.wait_p95_target_minutes) {
         return None;
     }
@@ -672,15 +702,7 @@ fn waiting_by_metrics(inputs: &Inputs, team: &str, q: &QueueFigures) -> Option<F
         flavor: None,
         summary,
         weeks: Vec::new(),
-        wait: Some(WaitFigures {
-            workloads: u32::try_from(q.admitted).unwrap_or(u32::MAX),
-            not_admitted: 0,
-            p50_minutes: p50,
-            p95_minutes: p95,
-            waited_gpu_minutes: None,
-            mean_gpus_waiting: None,
-            from: "kueue_admission_wait_time_seconds".to_owned(),
-        }),
+        wait: Some(wait),
         packing: None,
         draft: None,
         draft_problems: Vec::new(),

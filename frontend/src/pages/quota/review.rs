@@ -19,7 +19,7 @@ use shared::{
 };
 use wasm_bindgen::JsValue;
 
-use super::{Saved, spec_summary, unit};
+use super::{Saved, in_use_html, spec_summary, unit};
 use crate::{
     api,
     ui::{Chart, ErrorBox},
@@ -230,38 +230,6 @@ fn worth_html(worth: &JsValue, team: &str) -> String {
         r#"<h3>What it is worth</h3><p data-test="worth">Held all day, every day from {days}, at each flavor's rate per GPU-hour (a MIG instance at its share of a GPU): the quota asked for is worth {}; {team}'s quota in force, {} over the same days. A team is charged for what it uses, so this is the most it could cost.</p><table data-test="worth-table"><thead><tr><th>Flavor</th><th class="num">Rate per GPU-hour</th><th class="num">Quota in force</th><th class="num">Asked for</th></tr></thead><tbody>{rows}</tbody></table>"#,
         cents(worth, "asked_cents"),
         cents(worth, "in_force_cents"),
-    )
-}
-
-/// "What the team uses today": the last day's average GPUs per flavor, from the usage rows.
-fn in_use_html(in_use: &js_sys::Array, team: &str) -> String {
-    if in_use.length() == 0 {
-        return format!(
-            r#"<h3>What {team} uses today</h3><p data-test="in-use">No use by {team} is recorded in the last 24 whole hours.</p>"#
-        );
-    }
-    let gpus = |v: &JsValue, key: &str| {
-        let hours = js::at(v, "hours").as_f64().unwrap_or(1.0);
-        js::at(v, key)
-            .as_f64()
-            .map_or("not reported every hour".to_owned(), |us| {
-                format!("{:.1}", us / (hours * 3.6e9))
-            })
-    };
-    let rows: String = in_use
-        .iter()
-        .map(|u| {
-            format!(
-                r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
-                js::text(&u, "flavor"),
-                gpus(&u, "nominal_gpu_microseconds"),
-                gpus(&u, "allocated_gpu_microseconds"),
-                gpus(&u, "busy_gpu_microseconds"),
-            )
-        })
-        .collect();
-    format!(
-        r#"<h3>What {team} uses today</h3><table data-test="in-use"><caption>GPUs on average over the last 24 whole hours: Kueue's quota and allocation, DCGM's busy time</caption><thead><tr><th>Flavor</th><th class="num">Quota</th><th class="num">Allocated</th><th class="num">Busy</th></tr></thead><tbody>{rows}</tbody></table>"#
     )
 }
 
