@@ -726,16 +726,29 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         [r#"research {"h100-shared": 24} 24 6"#, "search {} 0 0"]
     );
     expect_summary(&browser, &evaluate(&inventory)).await;
-    // 8. The bank preset: its results, and how long the browser took.
+    // 8. The bank preset: its results, and how long the browser took. Console errors (a panic,
+    // a chart drawn into an element that left the page) are collected from here on.
+    browser
+        .client
+        .execute(
+            "window.errors = []; const log = console.error.bind(console); \
+             console.error = (...a) => { window.errors.push(a.join(' ')); log(...a); }; \
+             window.addEventListener('error', e => window.errors.push(e.message));",
+            vec![],
+        )
+        .await
+        .expect("the console hook");
     browser.click_css("[data-test=step-start]").await;
     let clicked = std::time::Instant::now();
     browser.click_css("[data-test=start-bank-10000]").await;
     // The week of 10,000 GPUs is simulated in a Web Worker: the page says so and answers a
     // click meanwhile (the evaluation now takes well under a second, so whether the click
-    // lands before the results is the machine's timing; either way it is answered).
+    // lands before the results is the machine's timing; either way it is answered). The
+    // results step (the last scenario's charts) is opened and left while it computes.
     browser
         .wait_for_text("[data-test=computing]", "Computing")
         .await;
+    browser.click_css("[data-test=step-results]").await;
     browser.click_css("[data-test=step-constraints]").await;
     browser.wait_for_text(".step h2", "Constraints").await;
     let bank = evaluate(&preset("bank-10000"));
@@ -749,6 +762,16 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .expect("took");
     browser.click_css("[data-test=step-results]").await;
     expect_results(&browser, &bank).await;
+    let errors = browser
+        .client
+        .execute("return window.errors", vec![])
+        .await
+        .expect("the console's errors");
+    assert_eq!(
+        errors,
+        serde_json::json!([]),
+        "switching steps while it computed"
+    );
     let worker = browser
         .client
         .execute("return performance.getEntriesByType('resource').some(e => e.name.endsWith('/plan-worker.js'))", vec![])

@@ -301,9 +301,9 @@ fn FleetTables(fleet: Fleet) -> impl IntoView {
     let chart = NodeRef::<Div>::new();
     let plot = gpus_by_model_plot(&fleet);
     Effect::new(move |_| {
-        if chart.get().is_some() {
+        if let Some(div) = chart.get() {
             let plot = plot.clone();
-            spawn_local(async move { crate::ui::draw_chart("fleet-chart", &plot).await });
+            spawn_local(async move { crate::ui::draw_chart(&div.into(), &plot).await });
         }
     });
     view! {

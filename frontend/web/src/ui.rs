@@ -21,11 +21,14 @@ pub fn ErrorBox(error: ApiError) -> impl IntoView {
 pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<String>>) -> impl IntoView {
     let node = NodeRef::<Div>::new();
     Effect::new(move |_| {
-        if node.get().is_none() {
+        // The element itself, taken now: by the time plotly.js has loaded, the page may have
+        // moved on (another step of the wizard) and no element may have this id; a figure
+        // drawn into a div that left the page harms nothing.
+        let Some(div) = node.get() else {
             return;
-        }
+        };
         if let Some(plot) = plot() {
-            spawn_local(async move { draw_chart(id, &plot).await });
+            spawn_local(async move { draw_chart(&div.into(), &plot).await });
         }
     });
     view! { <div id=id class="chart" data-test=id node_ref=node></div> }
@@ -37,19 +40,19 @@ const PLOTLY_JS: &str = "/vendor/plotly-cartesian.min.js";
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(catch, js_namespace = Plotly, js_name = newPlot)]
-    async fn new_plot(id: &str, figure: &JsValue) -> Result<JsValue, JsValue>;
+    async fn new_plot(target: &JsValue, figure: &JsValue) -> Result<JsValue, JsValue>;
 }
 
-/// Draws the figure `plot` (plotly JSON) into the element `id`. plotly.js (~450 KB gzip) is
-/// fetched the first time a page draws a chart, so the log-in page and the pages without
-/// charts never load it.
-pub async fn draw_chart(id: &str, plot: &str) {
+/// Draws the figure `plot` (plotly JSON) into `target`: an element, or an element's id.
+/// plotly.js (~450 KB gzip) is fetched the first time a page draws a chart, so the log-in page
+/// and the pages without charts never load it.
+pub async fn draw_chart(target: &JsValue, plot: &str) {
     let drawn = async {
         load_plotly().await?;
-        new_plot(id, &js_sys::JSON::parse(plot)?).await
+        new_plot(target, &js_sys::JSON::parse(plot)?).await
     };
     if let Err(err) = drawn.await {
-        leptos::logging::error!("chart {id} was not drawn: {err:?}");
+        leptos::logging::error!("a chart was not drawn: {err:?}");
     }
 }
 
