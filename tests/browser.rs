@@ -1493,6 +1493,20 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=request-problems]", "Ready to send.")
         .await;
+    // The project, and the largest job held against the quota: 32 GPUs at once on 24 of
+    // nominal quota start only on quota borrowed from the cohort (Kueue admits a job whole).
+    type_into(&browser, "#project", "llama-8b fine-tuning").await;
+    type_into(&browser, "#largest-job", "32").await;
+    browser
+        .wait_for_text(
+            "[data-test=warnings]",
+            "a job of 32 GPUs is larger than any flavor's nominal quota here (at most 24)",
+        )
+        .await;
+    type_into(&browser, "#largest-job", "8").await;
+    browser
+        .wait_for_text("[data-test=request-problems]", "Ready to send.")
+        .await;
     // Saved as a draft first, then opened again from the history, edited and submitted.
     browser.click_css("[data-test=save-draft]").await;
     browser
@@ -1551,6 +1565,12 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     open_quota_view(&browser, &server, "inbox", "Requests to decide").await;
     browser.wait_for_text("[data-test=inbox]", "research").await;
     browser.click_css("[data-test=inbox] button").await;
+    browser
+        .wait_for_text(
+            "[data-test=terms]",
+            "Project: llama-8b fine-tuning. Largest job: 8 GPUs at once.",
+        )
+        .await;
     // h100-shared: 40 → 64 held, 24 → 0 unassigned; search lends its 40 → 64 with research in.
     browser
         .wait_for_text(
@@ -1778,7 +1798,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text(
             "[data-test=from-history] summary",
-            "Derived from what the fleet did:",
+            "Where its figures came from:",
         )
         .await;
     browser.click_css("[data-test=step-json]").await;

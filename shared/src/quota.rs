@@ -32,6 +32,8 @@ pub use rules::{Allocation, Checked, Impact, QuotaWorld, Side, TeamSide};
 
 /// Longest justification, in characters.
 pub const MAX_JUSTIFICATION_CHARS: usize = 2000;
+/// The longest project name a request carries.
+pub const MAX_PROJECT_CHARS: usize = 120;
 /// Above this checkpoint interval the mean rework after a reclaim (half the interval) exceeds
 /// 15 minutes.
 pub const CHECKPOINT_WARN_MIN: u32 = 30;

@@ -192,6 +192,9 @@ impl QuotaSuggestion {
                         t.queue_wait_target_min,
                         wait_words(&t.today),
                     ),
+                    project: None,
+                    // The team's largest job, as its classes ask for GPUs.
+                    largest_job_gpus: team.workloads.iter().map(|w| w.gpus_per_job).max(),
                     starts_on,
                     ends_on: None,
                 };

@@ -82,6 +82,13 @@ pub struct QuotaSpec {
     #[serde(default)]
     pub checkpoint_interval_min: Option<u32>,
     pub justification: String,
+    /// What the quota is for, in the team's words (a project, a model); optional.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// The most GPUs one of the team's jobs asks for at once; optional. Kueue admits a job
+    /// whole or not at all, so it is held against what the queue may ever hold.
+    #[serde(default)]
+    pub largest_job_gpus: Option<u32>,
     pub starts_on: Day,
     /// Inclusive; `None`: open-ended.
     #[serde(default)]
@@ -113,6 +120,8 @@ impl QuotaSpec {
             queueing: Queueing::BestEffortFifo,
             checkpoint_interval_min: Some(30),
             justification: String::new(),
+            project: None,
+            largest_job_gpus: None,
             starts_on: today,
             ends_on: None,
         }

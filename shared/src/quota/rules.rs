@@ -199,6 +199,7 @@ impl QuotaWorld {
         // while the rest is still being written.
         let well_formed = checked.errors.is_empty();
         check_terms(spec, queue.cohort.is_some(), today, &mut checked);
+        check_largest_job(spec, queue.cohort.is_some(), &mut checked);
         if well_formed {
             // A wrong end date still leaves the first day to check: the capacity check never
             // vanishes while a date is being fixed.
@@ -506,7 +507,71 @@ impl QuotaWorld {
 }
 
 /// Dates, justification and checkpoints.
+/// The team's largest job against what its queue may hold of one flavor's whole GPUs: Kueue
+/// admits a Workload whole or not at all (its pod sets' requests fit the flavor's quota
+/// together, or it waits), so a job larger than every line's nominal quota runs only on
+/// quota borrowed from the cohort, and one larger than nominal plus the borrowing limit (the
+/// nominal quota alone outside a cohort) on every line never runs. Without a borrowing limit,
+/// a queue in a cohort may borrow all the cohort's unused quota.
+fn check_largest_job(spec: &QuotaSpec, in_cohort: bool, checked: &mut Checked) {
+    let Some(job) = spec.largest_job_gpus.map(i64::from) else {
+        return;
+    };
+    let whole: Vec<&QuotaLine> = spec
+        .lines
+        .iter()
+        .filter(|l| !l.resource.contains("/mig-"))
+        .collect();
+    if job == 0 || whole.is_empty() {
+        let why = if job == 0 {
+            "at least 1 GPU, or blank if you do not know"
+        } else {
+            "no line asks for whole GPUs, so no job of whole GPUs can run"
+        };
+        checked
+            .errors
+            .push(field("largest_job_gpus", why.to_owned()));
+        return;
+    }
+    let most_nominal = whole.iter().map(|l| l.nominal).max().unwrap_or(0);
+    let most_held = whole
+        .iter()
+        .map(|l| match (in_cohort, l.borrowing_limit) {
+            (false, _) => Some(l.nominal),
+            (true, Some(limit)) => Some(l.nominal + limit),
+            (true, None) => None,
+        })
+        .try_fold(0, |most, held| held.map(|h| most.max(h)));
+    match most_held {
+        Some(most) if job > most => checked.errors.push(field(
+            "largest_job_gpus",
+            format!(
+                "a job of {job} GPUs would never start: Kueue admits a job whole or not at all, and this queue may hold at most {most} GPUs of one flavor ({})",
+                if in_cohort {
+                    "its nominal quota plus its borrowing limit"
+                } else {
+                    "its nominal quota: it is in no cohort, so it borrows nothing"
+                }
+            ),
+        )),
+        _ if job > most_nominal => checked.warnings.push(field(
+            "largest_job_gpus",
+            format!(
+                "a job of {job} GPUs is larger than any flavor's nominal quota here (at most {most_nominal}): it starts only on quota borrowed from the cohort, when other teams leave theirs idle, and is the first to be reclaimed"
+            ),
+        )),
+        _ => {}
+    }
+}
+
 fn check_terms(spec: &QuotaSpec, in_cohort: bool, today: Day, checked: &mut Checked) {
+    let project = spec.project.as_deref().map_or(0, |p| p.chars().count());
+    if project > MAX_PROJECT_CHARS {
+        checked.errors.push(field(
+            "project",
+            format!("at most {MAX_PROJECT_CHARS} characters; {project} given"),
+        ));
+    }
     let chars = spec.justification.trim().chars().count();
     if chars == 0 {
         checked.errors.push(field(

@@ -558,3 +558,60 @@ fn a_past_start_is_explained_and_a_wrong_end_keeps_the_capacity_check() {
     let checked = w.check("research", &s, day(TODAY));
     assert_eq!(paths(&checked.errors), ["ends_on", "lines[0].nominal"]);
 }
+
+/// Kueue admits a Workload whole or not at all. Research (in the cohort) asks 16 H100s with a
+/// borrowing limit of 8: a 24-GPU job fits 16 + 8 (it waits for borrowed quota, said as a
+/// warning), a 25-GPU job never starts (an error at the field); without a borrowing limit it
+/// may borrow all the cohort's unused quota, so only the warning. Solo (no cohort) borrows
+/// nothing: 17 GPUs on 16 never start.
+#[test]
+fn the_largest_job_is_held_against_what_the_queue_may_hold() {
+    let w = world();
+    let ask = |team: &str, borrowing: Option<i64>, job: u32| {
+        let mut s = spec(&[("h100", 16, borrowing, None)], TODAY);
+        s.largest_job_gpus = Some(job);
+        w.check(team, &s, day(TODAY))
+    };
+    let fits = ask("research", Some(8), 16);
+    assert!(
+        fits.errors.is_empty() && fits.warnings.is_empty(),
+        "{fits:?}"
+    );
+    let borrows = ask("research", Some(8), 24);
+    assert_eq!(
+        (paths(&borrows.errors), paths(&borrows.warnings)),
+        (vec![], vec!["largest_job_gpus"])
+    );
+    assert!(borrows.warnings[0].message.contains("at most 16"));
+    let never = ask("research", Some(8), 25);
+    assert_eq!(paths(&never.errors), ["largest_job_gpus"]);
+    assert!(
+        never.errors[0]
+            .message
+            .starts_with("a job of 25 GPUs would never start: Kueue admits a job whole or not at all, and this queue may hold at most 24 GPUs"),
+        "{}",
+        never.errors[0].message
+    );
+    let unlimited = ask("research", None, 40);
+    assert_eq!(
+        (paths(&unlimited.errors), paths(&unlimited.warnings)),
+        (vec![], vec!["largest_job_gpus"])
+    );
+    let solo = ask("solo", None, 17);
+    assert_eq!(paths(&solo.errors), ["largest_job_gpus"]);
+    assert!(solo.errors[0].message.contains("it is in no cohort"));
+    assert_eq!(
+        paths(&ask("research", None, 0).errors),
+        ["largest_job_gpus"]
+    );
+}
+
+#[test]
+fn a_project_name_is_bounded() {
+    let mut s = spec(&[("h100", 8, None, None)], TODAY);
+    s.project = Some("x".repeat(crate::quota::MAX_PROJECT_CHARS + 1));
+    let checked = world().check("research", &s, day(TODAY));
+    assert_eq!(paths(&checked.errors), ["project"]);
+    s.project = Some("llama-70b pre-training".into());
+    assert!(world().check("research", &s, day(TODAY)).errors.is_empty());
+}

@@ -298,6 +298,34 @@ pub fn RequestForm(
                     {error_at("ends_on".to_owned())}
                 </p>
                 <p>
+                    <label for="project">"Project (optional)"</label>
+                    <input
+                        id="project"
+                        data-test="project"
+                        size="40"
+                        placeholder="what the quota is for: a model, a product"
+                        prop:value=spec.with_untracked(|s| s.project.clone().unwrap_or_default())
+                        on:input=move |ev| {
+                            let text = event_target_value(&ev);
+                            spec.update(|s| s.project = (!text.trim().is_empty()).then_some(text));
+                        }
+                    />
+                    {error_at("project".to_owned())}
+                </p>
+                <p>
+                    <label for="largest-job">"Largest job (GPUs at once, optional)"</label>
+                    <Amount
+                        id="largest-job".to_owned()
+                        path="largest_job_gpus".to_owned()
+                        blank="not known"
+                        value=spec.with_untracked(|s| s.largest_job_gpus.map(i64::from))
+                        optional=true
+                        set=Callback::new(move |v: Option<i64>| spec.update(|s| s.largest_job_gpus = v.map(|v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))))
+                    />
+                    <span class="muted">" Kueue starts a job only when all its GPUs fit the queue's quota at once."</span>
+                    {error_at("largest_job_gpus".to_owned())}
+                </p>
+                <p>
                     <label for="justification">"Justification"</label>
                     <textarea
                         id="justification"
@@ -372,7 +400,12 @@ impl BadText {
 fn has_field(path: &str) -> bool {
     matches!(
         path,
-        "checkpoint_interval_min" | "starts_on" | "ends_on" | "justification"
+        "checkpoint_interval_min"
+            | "starts_on"
+            | "ends_on"
+            | "justification"
+            | "project"
+            | "largest_job_gpus"
     ) || (path.starts_with("lines[")
         && [".nominal", ".borrowing_limit", ".lending_limit"]
             .iter()

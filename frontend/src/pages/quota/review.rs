@@ -141,7 +141,11 @@ fn Review(request: QuotaRequest, can_decide: bool, decided: Callback<()>) -> imp
         <section class="review" data-test="review">
             <h2>{format!("Request {} of {}", r.id, r.team)}</h2>
             <p>{format!("{} — from {}{}, by {}.", spec_summary(&r.spec), r.spec.starts_on, r.spec.ends_on.map_or(String::new(), |d| format!(" until {d}")), r.created_by)}</p>
-            <p><em>{r.spec.justification.clone()}</em></p>
+            <p data-test="terms">
+                {r.spec.project.as_ref().map(|p| format!("Project: {p}. "))}
+                {r.spec.largest_job_gpus.map(|g| format!("Largest job: {g} GPUs at once. "))}
+                <em>{r.spec.justification.clone()}</em>
+            </p>
             <div inner_html=move || weighed.get()></div>
             <Chart id="impact-chart" plot=Box::new(move || plot.get())/>
             <h3>"The last weeks replayed"</h3>
