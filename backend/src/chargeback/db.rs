@@ -369,10 +369,12 @@ pub async fn close(
     .await?;
     sqlx::query!(
         "insert into chargeback_closed_tokens (month, day, namespace, model, prompt_tokens,
-                                               generation_tokens)
-         select $1, d, ns, mo, p, g
-         from unnest($2::date[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
-              as u(d, ns, mo, p, g)",
+                                               generation_tokens, prefill_microseconds,
+                                               decode_microseconds)
+         select $1, d, ns, mo, p, g, pf, dc
+         from unnest($2::date[], $3::text[], $4::text[], $5::bigint[], $6::bigint[],
+                     $7::bigint[], $8::bigint[])
+              as u(d, ns, mo, p, g, pf, dc)",
         m,
         &dates(tokens.iter().map(|t| t.day))?,
         &tokens
@@ -385,6 +387,8 @@ pub async fn close(
             .iter()
             .map(|t| t.generation_tokens)
             .collect::<Vec<_>>(),
+        &tokens.iter().map(|t| t.prefill_us).collect::<Vec<_>>(),
+        &tokens.iter().map(|t| t.decode_us).collect::<Vec<_>>(),
     )
     .execute(&mut *tx)
     .await?;

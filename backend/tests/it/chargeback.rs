@@ -516,9 +516,50 @@ async fn a_closed_month_never_changes(pool: PgPool) {
     .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
 
+    // search served two models that day (by serving time 3/4 and 1/4 of its cost): a closed
+    // month keeps their tokens and serving time
+    let day = parse_rfc3339("2026-11-10T00:00:00Z").expect("day");
+    let search_id: i64 = sqlx::query_scalar("select id from teams where name = 'search'")
+        .fetch_one(&pool)
+        .await
+        .expect("search");
+    let served = [("llama-8b", 3), ("llama-1b", 1)]
+        .into_iter()
+        .map(|(model, decode_s)| {
+            (
+                shared::usage::TokenKey {
+                    minute_ms: day,
+                    namespace: "team-search".to_owned(),
+                    model: model.to_owned(),
+                },
+                shared::usage::Tokens {
+                    prompt: 1_000,
+                    generation: 100,
+                    prefill_us: 0,
+                    decode_us: decode_s * 1_000_000,
+                },
+            )
+        })
+        .collect();
+    let mut tx = pool.begin().await.expect("tx");
+    usage::db::write_tokens(
+        &mut tx,
+        Window::new(day, day + MINUTE_MS).expect("w"),
+        &served,
+        &[("team-search".to_owned(), search_id)].into(),
+    )
+    .await
+    .expect("token rows");
+    tx.commit().await.expect("commit");
     let before: Statement = send(&app, request(Method::GET, november, Some(&fiona), None))
         .await
         .json();
+    let shares: Vec<(&str, i64)> = before
+        .models
+        .iter()
+        .map(|m| (m.model.as_str(), m.share_of_team_ppm))
+        .collect();
+    assert_eq!(shares, [("llama-1b", 250_000), ("llama-8b", 750_000)]);
     let closed = send(
         &app,
         post("/api/chargeback/months/2026-11/close", &fiona, None),
@@ -661,6 +702,7 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         .await
         .json();
     assert_eq!(after.teams, before.teams);
+    assert_eq!(after.models, before.models);
     assert_eq!(after.fleet, before.fleet);
     assert_eq!(after.closed_months, vec!["2026-11".to_owned()]);
     assert!(after.adjustments.is_empty());
