@@ -80,11 +80,21 @@ pub fn evaluate_until(
         mig,
         isolation,
         decision,
-        waterfall: sizing::waterfall(scenario, &sizing)
-            .with_week(&simulation.total, simulation.capacity_gpus),
+        waterfall: sizing::waterfall(scenario, &sizing).with_week(held_on_top(&simulation)),
         sizing,
         simulation,
     })
+}
+
+/// What the week held on top of its work (the waterfall's last bars).
+fn held_on_top(simulation: &Simulation) -> sizing::HeldOnTop {
+    let week = &simulation.total;
+    sizing::HeldOnTop {
+        loading: week.cold_start_gpu_minutes,
+        cut_by_cache: week.cold_start_cut_by_cache_gpu_minutes,
+        rework: (week.rework_gpu_hours + week.backlog_rework_gpu_hours) * 60.0,
+        fleet: simulation.capacity_gpus as f64 * f64::from(simulation.minutes),
+    }
 }
 
 /// The isolation plan under the architecture the decision recommends: what the export's

@@ -307,7 +307,7 @@ fn sum_up(mut week: Week, autoscalers: &[autoscale::Autoscaler]) -> Simulation {
     }
 }
 
-pub(crate) fn empty_stats(team: &str) -> TeamStats {
+fn empty_stats(team: &str) -> TeamStats {
     TeamStats {
         team: team.to_owned(),
         wanted_batch_gpu_minutes: 0.0,

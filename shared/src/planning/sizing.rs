@@ -16,10 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     common::label::Labelled,
-    planning::{
-        scenario::{HOURS_PER_WEEK, Scenario, Workload, WorkloadKind},
-        simulate::{MINUTES_PER_WEEK, TeamStats},
-    },
+    planning::scenario::{HOURS_PER_WEEK, Scenario, Workload, WorkloadKind},
 };
 
 pub const HOURS_PER_YEAR: i64 = 8_760;
@@ -541,25 +538,38 @@ pub fn waterfall(scenario: &Scenario, actual: &Sizing) -> Waterfall {
     }
 }
 
+/// What the simulated week held on top of its work, and the fleet it ran on, in GPU-minutes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeldOnTop {
+    /// Replicas loading their models (placed, not yet serving).
+    pub loading: f64,
+    /// What warm node caches cut from that loading.
+    pub cut_by_cache: f64,
+    /// Evicted work held again: restarts and work since the last checkpoint.
+    pub rework: f64,
+    pub fleet: f64,
+}
+
 impl Waterfall {
     /// Adds the week's bars: the cards its replicas held loading weights (from object storage,
     /// then what warm caches cut) and its evicted work held again are cards the shared pool
     /// holds on top of its work. As shares of the week's fleet time (`k`), the pool sized at
     /// `sized_pct` busy holds `1 + k` times its cards for the same work: `sized_pct ÷ (1 + k)`.
-    pub fn with_week(mut self, week: &TeamStats, capacity_gpus: u64) -> Waterfall {
-        let fleet_gpu_minutes = capacity_gpus as f64 * f64::from(MINUTES_PER_WEEK);
-        if fleet_gpu_minutes == 0.0 {
+    pub fn with_week(mut self, week: HeldOnTop) -> Waterfall {
+        if week.fleet <= 0.0 {
             return self;
         }
-        let share = |gpu_minutes: f64| gpu_minutes / fleet_gpu_minutes;
-        let cold = share(week.cold_start_gpu_minutes);
-        let cut = share(week.cold_start_cut_by_cache_gpu_minutes);
-        let rework = share((week.rework_gpu_hours + week.backlog_rework_gpu_hours) * 60.0);
+        let share = |gpu_minutes: f64| gpu_minutes / week.fleet;
+        let (loading, cut, rework) = (
+            share(week.loading),
+            share(week.cut_by_cache),
+            share(week.rework),
+        );
         let mut level = self.sized_pct;
         for (lever, extra_held) in [
-            (Lever::ColdStarts, cold + cut),
-            (Lever::WarmCaches, cold),
-            (Lever::Rework, cold + rework),
+            (Lever::ColdStarts, loading + cut),
+            (Lever::WarmCaches, loading),
+            (Lever::Rework, loading + rework),
         ] {
             let next = self.sized_pct / (1.0 + extra_held);
             self.bars.push(Bar {
@@ -796,18 +806,19 @@ mod tests {
     /// with rework 50 ÷ 1.02 again.
     #[test]
     fn the_weeks_bars_are_cards_held_on_top_of_the_work() {
-        let mut week = crate::planning::simulate::empty_stats("total");
-        week.cold_start_gpu_minutes = 10_080.0;
-        week.cold_start_cut_by_cache_gpu_minutes = 10_080.0;
-        week.rework_gpu_hours = 100.0;
-        week.backlog_rework_gpu_hours = 68.0;
+        let week = HeldOnTop {
+            loading: 10_080.0,
+            cut_by_cache: 10_080.0,
+            rework: 168.0 * 60.0,
+            fleet: 100.0 * 10_080.0,
+        };
         let sized = Waterfall {
             from_pct: 30.0,
             bars: vec![],
             sized_pct: 50.0,
             to_pct: 50.0,
         };
-        let w = sized.with_week(&week, 100);
+        let w = sized.with_week(week);
         let levers: Vec<Lever> = w.bars.iter().map(|b| b.lever).collect();
         assert_eq!(
             levers,
