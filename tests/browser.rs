@@ -2280,6 +2280,42 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     backend::usage::db::store_window(&pool, window, &allocated, &lending, &devices)
         .await
         .expect("usage rows");
+    // research served two models that hour: llama-8b 1,000 s in prefill and 3,000 s in decode,
+    // llama-1b 200 s and 800 s; by serving time they carry 4,000 ÷ 5,000 = 80.0% and 20.0% of
+    // research's cost
+    let research_id: i64 =
+        sqlx::query_scalar("select id from teams where namespace = 'team-research'")
+            .fetch_one(&pool)
+            .await
+            .expect("research");
+    let served = [("llama-8b", 1_000, 3_000), ("llama-1b", 200, 800)]
+        .into_iter()
+        .map(|(model, prefill_s, decode_s)| {
+            (
+                shared::usage::TokenKey {
+                    minute_ms: start,
+                    namespace: "team-research".into(),
+                    model: model.into(),
+                },
+                shared::usage::Tokens {
+                    prompt: 1_000_000,
+                    generation: 100_000,
+                    prefill_us: prefill_s * 1_000_000,
+                    decode_us: decode_s * 1_000_000,
+                },
+            )
+        })
+        .collect();
+    let mut tx = pool.begin().await.expect("tx");
+    backend::usage::db::write_tokens(
+        &mut tx,
+        window,
+        &served,
+        &[("team-research".to_owned(), research_id)].into(),
+    )
+    .await
+    .expect("token rows");
+    tx.commit().await.expect("commit");
     sqlx::query("update usage_sources set watermark = '2026-12-01T00:00:00Z'")
         .execute(&pool)
         .await
@@ -2353,6 +2389,19 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .await;
     browser
         .wait_for_text("[data-test=fleet-line]", "$1,087,948.80")
+        .await;
+    // every served model, with the part of its team's cost it carries and why
+    browser
+        .wait_for_text("[data-model=llama-1b]", "research llama-1b 20.0%")
+        .await;
+    browser
+        .wait_for_text("[data-model=llama-8b]", "research llama-8b 80.0%")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=models-how]",
+            "its share of the serving time of the team's models",
+        )
         .await;
     browser
         .wait_for_text("[data-test=month-state]", "2026-11 is open")

@@ -147,6 +147,11 @@ pub struct ModelLine {
     pub model: String,
     pub prompt_tokens: i64,
     pub generation_tokens: i64,
+    /// The part of the team's cost the model carries, in parts per million (rounded), and
+    /// what decided it: the team's models' serving time, or their tokens where none reported
+    /// time.
+    pub share_of_team_ppm: i64,
+    pub shared_by: SharedBy,
     pub cost_by_allocation_cents: i64,
     pub cost_by_use_cents: i64,
     /// Cents per million prompt (input) tokens; `None` without any.
@@ -155,6 +160,25 @@ pub struct ModelLine {
     /// Cents per million generated (output) tokens; `None` without any.
     pub output_cents_per_million_by_allocation: Option<i64>,
     pub output_cents_per_million_by_use: Option<i64>,
+}
+
+/// What divides a team's cost between the models it served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SharedBy {
+    /// Prefill + decode seconds, from vLLM's histograms.
+    ServingTime,
+    /// Prompt + generated tokens.
+    Tokens,
+}
+
+impl SharedBy {
+    pub fn words(self) -> &'static str {
+        match self {
+            SharedBy::ServingTime => "its share of the team's serving time (prefill + decode)",
+            SharedBy::Tokens => "its share of the team's tokens (no serving time reported)",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1039,6 +1063,12 @@ impl Totals {
                     model: model.clone(),
                     prompt_tokens: m[0],
                     generation_tokens: m[1],
+                    share_of_team_ppm: i64::try_from(share(1_000_000)).unwrap_or(0),
+                    shared_by: if timed {
+                        SharedBy::ServingTime
+                    } else {
+                        SharedBy::Tokens
+                    },
                     cost_by_allocation_cents: cents(by_allocation),
                     cost_by_use_cents: cents(by_use),
                     input_cents_per_million_by_allocation: per_million(

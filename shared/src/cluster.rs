@@ -66,7 +66,7 @@ pub const KINDS: [&str; 5] = [
 ];
 
 pub fn plural(kind: &str) -> String {
-    let lower = kind.to_lowercase();
+    let lower = kind.to_ascii_lowercase();
     if lower.ends_with('s') {
         format!("{lower}es")
     } else {
@@ -343,7 +343,7 @@ pub struct Reapply {
 /// The file an object is written to in GitOps mode: `clusterqueue-research.yaml`, or with its
 /// namespace, `localqueue-team-research-research.yaml`.
 pub fn gitops_file(id: &ObjectRef) -> String {
-    let kind = id.kind.to_lowercase();
+    let kind = id.kind.to_ascii_lowercase();
     if id.namespace.is_empty() {
         format!("{kind}-{}.yaml", id.name)
     } else {

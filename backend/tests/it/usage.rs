@@ -975,6 +975,28 @@ async fn the_demo_history_counts_mig_instances_at_their_share(pool: PgPool) {
     .expect("count");
     assert_eq!(unknown, 0);
 
+    // the small model serves tokens too, at its steady 2 requests a second: a whole minute
+    // (four 15 s increases, the samples in (m, m + 60 s]) 2 × 60 × 250 = 30,000 prompt and
+    // 2 × 60 × 80 = 9,600 generated tokens, 2 × 60 × 0.02 = 2.4 s of prefill and 2 × 60 × 0.6
+    // = 72 s of decode; the window's second minute has three (the history's last sample is at
+    // its :45), three quarters of that (so the cost per million tokens shows the model)
+    let tokens = token_rows(&pool, day).await;
+    for hour in [4, 16] {
+        for (m, quarters) in [(0, 4), (1, 3)] {
+            let key = (
+                hour * 60 + m,
+                "team-search".to_owned(),
+                "llama-3.2-1b-instruct".to_owned(),
+            );
+            let whole = [30_000, 9_600, 2_400_000, 72_000_000].map(|v| v * quarters / 4);
+            assert_eq!(
+                tokens.get(&key),
+                Some(&(whole[0], whole[1], whole[2], whole[3])),
+                "{key:?}"
+            );
+        }
+    }
+
     // the noisy-neighbour view of the day: the small model on the MIG node's first instance
     // serves a steady 2 requests a second, its six co-tenants (the GPU's other instances) busy
     // with traffic; its time to first token slows with them, so it is flagged; the big models

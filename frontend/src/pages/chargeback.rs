@@ -389,6 +389,7 @@ fn statement_view(s: Statement) -> impl IntoView {
             view! {
                 <tr data-model=m.model.clone()>
                     <td>{m.team.clone()}</td><td>{m.model.clone()}</td>
+                    <td class="num" title=m.shared_by.words()>{format!("{:.1}%", m.share_of_team_ppm as f64 / 10_000.0)}</td>
                     <td class="num">{m.prompt_tokens}</td><td class="num">{m.generation_tokens}</td>
                     <td class="num">{per_million(m.input_cents_per_million_by_use)}</td>
                     <td class="num">{per_million(m.output_cents_per_million_by_use)}</td>
@@ -414,10 +415,11 @@ fn statement_view(s: Statement) -> impl IntoView {
         {(!models.is_empty()).then(|| view! {
             <table class="statement" data-test="models">
                 <caption>"Per million tokens, input and output, by use and by allocation"</caption>
-                <thead><tr><th>"Team"</th><th>"Model"</th><th>"Input tokens"</th><th>"Output tokens"</th>
+                <thead><tr><th>"Team"</th><th>"Model"</th><th title="the part of the team's cost the model carries">"Of the team's cost"</th><th>"Input tokens"</th><th>"Output tokens"</th>
                     <th>"Input, by use"</th><th>"Output, by use"</th><th>"Input, by allocation"</th><th>"Output, by allocation"</th></tr></thead>
                 <tbody>{models}</tbody>
             </table>
+            <p class="muted" data-test="models-how">"Each model carries the part of its team's cost (by use, and by allocation) that is its share of the serving time of the team's models: the seconds its requests spent in prefill and in decode, from vLLM (its tokens where no time is reported). Within a model, input tokens carry its prefill time and output tokens its decode time. A team that also trains or fine-tunes carries that cost in its models too: read these figures for teams that only serve."</p>
         })}
         {(!s.closed_months.is_empty()).then(|| view! { <p>{format!("Closed, figures frozen: {}", s.closed_months.join(", "))}</p> })}
         {(!adjustments.is_empty()).then(|| view! { <p>"Adjustments of closed months (late data):"</p><ul data-test="adjustments">{adjustments}</ul> })}

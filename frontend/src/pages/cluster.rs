@@ -201,7 +201,7 @@ fn ObjectTable(
         .into_iter()
         .map(|o| {
             let id = o.object.clone();
-            let test = format!("object-{}-{}", o.object.kind.to_lowercase(), o.object.name);
+            let test = format!("object-{}-{}", o.object.kind.to_ascii_lowercase(), o.object.name);
             let can_reapply = !matches!(o.state, ObjectState::InSync | ObjectState::Unapproved);
             let conflict = o.state == ObjectState::Conflict;
             let deletable = o.state == ObjectState::Unapproved

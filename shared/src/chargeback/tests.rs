@@ -510,6 +510,10 @@ fn cost_per_million_tokens_follows_serving_time() {
         (llama.cost_by_use_cents, llama.cost_by_allocation_cents),
         (2_400, 9_600)
     );
+    assert_eq!(
+        (llama.share_of_team_ppm, llama.shared_by),
+        (800_000, crate::chargeback::SharedBy::ServingTime)
+    );
     // llama's input: 1/4 of its time → $6.00 by use over 1,000,000 prompt tokens = 600 cents
     // per million; output: $18.00 over 250,000 tokens = 7,200 cents per million
     assert_eq!(llama.input_cents_per_million_by_use, Some(600));
@@ -522,6 +526,7 @@ fn cost_per_million_tokens_follows_serving_time() {
         (embed.cost_by_use_cents, embed.cost_by_allocation_cents),
         (600, 2_400)
     );
+    assert_eq!(embed.share_of_team_ppm, 200_000);
     // $6.00 over 4M prompt tokens = 150 cents per million; no output tokens → none
     assert_eq!(embed.input_cents_per_million_by_use, Some(150));
     assert_eq!(embed.output_cents_per_million_by_use, None);

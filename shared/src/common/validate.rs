@@ -15,11 +15,11 @@ pub fn is_dns_label(value: &str) -> bool {
         && bytes.last() != Some(&b'-')
 }
 
-/// `text` made a DNS label: lower-cased, every run of other characters one '-', at most 63
+/// `text` made a DNS label: ASCII letters lower-cased, every run of other characters one '-', at most 63
 /// long; `None` when nothing is left.
 pub fn dns_label_from(text: &str) -> Option<String> {
     let mut label = String::new();
-    for c in text.chars().flat_map(char::to_lowercase) {
+    for c in text.chars().map(|c| c.to_ascii_lowercase()) {
         if c.is_ascii_lowercase() || c.is_ascii_digit() {
             label.push(c);
         } else if !label.is_empty() && !label.ends_with('-') {

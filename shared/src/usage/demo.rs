@@ -14,7 +14,8 @@
 //! Kueue as `nvidia.com/mig-<profile>`. vLLM's latency histograms: the served models' steady
 //! ones, and a small model on the MIG pool's first instance at a steady request rate whose time
 //! to first token degrades as the other instances of its GPU get busy with traffic (the
-//! noisy-neighbour view's flagged example). Kueue's queue metrics for every ClusterQueue with
+//! noisy-neighbour view's flagged example; it serves tokens at that rate too, so the cost per
+//! million tokens shows it). Kueue's queue metrics for every ClusterQueue with
 //! quota: admissions at a steady rate whose waits grow as traffic fills the cohort, pending
 //! Workloads following traffic, a preemption per half hour of full traffic. Every figure is
 //! labelled demo data where shown.
@@ -73,6 +74,12 @@ const QUEUE_BUSY: [f64; 5] = [0.80, 0.90, 0.95, 0.97, 1.0];
 const SMALL_RPS: f64 = 2.0;
 const BIG_RPS: f64 = 5.0;
 const SMALL_MODEL: &str = "llama-3.2-1b-instruct";
+/// What one of the small model's requests holds: prompt and generated tokens, seconds in
+/// prefill and in decode.
+const SMALL_PROMPT_PER_REQUEST: f64 = 250.0;
+const SMALL_GENERATION_PER_REQUEST: f64 = 80.0;
+const SMALL_PREFILL_S_PER_REQUEST: f64 = 0.02;
+const SMALL_DECODE_S_PER_REQUEST: f64 = 0.6;
 /// Counters count from here (2026-01-01T00:00:00Z), so history and live values agree.
 const COUNTER_EPOCH_MS: i64 = 1_767_225_600_000;
 const SANDBOX: &str = "ml-sandbox";
@@ -288,12 +295,7 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
                         ("model_name", "llama-3.1-8b-instruct".to_owned()),
                         ("engine", "0".to_owned()),
                     ],
-                    value: if metric.ends_with("_seconds_sum") {
-                        // seconds with millisecond digits, as a histogram's sum reads
-                        format!("{:.3}", (rate * scale * integral * 1000.0).floor() / 1000.0)
-                    } else {
-                        ((rate * scale * integral).floor() as i64).to_string()
-                    },
+                    value: counted(metric, rate * scale * integral),
                 });
             }
             let labels = vec![
@@ -356,8 +358,31 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
                 }
             });
         }
+        // what it serves, at its steady request rate
+        for (metric, per_request) in [
+            (super::PROMPT_TOKENS, SMALL_PROMPT_PER_REQUEST),
+            (super::GENERATION_TOKENS, SMALL_GENERATION_PER_REQUEST),
+            (super::PREFILL_SECONDS, SMALL_PREFILL_S_PER_REQUEST),
+            (super::DECODE_SECONDS, SMALL_DECODE_S_PER_REQUEST),
+        ] {
+            out.push(DemoSample {
+                metric,
+                labels: labels.clone(),
+                value: counted(metric, SMALL_RPS * per_request * seconds),
+            });
+        }
     }
     out
+}
+
+/// A counter's value as vLLM exposes it: whole tokens, or seconds with millisecond digits as a
+/// histogram's sum reads.
+fn counted(metric: &str, total: f64) -> String {
+    if metric.ends_with("_seconds_sum") {
+        format!("{:.3}", (total * 1000.0).floor() / 1000.0)
+    } else {
+        (total.floor() as i64).to_string()
+    }
 }
 
 /// A histogram's `_bucket` series: `cumulative(k)` observations within `bounds[k]`, and
