@@ -1359,6 +1359,21 @@ async fn each_role_sees_its_navigation_and_logs_out(pool: PgPool) {
             browser
                 .wait_for_text("[data-test=team-vision]", "vision")
                 .await;
+            // The new user's role and team checkboxes sit beside their labels (a field's
+            // 9rem input width once stretched them apart).
+            let widest = browser
+                .client
+                .execute(
+                    "return Math.max(...[...document.querySelectorAll('[data-test=new-user] input[type=checkbox]')] \
+                     .map(e => e.getBoundingClientRect().width))",
+                    vec![],
+                )
+                .await
+                .expect("checkbox widths");
+            assert!(
+                widest.as_f64().is_some_and(|w| w > 0.0 && w < 30.0),
+                "{widest}"
+            );
             browser.screenshot("console-admin").await;
         } else {
             // A page outside the role, opened by its address, shows no data.
@@ -1738,6 +1753,46 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         world.team("research").expect("team").cluster_queue,
         "cq-research"
     );
+    // The whole inventory as code, on the same page: loaded, one pool grown (rtx-inference 4 →
+    // 5 nodes of 8: 200 → 208 GPUs), checked (the dry run's change, nothing written), applied.
+    browser.click_css("[data-test=inventory-load]").await;
+    // Once loaded (the editor holds text), the edit a person would make.
+    const GROW: &str = "const el = document.querySelector('[data-test=inventory-text]'); \
+        if (!el.value) return false; \
+        const inventory = JSON.parse(el.value); \
+        inventory.pools.find(p => p.name === 'rtx-inference').nodes = 5; \
+        el.value = JSON.stringify(inventory, null, 2); \
+        el.dispatchEvent(new Event('input', {bubbles: true})); return true;";
+    let mut loaded = false;
+    for _ in 0..50 {
+        loaded = browser.client.execute(GROW, vec![]).await.expect("edit") == true;
+        if loaded {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(loaded, "the inventory never loaded into the editor");
+    browser.click_css("[data-test=inventory-check]").await;
+    browser
+        .wait_for_text(
+            "[data-test=inventory-result]",
+            "Applying it would change pool rtx-inference: nodes 4 → 5",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=fleet-total]", "200 GPUs in 4 pools")
+        .await;
+    browser.click_css("[data-test=inventory-apply]").await;
+    browser
+        .wait_for_text(
+            "[data-test=inventory-result]",
+            "Applied: change pool rtx-inference: nodes 4 → 5",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=fleet-total]", "208 GPUs in 4 pools")
+        .await;
+    browser.screenshot("fleet-inventory-as-code").await;
 
     // Re-plan findings: search's twenty 2-GPU Workloads of the last four weeks waited 40, 45,
     // … 135 minutes (p95 130 by nearest rank, above the 30-minute target): the drafted request

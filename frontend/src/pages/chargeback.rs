@@ -43,10 +43,13 @@ pub fn Chargeback() -> impl IntoView {
             <Neighbours/>
             <h2>"Usage ingest"</h2>
             {move || health.get().map(|result| match result {
-                Ok(h) => match h.usage {
-                    Some(usage) => ingest(usage).into_any(),
-                    None => view! { <p class="error">"The database does not answer."</p> }.into_any(),
-                },
+                Ok(h) => {
+                    let html = h.usage.as_ref().map_or_else(
+                        || r#"<p class="error">The database does not answer.</p>"#.to_owned(),
+                        ingest_html,
+                    );
+                    view! { <div inner_html=html></div> }.into_any()
+                }
                 Err(error) => view! { <ErrorBox error/> }.into_any(),
             })}
         </section>
@@ -61,71 +64,64 @@ fn lag(seconds: Option<i64>) -> String {
     }
 }
 
-fn ingest(usage: UsageHealth) -> impl IntoView {
-    let Some(url) = usage.prometheus.clone() else {
-        return view! {
-            <p data-test="usage-ingest">
-                "Usage ingest is off: no Prometheus is configured (GPUFLEET_PROMETHEUS_URL)."
-            </p>
-        }
-        .into_any();
+/// The usage ingest's state, as one HTML node.
+fn ingest_html(usage: &UsageHealth) -> String {
+    let Some(url) = &usage.prometheus else {
+        return r#"<p data-test="usage-ingest">Usage ingest is off: no Prometheus is configured (GPUFLEET_PROMETHEUS_URL).</p>"#.to_owned();
     };
-    let rows: Vec<_> = usage
+    let rows: String = usage
         .sources
         .iter()
         .map(|s| {
-            let said = s
-                .last_error
-                .clone()
-                .map(|e| view! { <span class="error">{e}</span> }.into_any())
-                .or_else(|| {
-                    s.note
-                        .clone()
-                        .map(|n| view! { <span class="warning">{n}</span> }.into_any())
-                });
-            view! {
-                <tr>
-                    <td>{s.source.clone()}</td>
-                    <td>{s.watermark.clone().unwrap_or_else(|| "not yet".to_owned())}</td>
-                    <td>{lag(s.lag_seconds)}</td>
-                    <td>{s.last_success_at.clone().unwrap_or_else(|| "never".to_owned())}</td>
-                    <td>{said}</td>
-                </tr>
-            }
+            let said = match (&s.last_error, &s.note) {
+                (Some(e), _) => format!(r#"<span class="error">{}</span>"#, js::escape(e)),
+                (None, Some(n)) => format!(r#"<span class="warning">{}</span>"#, js::escape(n)),
+                (None, None) => String::new(),
+            };
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{said}</td></tr>",
+                js::escape(&s.source),
+                js::escape(s.watermark.as_deref().unwrap_or("not yet")),
+                lag(s.lag_seconds),
+                js::escape(s.last_success_at.as_deref().unwrap_or("never")),
+            )
         })
         .collect();
-    let gaps: Vec<_> = usage
+    let gaps: String = usage
         .open_gaps
         .iter()
         .map(|g| {
-            view! {
-                <li>{format!("{} {} → {} ({} attempts): {}", g.source, g.from, g.to, g.attempts, g.error)}</li>
-            }
+            js::escape(&format!(
+                "{} {} → {} ({} attempts): {}",
+                g.source, g.from, g.to, g.attempts, g.error
+            ))
         })
+        .map(|g| format!("<li>{g}</li>"))
         .collect();
-    view! {
-        {usage.demo.then(|| view! {
-            <p class="demo" data-test="demo-data">
-                "Demo data: these metrics come from gpufleet's demo exporter, not from your GPUs."
-            </p>
-        })}
-        <p data-test="usage-ingest">{format!("Reading {url} every minute; minutes are stored once they are two minutes old.")}</p>
-        <table class="usage-sources">
-            <thead><tr><th>"Source"</th><th>"Ingested up to (UTC)"</th><th>"Lag"</th><th>"Last success"</th><th>"Error or note"</th></tr></thead>
-            <tbody>{rows}</tbody>
-        </table>
-        {if gaps.is_empty() {
-            view! { <p>"No open gaps."</p> }.into_any()
-        } else {
-            view! { <p>"Windows not ingested yet, retried:"</p><ul data-test="usage-gaps">{gaps}</ul> }.into_any()
-        }}
-        {(!usage.unattributed.is_empty()).then(|| view! {
-            <p data-test="unattributed">
-                {format!("Used in the last 7 days by namespaces no team owns (charged to no one until a team claims them): {}", usage.unattributed.join(", "))}
-            </p>
-        })}
-    }
-    .into_any()
+    let demo = if usage.demo {
+        r#"<p class="demo" data-test="demo-data">Demo data: these metrics come from gpufleet's demo exporter, not from your GPUs.</p>"#
+    } else {
+        ""
+    };
+    let gaps = if gaps.is_empty() {
+        "<p>No open gaps.</p>".to_owned()
+    } else {
+        format!(
+            r#"<p>Windows not ingested yet, retried:</p><ul data-test="usage-gaps">{gaps}</ul>"#
+        )
+    };
+    let unattributed = if usage.unattributed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            r#"<p data-test="unattributed">Used in the last 7 days by namespaces no team owns (charged to no one until a team claims them): {}</p>"#,
+            js::escape(&usage.unattributed.join(", "))
+        )
+    };
+    format!(
+        r#"{demo}<p data-test="usage-ingest">Reading {} every minute; minutes are stored once they are two minutes old.</p><table class="usage-sources"><thead><tr><th>Source</th><th>Ingested up to (UTC)</th><th>Lag</th><th>Last success</th><th>Error or note</th></tr></thead><tbody>{rows}</tbody></table>{gaps}{unattributed}"#,
+        js::escape(url)
+    )
 }
 
 /// The statement's path; `format` `json`, `csv` or `focus` (FinOps FOCUS CSV).

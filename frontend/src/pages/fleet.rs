@@ -1,8 +1,12 @@
 //! The fleet inventory: pools, models, and GPUs by model as a chart; per flavor, capacity
-//! against the approved quota of each team and what is left.
+//! against the approved quota of each team and what is left; for admins, the whole inventory
+//! as code, checked and applied in the page.
 
 use gloo_net::http::Method;
-use gpufleet_web::figure::{Bars, Figure};
+use gpufleet_web::{
+    figure::{Bars, Figure},
+    js,
+};
 use leptos::{html::Div, prelude::*, task::spawn_local};
 use shared::{
     ApiError,
@@ -18,10 +22,19 @@ use crate::{
     auth::use_me,
     ui::{Chart, ErrorBox},
 };
+use wasm_bindgen::JsValue;
 
 #[component]
 pub fn FleetPage() -> impl IntoView {
-    let fleet = LocalResource::new(|| api::get::<Fleet>("/api/fleet"));
+    // Bumped when the inventory is applied from the page: the tables read it again.
+    let applied = InventoryApplied(RwSignal::new(0u32));
+    provide_context(applied);
+    let fleet = LocalResource::new(move || {
+        applied.0.track();
+        api::get::<Fleet>("/api/fleet")
+    });
+    let me = use_me();
+    let admin = move || me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&Role::Admin)));
     view! {
         <section>
             <h1>"Fleet"</h1>
@@ -35,8 +48,104 @@ pub fn FleetPage() -> impl IntoView {
             }}
             <QuotaByFlavor/>
             <Rates/>
+            {move || admin().then(|| view! { <InventoryAsCode/> })}
         </section>
     }
+}
+
+/// The inventory applied from the page, counted.
+#[derive(Clone, Copy)]
+struct InventoryApplied(RwSignal<u32>);
+
+/// Admins: the whole inventory as code, as `gpufleet fleet export` writes it (in JSON): loaded,
+/// edited in place (a pool's nodes, a new pool, a price, a team), checked (the dry run's list
+/// of changes) and applied, or downloaded. One HTML node and one click listener reading the
+/// button's `data-act` (the console's download budget).
+#[component]
+fn InventoryAsCode() -> impl IntoView {
+    let InventoryApplied(applied) = expect_context::<InventoryApplied>();
+    let said = RwSignal::new(String::new());
+    let on_click = move |ev: leptos::ev::MouseEvent| {
+        let Some(act) = js::data_of(&ev, "act") else {
+            return;
+        };
+        spawn_local(async move {
+            let (html, changed) = inventory_step(&act).await;
+            said.set(html);
+            if changed {
+                applied.update(|n| *n += 1);
+            }
+        });
+    };
+    view! {
+        <div data-test="inventory" on:click=on_click inner_html=INVENTORY_HTML></div>
+        <div data-test="inventory-result" inner_html=said></div>
+    }
+}
+
+const INVENTORY_HTML: &str = r#"<h2>Inventory as code</h2><p class="muted">The whole inventory (GPU models and prices, flavors, node pools, teams) as <code>gpufleet fleet export</code> writes it, in JSON: load it, edit it here (a pool's nodes, a new pool), check what it would change, then apply; or <a href="/api/inventory" download="inventory.json" data-test="inventory-export">download it</a>.</p><p><button type="button" data-act="load" data-test="inventory-load">Load the current inventory</button></p><p><label for="inventory-text">Inventory (JSON)</label><br><textarea id="inventory-text" data-test="inventory-text" rows="14" cols="72"></textarea></p><button type="button" data-act="check" data-test="inventory-check">Check what it changes</button> <button type="button" data-act="apply" data-test="inventory-apply">Apply</button>"#;
+
+/// One step of [`InventoryAsCode`]: the editor loaded, or its text checked or applied. Says
+/// what happened as HTML, and whether the inventory changed.
+async fn inventory_step(act: &str) -> (String, bool) {
+    let editor = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id("inventory-text"))
+        .map(JsValue::from)
+        .unwrap_or(JsValue::NULL);
+    let value = JsValue::from_str("value");
+    let answer = match act {
+        "load" => api::get_js("/api/inventory").await.map(|v| {
+            let pretty = js_sys::JSON::stringify_with_replacer_and_space(
+                &v,
+                &JsValue::NULL,
+                &JsValue::from(2),
+            );
+            let _ = js_sys::Reflect::set(&editor, &value, &pretty.unwrap_or_default().into());
+            "<p>Loaded: edit it, then check what it changes.</p>".to_owned()
+        }),
+        _ => {
+            let text = js::at(&editor, "value").as_string().unwrap_or_default();
+            let dry_run = act == "check";
+            let path = format!("/api/inventory?dry_run={dry_run}");
+            api::send_text_js(Method::POST, &path, &text)
+                .await
+                .map(|v| inventory_changes_html(&v, dry_run))
+        }
+    };
+    match answer {
+        Ok(html) => (html, act == "apply"),
+        Err(err) => (
+            format!(
+                r#"<p class="error" role="alert">{}</p>"#,
+                js::escape(&err.to_string())
+            ),
+            false,
+        ),
+    }
+}
+
+/// The import's answer: what it changes (a dry run) or changed.
+fn inventory_changes_html(v: &JsValue, dry_run: bool) -> String {
+    let changes = js::each(v, "changes");
+    let changing: Vec<String> = changes
+        .iter()
+        .filter_map(|c| c.as_string())
+        .filter(|c| !c.starts_with("keep "))
+        .collect();
+    if changing.is_empty() {
+        return "<p>Nothing to change: the inventory is already this.</p>".to_owned();
+    }
+    let head = match (dry_run, js::at(v, "applied").as_bool() == Some(true)) {
+        (true, _) => "Applying it would",
+        (false, true) => "Applied:",
+        (false, false) => "Not applied; it would",
+    };
+    let items: String = changing
+        .iter()
+        .map(|c| format!("<li>{}</li>", js::escape(c)))
+        .collect();
+    format!("<p>{head}</p><ul>{items}</ul>")
 }
 
 /// Per flavor resource: each team's approved nominal quota in force today, stacked against
@@ -44,8 +153,10 @@ pub fn FleetPage() -> impl IntoView {
 #[component]
 fn QuotaByFlavor() -> impl IntoView {
     let version = RwSignal::new(0u32);
+    let InventoryApplied(applied) = expect_context::<InventoryApplied>();
     let world = LocalResource::new(move || {
         version.track();
+        applied.track();
         api::get::<QuotaWorld>("/api/quota/world")
     });
     let me = use_me();

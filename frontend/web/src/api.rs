@@ -65,6 +65,22 @@ async fn parse_js(response: Response) -> ApiResult<wasm_bindgen::JsValue> {
     })
 }
 
+/// A state-changing request whose body is JSON text as a person typed it (the server names
+/// where it does not read), its answer parsed by the browser.
+pub async fn send_text_js(
+    method: Method,
+    path: &str,
+    json: &str,
+) -> ApiResult<wasm_bindgen::JsValue> {
+    let request = RequestBuilder::new(path)
+        .method(method)
+        .header("X-CSRF-Token", &csrf_token())
+        .header("Content-Type", "application/json")
+        .body(json)
+        .map_err(|err| decode_error(&err))?;
+    parse_js(request.send().await.map_err(network_error)?).await
+}
+
 /// A state-changing request with an optional JSON body, decoded as `T`.
 pub async fn send<B: Serialize, T: DeserializeOwned>(
     method: Method,
