@@ -1724,6 +1724,23 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         "nvidia.com/gpu:NoSchedule",
     )
     .await;
+    // Before saving: the objects it would change on the cluster (the ResourceFlavor's taint),
+    // nothing saved yet.
+    browser
+        .click_css("[data-test=flavor-h100-shared] [data-test=preview-flavor]")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=flavor-h100-shared] [data-test=flavor-dry-run]",
+            "ResourceFlavor h100-shared (update)",
+        )
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=flavor-h100-shared] [data-test=flavor-dry-run]",
+            "nodeTaints",
+        )
+        .await;
     browser
         .click_css("[data-test=flavor-h100-shared] [data-test=save-flavor]")
         .await;

@@ -186,6 +186,12 @@ pub fn api() -> Api {
             Access::TeamOr(&[Role::Approver, Role::Finance, Role::Admin]),
             dry_run,
         )
+        .route(
+            Method::POST,
+            "/quota/flavors/{flavor}/dry-run",
+            Access::Roles(&[Role::Admin]),
+            flavor_dry_run,
+        )
 }
 
 /// Runs the reconciler every `every` (sooner when woken), backing off while runs fail.
@@ -866,6 +872,37 @@ async fn dry_run(
     let on = spec.starts_on.max(clock::today());
     let now = world.kueue_setup(on).objects(version);
     let after = world.with(&team, &spec).kueue_setup(on).objects(version);
+    Ok(Json(compare(&state, &now, &after).await))
+}
+
+/// What saving a flavor's settings would change on the cluster (`POST
+/// /api/quota/flavors/{flavor}/dry-run`, the edit as the body; nothing is saved): the same dry
+/// run as a request's, the objects today against the objects with the new settings.
+async fn flavor_dry_run(
+    State(state): State<AppState>,
+    UrlPath(name): UrlPath<String>,
+    crate::json::ApiJson(edit): crate::json::ApiJson<shared::quota::FlavorEdit>,
+) -> Result<Json<DryRun>> {
+    let world = {
+        let mut conn = state.pool.acquire().await?;
+        quota::world(&mut conn).await?
+    };
+    let flavor = world.flavor(&name).ok_or(Error::NotFound)?;
+    quota::checked_settings(&edit, &flavor.gpu_model)?;
+    let mut edited = world.clone();
+    if let Some(f) = edited.flavors.iter_mut().find(|f| f.name == name) {
+        f.settings = edit.settings;
+    }
+    let (version, today) = (state.cluster.version, clock::today());
+    let now = world.kueue_setup(today).objects(version);
+    let after = edited.kueue_setup(today).objects(version);
+    Ok(Json(compare(&state, &now, &after).await))
+}
+
+/// The objects of `after` that differ from `now`, each as the cluster's own server-side dry
+/// run would change its live object; without a cluster (or when it cannot be asked), against
+/// the objects of `now`.
+async fn compare(state: &AppState, now: &[Value], after: &[Value]) -> DryRun {
     let changed: Vec<&Value> = after.iter().filter(|o| !now.contains(o)).collect();
     let offline = |error: Option<String>| DryRun {
         against: "files".to_owned(),
@@ -880,32 +917,33 @@ async fn dry_run(
         error,
     };
     let Sink::Kube(kube) = &state.cluster.sink else {
-        return Ok(Json(offline(None)));
+        return offline(None);
     };
+    let version = state.cluster.version;
     let served = match kube.served(version).await {
         Ok(served) => served,
-        Err(failure) => return Ok(Json(offline(Some(failure.message().to_owned())))),
+        Err(failure) => return offline(Some(failure.message().to_owned())),
     };
     let mut objects = Vec::new();
     for object in changed.iter().copied() {
         let id = ObjectRef::of(object);
         if let Some(failure) = served.lacks(&id.kind) {
-            return Ok(Json(offline(Some(failure.message().to_owned()))));
+            return offline(Some(failure.message().to_owned()));
         }
         let live = match kube.get(&id, version).await {
             Ok(live) => live,
-            Err(failure) => return Ok(Json(offline(Some(failure.message().to_owned())))),
+            Err(failure) => return offline(Some(failure.message().to_owned())),
         };
         match kube.apply(object, version, false, true).await {
             Ok(would_be) => objects.push(diff(id, live.as_ref(), &would_be)),
-            Err(failure) => return Ok(Json(offline(Some(failure.message().to_owned())))),
+            Err(failure) => return offline(Some(failure.message().to_owned())),
         }
     }
-    Ok(Json(DryRun {
+    DryRun {
         against: "server".to_owned(),
         objects,
         error: None,
-    }))
+    }
 }
 
 fn diff(object: ObjectRef, before: Option<&Value>, after: &Value) -> ObjectDiff {

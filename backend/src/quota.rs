@@ -263,6 +263,21 @@ async fn get_world(
     Ok(Json(world))
 }
 
+/// A flavor edit's settings as the rules read them, errors at their paths under `settings.`.
+pub(crate) fn checked_settings(edit: &FlavorEdit, gpu_model: &str) -> Result<()> {
+    edit.settings.validate(gpu_model).map_err(|errors| {
+        Error::Invalid(
+            errors
+                .into_iter()
+                .map(|e| FieldError {
+                    path: format!("settings.{}", e.path),
+                    message: e.message,
+                })
+                .collect(),
+        )
+    })
+}
+
 async fn update_flavor(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -277,17 +292,7 @@ async fn update_flavor(
     if version != edit.version {
         return Err(stale("flavor", edit.version, version));
     }
-    edit.settings.validate(&gpu_model).map_err(|errors| {
-        Error::Invalid(
-            errors
-                .into_iter()
-                .map(|e| FieldError {
-                    path: format!("settings.{}", e.path),
-                    message: e.message,
-                })
-                .collect(),
-        )
-    })?;
+    checked_settings(&edit, &gpu_model)?;
     let mut would_be = world(&mut tx).await?;
     if let Some(f) = would_be.flavors.iter_mut().find(|f| f.name == name) {
         f.settings = edit.settings.clone();

@@ -85,6 +85,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("POST", "/scenarios/{id}/duplicate", "approver admin"),
     ("GET", "/quota/world", "requester approver finance admin"),
     ("PUT", "/quota/flavors/{flavor}", "admin"),
+    ("POST", "/quota/flavors/{flavor}/dry-run", "admin"),
     ("PUT", "/quota/teams/{team}/queue", "admin"),
     ("GET", "/quota/requests", "approver finance admin"),
     (

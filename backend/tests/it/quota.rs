@@ -771,7 +771,52 @@ async fn admins_edit_flavors_and_queues_and_the_rules_hold(pool: PgPool) {
         reply.text()
     );
     assert_eq!(error(&reply).fields[0].path, "settings.mig_layout");
-    // Whole GPUs with labels, a taint and a toleration: saved, version 2, audited.
+    // Before saving, what it would change (no cluster here: against the approved objects):
+    // the ResourceFlavor's labels, taint and toleration; nothing saved, the same refusal
+    // for a layout that does not fit.
+    let dry_run = format!("{uri}/dry-run");
+    let reply = call(
+        &w,
+        Method::POST,
+        &dry_run,
+        &w.ada,
+        Some(settings(json!({}))),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let dry: shared::cluster::DryRun = reply.json();
+    let changed: Vec<(String, &str)> = dry
+        .objects
+        .iter()
+        .map(|o| (o.object.to_string(), o.action.as_str()))
+        .collect();
+    assert_eq!(
+        changed,
+        [("ResourceFlavor h100-shared".to_owned(), "update")],
+        "{dry:#?}"
+    );
+    let paths: Vec<&str> = dry.objects[0]
+        .changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert!(
+        paths.iter().any(|p| p.contains("nodeTaints"))
+            && paths.iter().any(|p| p.contains("tolerations")),
+        "{paths:?}"
+    );
+    let reply = call(
+        &w,
+        Method::POST,
+        &dry_run,
+        &w.ada,
+        Some(settings(json!({"1g.10gb": 8}))),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error(&reply).fields[0].path, "settings.mig_layout");
+    // Whole GPUs with labels, a taint and a toleration: saved, version 2, audited (the dry
+    // runs saved nothing: version 1 is still the one to name).
     let reply = call(&w, Method::PUT, uri, &w.ada, Some(settings(json!({})))).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     assert_eq!(reply.json::<shared::quota::Flavor>().version, 2);

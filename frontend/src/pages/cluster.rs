@@ -279,35 +279,43 @@ pub fn DryRunDiff(path: String) -> impl IntoView {
         <div data-test="dry-run">
             {move || match dry.get() {
                 None => view! { <p class="muted">"asking the cluster for a dry run…"</p> }.into_any(),
-                Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
-                Some(Ok(d)) => {
-                    let source = if d.against == "server" {
-                        "The cluster's own dry run (dryRun=All), live against would-be:"
-                    } else {
-                        "Compared with the approved objects (no cluster answered):"
-                    };
-                    let objects: Vec<_> = d
-                        .objects
-                        .iter()
-                        .map(|o| view! {
-                            <li>
-                                <strong>{format!("{} ({})", o.object, o.action)}</strong>
-                                {changes_list(&o.changes)}
-                            </li>
-                        })
-                        .collect();
-                    view! {
-                        <p>{source}</p>
-                        {d.error.clone().map(|e| view! { <p class="warning">{e}</p> })}
-                        {if d.objects.is_empty() {
-                            view! { <p>"Nothing on the cluster would change."</p> }.into_any()
-                        } else {
-                            view! { <ul>{objects}</ul> }.into_any()
-                        }}
-                    }
-                    .into_any()
-                }
+                Some(answer) => dry_run_view(answer),
             }}
         </div>
     }
+}
+
+/// A dry run's answer (a request's approval, a flavor's settings), object by object.
+pub fn dry_run_view(answer: Result<DryRun, ApiError>) -> AnyView {
+    let d = match answer {
+        Ok(d) => d,
+        Err(error) => return view! { <ErrorBox error/> }.into_any(),
+    };
+    let source = if d.against == "server" {
+        "The cluster's own dry run (dryRun=All), live against would-be:"
+    } else {
+        "Compared with the approved objects (no cluster answered):"
+    };
+    let objects: Vec<_> = d
+        .objects
+        .iter()
+        .map(|o| {
+            view! {
+                <li>
+                    <strong>{format!("{} ({})", o.object, o.action)}</strong>
+                    {changes_list(&o.changes)}
+                </li>
+            }
+        })
+        .collect();
+    view! {
+        <p>{source}</p>
+        {d.error.clone().map(|e| view! { <p class="warning">{e}</p> })}
+        {if d.objects.is_empty() {
+            view! { <p>"Nothing on the cluster would change."</p> }.into_any()
+        } else {
+            view! { <ul>{objects}</ul> }.into_any()
+        }}
+    }
+    .into_any()
 }

@@ -12,6 +12,7 @@ use shared::{
     ApiError,
     accounts::Role,
     chargeback::{NewRate, Rate},
+    cluster::DryRun,
     common::money::{dollars, parse_dollars},
     fleet::Fleet,
     quota::{Allocation, Flavor, FlavorEdit, QueueNames, QuotaWorld, SettingsText, TeamQueue},
@@ -83,7 +84,7 @@ fn InventoryAsCode() -> impl IntoView {
     }
 }
 
-const INVENTORY_HTML: &str = r#"<h2>Inventory as code</h2><p class="muted">The whole inventory (GPU models and prices, flavors, node pools, teams) as <code>gpufleet fleet export</code> writes it, in JSON: load it, edit it here (a pool's nodes, a new pool), check what it would change, then apply; or <a href="/api/inventory" download="inventory.json" data-test="inventory-export">download it</a>.</p><p><button type="button" data-act="load" data-test="inventory-load">Load the current inventory</button></p><p><label for="inventory-text">Inventory (JSON)</label><br><textarea id="inventory-text" data-test="inventory-text" rows="14" cols="72"></textarea></p><button type="button" data-act="check" data-test="inventory-check">Check what it changes</button> <button type="button" data-act="apply" data-test="inventory-apply">Apply</button>"#;
+const INVENTORY_HTML: &str = r#"<h2>Inventory as code</h2><p class="muted">The inventory as <code>gpufleet fleet export</code> writes it (JSON): load, edit (a pool's nodes, a new pool), check, apply; or <a href="/api/inventory" download="inventory.json" data-test="inventory-export">download it</a>.</p><p><button type="button" data-act="load" data-test="inventory-load">Load the current inventory</button></p><p><label for="inventory-text">Inventory (JSON)</label><br><textarea id="inventory-text" data-test="inventory-text" rows="14" cols="72"></textarea></p><button type="button" data-act="check" data-test="inventory-check">Check what it changes</button> <button type="button" data-act="apply" data-test="inventory-apply">Apply</button>"#;
 
 /// One step of [`InventoryAsCode`]: the editor loaded, or its text checked or applied. Says
 /// what happened as HTML, and whether the inventory changed.
@@ -173,39 +174,36 @@ fn QuotaByFlavor() -> impl IntoView {
             view! {
                 <h2>"Quota by flavor"</h2>
                 <Chart id="quota-chart" plot=Box::new(move || Some(plot.clone()))/>
-                <table data-test="quota-by-flavor">
-                    <thead>
-                        <tr>
-                            <th>"Flavor"</th><th>"Resource"</th><th class="num">"Capacity"</th>
-                            <th>"Approved, by team"</th><th class="num">"Approved"</th>
-                            <th class="num">"Unassigned"</th><th class="num">"Lendable in cohorts"</th>
-                        </tr>
-                    </thead>
-                    <tbody>
-                        {allocation
-                            .into_iter()
-                            .map(|a| {
-                                let teams = a.teams.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", ");
-                                view! {
-                                    <tr>
-                                        <td>{a.flavor.clone()}</td>
-                                        <td>{super::quota::unit(&a.resource)}</td>
-                                        <td class="num">{a.capacity}</td>
-                                        <td>{teams}</td>
-                                        <td class="num">{a.nominal_total}</td>
-                                        <td class="num">{a.unassigned}</td>
-                                        <td class="num">{a.lendable}</td>
-                                    </tr>
-                                }
-                            })
-                            .collect_view()}
-                    </tbody>
-                </table>
+                <div inner_html=quota_by_flavor_html(&allocation)></div>
                 {admin().then(|| view! { <FleetSettings world=world.clone() saved/> })}
             }
             .into_any()
         }
     }
+}
+
+/// Each flavor resource's capacity, approved quota by team, unassigned and lendable, as one
+/// HTML node.
+fn quota_by_flavor_html(allocation: &[Allocation]) -> String {
+    let rows: String = allocation
+        .iter()
+        .map(|a| {
+            let teams: Vec<String> = a.teams.iter().map(|(t, n)| format!("{t} {n}")).collect();
+            format!(
+                r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+                js::escape(&a.flavor),
+                super::quota::unit(&a.resource),
+                a.capacity,
+                js::escape(&teams.join(", ")),
+                a.nominal_total,
+                a.unassigned,
+                a.lendable
+            )
+        })
+        .collect();
+    format!(
+        r#"<table data-test="quota-by-flavor"><thead><tr><th>Flavor</th><th>Resource</th><th class="num">Capacity</th><th>Approved, by team</th><th class="num">Approved</th><th class="num">Unassigned</th><th class="num">Lendable in cohorts</th></tr></thead><tbody>{rows}</tbody></table>"#
+    )
 }
 
 /// Admins: each flavor's node labels, taints, tolerations and MIG layout, and each team's
@@ -249,25 +247,39 @@ fn FleetSettings(world: QuotaWorld, saved: Callback<()>) -> impl IntoView {
 fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
     let last = expect_context::<RwSignal<Option<Result<String, ApiError>>>>();
     let text = RwSignal::new(SettingsText::of(&flavor.settings));
-    let name = flavor.name.clone();
+    let name = StoredValue::new(flavor.name.clone());
     let version = flavor.version;
+    // The edit as typed, or why its lines do not read.
+    let edit = move || {
+        text.get_untracked()
+            .parse()
+            .map(|settings| FlavorEdit { version, settings })
+            .map_err(|fields| ApiError {
+                fields,
+                ..ApiError::new(
+                    shared::ErrorCode::Invalid,
+                    format!("flavor {}: some lines do not read", name.get_value()),
+                )
+            })
+    };
+    let preview = RwSignal::new(None::<Result<DryRun, ApiError>>);
+    let ask = move |_| match edit() {
+        Err(error) => preview.set(Some(Err(error))),
+        Ok(body) => leptos::task::spawn_local(async move {
+            let path = format!("/api/quota/flavors/{}/dry-run", name.get_value());
+            preview.set(Some(api::send(Method::POST, &path, Some(&body)).await));
+        }),
+    };
     let save = move |_| {
-        let name = name.clone();
-        let settings = match text.get_untracked().parse() {
-            Ok(settings) => settings,
-            Err(fields) => {
-                last.set(Some(Err(ApiError {
-                    fields,
-                    ..ApiError::new(
-                        shared::ErrorCode::Invalid,
-                        format!("flavor {name}: some lines do not read"),
-                    )
-                })));
+        let name = name.get_value();
+        let body = match edit() {
+            Ok(body) => body,
+            Err(error) => {
+                last.set(Some(Err(error)));
                 return;
             }
         };
         leptos::task::spawn_local(async move {
-            let body = FlavorEdit { version, settings };
             let result: Result<Flavor, ApiError> = api::send(
                 Method::PUT,
                 &format!("/api/quota/flavors/{name}"),
@@ -317,7 +329,10 @@ fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
                     </select>
                 </p>
             </div>
+            <button type="button" data-test="preview-flavor" on:click=ask>"Show what it changes on the cluster"</button>
+            " "
             <button type="button" data-test="save-flavor" on:click=save>"Save flavor"</button>
+            <div data-test="flavor-dry-run">{move || preview.get().map(super::cluster::dry_run_view)}</div>
         </details>
     }
 }

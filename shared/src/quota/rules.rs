@@ -83,7 +83,7 @@ impl QuotaWorld {
         self.teams.iter().find(|t| t.team == name)
     }
 
-    fn flavor(&self, name: &str) -> Option<&Flavor> {
+    pub fn flavor(&self, name: &str) -> Option<&Flavor> {
         self.flavors.iter().find(|f| f.name == name)
     }
 
