@@ -1239,13 +1239,7 @@ async fn approved_quota(pool: &PgPool, team: &str, flavor: &str, nominal: i64) {
     };
     let (ada, approver) = (id_of("ada").await, id_of("approver").await);
     let spec = shared::quota::QuotaSpec {
-        lines: vec![shared::quota::QuotaLine {
-            flavor: flavor.to_owned(),
-            resource: "nvidia.com/gpu".to_owned(),
-            nominal,
-            borrowing_limit: None,
-            lending_limit: None,
-        }],
+        lines: vec![shared::quota::QuotaLine::nvidia_gpus(flavor, nominal)],
         justification: "training".to_owned(),
         ..shared::quota::QuotaSpec::blank(
             &[],

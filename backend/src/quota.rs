@@ -823,13 +823,7 @@ pub async fn load_demo(pool: &PgPool) -> Result<bool> {
     let today = clock::today();
     let world = world(&mut tx).await?;
     let spec = |flavor: &str, nominal: i64, why: &str| QuotaSpec {
-        lines: vec![shared::quota::QuotaLine {
-            flavor: flavor.to_owned(),
-            resource: "nvidia.com/gpu".to_owned(),
-            nominal,
-            borrowing_limit: None,
-            lending_limit: None,
-        }],
+        lines: vec![shared::quota::QuotaLine::nvidia_gpus(flavor, nominal)],
         justification: why.to_owned(),
         ..QuotaSpec::blank(&[], today)
     };

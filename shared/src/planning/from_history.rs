@@ -117,13 +117,13 @@ pub fn today(m: &Measured) -> FromHistory {
             });
             team.workloads.push(work);
         }
-        if team.workloads.is_empty() {
-            team.workloads.push(no_recorded_work(&base.fleet, team));
-            sources.push(Source {
-                path: format!("teams[{t}].workloads[0]"),
-                from: "no quota in force: a class that asks for nothing".to_owned(),
-            });
-        }
+        asks_nothing_without_work(
+            t,
+            team,
+            &base.fleet,
+            &mut sources,
+            "no quota in force: a class that asks for nothing",
+        );
     }
     FromHistory {
         scenario: base,
@@ -246,19 +246,36 @@ impl<'a> Derivation<'a> {
             base.teams[team].workloads.push(work);
         }
         for (t, team) in base.teams.iter_mut().enumerate() {
-            if team.workloads.is_empty() {
-                team.workloads.push(no_recorded_work(&base.fleet, team));
-                sources.push(Source {
-                    path: format!("teams[{t}].workloads[0]"),
-                    from: "no Workloads recorded in the window: a class that asks for nothing, so the team's quota stays (and lends)".to_owned(),
-                });
-            }
+            asks_nothing_without_work(
+                t,
+                team,
+                &base.fleet,
+                sources,
+                "no Workloads recorded in the window: a class that asks for nothing, so the team's quota stays (and lends)",
+            );
         }
         FromHistory {
             scenario: self.base,
             sources: self.sources,
             problems: self.problems,
         }
+    }
+}
+
+/// Gives team `t`, when it has no class, one that asks for nothing, with `why` as its source.
+fn asks_nothing_without_work(
+    t: usize,
+    team: &mut Team,
+    fleet: &[Accelerator],
+    sources: &mut Vec<Source>,
+    why: &str,
+) {
+    if team.workloads.is_empty() {
+        team.workloads.push(no_recorded_work(fleet, team));
+        sources.push(Source {
+            path: format!("teams[{t}].workloads[0]"),
+            from: why.to_owned(),
+        });
     }
 }
 

@@ -67,6 +67,19 @@ pub struct QuotaLine {
     pub lending_limit: Option<i64>,
 }
 
+impl QuotaLine {
+    /// `nominal` whole NVIDIA GPUs of `flavor`, no limits.
+    pub fn nvidia_gpus(flavor: &str, nominal: i64) -> QuotaLine {
+        QuotaLine {
+            flavor: flavor.to_owned(),
+            resource: "nvidia.com/gpu".to_owned(),
+            nominal,
+            borrowing_limit: None,
+            lending_limit: None,
+        }
+    }
+}
+
 /// What a team asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
