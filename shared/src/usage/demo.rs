@@ -128,6 +128,9 @@ enum Work {
     Inference,
 }
 
+/// (ClusterQueue, flavor, resource, count): a queue's quota in use, or its nominal quota.
+type QueueCount = (String, String, String, i64);
+
 /// Every sample of the demo fleet at `at_ms`.
 pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSample> {
     let mut out = Vec::new();
@@ -135,126 +138,197 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
         return out;
     };
     let servers: &[DemoTeam] = if teams.len() > 1 { &teams[1..] } else { teams };
-    let d = traffic(at_ms);
-    let minute = at_ms.div_euclid(MINUTE_MS);
-    // (ClusterQueue, flavor, resource, count): in use, and nominal quota
-    let mut kueue: Vec<(String, String, String, i64)> = Vec::new();
-    let mut nominal: Vec<(String, String, String, i64)> = Vec::new();
+    let mut kueue: Vec<QueueCount> = Vec::new();
+    let mut nominal: Vec<QueueCount> = Vec::new();
     let mut inference_gpus = 0i64;
     let mut sandbox_placed = false;
     for (p, pool) in pools.iter().enumerate() {
-        let gpus = pool.nodes * pool.gpus_per_node;
-        if !pool.mig_layout.is_empty() {
+        if pool.mig_layout.is_empty() {
+            let (inference, sandbox) = whole_gpu_pool(
+                (p, pool),
+                (trainer, servers),
+                at_ms,
+                !sandbox_placed,
+                &mut out,
+                (&mut kueue, &mut nominal),
+            );
+            inference_gpus += inference;
+            sandbox_placed |= sandbox;
+        } else {
             mig_samples(p, pool, servers, at_ms, &mut out, &mut kueue, &mut nominal);
-            continue;
-        }
-        let gpu = "nvidia.com/gpu".to_owned();
-        // nominal quota: a training pool is the trainer's, an inference pool the servers', a
-        // shared pool half each, so the night's training backlog borrows the servers' idle half
-        let trainer_quota = if pool.flavor.contains("train") {
-            gpus
-        } else if pool.flavor.contains("inference") {
-            0
-        } else {
-            gpus / 2
-        };
-        nominal.push((
-            trainer.cluster_queue.clone(),
-            pool.flavor.clone(),
-            gpu.clone(),
-            trainer_quota,
-        ));
-        for (server, n) in split(servers, gpus - trainer_quota) {
-            nominal.push((
-                server.cluster_queue.clone(),
-                pool.flavor.clone(),
-                gpu.clone(),
-                n,
-            ));
-        }
-        let (training, inference) = if pool.flavor.contains("train") {
-            (((0.95 - 0.15 * d) * gpus as f64).round() as i64, 0)
-        } else if pool.flavor.contains("inference") {
-            (0, ((0.2 + 0.7 * d) * gpus as f64).round() as i64)
-        } else {
-            let inf = ((0.15 + 0.6 * d) * gpus as f64).round() as i64;
-            let train = ((0.7 - 0.6 * d) * gpus as f64).round() as i64;
-            (train.min(gpus - inf), inf)
-        };
-        let sandbox = if !sandbox_placed
-            && !pool.flavor.contains("train")
-            && !pool.flavor.contains("inference")
-            && gpus - training - inference >= 2
-        {
-            sandbox_placed = true;
-            2
-        } else {
-            0
-        };
-        inference_gpus += inference;
-        if training > 0 {
-            let (cq, flavor) = (trainer.cluster_queue.clone(), pool.flavor.clone());
-            kueue.push((cq, flavor, gpu.clone(), training));
-        }
-        for (i, server) in servers.iter().enumerate() {
-            let share = inference / servers.len() as i64
-                + i64::from((i as i64) < inference % servers.len() as i64);
-            if share > 0 {
-                let (cq, flavor) = (server.cluster_queue.clone(), pool.flavor.clone());
-                kueue.push((cq, flavor, gpu.clone(), share));
-            }
-        }
-        for g in 0..gpus {
-            let key = ((p as u64) << 40) ^ (g as u64);
-            let mut labels = gpu_labels(p, pool, g);
-            let work = if g < training {
-                Some((
-                    Work::Training,
-                    trainer.namespace.clone(),
-                    format!("train-{}", g / 8),
-                ))
-            } else if g < training + inference {
-                let k = (g - training) as usize % servers.len();
-                Some((
-                    Work::Inference,
-                    servers[k].namespace.clone(),
-                    format!("vllm-{}", g - training),
-                ))
-            } else if g < training + inference + sandbox {
-                Some((Work::Training, SANDBOX.to_owned(), "notebook-0".to_owned()))
-            } else {
-                None
-            };
-            let wobble = noise(key ^ ((minute as u64) << 20));
-            let (util, fb_share) = match &work {
-                Some((Work::Training, _, _)) if minute % 10 == 0 => (30.0 + 10.0 * wobble, 0.72),
-                Some((Work::Training, _, _)) => (88.0 + 8.0 * wobble, 0.72),
-                Some((Work::Inference, _, _)) => (20.0 + 60.0 * d + 8.0 * wobble - 4.0, 0.45),
-                None => (0.0, 0.0),
-            };
-            if let Some((_, namespace, pod)) = work {
-                labels.push(("container", "main".to_owned()));
-                labels.push(("namespace", namespace));
-                labels.push(("pod", pod));
-            }
-            let fb = if fb_share > 0.0 {
-                (fb_share * pool.mem_mib as f64) as i64
-            } else {
-                512
-            };
-            out.push(DemoSample {
-                metric: super::GPU_UTIL,
-                labels: labels.clone(),
-                value: (util.clamp(0.0, 100.0).round() as i64).to_string(),
-            });
-            out.push(DemoSample {
-                metric: super::FB_USED,
-                labels,
-                value: fb.to_string(),
-            });
         }
     }
-    // Kueue reports the usage of every flavor and resource a queue has quota of, 0 included
+    kueue_samples(kueue, nominal, at_ms, &mut out);
+    if inference_gpus > 0 {
+        served_models(servers, at_ms, &mut out);
+    }
+    if let Some(server) = servers.first()
+        && pools.iter().any(|p| !p.mig_layout.is_empty())
+    {
+        small_model(server, at_ms, &mut out);
+    }
+    out
+}
+
+/// One pool of whole GPUs: its nominal quota (a training pool is the trainer's, an inference
+/// pool the servers', a shared pool half each, so the night's training backlog borrows the
+/// servers' idle half), its GPUs' work and DCGM samples, and two GPUs of the first shared pool
+/// held by the sandbox when `sandbox_free`. Returns the GPUs serving, and whether the sandbox
+/// was placed here.
+fn whole_gpu_pool(
+    (p, pool): (usize, &DemoPool),
+    (trainer, servers): (&DemoTeam, &[DemoTeam]),
+    at_ms: i64,
+    sandbox_free: bool,
+    out: &mut Vec<DemoSample>,
+    (kueue, nominal): (&mut Vec<QueueCount>, &mut Vec<QueueCount>),
+) -> (i64, bool) {
+    let d = traffic(at_ms);
+    let gpus = pool.nodes * pool.gpus_per_node;
+    let gpu = "nvidia.com/gpu".to_owned();
+    let trainer_quota = if pool.flavor.contains("train") {
+        gpus
+    } else if pool.flavor.contains("inference") {
+        0
+    } else {
+        gpus / 2
+    };
+    nominal.push((
+        trainer.cluster_queue.clone(),
+        pool.flavor.clone(),
+        gpu.clone(),
+        trainer_quota,
+    ));
+    for (server, n) in split(servers, gpus - trainer_quota) {
+        nominal.push((
+            server.cluster_queue.clone(),
+            pool.flavor.clone(),
+            gpu.clone(),
+            n,
+        ));
+    }
+    let (training, inference) = if pool.flavor.contains("train") {
+        (((0.95 - 0.15 * d) * gpus as f64).round() as i64, 0)
+    } else if pool.flavor.contains("inference") {
+        (0, ((0.2 + 0.7 * d) * gpus as f64).round() as i64)
+    } else {
+        let inf = ((0.15 + 0.6 * d) * gpus as f64).round() as i64;
+        let train = ((0.7 - 0.6 * d) * gpus as f64).round() as i64;
+        (train.min(gpus - inf), inf)
+    };
+    let sandbox = if sandbox_free
+        && !pool.flavor.contains("train")
+        && !pool.flavor.contains("inference")
+        && gpus - training - inference >= 2
+    {
+        2
+    } else {
+        0
+    };
+    if training > 0 {
+        let (cq, flavor) = (trainer.cluster_queue.clone(), pool.flavor.clone());
+        kueue.push((cq, flavor, gpu.clone(), training));
+    }
+    for (i, server) in servers.iter().enumerate() {
+        let share = inference / servers.len() as i64
+            + i64::from((i as i64) < inference % servers.len() as i64);
+        if share > 0 {
+            let (cq, flavor) = (server.cluster_queue.clone(), pool.flavor.clone());
+            kueue.push((cq, flavor, gpu.clone(), share));
+        }
+    }
+    let held = Held {
+        training,
+        inference,
+        sandbox,
+    };
+    gpu_samples((p, pool), (trainer, servers), held, at_ms, out);
+    (inference, sandbox > 0)
+}
+
+/// How a pool's GPUs are held, in order from its first: training, serving, the sandbox.
+struct Held {
+    training: i64,
+    inference: i64,
+    sandbox: i64,
+}
+
+/// Each GPU of a pool of whole GPUs as dcgm-exporter reports it: busy and framebuffer, with the
+/// pod that holds it.
+fn gpu_samples(
+    (p, pool): (usize, &DemoPool),
+    (trainer, servers): (&DemoTeam, &[DemoTeam]),
+    held: Held,
+    at_ms: i64,
+    out: &mut Vec<DemoSample>,
+) {
+    let Held {
+        training,
+        inference,
+        sandbox,
+    } = held;
+    let d = traffic(at_ms);
+    let minute = at_ms.div_euclid(MINUTE_MS);
+    let gpus = pool.nodes * pool.gpus_per_node;
+    for g in 0..gpus {
+        let key = ((p as u64) << 40) ^ (g as u64);
+        let mut labels = gpu_labels(p, pool, g);
+        let work = if g < training {
+            Some((
+                Work::Training,
+                trainer.namespace.clone(),
+                format!("train-{}", g / 8),
+            ))
+        } else if g < training + inference {
+            let k = (g - training) as usize % servers.len();
+            Some((
+                Work::Inference,
+                servers[k].namespace.clone(),
+                format!("vllm-{}", g - training),
+            ))
+        } else if g < training + inference + sandbox {
+            Some((Work::Training, SANDBOX.to_owned(), "notebook-0".to_owned()))
+        } else {
+            None
+        };
+        let wobble = noise(key ^ ((minute as u64) << 20));
+        let (util, fb_share) = match &work {
+            Some((Work::Training, _, _)) if minute % 10 == 0 => (30.0 + 10.0 * wobble, 0.72),
+            Some((Work::Training, _, _)) => (88.0 + 8.0 * wobble, 0.72),
+            Some((Work::Inference, _, _)) => (20.0 + 60.0 * d + 8.0 * wobble - 4.0, 0.45),
+            None => (0.0, 0.0),
+        };
+        if let Some((_, namespace, pod)) = work {
+            labels.push(("container", "main".to_owned()));
+            labels.push(("namespace", namespace));
+            labels.push(("pod", pod));
+        }
+        let fb = if fb_share > 0.0 {
+            (fb_share * pool.mem_mib as f64) as i64
+        } else {
+            512
+        };
+        out.push(DemoSample {
+            metric: super::GPU_UTIL,
+            labels: labels.clone(),
+            value: (util.clamp(0.0, 100.0).round() as i64).to_string(),
+        });
+        out.push(DemoSample {
+            metric: super::FB_USED,
+            labels,
+            value: fb.to_string(),
+        });
+    }
+}
+
+/// Kueue's usage (0 for a flavor and resource a queue holds quota of and does not use) and
+/// nominal quota of each queue, and its queue metrics.
+fn kueue_samples(
+    mut kueue: Vec<QueueCount>,
+    nominal: Vec<QueueCount>,
+    at_ms: i64,
+    out: &mut Vec<DemoSample>,
+) {
     for (cq, flavor, resource, _) in &nominal {
         if !kueue
             .iter()
@@ -263,7 +337,7 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
             kueue.push((cq.clone(), flavor.clone(), resource.clone(), 0));
         }
     }
-    queue_samples(&nominal, at_ms, &mut out);
+    queue_samples(&nominal, at_ms, out);
     let usage = kueue.into_iter().map(|k| (super::KUEUE_USAGE, k));
     let quota = nominal.into_iter().map(|k| (super::KUEUE_NOMINAL, k));
     for (metric, (cluster_queue, flavor, resource, count)) in usage.chain(quota) {
@@ -278,101 +352,97 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
             value: count.to_string(),
         });
     }
-    if inference_gpus > 0 {
-        let integral = traffic_integral_s(at_ms);
-        for (i, server) in servers.iter().enumerate() {
-            let scale = 1.0 / (i as f64 + 1.0);
-            for (metric, rate) in [
-                (super::PROMPT_TOKENS, PROMPT_PER_S),
-                (super::GENERATION_TOKENS, GENERATION_PER_S),
-                (super::PREFILL_SECONDS, PREFILL_S_PER_S),
-                (super::DECODE_SECONDS, DECODE_S_PER_S),
-            ] {
-                out.push(DemoSample {
-                    metric,
-                    labels: vec![
-                        ("namespace", server.namespace.clone()),
-                        ("model_name", "llama-3.1-8b-instruct".to_owned()),
-                        ("engine", "0".to_owned()),
-                    ],
-                    value: counted(metric, rate * scale * integral),
-                });
-            }
-            let labels = vec![
-                ("namespace", server.namespace.clone()),
-                ("model_name", "llama-3.1-8b-instruct".to_owned()),
-                ("engine", "0".to_owned()),
-            ];
-            // requests follow traffic; each bucket holds a fixed share of them
-            let requests = BIG_RPS * scale * integral;
-            for (metric, bounds, shares) in [
-                (
-                    super::neighbours::TTFT_BUCKET,
-                    &TTFT_LE[..],
-                    &TTFT_STEADY[..],
-                ),
-                (
-                    super::neighbours::QUEUE_BUCKET,
-                    &QUEUE_LE[..],
-                    &QUEUE_QUIET[..],
-                ),
-            ] {
-                histogram(&mut out, metric, &labels, bounds, |k| {
-                    shares.get(k).map_or(requests, |f| requests * f)
-                });
-            }
-        }
-    }
-    if let Some(server) = servers.first()
-        && pools.iter().any(|p| !p.mig_layout.is_empty())
-    {
-        // the small model on the MIG pool's first instance, always held by the first server
+}
+
+/// The big models' vLLM counters and latency, each server's at its share of the traffic.
+fn served_models(servers: &[DemoTeam], at_ms: i64, out: &mut Vec<DemoSample>) {
+    let integral = traffic_integral_s(at_ms);
+    for (i, server) in servers.iter().enumerate() {
+        let scale = 1.0 / (i as f64 + 1.0);
         let labels = vec![
             ("namespace", server.namespace.clone()),
-            ("pod", "vllm-small-0".to_owned()),
-            ("model_name", SMALL_MODEL.to_owned()),
+            ("model_name", "llama-3.1-8b-instruct".to_owned()),
             ("engine", "0".to_owned()),
         ];
-        // ∫ R × (quiet + (busy − quiet) × traffic) dt: the share within a bound falls as the
-        // co-tenants (the GPU's other instances, busy with traffic) load it
-        let seconds = (at_ms - COUNTER_EPOCH_MS) as f64 / 1000.0;
-        let integral = traffic_integral_s(at_ms);
-        for (metric, bounds, quiet, busy) in [
+        for (metric, rate) in [
+            (super::PROMPT_TOKENS, PROMPT_PER_S),
+            (super::GENERATION_TOKENS, GENERATION_PER_S),
+            (super::PREFILL_SECONDS, PREFILL_S_PER_S),
+            (super::DECODE_SECONDS, DECODE_S_PER_S),
+        ] {
+            out.push(DemoSample {
+                metric,
+                labels: labels.clone(),
+                value: counted(metric, rate * scale * integral),
+            });
+        }
+        // requests follow traffic; each bucket holds a fixed share of them
+        let requests = BIG_RPS * scale * integral;
+        for (metric, bounds, shares) in [
             (
                 super::neighbours::TTFT_BUCKET,
                 &TTFT_LE[..],
-                &TTFT_QUIET[..],
-                &TTFT_BUSY[..],
+                &TTFT_STEADY[..],
             ),
             (
                 super::neighbours::QUEUE_BUCKET,
                 &QUEUE_LE[..],
                 &QUEUE_QUIET[..],
-                &QUEUE_BUSY[..],
             ),
         ] {
-            histogram(&mut out, metric, &labels, bounds, |k| {
-                match (quiet.get(k), busy.get(k)) {
-                    (Some(q), Some(b)) => SMALL_RPS * (q * seconds + (b - q) * integral),
-                    _ => SMALL_RPS * seconds,
-                }
-            });
-        }
-        // what it serves, at its steady request rate
-        for (metric, per_request) in [
-            (super::PROMPT_TOKENS, SMALL_PROMPT_PER_REQUEST),
-            (super::GENERATION_TOKENS, SMALL_GENERATION_PER_REQUEST),
-            (super::PREFILL_SECONDS, SMALL_PREFILL_S_PER_REQUEST),
-            (super::DECODE_SECONDS, SMALL_DECODE_S_PER_REQUEST),
-        ] {
-            out.push(DemoSample {
-                metric,
-                labels: labels.clone(),
-                value: counted(metric, SMALL_RPS * per_request * seconds),
+            histogram(out, metric, &labels, bounds, |k| {
+                shares.get(k).map_or(requests, |f| requests * f)
             });
         }
     }
-    out
+}
+
+/// The small model on the MIG pool's first instance, always held by the first server.
+fn small_model(server: &DemoTeam, at_ms: i64, out: &mut Vec<DemoSample>) {
+    let labels = vec![
+        ("namespace", server.namespace.clone()),
+        ("pod", "vllm-small-0".to_owned()),
+        ("model_name", SMALL_MODEL.to_owned()),
+        ("engine", "0".to_owned()),
+    ];
+    // ∫ R × (quiet + (busy − quiet) × traffic) dt: the share within a bound falls as the
+    // co-tenants (the GPU's other instances, busy with traffic) load it
+    let seconds = (at_ms - COUNTER_EPOCH_MS) as f64 / 1000.0;
+    let integral = traffic_integral_s(at_ms);
+    for (metric, bounds, quiet, busy) in [
+        (
+            super::neighbours::TTFT_BUCKET,
+            &TTFT_LE[..],
+            &TTFT_QUIET[..],
+            &TTFT_BUSY[..],
+        ),
+        (
+            super::neighbours::QUEUE_BUCKET,
+            &QUEUE_LE[..],
+            &QUEUE_QUIET[..],
+            &QUEUE_BUSY[..],
+        ),
+    ] {
+        histogram(out, metric, &labels, bounds, |k| {
+            match (quiet.get(k), busy.get(k)) {
+                (Some(q), Some(b)) => SMALL_RPS * (q * seconds + (b - q) * integral),
+                _ => SMALL_RPS * seconds,
+            }
+        });
+    }
+    // what it serves, at its steady request rate
+    for (metric, per_request) in [
+        (super::PROMPT_TOKENS, SMALL_PROMPT_PER_REQUEST),
+        (super::GENERATION_TOKENS, SMALL_GENERATION_PER_REQUEST),
+        (super::PREFILL_SECONDS, SMALL_PREFILL_S_PER_REQUEST),
+        (super::DECODE_SECONDS, SMALL_DECODE_S_PER_REQUEST),
+    ] {
+        out.push(DemoSample {
+            metric,
+            labels: labels.clone(),
+            value: counted(metric, SMALL_RPS * per_request * seconds),
+        });
+    }
 }
 
 /// A counter's value as vLLM exposes it: whole tokens, or seconds with millisecond digits as a
