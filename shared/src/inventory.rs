@@ -220,6 +220,17 @@ impl Inventory {
     /// Every problem, by path (`pools[2].gpus_per_node`); empty when the file can be applied.
     pub fn validate(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();
+        self.check_models(&mut errors);
+        self.check_names(&mut errors);
+        let model_of = self.check_pools(&mut errors);
+        self.check_fleet_size(&mut errors);
+        self.check_flavors(&model_of, &mut errors);
+        self.check_teams(&mut errors);
+        errors
+    }
+
+    /// Each model: in the catalogue, priced within bounds, its product label a label value.
+    fn check_models(&self, errors: &mut Vec<FieldError>) {
         for (i, m) in self.models.iter().enumerate() {
             if let Err(unknown) = catalogue::find(&m.name) {
                 errors.push(error(format!("models[{i}].name"), unknown.to_string()));
@@ -240,23 +251,28 @@ impl Inventory {
                 ));
             }
         }
+    }
+
+    /// Names that must be unique: models, pools, flavors, each flavor's rate days, teams, their
+    /// namespaces and ClusterQueues; and each rate within bounds.
+    fn check_names(&self, errors: &mut Vec<FieldError>) {
         unique(
             "model",
             self.models.iter().map(|m| m.name.as_str()),
             |i| format!("models[{i}].name"),
-            &mut errors,
+            errors,
         );
         unique(
             "pool",
             self.pools.iter().map(|p| p.name.as_str()),
             |i| format!("pools[{i}].name"),
-            &mut errors,
+            errors,
         );
         unique(
             "flavor",
             self.flavors.iter().map(|f| f.name.as_str()),
             |i| format!("flavors[{i}].name"),
-            &mut errors,
+            errors,
         );
         for (i, f) in self.flavors.iter().enumerate() {
             for (j, r) in f.rates.iter().enumerate() {
@@ -276,28 +292,32 @@ impl Inventory {
                 "rate day",
                 days.iter().map(String::as_str),
                 |j| format!("flavors[{i}].rates[{j}].effective_from"),
-                &mut errors,
+                errors,
             );
         }
         unique(
             "team",
             self.teams.iter().map(|t| t.name.as_str()),
             |i| format!("teams[{i}].name"),
-            &mut errors,
+            errors,
         );
         unique(
             "namespace",
             self.teams.iter().map(|t| t.namespace.as_str()),
             |i| format!("teams[{i}].namespace"),
-            &mut errors,
+            errors,
         );
         unique(
             "ClusterQueue",
             self.teams.iter().map(TeamEntry::cluster_queue),
             |i| format!("teams[{i}].cluster_queue"),
-            &mut errors,
+            errors,
         );
+    }
 
+    /// Each pool's fields and flavor; returns each flavor's model: the model of its pools,
+    /// which must agree.
+    fn check_pools(&self, errors: &mut Vec<FieldError>) -> BTreeMap<String, &str> {
         // Each flavor's model: the model of its pools, which must agree. A pool may name a
         // declared flavor or another pool's default one.
         let known: BTreeSet<String> = self
@@ -352,6 +372,10 @@ impl Inventory {
                 }
             }
         }
+        model_of
+    }
+
+    fn check_fleet_size(&self, errors: &mut Vec<FieldError>) {
         let gpus: i64 = self
             .pools
             .iter()
@@ -363,8 +387,12 @@ impl Inventory {
                 format!("{gpus} GPUs in all: a fleet holds at most {MAX_FLEET_GPUS}"),
             ));
         }
+    }
+
+    /// Each flavor: a DNS label, holding some pool, its settings valid for its pools' model.
+    fn check_flavors(&self, model_of: &BTreeMap<String, &str>, errors: &mut Vec<FieldError>) {
         for (i, f) in self.flavors.iter().enumerate() {
-            validate_dns_label(&format!("flavors[{i}].name"), &f.name, &mut errors);
+            validate_dns_label(&format!("flavors[{i}].name"), &f.name, errors);
             match model_of.get(&f.name) {
                 None => errors.push(error(
                     format!("flavors[{i}].name"),
@@ -382,15 +410,19 @@ impl Inventory {
                 }
             }
         }
+    }
+
+    /// Each team's names, cost centre, cohort and budgets.
+    fn check_teams(&self, errors: &mut Vec<FieldError>) {
         for (i, t) in self.teams.iter().enumerate() {
             let at = |what: &str| format!("teams[{i}].{what}");
-            validate_dns_label(&at("name"), &t.name, &mut errors);
-            validate_dns_label(&at("namespace"), &t.namespace, &mut errors);
-            validate_cost_centre(&at("cost_centre"), &t.cost_centre, &mut errors);
-            validate_dns_label(&at("cluster_queue"), t.cluster_queue(), &mut errors);
-            validate_dns_label(&at("local_queue"), t.local_queue(), &mut errors);
+            validate_dns_label(&at("name"), &t.name, errors);
+            validate_dns_label(&at("namespace"), &t.namespace, errors);
+            validate_cost_centre(&at("cost_centre"), &t.cost_centre, errors);
+            validate_dns_label(&at("cluster_queue"), t.cluster_queue(), errors);
+            validate_dns_label(&at("local_queue"), t.local_queue(), errors);
             if let Some(cohort) = &t.cohort {
-                validate_dns_label(&at("cohort"), cohort, &mut errors);
+                validate_dns_label(&at("cohort"), cohort, errors);
             }
             for (j, b) in t.budgets.iter().enumerate() {
                 if let Err(problems) = b.checked() {
@@ -405,10 +437,9 @@ impl Inventory {
                 "budget month",
                 t.budgets.iter().map(|b| b.month.as_str()),
                 |j| format!("teams[{i}].budgets[{j}].month"),
-                &mut errors,
+                errors,
             );
         }
-        errors
     }
 
     /// The file with every default written out and every list in name order: what export
