@@ -253,118 +253,11 @@ async fn read_and_store(
 ) -> Result<Landed, IngestError> {
     let who = db::attribution(pool).await?;
     let mut landed = Landed::default();
-    let count = |series: &[Series], landed: &mut Landed| {
-        landed.series += series.len();
-        landed.samples += series.iter().map(|s| s.samples.len()).sum::<usize>();
-    };
+    let lookback = settings.counter_lookback_ms;
     let rows = match source {
-        Source::Kueue => {
-            let lookback = settings.counter_lookback_ms;
-            let (usage, nominal, waits, pending, evicted) = tokio::try_join!(
-                prom.gauge_samples(KUEUE_USAGE, window),
-                prom.gauge_samples(KUEUE_NOMINAL, window),
-                prom.counter_samples(queues::ADMISSION_WAIT_BUCKET, window, lookback),
-                prom.gauge_samples(queues::PENDING, window),
-                prom.counter_samples(queues::EVICTED, window, lookback),
-            )?;
-            for part in [&usage, &nominal, &waits, &pending, &evicted] {
-                count(part, &mut landed);
-            }
-            let queue_rows = queues::queue_minutes(&waits, &pending, &evicted, window);
-            let (mut rows, _known) = model::allocation_minutes(&usage, window, &who.owners);
-            let lending = model::lending_minutes(&usage, &nominal, window, &who.owners, &mut rows);
-            if usage.is_empty() {
-                let (requests, phases) = tokio::try_join!(
-                    prom.gauge_samples(KSM_REQUESTS, window),
-                    prom.gauge_samples(KSM_RUNNING, window),
-                )?;
-                count(&requests, &mut landed);
-                count(&phases, &mut landed);
-                if requests.is_empty() {
-                    landed.note = Some(KUEUE_ABSENT.to_owned());
-                } else {
-                    rows = model::requested_minutes(&requests, &phases, window);
-                    landed.note = Some(KUEUE_FALLBACK.to_owned());
-                }
-            }
-            Rows::Allocation(rows, lending, queue_rows)
-        }
-        Source::Dcgm => {
-            // what Kueue said each namespace held tells a device's flavor where its model does not
-            let kueue = prom.gauge_samples(KUEUE_USAGE, window).await?;
-            count(&kueue, &mut landed);
-            let flavors = model::DeviceFlavors::new(who.owners.flavors.clone()).held_by_kueue(
-                &kueue,
-                window,
-                &who.owners,
-            );
-            let mut sums = DeviceSums::default();
-            let mut pods: BTreeMap<neighbours::PodKey, neighbours::PodMinute> = BTreeMap::new();
-            let mut attributed = false;
-            let mut any = false;
-            for shard in shard_matchers(settings.shards) {
-                let selectors =
-                    [GPU_UTIL, GR_ENGINE_ACTIVE, FB_USED].map(|m| format!("{m}{shard}"));
-                let (util, engine, fb) = tokio::try_join!(
-                    prom.gauge_samples(&selectors[0], window),
-                    prom.gauge_samples(&selectors[1], window),
-                    prom.gauge_samples(&selectors[2], window),
-                )?;
-                for part in [&util, &engine, &fb] {
-                    count(part, &mut landed);
-                    any |= !part.is_empty();
-                    attributed |= part.iter().any(|s| !model::namespace(&s.labels).is_empty());
-                }
-                sums.add(model::device_sums(&util, &engine, &fb, window, &flavors));
-                // a pod whose GPUs lie in several shards: its figures add up
-                for (key, row) in neighbours::cotenancy(&util, &engine, window, &flavors) {
-                    pods.entry(key)
-                        .and_modify(|p| {
-                            p.neighbours += row.neighbours;
-                            p.neighbour_busy_gpu_us += row.neighbour_busy_gpu_us;
-                            p.neighbour_observed_gpu_us += row.neighbour_observed_gpu_us;
-                        })
-                        .or_insert(row);
-                }
-            }
-            if any && !attributed {
-                match db::allocated_in(pool, window).await? {
-                    Some(allocated) if allocated > 0 => {
-                        return Err(IngestError::Config(format!(
-                            "no DCGM series carries a namespace label while Kueue reports {:.1} GPU-hours allocated in this window: run dcgm-exporter with --kubernetes (-k) and the kubelet's pod-resources socket so it labels each GPU with its pod",
-                            allocated as f64 / 3.6e9
-                        )));
-                    }
-                    _ => landed.note = Some(DCGM_UNLABELLED.to_owned()),
-                }
-            }
-            Rows::Devices(sums.rows(), pods)
-        }
-        Source::Vllm => {
-            let lookback = settings.counter_lookback_ms;
-            let (prompt, generation, prefill, decode, ttft, queue) = tokio::try_join!(
-                prom.counter_samples(PROMPT_TOKENS, window, lookback),
-                prom.counter_samples(GENERATION_TOKENS, window, lookback),
-                prom.counter_samples(PREFILL_SECONDS, window, lookback),
-                prom.counter_samples(DECODE_SECONDS, window, lookback),
-                prom.counter_samples(Latency::Ttft.metric(), window, lookback),
-                prom.counter_samples(Latency::Queue.metric(), window, lookback),
-            )?;
-            for part in [&prompt, &generation, &prefill, &decode, &ttft, &queue] {
-                count(part, &mut landed);
-            }
-            let latency = neighbours::latency_minutes(
-                &[(Latency::Ttft, &ttft[..]), (Latency::Queue, &queue[..])],
-                window,
-            );
-            let served = model::Served {
-                prompt: &prompt,
-                generation: &generation,
-                prefill_seconds: &prefill,
-                decode_seconds: &decode,
-            };
-            Rows::Tokens(model::token_minutes(&served, window), latency)
-        }
+        Source::Kueue => read_kueue(prom, (window, lookback), &who, &mut landed).await?,
+        Source::Dcgm => read_dcgm(pool, prom, settings, window, &who, &mut landed).await?,
+        Source::Vllm => read_vllm(prom, (window, lookback), &mut landed).await?,
     };
     // the window whole, or not at all
     let mut tx = pool.begin().await?;
@@ -388,6 +281,139 @@ async fn read_and_store(
     db::succeeded(&mut tx, source.name(), window, landed.note.as_deref()).await?;
     tx.commit().await?;
     Ok(landed)
+}
+
+/// Counts what a read brought: series and samples.
+fn count(series: &[Series], landed: &mut Landed) {
+    landed.series += series.len();
+    landed.samples += series.iter().map(|s| s.samples.len()).sum::<usize>();
+}
+
+/// Kueue's quota in use and nominal quota per queue and flavor (else kube-state-metrics'
+/// requests of running pods), lending, and its queue metrics.
+async fn read_kueue(
+    prom: &Prometheus,
+    (window, lookback): (Window, i64),
+    who: &db::Attribution,
+    landed: &mut Landed,
+) -> Result<Rows, IngestError> {
+    let (usage, nominal, waits, pending, evicted) = tokio::try_join!(
+        prom.gauge_samples(KUEUE_USAGE, window),
+        prom.gauge_samples(KUEUE_NOMINAL, window),
+        prom.counter_samples(queues::ADMISSION_WAIT_BUCKET, window, lookback),
+        prom.gauge_samples(queues::PENDING, window),
+        prom.counter_samples(queues::EVICTED, window, lookback),
+    )?;
+    for part in [&usage, &nominal, &waits, &pending, &evicted] {
+        count(part, landed);
+    }
+    let queue_rows = queues::queue_minutes(&waits, &pending, &evicted, window);
+    let (mut rows, _known) = model::allocation_minutes(&usage, window, &who.owners);
+    let lending = model::lending_minutes(&usage, &nominal, window, &who.owners, &mut rows);
+    if usage.is_empty() {
+        let (requests, phases) = tokio::try_join!(
+            prom.gauge_samples(KSM_REQUESTS, window),
+            prom.gauge_samples(KSM_RUNNING, window),
+        )?;
+        count(&requests, landed);
+        count(&phases, landed);
+        if requests.is_empty() {
+            landed.note = Some(KUEUE_ABSENT.to_owned());
+        } else {
+            rows = model::requested_minutes(&requests, &phases, window);
+            landed.note = Some(KUEUE_FALLBACK.to_owned());
+        }
+    }
+    Ok(Rows::Allocation(rows, lending, queue_rows))
+}
+
+/// DCGM's busy and framebuffer per device, read in shards, with each device's co-tenants.
+async fn read_dcgm(
+    pool: &PgPool,
+    prom: &Prometheus,
+    settings: &IngestSettings,
+    window: Window,
+    who: &db::Attribution,
+    landed: &mut Landed,
+) -> Result<Rows, IngestError> {
+    // what Kueue said each namespace held tells a device's flavor where its model does not
+    let kueue = prom.gauge_samples(KUEUE_USAGE, window).await?;
+    count(&kueue, landed);
+    let flavors = model::DeviceFlavors::new(who.owners.flavors.clone()).held_by_kueue(
+        &kueue,
+        window,
+        &who.owners,
+    );
+    let mut sums = DeviceSums::default();
+    let mut pods: BTreeMap<neighbours::PodKey, neighbours::PodMinute> = BTreeMap::new();
+    let mut attributed = false;
+    let mut any = false;
+    for shard in shard_matchers(settings.shards) {
+        let selectors = [GPU_UTIL, GR_ENGINE_ACTIVE, FB_USED].map(|m| format!("{m}{shard}"));
+        let (util, engine, fb) = tokio::try_join!(
+            prom.gauge_samples(&selectors[0], window),
+            prom.gauge_samples(&selectors[1], window),
+            prom.gauge_samples(&selectors[2], window),
+        )?;
+        for part in [&util, &engine, &fb] {
+            count(part, landed);
+            any |= !part.is_empty();
+            attributed |= part.iter().any(|s| !model::namespace(&s.labels).is_empty());
+        }
+        sums.add(model::device_sums(&util, &engine, &fb, window, &flavors));
+        // a pod whose GPUs lie in several shards: its figures add up
+        for (key, row) in neighbours::cotenancy(&util, &engine, window, &flavors) {
+            pods.entry(key)
+                .and_modify(|p| {
+                    p.neighbours += row.neighbours;
+                    p.neighbour_busy_gpu_us += row.neighbour_busy_gpu_us;
+                    p.neighbour_observed_gpu_us += row.neighbour_observed_gpu_us;
+                })
+                .or_insert(row);
+        }
+    }
+    if any && !attributed {
+        match db::allocated_in(pool, window).await? {
+            Some(allocated) if allocated > 0 => {
+                return Err(IngestError::Config(format!(
+                    "no DCGM series carries a namespace label while Kueue reports {:.1} GPU-hours allocated in this window: run dcgm-exporter with --kubernetes (-k) and the kubelet's pod-resources socket so it labels each GPU with its pod",
+                    allocated as f64 / 3.6e9
+                )));
+            }
+            _ => landed.note = Some(DCGM_UNLABELLED.to_owned()),
+        }
+    }
+    Ok(Rows::Devices(sums.rows(), pods))
+}
+
+/// vLLM's tokens and serving time per model, and its latency histograms.
+async fn read_vllm(
+    prom: &Prometheus,
+    (window, lookback): (Window, i64),
+    landed: &mut Landed,
+) -> Result<Rows, IngestError> {
+    let (prompt, generation, prefill, decode, ttft, queue) = tokio::try_join!(
+        prom.counter_samples(PROMPT_TOKENS, window, lookback),
+        prom.counter_samples(GENERATION_TOKENS, window, lookback),
+        prom.counter_samples(PREFILL_SECONDS, window, lookback),
+        prom.counter_samples(DECODE_SECONDS, window, lookback),
+        prom.counter_samples(Latency::Ttft.metric(), window, lookback),
+        prom.counter_samples(Latency::Queue.metric(), window, lookback),
+    )?;
+    for part in [&prompt, &generation, &prefill, &decode, &ttft, &queue] {
+        count(part, landed);
+    }
+    let latency = neighbours::latency_minutes(
+        &[(Latency::Ttft, &ttft[..]), (Latency::Queue, &queue[..])],
+        window,
+    );
+    let served = model::Served {
+        prompt: &prompt,
+        generation: &generation,
+        prefill_seconds: &prefill,
+        decode_seconds: &decode,
+    };
+    Ok(Rows::Tokens(model::token_minutes(&served, window), latency))
 }
 
 /// What one source's window gives, before it is stored.
