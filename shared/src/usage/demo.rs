@@ -364,18 +364,13 @@ fn served_models(servers: &[DemoTeam], at_ms: i64, out: &mut Vec<DemoSample>) {
             ("model_name", "llama-3.1-8b-instruct".to_owned()),
             ("engine", "0".to_owned()),
         ];
-        for (metric, rate) in [
-            (super::PROMPT_TOKENS, PROMPT_PER_S),
-            (super::GENERATION_TOKENS, GENERATION_PER_S),
-            (super::PREFILL_SECONDS, PREFILL_S_PER_S),
-            (super::DECODE_SECONDS, DECODE_S_PER_S),
-        ] {
-            out.push(DemoSample {
-                metric,
-                labels: labels.clone(),
-                value: counted(metric, rate * scale * integral),
-            });
-        }
+        let per_second = [
+            PROMPT_PER_S,
+            GENERATION_PER_S,
+            PREFILL_S_PER_S,
+            DECODE_S_PER_S,
+        ];
+        serving_counters(out, &labels, per_second.map(|r| r * scale), integral);
         // requests follow traffic; each bucket holds a fixed share of them
         let requests = BIG_RPS * scale * integral;
         for (metric, bounds, shares) in [
@@ -431,16 +426,34 @@ fn small_model(server: &DemoTeam, at_ms: i64, out: &mut Vec<DemoSample>) {
         });
     }
     // what it serves, at its steady request rate
-    for (metric, per_request) in [
-        (super::PROMPT_TOKENS, SMALL_PROMPT_PER_REQUEST),
-        (super::GENERATION_TOKENS, SMALL_GENERATION_PER_REQUEST),
-        (super::PREFILL_SECONDS, SMALL_PREFILL_S_PER_REQUEST),
-        (super::DECODE_SECONDS, SMALL_DECODE_S_PER_REQUEST),
-    ] {
+    let per_request = [
+        SMALL_PROMPT_PER_REQUEST,
+        SMALL_GENERATION_PER_REQUEST,
+        SMALL_PREFILL_S_PER_REQUEST,
+        SMALL_DECODE_S_PER_REQUEST,
+    ];
+    serving_counters(out, &labels, per_request.map(|r| SMALL_RPS * r), seconds);
+}
+
+/// A served model's vLLM counters (prompt and generated tokens, prefill and decode seconds):
+/// `each` of them per second of `units` (the counter epoch's seconds, or its traffic-seconds).
+fn serving_counters(
+    out: &mut Vec<DemoSample>,
+    labels: &[(&'static str, String)],
+    each: [f64; 4],
+    units: f64,
+) {
+    let metrics = [
+        super::PROMPT_TOKENS,
+        super::GENERATION_TOKENS,
+        super::PREFILL_SECONDS,
+        super::DECODE_SECONDS,
+    ];
+    for (metric, per) in metrics.into_iter().zip(each) {
         out.push(DemoSample {
             metric,
-            labels: labels.clone(),
-            value: counted(metric, SMALL_RPS * per_request * seconds),
+            labels: labels.to_vec(),
+            value: counted(metric, per * units),
         });
     }
 }
