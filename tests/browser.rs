@@ -2110,12 +2110,18 @@ async fn an_approver_in_no_team_drafts_nothing(browser: &Browser, server: &Serve
         .wait_for_text("[data-test=took]", "evaluated in")
         .await;
     // each step renders when it is chosen: wait for a button before clicking it
-    for css in [
-        "[data-test=step-start]",
-        "[data-test=start-inventory]",
-        "[data-test=step-quotas]",
-        "[data-test=suggest]",
-    ] {
+    for css in ["[data-test=step-start]", "[data-test=start-inventory]"] {
+        browser.wait_for_text(css, "").await;
+        browser.click_css(css).await;
+    }
+    // the fleet today arrives from the server and opens the Fleet step: only then go on
+    browser
+        .wait_for_text(
+            "[data-test=from-history] summary",
+            "Where its figures came from",
+        )
+        .await;
+    for css in ["[data-test=step-quotas]", "[data-test=suggest]"] {
         browser.wait_for_text(css, "").await;
         browser.click_css(css).await;
     }
