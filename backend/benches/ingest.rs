@@ -22,7 +22,11 @@ use backend::usage::{
     prom::{PromSettings, Prometheus},
 };
 use shared::{
-    common::utc::{HOUR_MS, MINUTE_MS},
+    common::{
+        day::Day,
+        utc::{HOUR_MS, MINUTE_MS},
+    },
+    quota::{QuotaLine, QuotaSpec},
     usage::{
         Window,
         demo::{DemoPool, DemoTeam},
@@ -55,6 +59,38 @@ fn inventory() -> String {
     yaml
 }
 
+/// Every GPU under some team's quota, as a cluster in use would have it: the first team (the
+/// demo's trainer) holds the training pool and half the shared one, the others (its servers)
+/// the rest evenly; all in one cohort.
+fn under_quota(pools: &[DemoPool], teams: &mut [DemoTeam]) {
+    let servers = teams.len().saturating_sub(1).max(1) as i64;
+    for (t, team) in teams.iter_mut().enumerate() {
+        let lines = pools
+            .iter()
+            .map(|p| {
+                let gpus = p.nodes * p.gpus_per_node;
+                let trainer = if p.flavor.contains("train") {
+                    gpus
+                } else if p.flavor.contains("inference") {
+                    0
+                } else {
+                    gpus / 2
+                };
+                let nominal = match t {
+                    0 => trainer,
+                    _ => (gpus - trainer) / servers,
+                };
+                QuotaLine::nvidia_gpus(&p.flavor, nominal)
+            })
+            .collect();
+        team.cohort = Some("bench".to_owned());
+        team.approved = vec![QuotaSpec {
+            lines,
+            ..QuotaSpec::blank(&[], Day::parse("2020-01-01").unwrap())
+        }];
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let base = std::env::var("DATABASE_URL").expect("DATABASE_URL (a PostgreSQL server URL)");
@@ -79,8 +115,9 @@ async fn main() {
     backend::fleet::inventory::apply(&pool, &wanted, backend::audit::Actor::Console, false)
         .await
         .unwrap();
-    let (pools, teams): (Vec<DemoPool>, Vec<DemoTeam>) =
+    let (pools, mut teams): (Vec<DemoPool>, Vec<DemoTeam>) =
         backend::usage::demo::fleet(&pool).await.unwrap();
+    under_quota(&pools, &mut teams);
     let gpus: i64 = pools.iter().map(|p| p.nodes * p.gpus_per_node).sum();
 
     // one hour, three hours ago, every 30 s

@@ -802,10 +802,13 @@ async fn decide(
     Ok(Json(view))
 }
 
-/// The demo's quota, so a fresh console shows it at work: research holds 48 of the 96 H200s
-/// since the demo's workload history begins (requested by rita, approved by alex) and search asks for 32 of the 64 H100s (submitted by
-/// sam, waiting in the inbox). Made only where no request exists yet and the demo inventory
-/// and users are there; `false` when nothing was made. Each step is audited as the console's.
+/// The demo's quota, so a fresh console shows it at work, in force since the demo's workload
+/// history begins: research holds 48 of the 96 H200s (requested by rita, approved by alex),
+/// search serves on the 32 RTX GPUs and the MIG node's 56 instances (requested by sam, approved
+/// by alex), and search asks for 32 of the 64 H100s besides (submitted by sam, waiting in the
+/// inbox). The demo exporter's usage follows these quotas. Made only where no request exists
+/// yet and the demo inventory and users are there; `false` when nothing was made. Each step is
+/// audited as the console's.
 pub async fn load_demo(pool: &PgPool) -> Result<bool> {
     let mut tx = pool.begin().await?;
     db::lock_quota(&mut *tx).await?;
@@ -822,26 +825,43 @@ pub async fn load_demo(pool: &PgPool) -> Result<bool> {
     let (rita, sam, alex) = (ids[0], ids[1], ids[2]);
     let today = clock::today();
     let world = world(&mut tx).await?;
-    let spec = |flavor: &str, nominal: i64, why: &str| QuotaSpec {
-        lines: vec![shared::quota::QuotaLine::nvidia_gpus(flavor, nominal)],
+    let gpus = shared::quota::QuotaLine::nvidia_gpus;
+    let spec = |lines: &[shared::quota::QuotaLine], why: &str| QuotaSpec {
+        lines: lines.to_vec(),
         justification: why.to_owned(),
         ..QuotaSpec::blank(&[], today)
     };
-    // Research's quota holds since the first day of the demo's workload history, which its
-    // jobs ran under.
-    let research = QuotaSpec {
+    // The approved quotas hold since the first day of the demo's workload history, which the
+    // teams' work ran under.
+    let since_history = |spec: QuotaSpec| QuotaSpec {
         starts_on: today.plus(-crate::cluster::history::DEMO_DAYS),
-        ..spec("h200-train", 48, "pre-training the 70B model")
+        ..spec
     };
-    let search = spec("h100-shared", 32, "serving the new ranking model");
+    let mig = shared::quota::QuotaLine {
+        resource: "nvidia.com/mig-1g.10gb".to_owned(),
+        ..gpus("h100-mig", 56)
+    };
+    let research = since_history(spec(
+        &[gpus("h200-train", 48)],
+        "pre-training the 70B model",
+    ));
+    let served = since_history(spec(
+        &[gpus("rtx-inference", 32), mig.clone()],
+        "serving the chat models, and the small models on MIG",
+    ));
+    let search = spec(
+        &[gpus("rtx-inference", 32), mig, gpus("h100-shared", 32)],
+        "serving the new ranking model",
+    );
     let fits = |team: &str, s: &QuotaSpec| {
         world.team(team).is_some() && world.check(team, s, today).errors.is_empty()
     };
-    if !fits("research", &research) || !fits("search", &search) {
+    if !fits("research", &research) || !fits("search", &served) || !fits("search", &search) {
         return Ok(false);
     }
     for (team, spec, by, approve) in [
         ("research", &research, rita, true),
+        ("search", &served, sam, true),
         ("search", &search, sam, false),
     ] {
         let id = db::insert_request(&mut *tx, team, &to_json(spec)?, by)

@@ -113,7 +113,7 @@ pub async fn demo(args: DemoArgs) -> Result<(), CliError> {
         None => tracing::info!("users exist; demo users not created"),
     }
     if crate::quota::load_demo(&pool).await? {
-        tracing::info!("loaded the demo quota requests (one approved, one waiting)");
+        tracing::info!("loaded the demo quota requests (two approved, one waiting)");
     }
     if let Some(workloads) = crate::cluster::history::load_demo(&pool).await? {
         tracing::info!(workloads, "loaded the demo's workload history (four weeks)");

@@ -115,7 +115,9 @@ async fn failed(state: &AppState, failure: &Failure) -> Error {
 pub(crate) const DEMO_DAYS: i32 = 28;
 
 /// The demo's workload history (`shared::cluster::demo`): four weeks up to now for every team
-/// with whole GPUs in force today, written as the recorder would have seen it and marked demo.
+/// with whole GPUs in force today outside the inference pools (what serves there is the
+/// demo's vLLM replicas, counted by vLLM's metrics, not batch jobs), written as the recorder
+/// would have seen it and marked demo.
 /// Only into an empty history: how many Workloads, or None when it held some.
 pub async fn load_demo(pool: &PgPool) -> Result<Option<usize>> {
     if db::has_workloads(pool).await? {
@@ -132,10 +134,9 @@ pub async fn load_demo(pool: &PgPool) -> Result<Option<usize>> {
         .iter()
         .filter_map(|t| {
             let spec = &in_force.get(t.team.as_str())?.spec;
-            let line = spec
-                .lines
-                .iter()
-                .find(|l| l.resource == "nvidia.com/gpu" && l.nominal > 0)?;
+            let line = spec.lines.iter().find(|l| {
+                l.resource == "nvidia.com/gpu" && l.nominal > 0 && !l.flavor.contains("inference")
+            })?;
             Some(DemoQueue {
                 namespace: t.namespace.clone(),
                 local_queue: t.local_queue.clone(),

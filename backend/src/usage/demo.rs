@@ -9,7 +9,8 @@ use axum::{Router, extract::State, http::header, response::IntoResponse, routing
 use shared::usage::demo::{self, DemoPool, DemoTeam};
 use sqlx::PgPool;
 
-/// The inventory's pools and teams as the demo generator wants them.
+/// The inventory's pools and teams, with each team's approved quotas, as the demo generator
+/// wants them.
 pub async fn fleet(pool: &PgPool) -> sqlx::Result<(Vec<DemoPool>, Vec<DemoTeam>)> {
     let pools = sqlx::query!(
         r#"select f.name as flavor, m.name as model, p.nodes::bigint as "nodes!",
@@ -36,15 +37,23 @@ pub async fn fleet(pool: &PgPool) -> sqlx::Result<(Vec<DemoPool>, Vec<DemoTeam>)
         })
     })
     .collect::<sqlx::Result<_>>()?;
-    let teams = sqlx::query!("select namespace, cluster_queue from teams order by id")
-        .fetch_all(pool)
-        .await?
-        .into_iter()
-        .map(|r| DemoTeam {
-            namespace: r.namespace,
-            cluster_queue: r.cluster_queue,
-        })
-        .collect();
+    let approved = crate::quota::db::approved(pool).await?;
+    let teams =
+        sqlx::query!("select name, namespace, cluster_queue, cohort from teams order by id")
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .map(|r| DemoTeam {
+                approved: approved
+                    .iter()
+                    .filter(|a| a.team == r.name)
+                    .map(|a| a.spec.0.clone())
+                    .collect(),
+                namespace: r.namespace,
+                cluster_queue: r.cluster_queue,
+                cohort: r.cohort,
+            })
+            .collect();
     Ok((pools, teams))
 }
 

@@ -1505,6 +1505,7 @@ async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and
 async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
     let rig = rig(&pool, "demo-history", |_| Arc::new(Cluster::off())).await;
     assert!(backend::quota::load_demo(&pool).await.expect("demo quota"));
+    demo_usage_follows_its_quotas(&pool).await;
     let written = cluster::history::load_demo(&pool)
         .await
         .expect("demo history")
@@ -1569,6 +1570,50 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
     demo_week_replayed(&rig, today).await;
     search_request_what_if(&rig, &pool, today).await;
     search_standing(&rig, &pool, today).await;
+}
+
+/// The demo exporter's figures follow the demo's approved quotas, so the Quotas, Cluster and
+/// Chargeback pages agree. At 16:00 UTC (full traffic): research trains on its 48 H200s (it
+/// asks round(0.8 × 96) = 77; nobody else holds H200 quota to lend); search serves on
+/// round(0.9 × 32) = 29 RTX GPUs and round(0.85 × 56) = 48 MIG instances, and on none of the
+/// shared H100s, where nobody holds quota until its waiting request is approved.
+async fn demo_usage_follows_its_quotas(pool: &PgPool) {
+    use shared::usage::{GPU_UTIL, GR_ENGINE_ACTIVE, KUEUE_NOMINAL, KUEUE_USAGE, demo};
+    let (pools, teams) = backend::usage::demo::fleet(pool).await.expect("demo fleet");
+    let at = backend::clock::now_ms().div_euclid(86_400_000) * 86_400_000 + 16 * 3_600_000;
+    let samples = demo::samples(&pools, &teams, at);
+    let label = |s: &demo::DemoSample, key: &str| {
+        s.labels
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(String::new(), |(_, v)| v.clone())
+    };
+    let kueue = |metric: &str, cq: &str, flavor: &str| -> i64 {
+        samples
+            .iter()
+            .filter(|s| s.metric == metric)
+            .filter(|s| label(s, "cluster_queue") == cq && label(s, "flavor") == flavor)
+            .map(|s| s.value.parse::<i64>().expect("a count"))
+            .sum()
+    };
+    let held = |ns: &str, flavor: &str| {
+        samples
+            .iter()
+            .filter(|s| s.metric == GPU_UTIL || s.metric == GR_ENGINE_ACTIVE)
+            .filter(|s| label(s, "namespace") == ns && label(s, "Hostname").starts_with(flavor))
+            .count() as i64
+    };
+    for (cq, flavor, nominal, used) in [
+        ("research", "h200-train", 48, 48),
+        ("research", "h100-shared", 0, 0),
+        ("search", "rtx-inference", 32, 29),
+        ("search", "h100-mig", 56, 48),
+        ("search", "h100-shared", 0, 0),
+    ] {
+        assert_eq!(kueue(KUEUE_NOMINAL, cq, flavor), nominal, "{cq} {flavor}");
+        assert_eq!(kueue(KUEUE_USAGE, cq, flavor), used, "{cq} {flavor}");
+        assert_eq!(held(&format!("team-{cq}"), flavor), used, "{cq} {flavor}");
+    }
 }
 
 /// Search's standing, as its members read it on the Quotas page: its two jobs of the what-if

@@ -140,11 +140,13 @@ impl QuotaSpec {
         }
     }
 
-    pub(super) fn holds(&self, day: Day) -> bool {
+    /// Whether it is in force on `day` (from its first day to its last, both included).
+    pub fn holds(&self, day: Day) -> bool {
         self.starts_on <= day && self.ends_on.is_none_or(|end| day <= end)
     }
 
-    pub(super) fn line(&self, flavor: &str, resource: &str) -> Option<&QuotaLine> {
+    /// Its line of `flavor` and `resource`, if it asks for one.
+    pub fn line(&self, flavor: &str, resource: &str) -> Option<&QuotaLine> {
         self.lines
             .iter()
             .find(|l| l.flavor == flavor && l.resource == resource)

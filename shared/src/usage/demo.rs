@@ -4,7 +4,10 @@
 //!
 //! The mix, by pool: a pool whose flavor name says `train` runs the first team's training;
 //! one that says `inference` serves the other teams' models; any other pool is shared:
-//! inference by day (KEDA scaling with traffic), training backlog borrowing it at night.
+//! inference by day (KEDA scaling with traffic), training backlog borrowing it at night. What
+//! each team asks for is admitted as Kueue would under the quotas approved for it that day
+//! (nominal first, then borrowing its cohort's unused quota), so a team without quota runs
+//! nothing and Kueue's figures agree with the console's quotas.
 //! Traffic follows a day curve peaking at 16:00 UTC. Training GPUs run ~90% busy with a
 //! checkpoint dip every tenth minute; inference GPUs run 20-80% with traffic; free GPUs idle.
 //! Two GPUs of the first shared pool are held by `ml-sandbox`, a namespace no team owns, so
@@ -22,7 +25,13 @@
 
 use std::f64::consts::PI;
 
-use crate::common::utc::{DAY_MS, MINUTE_MS};
+use crate::{
+    common::{
+        day::Day,
+        utc::{DAY_MS, MINUTE_MS},
+    },
+    quota::{QuotaLine, QuotaSpec},
+};
 
 /// A pool of the inventory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,11 +46,25 @@ pub struct DemoPool {
     pub mig_layout: Vec<(String, u32)>,
 }
 
-/// A team: its namespace and ClusterQueue.
+/// A team: its namespace, ClusterQueue and the quotas approved for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DemoTeam {
     pub namespace: String,
     pub cluster_queue: String,
+    /// `None`: its queue is in no cohort, so it neither borrows nor lends.
+    pub cohort: Option<String>,
+    /// Its approved quotas in the order approved: on a day the last that holds is in force,
+    /// as `QuotaWorld::effective_on` reads them.
+    pub approved: Vec<QuotaSpec>,
+}
+
+impl DemoTeam {
+    /// Its quota in force at `at_ms` of `flavor` and `resource`, if it has one.
+    fn quota(&self, at_ms: i64, flavor: &str, resource: &str) -> Option<&QuotaLine> {
+        let day = Day::of_unix_seconds(at_ms.div_euclid(1000));
+        let spec = self.approved.iter().rev().find(|s| s.holds(day))?;
+        spec.line(flavor, resource)
+    }
 }
 
 /// One sample: metric name, labels, value as exposition text.
@@ -126,10 +149,19 @@ fn noise(key: u64) -> f64 {
 enum Work {
     Training,
     Inference,
+    /// The sandbox's notebook: busy as training is.
+    Notebook,
 }
 
-/// (ClusterQueue, flavor, resource, count): a queue's quota in use, or its nominal quota.
-type QueueCount = (String, String, String, i64);
+/// A queue's quota in use, or its nominal quota, of one flavor and resource.
+struct QueueCount {
+    cluster_queue: String,
+    /// Empty for a queue in no cohort, as Kueue labels it.
+    cohort: String,
+    flavor: String,
+    resource: String,
+    count: i64,
+}
 
 /// Every sample of the demo fleet at `at_ms`.
 pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSample> {
@@ -138,170 +170,292 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
         return out;
     };
     let servers: &[DemoTeam] = if teams.len() > 1 { &teams[1..] } else { teams };
-    let mut kueue: Vec<QueueCount> = Vec::new();
-    let mut nominal: Vec<QueueCount> = Vec::new();
-    let mut inference_gpus = 0i64;
+    let roles = Roles { trainer, servers };
+    let mut kueue = Kueue::default();
+    let mut serving = 0i64;
     let mut sandbox_placed = false;
     for (p, pool) in pools.iter().enumerate() {
         if pool.mig_layout.is_empty() {
             let (inference, sandbox) = whole_gpu_pool(
                 (p, pool),
-                (trainer, servers),
+                &roles,
                 at_ms,
                 !sandbox_placed,
                 &mut out,
-                (&mut kueue, &mut nominal),
+                &mut kueue,
             );
-            inference_gpus += inference;
+            serving += inference;
             sandbox_placed |= sandbox;
         } else {
-            mig_samples(p, pool, servers, at_ms, &mut out, &mut kueue, &mut nominal);
+            mig_samples((p, pool), &roles, at_ms, &mut out, &mut kueue);
         }
     }
-    kueue_samples(kueue, nominal, at_ms, &mut out);
-    if inference_gpus > 0 {
+    let small_model_held = kueue.usage.iter().any(|u| {
+        u.count > 0
+            && u.resource.starts_with("nvidia.com/mig-")
+            && u.cluster_queue == servers[0].cluster_queue
+    });
+    kueue_samples(kueue, at_ms, &mut out);
+    if serving > 0 {
         served_models(servers, at_ms, &mut out);
     }
-    if let Some(server) = servers.first()
-        && pools.iter().any(|p| !p.mig_layout.is_empty())
-    {
-        small_model(server, at_ms, &mut out);
+    if small_model_held {
+        small_model(&servers[0], at_ms, &mut out);
     }
     out
 }
 
-/// One pool of whole GPUs: its nominal quota (a training pool is the trainer's, an inference
-/// pool the servers', a shared pool half each, so the night's training backlog borrows the
-/// servers' idle half), its GPUs' work and DCGM samples, and two GPUs of the first shared pool
-/// held by the sandbox when `sandbox_free`. Returns the GPUs serving, and whether the sandbox
-/// was placed here.
+/// Who does what: the first team trains, the others serve (a lone team does both).
+struct Roles<'a> {
+    trainer: &'a DemoTeam,
+    servers: &'a [DemoTeam],
+}
+
+impl Roles<'_> {
+    /// Every team once, in the order the demo's Kueue admits them: the servers first (serving
+    /// preempts training), then the trainer.
+    fn admission_order(&self) -> Vec<&DemoTeam> {
+        let mut order: Vec<&DemoTeam> = self.servers.iter().collect();
+        if !order
+            .iter()
+            .any(|t| t.cluster_queue == self.trainer.cluster_queue)
+        {
+            order.push(self.trainer);
+        }
+        order
+    }
+
+    /// What `team` asks for of a pool where training wants `training` and serving `inference`
+    /// (split evenly among the servers): (inference, training).
+    fn demand(&self, team: &DemoTeam, training: i64, inference: i64) -> (i64, i64) {
+        let serves = split(self.servers, inference)
+            .into_iter()
+            .find(|(s, _)| s.cluster_queue == team.cluster_queue)
+            .map_or(0, |(_, n)| n);
+        let trains = if team.cluster_queue == self.trainer.cluster_queue {
+            training
+        } else {
+            0
+        };
+        (serves, trains)
+    }
+}
+
+/// What Kueue reports: each queue's quota in use and its nominal quota, by flavor and resource.
+#[derive(Default)]
+struct Kueue {
+    usage: Vec<QueueCount>,
+    nominal: Vec<QueueCount>,
+}
+
+impl Kueue {
+    /// Each team's nominal quota in force of `flavor` and `resource` (0 where it asks for
+    /// none: the console's ClusterQueues list every flavor), and what Kueue admits of what
+    /// they ask, in [`Roles::admission_order`].
+    fn admit(
+        &mut self,
+        (flavor, resource): (&str, &str),
+        asks: &[(&DemoTeam, i64)],
+        capacity: i64,
+        at_ms: i64,
+    ) -> Vec<i64> {
+        let quotas: Vec<Quota> = asks
+            .iter()
+            .map(|(team, demand)| Quota::of(team, at_ms, (flavor, resource), *demand))
+            .collect();
+        let admitted = admit(&quotas, capacity);
+        for ((team, _), (quota, n)) in asks.iter().zip(quotas.iter().zip(&admitted)) {
+            let key = |count| QueueCount {
+                cluster_queue: team.cluster_queue.clone(),
+                cohort: team.cohort.clone().unwrap_or_default(),
+                flavor: flavor.to_owned(),
+                resource: resource.to_owned(),
+                count,
+            };
+            self.nominal.push(key(quota.nominal));
+            self.usage.push(key(*n));
+        }
+        admitted
+    }
+}
+
+/// One team's ask in one flavor and resource, with its quota there.
+struct Quota<'a> {
+    cohort: Option<&'a str>,
+    demand: i64,
+    nominal: i64,
+    borrowing_limit: Option<i64>,
+    lending_limit: Option<i64>,
+}
+
+impl<'a> Quota<'a> {
+    fn of(team: &'a DemoTeam, at_ms: i64, (flavor, resource): (&str, &str), demand: i64) -> Self {
+        let line = team.quota(at_ms, flavor, resource);
+        Quota {
+            cohort: team.cohort.as_deref(),
+            demand,
+            nominal: line.map_or(0, |l| l.nominal),
+            borrowing_limit: line.and_then(|l| l.borrowing_limit),
+            lending_limit: line.and_then(|l| l.lending_limit),
+        }
+    }
+}
+
+/// Kueue's admission of one flavor and resource at an instant, for asks in priority order:
+/// each team is first admitted within its nominal quota, then borrows what the other queues of
+/// its cohort leave unused, in the same order. As Kueue's ClusterQueue API documents it
+/// (`reference/kueue/crds`): a queue in no cohort neither borrows nor lends; one may borrow
+/// up to its `borrowingLimit` (none: no limit) and lend at most its `lendingLimit` of its
+/// unused nominal quota. Never more than the pool's `capacity` in all.
+fn admit(quotas: &[Quota], capacity: i64) -> Vec<i64> {
+    let mut free = capacity;
+    let mut admitted: Vec<i64> = quotas
+        .iter()
+        .map(|q| {
+            let own = q.demand.min(q.nominal).min(free).max(0);
+            free -= own;
+            own
+        })
+        .collect();
+    // what each cohort's queues lend: their unused nominal quota, within their lending limits
+    let mut lent: Vec<(&str, i64)> = Vec::new();
+    for (q, own) in quotas.iter().zip(&admitted) {
+        if let Some(cohort) = q.cohort {
+            let unused = q
+                .lending_limit
+                .map_or(q.nominal - own, |l| l.min(q.nominal - own));
+            match lent.iter_mut().find(|(c, _)| *c == cohort) {
+                Some((_, n)) => *n += unused.max(0),
+                None => lent.push((cohort, unused.max(0))),
+            }
+        }
+    }
+    for (q, n) in quotas.iter().zip(admitted.iter_mut()) {
+        let Some((_, pool)) = lent.iter_mut().find(|(c, _)| Some(*c) == q.cohort) else {
+            continue;
+        };
+        let wanted = (q.demand - *n).min(q.borrowing_limit.unwrap_or(i64::MAX));
+        let borrowed = wanted.min(*pool).min(free).max(0);
+        *pool -= borrowed;
+        free -= borrowed;
+        *n += borrowed;
+    }
+    admitted
+}
+
+/// One pool of whole GPUs at an instant. What the teams ask for: a training pool runs the
+/// trainer's backlog (95% of its GPUs, 80% at the traffic peak), an inference pool the servers'
+/// models (20% + 70% × traffic), a shared pool both (serving 15% + 60% × traffic, training
+/// 70% − 60% × traffic: it borrows the servers' idle quota at night). Kueue admits it under the
+/// quotas in force ([`admit`]); the GPUs' DCGM samples follow, and two GPUs of the first
+/// shared pool are held by the sandbox when `sandbox_free` and two are left. Returns the GPUs
+/// serving, and whether the sandbox was placed here.
 fn whole_gpu_pool(
     (p, pool): (usize, &DemoPool),
-    (trainer, servers): (&DemoTeam, &[DemoTeam]),
+    roles: &Roles,
     at_ms: i64,
     sandbox_free: bool,
     out: &mut Vec<DemoSample>,
-    (kueue, nominal): (&mut Vec<QueueCount>, &mut Vec<QueueCount>),
+    kueue: &mut Kueue,
 ) -> (i64, bool) {
     let d = traffic(at_ms);
     let gpus = pool.nodes * pool.gpus_per_node;
-    let gpu = "nvidia.com/gpu".to_owned();
-    let trainer_quota = if pool.flavor.contains("train") {
-        gpus
-    } else if pool.flavor.contains("inference") {
-        0
-    } else {
-        gpus / 2
+    let share = |f: f64| (f * gpus as f64).round() as i64;
+    let (kind_train, kind_inference) = (
+        pool.flavor.contains("train"),
+        pool.flavor.contains("inference"),
+    );
+    let (training, inference) = match (kind_train, kind_inference) {
+        (true, _) => (share(0.95 - 0.15 * d), 0),
+        (_, true) => (0, share(0.2 + 0.7 * d)),
+        _ => (share(0.7 - 0.6 * d), share(0.15 + 0.6 * d)),
     };
-    nominal.push((
-        trainer.cluster_queue.clone(),
-        pool.flavor.clone(),
-        gpu.clone(),
-        trainer_quota,
-    ));
-    for (server, n) in split(servers, gpus - trainer_quota) {
-        nominal.push((
-            server.cluster_queue.clone(),
-            pool.flavor.clone(),
-            gpu.clone(),
-            n,
-        ));
+    let order = roles.admission_order();
+    let asks: Vec<(&DemoTeam, (i64, i64))> = order
+        .iter()
+        .map(|t| (*t, roles.demand(t, training, inference)))
+        .collect();
+    let totals: Vec<(&DemoTeam, i64)> = asks.iter().map(|(t, (s, r))| (*t, s + r)).collect();
+    let admitted = kueue.admit((&pool.flavor, "nvidia.com/gpu"), &totals, gpus, at_ms);
+    // each team's admitted GPUs serve first, then train; training blocks first in the pool
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut serving = Vec::new();
+    for ((team, (serves, _)), n) in asks.iter().zip(admitted) {
+        let inference = n.min(*serves);
+        blocks.push(Block::new(Work::Training, &team.namespace, n - inference));
+        serving.push(Block::new(Work::Inference, &team.namespace, inference));
     }
-    let (training, inference) = if pool.flavor.contains("train") {
-        (((0.95 - 0.15 * d) * gpus as f64).round() as i64, 0)
-    } else if pool.flavor.contains("inference") {
-        (0, ((0.2 + 0.7 * d) * gpus as f64).round() as i64)
-    } else {
-        let inf = ((0.15 + 0.6 * d) * gpus as f64).round() as i64;
-        let train = ((0.7 - 0.6 * d) * gpus as f64).round() as i64;
-        (train.min(gpus - inf), inf)
-    };
-    let sandbox = if sandbox_free
-        && !pool.flavor.contains("train")
-        && !pool.flavor.contains("inference")
-        && gpus - training - inference >= 2
-    {
-        2
-    } else {
-        0
-    };
-    if training > 0 {
-        let (cq, flavor) = (trainer.cluster_queue.clone(), pool.flavor.clone());
-        kueue.push((cq, flavor, gpu.clone(), training));
+    blocks.extend(serving);
+    let held: i64 = blocks.iter().map(|b| b.gpus).sum();
+    let sandbox = sandbox_free && !kind_train && !kind_inference && gpus - held >= 2;
+    if sandbox {
+        blocks.push(Block::new(Work::Notebook, SANDBOX, 2));
     }
-    for (i, server) in servers.iter().enumerate() {
-        let share = inference / servers.len() as i64
-            + i64::from((i as i64) < inference % servers.len() as i64);
-        if share > 0 {
-            let (cq, flavor) = (server.cluster_queue.clone(), pool.flavor.clone());
-            kueue.push((cq, flavor, gpu.clone(), share));
-        }
-    }
-    let held = Held {
-        training,
-        inference,
-        sandbox,
-    };
-    gpu_samples((p, pool), (trainer, servers), held, at_ms, out);
-    (inference, sandbox > 0)
+    let inference_gpus = blocks
+        .iter()
+        .filter(|b| b.work == Work::Inference)
+        .map(|b| b.gpus)
+        .sum();
+    gpu_samples((p, pool), &blocks, at_ms, out);
+    (inference_gpus, sandbox)
 }
 
-/// How a pool's GPUs are held, in order from its first: training, serving, the sandbox.
-struct Held {
-    training: i64,
-    inference: i64,
-    sandbox: i64,
+/// A run of a pool's GPUs held by one namespace for one kind of work.
+struct Block<'a> {
+    work: Work,
+    namespace: &'a str,
+    gpus: i64,
+}
+
+impl<'a> Block<'a> {
+    fn new(work: Work, namespace: &'a str, gpus: i64) -> Self {
+        Block {
+            work,
+            namespace,
+            gpus,
+        }
+    }
+
+    /// The pod holding its `i`-th GPU: a training job per node of eight, a vLLM replica per
+    /// GPU, one notebook.
+    fn pod(&self, i: i64) -> String {
+        match self.work {
+            Work::Training => format!("train-{}", i / 8),
+            Work::Inference => format!("vllm-{i}"),
+            Work::Notebook => "notebook-0".to_owned(),
+        }
+    }
 }
 
 /// Each GPU of a pool of whole GPUs as dcgm-exporter reports it: busy and framebuffer, with the
-/// pod that holds it.
+/// pod that holds it (the blocks in order from its first GPU; the rest idle).
 fn gpu_samples(
     (p, pool): (usize, &DemoPool),
-    (trainer, servers): (&DemoTeam, &[DemoTeam]),
-    held: Held,
+    blocks: &[Block],
     at_ms: i64,
     out: &mut Vec<DemoSample>,
 ) {
-    let Held {
-        training,
-        inference,
-        sandbox,
-    } = held;
     let d = traffic(at_ms);
     let minute = at_ms.div_euclid(MINUTE_MS);
     let gpus = pool.nodes * pool.gpus_per_node;
+    let mut holders = blocks.iter().flat_map(|b| (0..b.gpus).map(move |i| (b, i)));
     for g in 0..gpus {
         let key = ((p as u64) << 40) ^ (g as u64);
         let mut labels = gpu_labels(p, pool, g);
-        let work = if g < training {
-            Some((
-                Work::Training,
-                trainer.namespace.clone(),
-                format!("train-{}", g / 8),
-            ))
-        } else if g < training + inference {
-            let k = (g - training) as usize % servers.len();
-            Some((
-                Work::Inference,
-                servers[k].namespace.clone(),
-                format!("vllm-{}", g - training),
-            ))
-        } else if g < training + inference + sandbox {
-            Some((Work::Training, SANDBOX.to_owned(), "notebook-0".to_owned()))
-        } else {
-            None
-        };
+        let holder = holders.next();
         let wobble = noise(key ^ ((minute as u64) << 20));
-        let (util, fb_share) = match &work {
-            Some((Work::Training, _, _)) if minute % 10 == 0 => (30.0 + 10.0 * wobble, 0.72),
-            Some((Work::Training, _, _)) => (88.0 + 8.0 * wobble, 0.72),
-            Some((Work::Inference, _, _)) => (20.0 + 60.0 * d + 8.0 * wobble - 4.0, 0.45),
+        let (util, fb_share) = match holder.map(|(b, _)| b.work) {
+            Some(Work::Training | Work::Notebook) if minute % 10 == 0 => {
+                (30.0 + 10.0 * wobble, 0.72)
+            }
+            Some(Work::Training | Work::Notebook) => (88.0 + 8.0 * wobble, 0.72),
+            Some(Work::Inference) => (20.0 + 60.0 * d + 8.0 * wobble - 4.0, 0.45),
             None => (0.0, 0.0),
         };
-        if let Some((_, namespace, pod)) = work {
+        if let Some((block, i)) = holder {
             labels.push(("container", "main".to_owned()));
-            labels.push(("namespace", namespace));
-            labels.push(("pod", pod));
+            labels.push(("namespace", block.namespace.to_owned()));
+            labels.push(("pod", block.pod(i)));
         }
         let fb = if fb_share > 0.0 {
             (fb_share * pool.mem_mib as f64) as i64
@@ -321,35 +475,30 @@ fn gpu_samples(
     }
 }
 
-/// Kueue's usage (0 for a flavor and resource a queue holds quota of and does not use) and
-/// nominal quota of each queue, and its queue metrics.
-fn kueue_samples(
-    mut kueue: Vec<QueueCount>,
-    nominal: Vec<QueueCount>,
-    at_ms: i64,
-    out: &mut Vec<DemoSample>,
-) {
-    for (cq, flavor, resource, _) in &nominal {
-        if !kueue
-            .iter()
-            .any(|(c, f, r, _)| c == cq && f == flavor && r == resource)
-        {
-            kueue.push((cq.clone(), flavor.clone(), resource.clone(), 0));
-        }
-    }
-    queue_samples(&nominal, at_ms, out);
-    let usage = kueue.into_iter().map(|k| (super::KUEUE_USAGE, k));
-    let quota = nominal.into_iter().map(|k| (super::KUEUE_NOMINAL, k));
-    for (metric, (cluster_queue, flavor, resource, count)) in usage.chain(quota) {
+/// Kueue's usage and nominal quota of each queue, by flavor and resource, and the queue
+/// metrics of each queue with quota.
+fn kueue_samples(kueue: Kueue, at_ms: i64, out: &mut Vec<DemoSample>) {
+    let mut queues: Vec<&str> = kueue
+        .nominal
+        .iter()
+        .filter(|n| n.count > 0)
+        .map(|n| n.cluster_queue.as_str())
+        .collect();
+    queues.sort_unstable();
+    queues.dedup();
+    queue_samples(&queues, at_ms, out);
+    let usage = kueue.usage.into_iter().map(|k| (super::KUEUE_USAGE, k));
+    let quota = kueue.nominal.into_iter().map(|k| (super::KUEUE_NOMINAL, k));
+    for (metric, k) in usage.chain(quota) {
         out.push(DemoSample {
             metric,
             labels: vec![
-                ("cluster_queue", cluster_queue),
-                ("cohort", "gpufleet".to_owned()),
-                ("flavor", flavor),
-                ("resource", resource),
+                ("cluster_queue", k.cluster_queue),
+                ("cohort", k.cohort),
+                ("flavor", k.flavor),
+                ("resource", k.resource),
             ],
-            value: count.to_string(),
+            value: k.count.to_string(),
         });
     }
 }
@@ -473,14 +622,11 @@ fn counted(metric: &str, total: f64) -> String {
 /// Kueue's queue metrics of every ClusterQueue with quota: admissions at a steady rate, their
 /// waits longer as traffic fills the cohort; pending Workloads rising with traffic (one
 /// inadmissible at the peak); a preemption per half hour of full traffic.
-fn queue_samples(nominal: &[(String, String, String, i64)], at_ms: i64, out: &mut Vec<DemoSample>) {
-    let mut queues: Vec<&str> = nominal.iter().map(|(cq, ..)| cq.as_str()).collect();
-    queues.sort_unstable();
-    queues.dedup();
+fn queue_samples(queues: &[&str], at_ms: i64, out: &mut Vec<DemoSample>) {
     let seconds = (at_ms - COUNTER_EPOCH_MS) as f64 / 1000.0;
     let (full, integral) = (traffic(at_ms), traffic_integral_s(at_ms));
-    for (i, cq) in queues.into_iter().enumerate() {
-        let labels = vec![("cluster_queue", cq.to_owned())];
+    for (i, cq) in queues.iter().enumerate() {
+        let labels = vec![("cluster_queue", (*cq).to_owned())];
         let rate = ADMISSIONS_PER_S / (i as f64 + 1.0);
         histogram(
             out,
@@ -566,16 +712,15 @@ fn gpu_labels(p: usize, pool: &DemoPool, g: i64) -> Vec<(&'static str, String)> 
     ]
 }
 
-/// A MIG pool's instances at `at_ms`: the serving teams hold `25% + 60% × traffic` of them,
-/// GPU by GPU (one instance each in turn), busy 11-79% with traffic; the rest idle.
+/// A MIG pool's instances at `at_ms`: the serving teams ask for `25% + 60% × traffic` of them,
+/// GPU by GPU, and Kueue admits them per profile under the quotas in force ([`admit`]); each
+/// admitted instance is busy 11-79% with traffic, the rest idle.
 fn mig_samples(
-    p: usize,
-    pool: &DemoPool,
-    servers: &[DemoTeam],
+    (p, pool): (usize, &DemoPool),
+    roles: &Roles,
     at_ms: i64,
     out: &mut Vec<DemoSample>,
-    kueue: &mut Vec<(String, String, String, i64)>,
-    nominal: &mut Vec<(String, String, String, i64)>,
+    kueue: &mut Kueue,
 ) {
     let slots: Vec<&str> = pool
         .mig_layout
@@ -586,9 +731,28 @@ fn mig_samples(
     let instances = gpus * slots.len() as i64;
     let d = traffic(at_ms);
     let minute = at_ms.div_euclid(MINUTE_MS);
-    let held = ((0.25 + 0.6 * d) * instances as f64).round() as i64;
+    let wanted = ((0.25 + 0.6 * d) * instances as f64).round() as i64;
+    let profile_of = |j: i64| slots[(j % slots.len() as i64) as usize];
+    let order = roles.admission_order();
+    // per profile, the instances each team may hold, in admission order
+    let mut allowed: Vec<(&str, Vec<(&DemoTeam, i64)>)> = Vec::new();
+    for (profile, per_gpu) in &pool.mig_layout {
+        let asked = (0..wanted).filter(|j| profile_of(*j) == profile).count() as i64;
+        let asks: Vec<(&DemoTeam, i64)> = order
+            .iter()
+            .map(|t| (*t, roles.demand(t, 0, asked).0))
+            .collect();
+        let resource = format!("nvidia.com/mig-{profile}");
+        let admitted = kueue.admit(
+            (&pool.flavor, &resource),
+            &asks,
+            gpus * i64::from(*per_gpu),
+            at_ms,
+        );
+        let teams = asks.iter().map(|(t, _)| *t).zip(admitted).collect();
+        allowed.push((profile.as_str(), teams));
+    }
     let model = crate::fleet::catalogue::find(&pool.gpu_model).ok();
-    let mut counts: Vec<(usize, &str, i64)> = Vec::new();
     for j in 0..instances {
         let (g, s) = (j / slots.len() as i64, (j % slots.len() as i64) as usize);
         let profile = slots[s];
@@ -601,14 +765,18 @@ fn mig_samples(
             .and_then(|m| m.mig.as_ref())
             .and_then(|g| g.profiles.iter().find(|x| x.name == profile))
             .map_or(9_856, |x| i64::from(x.mem_mib));
-        let (busy, fb) = if j < held && !servers.is_empty() {
-            let k = j as usize % servers.len();
-            match counts.iter_mut().find(|(t, x, _)| *t == k && *x == profile) {
-                Some(c) => c.2 += 1,
-                None => counts.push((k, profile, 1)),
-            }
+        // the instance goes to the first team in admission order with room left for it
+        let holder = allowed
+            .iter_mut()
+            .find(|(x, _)| *x == profile)
+            .and_then(|(_, teams)| teams.iter_mut().find(|(_, n)| *n > 0))
+            .map(|(team, n)| {
+                *n -= 1;
+                *team
+            });
+        let (busy, fb) = if let Some(team) = holder {
             labels.push(("container", "main".to_owned()));
-            labels.push(("namespace", servers[k].namespace.clone()));
+            labels.push(("namespace", team.namespace.clone()));
             labels.push(("pod", format!("vllm-small-{j}")));
             let wobble = noise((((p as u64) << 40) ^ (j as u64)) ^ ((minute as u64) << 20));
             let busy = (0.15 + 0.6 * d + 0.08 * wobble - 0.04).clamp(0.0, 1.0);
@@ -626,25 +794,6 @@ fn mig_samples(
             labels,
             value: fb.to_string(),
         });
-    }
-    for (profile, per_gpu) in &pool.mig_layout {
-        let resource = format!("nvidia.com/mig-{profile}");
-        for (server, n) in split(servers, gpus * i64::from(*per_gpu)) {
-            nominal.push((
-                server.cluster_queue.clone(),
-                pool.flavor.clone(),
-                resource.clone(),
-                n,
-            ));
-        }
-    }
-    for (k, profile, count) in counts {
-        kueue.push((
-            servers[k].cluster_queue.clone(),
-            pool.flavor.clone(),
-            format!("nvidia.com/mig-{profile}"),
-            count,
-        ));
     }
 }
 
@@ -703,16 +852,119 @@ mod tests {
                 },
             ],
             vec![
-                DemoTeam {
-                    namespace: "team-research".into(),
-                    cluster_queue: "research".into(),
-                },
-                DemoTeam {
-                    namespace: "team-search".into(),
-                    cluster_queue: "search".into(),
-                },
+                team(
+                    "research",
+                    &[("h200-train", GPU, 96), ("h100-shared", GPU, 32)],
+                ),
+                team(
+                    "search",
+                    &[
+                        ("h100-shared", GPU, 32),
+                        ("rtx-inference", GPU, 32),
+                        ("h100-mig", "nvidia.com/mig-1g.10gb", 56),
+                    ],
+                ),
             ],
         )
+    }
+
+    const GPU: &str = "nvidia.com/gpu";
+
+    /// A team of the `gpufleet` cohort with one quota, in force from 2020 on.
+    fn team(name: &str, lines: &[(&str, &str, i64)]) -> DemoTeam {
+        let lines = lines
+            .iter()
+            .map(|(flavor, resource, nominal)| QuotaLine {
+                resource: (*resource).to_owned(),
+                ..QuotaLine::nvidia_gpus(flavor, *nominal)
+            })
+            .collect();
+        DemoTeam {
+            namespace: format!("team-{name}"),
+            cluster_queue: name.to_owned(),
+            cohort: Some("gpufleet".to_owned()),
+            approved: vec![QuotaSpec {
+                lines,
+                ..QuotaSpec::blank(&[], Day::parse("2020-01-01").expect("a day"))
+            }],
+        }
+    }
+
+    /// Kueue's rules by hand (the ClusterQueue CRD's `borrowingLimit` and `lendingLimit`, a
+    /// queue in no cohort): A asks 15 on a nominal 10, B asks 2 on a nominal 10.
+    #[test]
+    fn admission_borrows_only_unused_quota_of_the_cohort_within_the_limits() {
+        let quota = |cohort, demand, borrowing_limit, lending_limit| Quota {
+            cohort,
+            demand,
+            nominal: 10,
+            borrowing_limit,
+            lending_limit,
+        };
+        let cohort = Some("c");
+        // B lends its 8 unused; A borrows the 5 it lacks
+        let free = [quota(cohort, 15, None, None), quota(cohort, 2, None, None)];
+        assert_eq!(admit(&free, 100), vec![15, 2]);
+        // B lends at most 3 of them
+        let lending = [
+            quota(cohort, 15, None, None),
+            quota(cohort, 2, None, Some(3)),
+        ];
+        assert_eq!(admit(&lending, 100), vec![13, 2]);
+        // A borrows at most 2
+        let borrowing = [
+            quota(cohort, 15, Some(2), None),
+            quota(cohort, 2, None, None),
+        ];
+        assert_eq!(admit(&borrowing, 100), vec![12, 2]);
+        // in no cohort, nobody borrows or lends
+        let alone = [quota(None, 15, None, None), quota(None, 2, None, None)];
+        assert_eq!(admit(&alone, 100), vec![10, 2]);
+        // a pool of 11 GPUs: what is admitted first keeps them
+        assert_eq!(admit(&free, 11), vec![10, 1]);
+        // a queue of another cohort lends nothing to A
+        let apart = [
+            quota(cohort, 15, None, None),
+            quota(Some("d"), 2, None, None),
+        ];
+        assert_eq!(admit(&apart, 100), vec![10, 2]);
+    }
+
+    /// A team runs nothing until its quota is in force: search's serving quota starts on a day,
+    /// and before it neither its GPUs nor Kueue's figures show it; research, alone in the
+    /// cohort with quota, trains on its 96 H200s and borrows nothing.
+    #[test]
+    fn a_team_runs_nothing_before_its_quota_holds() {
+        let (pools, mut teams) = fleet();
+        let day = 1_796_000_400_000 - 1_796_000_400_000 % DAY_MS;
+        let starts = Day::of_unix_seconds(day / 1000);
+        teams[1].approved[0].starts_on = starts;
+        teams[0].approved[0]
+            .lines
+            .retain(|l| l.flavor == "h200-train");
+        let held = |at: i64, ns: &str| {
+            samples(&pools, &teams, at)
+                .iter()
+                .filter(|s| {
+                    s.metric == super::super::GPU_UTIL || s.metric == super::super::GR_ENGINE_ACTIVE
+                })
+                .filter(|s| s.labels.iter().any(|(k, v)| *k == "namespace" && v == ns))
+                .count()
+        };
+        // 16:00 the day before: nothing of search's; research's training at the peak is
+        // round(0.8 × 96) = 77 H200s, none of the shared pool (nobody holds quota there)
+        let before = day - 8 * 3_600_000;
+        assert_eq!(held(before, "team-search"), 0);
+        assert_eq!(held(before, "team-research"), 77);
+        let tokens = sum(
+            &samples(&pools, &teams, before),
+            super::super::PROMPT_TOKENS,
+            None,
+        );
+        assert_eq!(tokens, 0, "nothing served, no vLLM counters");
+        // 16:00 that day: search serves round(0.9 × 32) = 29 RTX, 32 of the shared H100s
+        // (its nominal; nobody lends it more), and round(0.85 × 56) = 48 MIG instances
+        assert_eq!(held(day + 16 * 3_600_000, "team-search"), 29 + 32 + 48);
     }
 
     fn sum(samples: &[DemoSample], metric: &str, ns: Option<&str>) -> i64 {
