@@ -135,12 +135,12 @@ async fn demo_users_are_made_once_with_printed_random_passwords(pool: PgPool) {
             "{who}"
         );
     }
-    // The demo quota: research's 48 H200s approved (by alex, not its author), search's
-    // request waiting.
+    // The demo quota: research's 48 H200s and search's serving quota approved (by alex, not
+    // their author), search's request for shared H100s waiting.
     let states = || async {
         sqlx::query_as::<_, (String, String, Option<String>)>(
             "select t.name, r.state, d.username from quota_requests r join teams t on t.id = r.team_id
-             left join users d on d.id = r.decided_by order by t.name",
+             left join users d on d.id = r.decided_by order by t.name, r.id",
         )
         .fetch_all(&pool)
         .await
@@ -151,6 +151,11 @@ async fn demo_users_are_made_once_with_printed_random_passwords(pool: PgPool) {
         [
             (
                 "research".to_owned(),
+                "approved".to_owned(),
+                Some("alex".to_owned())
+            ),
+            (
+                "search".to_owned(),
                 "approved".to_owned(),
                 Some("alex".to_owned())
             ),
