@@ -166,7 +166,7 @@ async fn demo_users_are_made_once_with_printed_random_passwords(pool: PgPool) {
     let second = gpufleet(&pool, &["demo"], None);
     assert!(second.status.success());
     assert_eq!(stdout(&second), "");
-    assert_eq!(states().await.len(), 2);
+    assert_eq!(states().await.len(), 3);
     let _ = std::fs::remove_file(file);
 }
 
