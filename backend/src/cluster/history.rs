@@ -213,20 +213,22 @@ pub async fn window(
     end: Day,
     team: Option<&str>,
 ) -> Result<(Vec<HistoryEntry>, bool)> {
+    let (from, end) = (clock::date(from)?, clock::date(end)?);
     let rows = db::workload_history(
         &state.pool,
-        clock::date(from)?,
-        clock::date(end)?,
+        from,
+        end,
         team,
         None,
         i64::from(MAX_HISTORY_WORKLOADS) + 1,
     )
     .await?;
+    let seen = evictions_seen(state, from, end, team).await?;
     let truncated = rows.len() > MAX_HISTORY_WORKLOADS as usize;
     let workloads = rows
         .iter()
         .take(MAX_HISTORY_WORKLOADS as usize)
-        .map(entry)
+        .map(|row| entry(row, &seen))
         .collect::<Result<_>>()?;
     Ok((workloads, truncated))
 }
@@ -251,6 +253,7 @@ pub async fn each_in_window(
             db::workload_history(&pool, from, end, None, after, PAGE).await
         })
     };
+    let seen = std::sync::Arc::new(evictions_seen(state, from, end, None).await?);
     let mut next = Some(page_after(None));
     let mut read = 0usize;
     while let Some(reading) = next.take() {
@@ -262,10 +265,15 @@ pub async fn each_in_window(
                 .last()
                 .map(|r| page_after(Some((r.created_at_ms, r.uid.clone()))));
         }
+        let seen = seen.clone();
         let page = state
             .work
             .compute
-            .run(move |_| rows.iter().map(entry).collect::<Result<Vec<_>>>())
+            .run(move |_| {
+                rows.iter()
+                    .map(|row| entry(row, &seen))
+                    .collect::<Result<Vec<_>>>()
+            })
             .await??;
         for entry in page {
             if read == most {
@@ -281,9 +289,32 @@ pub async fn each_in_window(
     Ok(false)
 }
 
-/// A stored row as the history's entry; its JSON parts were written by the recorder, so one
-/// that does not read is a fault of ours (500), not the caller's.
-fn entry(row: &db::HistoryRow) -> Result<HistoryEntry> {
+/// The evictions the recorder saw, by uid, oldest first.
+type Seen = std::collections::HashMap<String, Vec<Transition>>;
+
+/// Every eviction seen of the Workloads created in [`from`, `end`) (in `team`'s namespace
+/// when given).
+async fn evictions_seen(
+    state: &AppState,
+    from: sqlx::types::time::Date,
+    end: sqlx::types::time::Date,
+    team: Option<&str>,
+) -> Result<Seen> {
+    let mut seen = Seen::new();
+    for row in db::evictions_seen(&state.pool, from, end, team).await? {
+        seen.entry(row.uid).or_default().push(Transition {
+            at_ms: row.at_ms,
+            reason: row.reason,
+            detail: row.detail,
+        });
+    }
+    Ok(seen)
+}
+
+/// A stored row as the history's entry, with the evictions seen of it; its JSON parts were
+/// written by the recorder, so one that does not read is a fault of ours (500), not the
+/// caller's.
+fn entry(row: &db::HistoryRow, seen: &Seen) -> Result<HistoryEntry> {
     fn json<T: serde::de::DeserializeOwned>(uid: &str, text: &str) -> Result<T> {
         serde_json::from_str(text)
             .map_err(|e| Error::Internal(format!("the recorded Workload {uid} does not read: {e}")))
@@ -312,10 +343,7 @@ fn entry(row: &db::HistoryRow) -> Result<HistoryEntry> {
             problems: json(uid, &row.problems)?,
         },
         team: row.team.clone(),
-        evictions_seen: match &row.evictions_seen {
-            Some(text) => json(uid, text)?,
-            None => Vec::new(),
-        },
+        evictions_seen: seen.get(uid).cloned().unwrap_or_default(),
         gone_at_ms: row.gone_at_ms,
         demo: row.demo,
     })
