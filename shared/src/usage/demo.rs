@@ -303,10 +303,11 @@ impl<'a> Quota<'a> {
 
 /// Kueue's admission of one flavor and resource at an instant, for asks in priority order:
 /// each team is first admitted within its nominal quota, then borrows what the other queues of
-/// its cohort leave unused, in the same order. As Kueue's ClusterQueue API documents it
-/// (`reference/kueue/crds`): a queue in no cohort neither borrows nor lends; one may borrow
-/// up to its `borrowingLimit` (none: no limit) and lend at most its `lendingLimit` of its
-/// unused nominal quota. Never more than the pool's `capacity` in all.
+/// its cohort leave unused, in the same order. Kueue's rules as the planner's week holds them
+/// (docs/planning.md, "simulation"; `planning::simulate::quota`, which this domain may not
+/// import): a queue in no cohort neither borrows nor lends; one may borrow up to its
+/// `borrowingLimit` (none: no limit) and lend at most its `lendingLimit` of its unused
+/// nominal quota. Never more than the pool's `capacity` in all.
 fn admit(quotas: &[Quota], capacity: i64) -> Vec<i64> {
     let mut free = capacity;
     let mut admitted: Vec<i64> = quotas
