@@ -73,6 +73,11 @@ pub fn day(date: Date) -> Day {
     Day::of_unix_seconds(i64::from(date.to_julian_day() - UNIX_EPOCH_JULIAN_DAY) * 86_400)
 }
 
+/// A `timestamptz` in Unix milliseconds (floored, as the recorder stores whole milliseconds).
+pub fn unix_ms(at: sqlx::types::time::OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos().div_euclid(1_000_000)).unwrap_or(i64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ use axum::{
     Json,
     extract::{Path, Query, State},
 };
+use futures_util::TryStreamExt;
 use shared::{
     cluster::{
         demo::DemoQueue,
@@ -213,29 +214,24 @@ pub async fn window(
     end: Day,
     team: Option<&str>,
 ) -> Result<(Vec<HistoryEntry>, bool)> {
+    let most = MAX_HISTORY_WORKLOADS as usize;
     let (from, end) = (clock::date(from)?, clock::date(end)?);
-    let rows = db::workload_history(
-        &state.pool,
-        from,
-        end,
-        team,
-        None,
-        i64::from(MAX_HISTORY_WORKLOADS) + 1,
-    )
-    .await?;
     let seen = evictions_seen(state, from, end, team).await?;
-    let truncated = rows.len() > MAX_HISTORY_WORKLOADS as usize;
-    let workloads = rows
-        .iter()
-        .take(MAX_HISTORY_WORKLOADS as usize)
-        .map(|row| entry(row, &seen))
-        .collect::<Result<_>>()?;
-    Ok((workloads, truncated))
+    let mut rows = db::workload_history(&state.pool, (from, end), team, most as i64 + 1);
+    let mut workloads = Vec::new();
+    while let Some(row) = rows.try_next().await? {
+        if workloads.len() == most {
+            return Ok((workloads, true));
+        }
+        workloads.push(entry(row, &seen)?);
+    }
+    Ok((workloads, false))
 }
 
-/// Every recorded Workload created in [`from`, `end`), oldest first, handed to `each` a page
-/// at a time, at most `most`; whether the window held more. Each page is read on the compute
-/// pool, so a large window does not hold up the async runtime.
+/// Every recorded Workload created in [`from`, `end`), oldest first, handed to `each`, at most
+/// `most`; whether the window held more. One query streams the rows; a task beside it reads
+/// them a page at a time and each page is parsed on the compute pool while the next is read,
+/// so a large window does not hold up the async runtime.
 pub async fn each_in_window(
     state: &AppState,
     from: Day,
@@ -243,50 +239,53 @@ pub async fn each_in_window(
     most: usize,
     mut each: impl FnMut(&HistoryEntry),
 ) -> Result<bool> {
-    const PAGE: i64 = 5_000;
+    const PAGE: usize = 5_000;
     let (from, end) = (clock::date(from)?, clock::date(end)?);
-    // The next page is read while this one is parsed and handed on.
-    let page_after = |after: Option<(i64, String)>| {
-        let pool = state.pool.clone();
-        tokio::spawn(async move {
-            let after = after.as_ref().map(|(ms, uid)| (*ms, uid.as_str()));
-            db::workload_history(&pool, from, end, None, after, PAGE).await
-        })
-    };
     let seen = std::sync::Arc::new(evictions_seen(state, from, end, None).await?);
-    let mut next = Some(page_after(None));
-    let mut read = 0usize;
-    while let Some(reading) = next.take() {
-        let rows = reading
-            .await
-            .map_err(|e| Error::Internal(format!("reading the history stopped: {e}")))??;
-        if rows.len() as i64 == PAGE {
-            next = rows
-                .last()
-                .map(|r| page_after(Some((r.created_at_ms, r.uid.clone()))));
+    let (pages, mut read) = tokio::sync::mpsc::channel(2);
+    let pool = state.pool.clone();
+    let reader = tokio::spawn(async move {
+        let mut rows = db::workload_history(&pool, (from, end), None, most as i64 + 1);
+        let mut page = Vec::with_capacity(PAGE);
+        while let Some(row) = rows.try_next().await.transpose() {
+            page.push(row);
+            if page.len() == PAGE && pages.send(std::mem::take(&mut page)).await.is_err() {
+                return;
+            }
         }
+        let _ = pages.send(page).await;
+    });
+    let _stop_reading = AbortOnDrop(reader);
+    let mut handed = 0usize;
+    while let Some(rows) = read.recv().await {
         let seen = seen.clone();
         let page = state
             .work
             .compute
             .run(move |_| {
-                rows.iter()
-                    .map(|row| entry(row, &seen))
+                rows.into_iter()
+                    .map(|row| entry(row?, &seen))
                     .collect::<Result<Vec<_>>>()
             })
             .await??;
-        for entry in page {
-            if read == most {
-                if let Some(reading) = next {
-                    reading.abort();
-                }
+        for entry in &page {
+            if handed == most {
                 return Ok(true);
             }
-            each(&entry);
-            read += 1;
+            each(entry);
+            handed += 1;
         }
     }
     Ok(false)
+}
+
+/// Stops the history's reader when the read ends early (its window held more, or failed).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The evictions the recorder saw, by uid, oldest first.
@@ -314,37 +313,48 @@ async fn evictions_seen(
 /// A stored row as the history's entry, with the evictions seen of it; its JSON parts were
 /// written by the recorder, so one that does not read is a fault of ours (500), not the
 /// caller's.
-fn entry(row: &db::HistoryRow, seen: &Seen) -> Result<HistoryEntry> {
+fn entry(row: db::HistoryRow, seen: &Seen) -> Result<HistoryEntry> {
     fn json<T: serde::de::DeserializeOwned>(uid: &str, text: &str) -> Result<T> {
         serde_json::from_str(text)
             .map_err(|e| Error::Internal(format!("the recorded Workload {uid} does not read: {e}")))
     }
+    /// `evictions` and `problems`: absent where empty.
+    fn listed<T: serde::de::DeserializeOwned>(uid: &str, text: Option<String>) -> Result<Vec<T>> {
+        text.map_or(Ok(Vec::new()), |t| json(uid, &t))
+    }
     let uid = row.uid.as_str();
+    let (pod_sets, evicted, evictions, problems, evictions_seen) = (
+        json(uid, &row.pod_sets)?,
+        row.evicted.as_deref().map(|t| json(uid, t)).transpose()?,
+        listed(uid, row.evictions)?,
+        listed(uid, row.problems)?,
+        seen.get(uid).cloned().unwrap_or_default(),
+    );
     Ok(HistoryEntry {
         workload: RecordedWorkload {
-            uid: row.uid.clone(),
-            namespace: row.namespace.clone(),
-            name: row.name.clone(),
-            local_queue: row.local_queue.clone(),
-            cluster_queue: row.cluster_queue.clone(),
-            priority: row.priority,
-            priority_class: row.priority_class.clone(),
-            pod_sets: json(uid, &row.pod_sets)?,
-            created_at_ms: row.created_at_ms,
-            quota_reserved_at_ms: row.quota_reserved_at_ms,
-            admitted_at_ms: row.admitted_at_ms,
-            evicted: row.evicted.as_deref().map(|t| json(uid, t)).transpose()?,
-            finished: row.finished_at_ms.map(|at_ms| Transition {
-                at_ms,
-                reason: row.finished_reason.clone().unwrap_or_default(),
+            pod_sets,
+            evicted,
+            evictions,
+            problems,
+            created_at_ms: clock::unix_ms(row.created_at),
+            quota_reserved_at_ms: row.quota_reserved_at.map(clock::unix_ms),
+            admitted_at_ms: row.admitted_at.map(clock::unix_ms),
+            finished: row.finished_at.map(|at| Transition {
+                at_ms: clock::unix_ms(at),
+                reason: row.finished_reason.unwrap_or_default(),
                 detail: None,
             }),
-            evictions: json(uid, &row.evictions)?,
-            problems: json(uid, &row.problems)?,
+            namespace: row.namespace,
+            name: row.name,
+            local_queue: row.local_queue,
+            cluster_queue: row.cluster_queue,
+            priority: row.priority,
+            priority_class: row.priority_class,
+            uid: row.uid,
         },
-        team: row.team.clone(),
-        evictions_seen: seen.get(uid).cloned().unwrap_or_default(),
-        gone_at_ms: row.gone_at_ms,
+        evictions_seen,
+        team: row.team,
+        gone_at_ms: row.gone_at.map(clock::unix_ms),
         demo: row.demo,
     })
 }

@@ -69,9 +69,9 @@ pub struct Source {
 /// One recorded Workload as the planner reads it.
 struct Run {
     team: usize,
-    flavor: String,
+    /// Its accelerator's place in the scenario's fleet.
+    flavor: usize,
     priority: i32,
-    class: String,
     gpus: u32,
     created_ms: i64,
     /// Minutes from first admission to finish, or to the window's end while still running.
@@ -140,6 +140,8 @@ pub struct Derivation<'a> {
     sources: Vec<Source>,
     problems: Vec<String>,
     runs: Vec<Run>,
+    /// Each class's name (team, flavor, priority): its first Workload's priority class.
+    class_names: BTreeMap<(usize, usize, i32), String>,
     /// Workloads left out: in no team's namespace, never admitted, on no whole GPUs.
     left_out: [usize; 3],
     /// Workloads of the demo's history read.
@@ -160,6 +162,7 @@ impl<'a> Derivation<'a> {
             sources,
             problems,
             runs: Vec::new(),
+            class_names: BTreeMap::new(),
             left_out: [0; 3],
             demo: 0,
         }
@@ -189,13 +192,13 @@ impl<'a> Derivation<'a> {
         };
         // A finished run counts whole (its length is the class's); a running one by the end.
         let until = w.finished.as_ref().map_or(day_ms(self.m.end), |f| f.at_ms);
+        let class = (team, flavor, w.priority);
+        self.class_names.entry(class).or_insert_with(|| {
+            (w.priority_class.clone()).unwrap_or_else(|| format!("priority-{}", w.priority))
+        });
         self.runs.push(Run {
             team,
             priority: w.priority,
-            class: w
-                .priority_class
-                .clone()
-                .unwrap_or_else(|| format!("priority-{}", w.priority)),
             gpus,
             flavor,
             created_ms: w.created_at_ms.max(day_ms(self.m.from)),
@@ -221,19 +224,35 @@ impl<'a> Derivation<'a> {
                 self.demo
             ));
         }
-        let mut classes: BTreeMap<(usize, &str, i32), Vec<&Run>> = BTreeMap::new();
+        let mut classes: BTreeMap<(usize, usize, i32), Vec<&Run>> = BTreeMap::new();
         for run in &self.runs {
             classes
-                .entry((run.team, run.flavor.as_str(), run.priority))
+                .entry((run.team, run.flavor, run.priority))
                 .or_default()
                 .push(run);
         }
+        // by team, flavor name and priority
+        let fleet = &self.base.fleet;
+        let mut classes: Vec<_> = classes.into_iter().collect();
+        classes.sort_by(|((t1, f1, p1), _), ((t2, f2, p2), _)| {
+            (t1, &fleet[*f1].flavor, p1).cmp(&(t2, &fleet[*f2].flavor, p2))
+        });
+        let flavors: Vec<String> = fleet.iter().map(|a| a.flavor.clone()).collect();
         let (m, base, sources) = (self.m, &mut self.base, &mut self.sources);
-        for ((team, flavor, priority), runs) in classes {
+        for ((team, f, priority), runs) in classes {
             let at = base.teams[team].workloads.len();
             let path = format!("teams[{team}].workloads[{at}]");
             let checkpoint = checkpoint_minutes(m, &base.teams[team].name);
-            let mut work = class(m, flavor, priority, &runs, checkpoint, &path, sources);
+            let (name, flavor) = (&self.class_names[&(team, f, priority)], &flavors[f]);
+            let mut work = class(
+                m,
+                (name, flavor),
+                priority,
+                &runs,
+                checkpoint,
+                &path,
+                sources,
+            );
             let namespace = &m.world.teams[team].namespace;
             let (busy_pct, from) = busy_share(m, namespace, flavor);
             if let Some(pct) = busy_pct {
@@ -382,15 +401,19 @@ pub(crate) fn set_quota(
 }
 
 /// The flavor whose whole GPUs the Workload was admitted on, and how many it holds.
-fn gpu_flavor(entry: &HistoryEntry, base: &Scenario) -> Option<(String, u32)> {
-    let set = entry.workload.pod_sets.iter().find_map(|set| {
+fn gpu_flavor(entry: &HistoryEntry, base: &Scenario) -> Option<(usize, u32)> {
+    let pod_sets = &entry.workload.pod_sets;
+    let (flavor, resource) = pod_sets.iter().find_map(|set| {
         set.flavors.iter().find_map(|(resource, flavor)| {
-            let acc = base.accelerator(flavor)?;
-            (acc.model()?.resource == *resource).then(|| (flavor.clone(), resource.clone()))
+            let f = base.fleet.iter().position(|a| a.flavor == *flavor)?;
+            (base.fleet[f].model()?.resource == *resource).then_some((f, resource))
         })
     })?;
-    let gpus = entry.workload.resources().get(set.1.as_str()).copied()?;
-    Some((set.0, u32::try_from(gpus).ok().filter(|g| *g > 0)?))
+    let gpus: u64 = pod_sets
+        .iter()
+        .filter_map(|s| s.resources.get(resource))
+        .sum();
+    Some((flavor, u32::try_from(gpus).ok().filter(|g| *g > 0)?))
 }
 
 fn checkpoint_minutes(m: &Measured, team: &str) -> Option<u32> {
@@ -403,7 +426,7 @@ fn checkpoint_minutes(m: &Measured, team: &str) -> Option<u32> {
 /// One class from its runs.
 fn class(
     m: &Measured,
-    flavor: &str,
+    (name, flavor): (&str, &str),
     priority: i32,
     runs: &[&Run],
     checkpoint: Option<u32>,
@@ -411,11 +434,7 @@ fn class(
     sources: &mut Vec<Source>,
 ) -> Workload {
     let window = format!("{} to {}", m.from, m.end.plus(-1));
-    let mut work = Workload::new(
-        &format!("{}-{flavor}", runs[0].class),
-        WorkloadKind::Batch,
-        flavor,
-    );
+    let mut work = Workload::new(&format!("{name}-{flavor}"), WorkloadKind::Batch, flavor);
     work.priority = priority;
     let mut say = |field: &str, from: String| {
         sources.push(Source {
