@@ -20,7 +20,7 @@ use axum::{
 };
 use shared::{
     accounts::{PLANNERS, Role},
-    chargeback::UsageDay,
+    chargeback::{TokensHour, UsageDay},
     cluster::workload::HistoryQuery,
     planning::from_history::{Derivation, FromHistory, Measured},
     planning::replay::{self, Replay, ReplayQuery, Replayer},
@@ -358,6 +358,7 @@ struct Read {
     world: QuotaWorld,
     prices: BTreeMap<String, i64>,
     usage: Vec<UsageDay>,
+    tokens: Vec<TokensHour>,
     from: shared::common::day::Day,
     end: shared::common::day::Day,
 }
@@ -383,10 +384,12 @@ impl Read {
             })
             .collect();
         let usage = chargeback::db::usage_days(&state.pool, from, end).await?;
+        let tokens = chargeback::db::token_hours(&state.pool, from, end).await?;
         Ok(Read {
             world,
             prices,
             usage,
+            tokens,
             from,
             end,
         })
@@ -397,6 +400,7 @@ impl Read {
             world: &self.world,
             prices: &self.prices,
             usage: &self.usage,
+            tokens: &self.tokens,
             from: self.from,
             end: self.end,
         }

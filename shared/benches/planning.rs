@@ -173,6 +173,7 @@ fn from_history(c: &mut Criterion) {
         world: &world,
         prices: &prices,
         usage: &[],
+        tokens: &[],
         from,
         end: from.plus(28),
     };

@@ -121,6 +121,16 @@ pub struct UsageDay {
     pub lent_gpu_us: i64,
 }
 
+/// Tokens one namespace's model generated in one hour (vLLM's `generation_tokens` counter).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokensHour {
+    /// The hour's first instant, in Unix milliseconds.
+    pub hour_ms: i64,
+    pub namespace: String,
+    pub model: String,
+    pub generation_tokens: i64,
+}
+
 /// Tokens one namespace's model served on one day.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokensDay {

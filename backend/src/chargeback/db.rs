@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use shared::{
-    chargeback::{DrillMinute, Rate, Team, TokensDay, UsageDay},
+    chargeback::{DrillMinute, Rate, Team, TokensDay, TokensHour, UsageDay},
     common::day::Day,
 };
 use sqlx::{PgExecutor, types::time::Date};
@@ -213,6 +213,35 @@ pub async fn token_days(
     .fetch_all(db)
     .await?;
     Ok(rows.into_iter().map(TokensDay::from).collect())
+}
+
+/// The generated tokens of [`from`, `to`) by hour, namespace and served model (the hour
+/// rollups of vLLM's counters).
+pub async fn token_hours(
+    db: impl PgExecutor<'_>,
+    from: Day,
+    to: Day,
+) -> sqlx::Result<Vec<TokensHour>> {
+    let rows = sqlx::query!(
+        r#"select period, namespace, model, generation_tokens
+           from usage_token_rollups
+           where grain = 'hour' and period >= $1::date::timestamp at time zone 'UTC'
+             and period < $2::date::timestamp at time zone 'UTC'
+           order by 1, 2, 3"#,
+        date(from)?,
+        date(to)?
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| TokensHour {
+            hour_ms: crate::clock::unix_ms(r.period),
+            namespace: r.namespace,
+            model: r.model,
+            generation_tokens: r.generation_tokens,
+        })
+        .collect())
 }
 
 /// Closed months, oldest first: `(first day, closed at, closed by)`.

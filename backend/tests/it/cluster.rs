@@ -1435,6 +1435,10 @@ async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and
     // The planner reads the same record: research's one job, still running at the window's
     // end, is a class of 32-GPU jobs at least 956 minutes long (08:04 to midnight), wanted
     // from its creation at 08:00 (hours 8 to 22 whole, 56 minutes of hour 23).
+    // And search served: DCGM saw 2 GPU-hours of its namespace on RTX GPUs and vLLM counted
+    // 5,040,000 generated tokens at 10:00, 700 a GPU-second, so at least 1,000 tokens/s a GPU
+    // over KEDA's 70% threshold; 10:00's 1,400 tokens/s are 1.4 GPUs, ⌈1.4 ÷ 0.7⌉ = 2 replicas.
+    search_served_on_november_30(&pool).await;
     let derived = history(
         &rig,
         "/api/plan/from-history?from=2026-11-30&to=2026-11-30",
@@ -1469,6 +1473,19 @@ async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and
         "{:?}",
         derived.problems
     );
+    let search = (derived.scenario.teams.iter())
+        .find(|t| t.name == "search")
+        .expect("search");
+    let serving = (search.workloads.iter())
+        .find(|w| w.kind == shared::planning::scenario::WorkloadKind::Inference)
+        .unwrap_or_else(|| panic!("an inference class: {search:?}"));
+    let inference = serving.inference.as_ref().expect("its settings");
+    assert_eq!(
+        (serving.flavor.as_str(), inference.tokens_per_s_per_gpu),
+        ("rtx-inference", 1_000)
+    );
+    let hourly = serving.demand.hourly();
+    assert_eq!((hourly[10], inference.max_replicas), (1.4, 2));
     let length = derived
         .sources
         .iter()
@@ -1496,6 +1513,24 @@ async fn the_workload_history_keeps_what_kueue_ran_through_deletions_outages_and
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     let err: shared::ApiError = bad.json();
     assert_eq!(err.fields[0].message, "2026-11-30 is before 2026-12-01");
+}
+
+/// search's vLLM tokens and DCGM time on 2026-11-30, as the usage ingest rolls them up.
+async fn search_served_on_november_30(pool: &PgPool) {
+    for statement in [
+        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
+             fb_used_mib_minutes, minutes)
+         select 'day', '2026-11-30', t.namespace, '', 'rtx-inference', t.id, 2 * 3600000000::bigint,
+                3600000000::bigint, 2 * 3600000000::bigint, 0, 1440
+         from teams t where t.name = 'search'",
+        "insert into usage_token_rollups (grain, period, namespace, model, team_id, prompt_tokens,
+             generation_tokens, prefill_microseconds, decode_microseconds)
+         select 'hour', '2026-11-30 10:00Z', t.namespace, 'llama', t.id, 0, 5040000, 0, 0
+         from teams t where t.name = 'search'",
+    ] {
+        sqlx::query(statement).execute(pool).await.expect("rollups");
+    }
 }
 
 /// `gpufleet demo`'s workload history: four weeks of research's jobs up to now (the team whose

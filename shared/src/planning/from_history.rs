@@ -13,19 +13,29 @@
 //! - priority: the class's; checkpoints: the team's quota request says its interval;
 //! - busy share: DCGM's busy over observed GPU time of the team's namespace on the flavor.
 //!
+//! A team whose namespace served tokens (vLLM's counters) gets one inference class:
+//! - flavor: the one where DCGM observed most of the namespace's GPU time that its recorded
+//!   Workloads do not account for (its serving GPUs); serving seen on other flavors is named in
+//!   `problems`, since vLLM's counters do not say where a model runs;
+//! - tokens per second per GPU, *at least*: the generated tokens over the serving GPU-seconds,
+//!   over the class's KEDA threshold (KEDA keeps each replica's load at most at the threshold,
+//!   so a held GPU serves at most threshold × capacity);
+//! - demand: each hour of the week's generated tokens per second, averaged like the batch
+//!   demand, in GPUs of that capacity; max replicas: what KEDA wants at the busiest hour.
+//!
 //! Invariants: nothing is guessed. A Workload that holds no whole GPUs of a flavor is not
 //! batch work of the planner's kind; one never admitted has no flavor (Kueue picks it at
 //! admission) and one outside every team's namespace has no team: each kind is counted in
 //! `problems`, never placed. Where DCGM observed none of a team's time on a flavor, its
-//! classes keep the format's busy default, and say so. Inference (vLLM traffic and replica
-//! counts) is not derived yet.
+//! classes keep the format's busy default, and say so. A replica's GPUs are not in vLLM's
+//! counters: the inference class keeps the format's one GPU a replica, and says so.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    chargeback::UsageDay,
+    chargeback::{TokensHour, UsageDay},
     cluster::workload::HistoryEntry,
     common::day::Day,
     planning::scenario::{
@@ -44,6 +54,8 @@ pub struct Measured<'a> {
     pub prices: &'a BTreeMap<String, i64>,
     /// The window's measured use by day, namespace and flavor (DCGM's busy and observed time).
     pub usage: &'a [UsageDay],
+    /// The window's generated tokens by hour, namespace and served model.
+    pub tokens: &'a [TokensHour],
     pub from: Day,
     /// The day after the last.
     pub end: Day,
@@ -263,6 +275,13 @@ impl<'a> Derivation<'a> {
                 from,
             });
             base.teams[team].workloads.push(work);
+        }
+        let batch_us = batch_gpu_us(&self.runs);
+        for t in 0..base.teams.len() {
+            let problems = &mut self.problems;
+            if let Some(work) = inference_class(m, (t, base), &batch_us, sources, problems) {
+                base.teams[t].workloads.push(work);
+            }
         }
         for (t, team) in base.teams.iter_mut().enumerate() {
             asks_nothing_without_work(
@@ -529,11 +548,144 @@ fn busy_share(m: &Measured, namespace: &str, flavor: &str) -> (Option<u32>, Stri
     )
 }
 
+/// Each team's and flavor's GPU time held by its recorded runs, in microseconds.
+fn batch_gpu_us(runs: &[Run]) -> BTreeMap<(usize, usize), i128> {
+    let mut held = BTreeMap::new();
+    for run in runs {
+        let us = i128::from(run.gpus) * i128::from(run.minutes) * i128::from(MS_PER_MINUTE) * 1000;
+        *held.entry((run.team, run.flavor)).or_insert(0) += us;
+    }
+    held
+}
+
+/// Team `t`'s inference class from the tokens its namespace's models generated (module docs),
+/// or None where it served none; serving it cannot place is said in `problems`.
+fn inference_class(
+    m: &Measured,
+    (t, base): (usize, &Scenario),
+    batch_us: &BTreeMap<(usize, usize), i128>,
+    sources: &mut Vec<Source>,
+    problems: &mut Vec<String>,
+) -> Option<Workload> {
+    let (team, namespace) = (&base.teams[t].name, &m.world.teams[t].namespace);
+    let (from_ms, end_ms) = (day_ms(m.from), day_ms(m.end));
+    let hours: Vec<&TokensHour> = (m.tokens.iter())
+        .filter(|h| h.namespace == *namespace && (from_ms..end_ms).contains(&h.hour_ms))
+        .collect();
+    let tokens: i128 = hours.iter().map(|h| i128::from(h.generation_tokens)).sum();
+    if tokens <= 0 {
+        return None;
+    }
+    // the namespace's GPU time on each flavor beyond its recorded Workloads'
+    let serving: Vec<i128> = (0..base.fleet.len())
+        .map(|f| {
+            let observed: i128 = (m.usage.iter())
+                .filter(|u| u.namespace == *namespace && u.flavor == base.fleet[f].flavor)
+                .map(|u| i128::from(u.observed_gpu_us))
+                .sum();
+            (observed - batch_us.get(&(t, f)).copied().unwrap_or(0)).max(0)
+        })
+        .collect();
+    let total_us: i128 = serving.iter().sum();
+    let Some(f) = (0..serving.len())
+        .filter(|f| serving[*f] > 0)
+        .max_by_key(|f| serving[*f])
+    else {
+        problems.push(format!(
+            "{team} generated {tokens} tokens, but DCGM observed none of {namespace}'s GPU time beyond its recorded Workloads: no inference class"
+        ));
+        return None;
+    };
+    let flavor = base.fleet[f].flavor.as_str();
+    for (other, us) in serving
+        .iter()
+        .enumerate()
+        .filter(|(o, us)| *o != f && **us > 0)
+    {
+        problems.push(format!(
+            "{team} also served on {} ({:.1} GPU-hours beyond its Workloads): counted in its one inference class on {flavor}, since vLLM's counters do not say where a model runs",
+            base.fleet[other].flavor,
+            *us as f64 / 3.6e9
+        ));
+    }
+    let mut work = Workload::new(
+        &format!("serving-{flavor}"),
+        WorkloadKind::Inference,
+        flavor,
+    );
+    let mut inference = work.inference.clone()?;
+    // tokens per GPU-second over the threshold, rounded up (×100 / threshold_pct)
+    let per_gpu = {
+        let over = total_us * i128::from(inference.threshold_pct.max(1));
+        (tokens * 1_000_000 * 100 + over - 1) / over
+    };
+    inference.tokens_per_s_per_gpu = u32::try_from(per_gpu.max(1)).unwrap_or(u32::MAX);
+    let capacity = f64::from(inference.tokens_per_s_per_gpu);
+    let mut per_hour = vec![0i64; HOURS_PER_WEEK];
+    for h in &hours {
+        per_hour[hour_of_week(h.hour_ms)] += h.generation_tokens;
+    }
+    let hourly_gpus: Vec<f64> = (per_hour.iter().zip(occurrences(m)))
+        .map(|(tokens, n)| *tokens as f64 / (3600.0 * n.max(1) as f64) / capacity)
+        .collect();
+    let peak = hourly_gpus.iter().copied().fold(0.0, f64::max);
+    inference.max_replicas = (inference.replicas_for(peak, work.gpus_per_job))
+        .max(inference.min_replicas)
+        .max(1);
+    work.inference = Some(inference);
+    work.demand = Demand::Hourly { hourly_gpus };
+    let (busy_pct, busy_from) = busy_share(m, namespace, flavor);
+    if let Some(pct) = busy_pct {
+        work.busy_pct = pct;
+    }
+    let window = format!("{} to {}", m.from, m.end.plus(-1));
+    let models: std::collections::BTreeSet<&str> = hours.iter().map(|h| h.model.as_str()).collect();
+    let models = models.into_iter().collect::<Vec<_>>().join(", ");
+    let path = format!("teams[{t}].workloads[{}]", base.teams[t].workloads.len());
+    let serving_h = total_us as f64 / 3.6e9;
+    for (field, from) in [
+        (
+            "flavor",
+            format!(
+                "DCGM: where most of {namespace}'s GPU time beyond its recorded Workloads was ({window})"
+            ),
+        ),
+        (
+            "inference.tokens_per_s_per_gpu",
+            format!(
+                "at least: {tokens} tokens generated by {models} (vLLM) over {serving_h:.1} serving GPU-hours (DCGM), over the {}% KEDA threshold ({window})",
+                work.inference.as_ref().map_or(0, |i| i.threshold_pct)
+            ),
+        ),
+        (
+            "demand",
+            format!(
+                "vLLM's generated tokens per second by hour of the week, in GPUs of that capacity ({window})"
+            ),
+        ),
+        (
+            "inference.max_replicas",
+            "KEDA's replicas for the busiest hour's traffic".to_owned(),
+        ),
+        (
+            "gpus_per_job",
+            "the format's default: vLLM's counters do not say a replica's GPUs".to_owned(),
+        ),
+        ("busy_pct", busy_from),
+    ] {
+        sources.push(Source {
+            path: format!("{path}.{field}"),
+            from,
+        });
+    }
+    Some(work)
+}
+
 /// GPUs wanted per hour of the week: each run's GPUs from its creation for its length
 /// (`fallback` minutes for one still running with none), within the window, over how many
 /// times the window holds that hour.
 fn demand(m: &Measured, runs: &[&Run], fallback: u32) -> Vec<f64> {
-    let (from_ms, end_ms) = (day_ms(m.from), day_ms(m.end));
+    let end_ms = day_ms(m.end);
     let mut gpu_minutes = vec![0i64; HOURS_PER_WEEK];
     for run in runs {
         let minutes = if run.minutes > 0 {
@@ -552,15 +704,9 @@ fn demand(m: &Measured, runs: &[&Run], fallback: u32) -> Vec<f64> {
             at = next;
         }
     }
-    let mut occurrences = [0i64; HOURS_PER_WEEK];
-    let mut hour = from_ms;
-    while hour < end_ms {
-        occurrences[hour_of_week(hour)] += 1;
-        hour += MS_PER_HOUR;
-    }
     gpu_minutes
         .iter()
-        .zip(occurrences)
+        .zip(occurrences(m))
         .map(|(g, n)| {
             if n > 0 {
                 *g as f64 / (60.0 * n as f64)
@@ -569,6 +715,17 @@ fn demand(m: &Measured, runs: &[&Run], fallback: u32) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+/// How many times `m`'s window holds each hour of the week.
+fn occurrences(m: &Measured) -> [i64; HOURS_PER_WEEK] {
+    let mut occurrences = [0i64; HOURS_PER_WEEK];
+    let mut hour = day_ms(m.from);
+    while hour < day_ms(m.end) {
+        occurrences[hour_of_week(hour)] += 1;
+        hour += MS_PER_HOUR;
+    }
+    occurrences
 }
 
 /// Hour of the week from Monday 00:00 UTC (1970-01-01 was a Thursday: hour 72).
@@ -647,12 +804,18 @@ mod tests {
     }
 
     fn derive(days: i32) -> FromHistory {
+        // Two days of research's H100 time: 3 and 1 GPU-hours busy of 4 and 4 observed.
+        derive_measured(days, &[(3, 4), (1, 4)], &[])
+    }
+
+    /// The history above with research's DCGM `(busy, observed)` GPU-hours a day from Monday,
+    /// and its generated tokens `(hour of the week, tokens)` of the model "llama".
+    fn derive_measured(days: i32, usage: &[(i64, i64)], tokens: &[(i64, i64)]) -> FromHistory {
         let world = world();
         let prices = [("h100".to_owned(), 250)].into();
         let from = Day::parse("2026-11-30").expect("a day");
-        // Two days of research's H100 time: 3 and 1 GPU-hours busy of 4 and 4 observed.
         let hour_us = 3_600_000_000;
-        let usage: Vec<UsageDay> = [(3, 4), (1, 4)]
+        let usage: Vec<UsageDay> = usage
             .iter()
             .enumerate()
             .map(|(d, (busy, seen))| UsageDay {
@@ -666,10 +829,20 @@ mod tests {
                 lent_gpu_us: 0,
             })
             .collect();
+        let tokens: Vec<TokensHour> = tokens
+            .iter()
+            .map(|(hour, n)| TokensHour {
+                hour_ms: MONDAY_MS + hour * MS_PER_HOUR,
+                namespace: "team-research".into(),
+                model: "llama".into(),
+                generation_tokens: *n,
+            })
+            .collect();
         let measured = Measured {
             world: &world,
             prices: &prices,
             usage: &usage,
+            tokens: &tokens,
             from,
             end: from.plus(days),
         };
@@ -735,6 +908,7 @@ mod tests {
             world: &world,
             prices: &prices,
             usage: &[],
+            tokens: &[],
             from: today,
             end: today.plus(1),
         };
@@ -768,5 +942,52 @@ mod tests {
     fn a_longer_window_averages_over_the_times_it_holds_each_hour() {
         let hourly = derive(14).scenario.teams[0].workloads[0].demand.hourly();
         assert_eq!((hourly[8], hourly[9], hourly[24]), (4.0, 6.0, 2.0));
+    }
+
+    /// Research's recorded Workloads hold 8 × 120 + 8 × 60 + 4 × 60 = 1,680 GPU-minutes (28
+    /// GPU-hours) of H100; DCGM observed 38 GPU-hours of its namespace (19 busy), so 10
+    /// GPU-hours (36,000 GPU-seconds) served the 10,080,000 tokens llama generated: 280 a
+    /// GPU-second, over KEDA's 70% threshold at least 400 tokens/s a GPU. Monday 09:00's
+    /// 7,560,000 tokens are 2,100 a second, 5.25 GPUs of 400; 10:00's 2,520,000 are 1.75 GPUs.
+    /// KEDA wants ⌈5.25 ÷ 0.7⌉ = 8 replicas of one GPU at the peak. Busy: 19 of 38, 50%.
+    #[test]
+    fn served_tokens_become_an_inference_class_by_hand() {
+        let derived = derive_measured(7, &[(19, 38)], &[(9, 7_560_000), (10, 2_520_000)]);
+        let team = &derived.scenario.teams[0];
+        let class = &team.workloads[1];
+        assert_eq!(
+            (class.name.as_str(), class.kind, class.flavor.as_str()),
+            ("serving-h100", WorkloadKind::Inference, "h100")
+        );
+        let inference = class.inference.as_ref().expect("inference");
+        assert_eq!(
+            (inference.tokens_per_s_per_gpu, inference.max_replicas),
+            (400, 8)
+        );
+        let hourly = class.demand.hourly();
+        assert_eq!((hourly[9], hourly[10], hourly[11]), (5.25, 1.75, 0.0));
+        assert_eq!((class.busy_pct, class.gpus_per_job), (50, 1));
+        assert!(derived.sources.iter().any(|src| {
+            src.path == "teams[0].workloads[1].inference.tokens_per_s_per_gpu"
+                && src.from.starts_with(
+                    "at least: 10080000 tokens generated by llama (vLLM) over 10.0 serving GPU-hours",
+                )
+        }));
+        assert!(derived.scenario.validate().is_ok());
+    }
+
+    /// Tokens served where DCGM saw no GPU time beyond the recorded Workloads (8 observed
+    /// GPU-hours against their 28) are said, never placed.
+    #[test]
+    fn tokens_without_serving_gpus_are_said_not_placed() {
+        let derived = derive_measured(7, &[(3, 4), (1, 4)], &[(9, 1_000)]);
+        assert!(
+            derived.scenario.teams[0]
+                .workloads
+                .iter()
+                .all(|w| w.kind != WorkloadKind::Inference)
+        );
+        assert!(derived.problems.iter().any(|p| p
+            == "research generated 1000 tokens, but DCGM observed none of team-research's GPU time beyond its recorded Workloads: no inference class"));
     }
 }

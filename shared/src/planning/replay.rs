@@ -786,6 +786,7 @@ mod tests {
             world,
             prices: &prices,
             usage,
+            tokens: &[],
             from,
             end,
         };
@@ -943,6 +944,7 @@ mod tests {
             world: &world,
             prices: &prices,
             usage: &usage,
+            tokens: &[],
             from,
             end,
         };
