@@ -26,9 +26,10 @@ pub async fn run(command: UsageCommand) -> Result<(), CliError> {
         UsageCommand::DemoHistory {
             db,
             hours,
+            end,
             step_seconds,
             out,
-        } => demo_history(db, hours, step_seconds, out).await,
+        } => demo_history(db, (hours, end), step_seconds, out).await,
         UsageCommand::Status { db, format } => status(db, format).await,
     }
 }
@@ -166,7 +167,7 @@ async fn ingest_each(
 /// `gpufleet usage demo-history`: the demo fleet's metrics as OpenMetrics, for promtool.
 async fn demo_history(
     db: DbArgs,
-    hours: u32,
+    (hours, end): (u32, Option<String>),
     step_seconds: u32,
     out: PathBuf,
 ) -> Result<(), CliError> {
@@ -175,13 +176,15 @@ async fn demo_history(
             "--step-seconds is 1 to 60: a minute without a sample counts nothing".to_owned(),
         ));
     }
+    let to = match end {
+        Some(end) => instant("--end", &end)?,
+        None => shared::common::utc::floor_minute(crate::clock::now_ms()),
+    };
+    let from = to - i64::from(hours) * shared::common::utc::HOUR_MS;
     let pool = migrated_pool(&db).await?;
     let (pools, teams) = super::demo::fleet(&pool)
         .await
         .map_err(|err| CliError::Failed(format!("database: {err}")))?;
-    let now = crate::clock::now_ms();
-    let to = shared::common::utc::floor_minute(now);
-    let from = to - i64::from(hours) * shared::common::utc::HOUR_MS;
     let file = std::fs::File::create(&out)
         .map_err(|err| CliError::Failed(format!("cannot write {}: {err}", out.display())))?;
     let mut writer = std::io::BufWriter::new(file);
@@ -318,6 +321,10 @@ pub enum UsageCommand {
         db: DbArgs,
         #[arg(long, default_value_t = 24)]
         hours: u32,
+        /// Where it ends, on a whole minute, e.g. 2026-12-01T00:00:00Z (default: now); a week
+        /// is written a day at a time by giving each day's end.
+        #[arg(long)]
+        end: Option<String>,
         /// Seconds between samples (at most 60: a minute without a sample counts nothing).
         #[arg(long, default_value_t = 60)]
         step_seconds: u32,

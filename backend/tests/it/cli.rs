@@ -343,3 +343,55 @@ async fn quota_findings_are_printed_and_bad_windows_explained(pool: PgPool) {
         stderr(&bad)
     );
 }
+
+/// `./dev run` seeds the demo's week a day at a time, each day's end given: `--end T --hours 1`
+/// writes the hour before T, every sample's timestamp in it; an end off the minute is refused.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_demo_history_is_written_for_the_hours_asked(pool: PgPool) {
+    use shared::common::utc::{HOUR_MS, floor_minute, format_rfc3339};
+    assert!(gpufleet(&pool, &["demo"], None).status.success());
+    let file = std::env::temp_dir().join(format!("gpufleet-demo-{}.om", std::process::id()));
+    let out = file.to_str().expect("utf-8");
+    let to = floor_minute(backend::clock::now_ms()) - 24 * HOUR_MS;
+    let end = format_rfc3339(to);
+    let args = [
+        "usage",
+        "demo-history",
+        "--hours",
+        "1",
+        "--out",
+        out,
+        "--end",
+    ];
+    let written = gpufleet(&pool, &[&args[..], &[end.as_str()]].concat(), None);
+    let said = String::from_utf8_lossy(&written.stderr).into_owned();
+    assert!(written.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("({} to {end})", format_rfc3339(to - HOUR_MS))),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&file).expect("the history");
+    std::fs::remove_file(&file).expect("removed");
+    // each sample line ends in its timestamp, in seconds
+    let stamps: Vec<i64> = (text.lines())
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|s| (s * 1000.0) as i64)
+        .collect();
+    assert!(!stamps.is_empty(), "{said}");
+    assert!(
+        stamps.iter().all(|ms| (to - HOUR_MS..to).contains(ms)),
+        "every sample in the hour before {end}"
+    );
+    let off = gpufleet(
+        &pool,
+        &[&args[..], &["2026-12-01T00:00:30Z"]].concat(),
+        None,
+    );
+    assert!(!off.status.success());
+    assert!(
+        String::from_utf8_lossy(&off.stderr).contains("is not on a whole minute"),
+        "{}",
+        String::from_utf8_lossy(&off.stderr)
+    );
+}
