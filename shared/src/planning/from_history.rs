@@ -576,17 +576,7 @@ fn inference_class(
     if tokens <= 0 {
         return None;
     }
-    // the namespace's GPU time on each flavor beyond its recorded Workloads'
-    let serving: Vec<i128> = (0..base.fleet.len())
-        .map(|f| {
-            let observed: i128 = (m.usage.iter())
-                .filter(|u| u.namespace == *namespace && u.flavor == base.fleet[f].flavor)
-                .map(|u| i128::from(u.observed_gpu_us))
-                .sum();
-            (observed - batch_us.get(&(t, f)).copied().unwrap_or(0)).max(0)
-        })
-        .collect();
-    let total_us: i128 = serving.iter().sum();
+    let serving = serving_gpu_us(m, (t, namespace), &base.fleet, batch_us);
     let Some(f) = (0..serving.len())
         .filter(|f| serving[*f] > 0)
         .max_by_key(|f| serving[*f])
@@ -597,17 +587,58 @@ fn inference_class(
         return None;
     };
     let flavor = base.fleet[f].flavor.as_str();
-    for (other, us) in serving
-        .iter()
-        .enumerate()
-        .filter(|(o, us)| *o != f && **us > 0)
-    {
+    for (other, us) in (serving.iter().enumerate()).filter(|(o, us)| *o != f && **us > 0) {
         problems.push(format!(
             "{team} also served on {} ({:.1} GPU-hours beyond its Workloads): counted in its one inference class on {flavor}, since vLLM's counters do not say where a model runs",
             base.fleet[other].flavor,
             *us as f64 / 3.6e9
         ));
     }
+    let serving_us: i128 = serving.iter().sum();
+    let mut work = serving_class(m, flavor, &hours, (tokens, serving_us))?;
+    let (busy_pct, busy_from) = busy_share(m, namespace, flavor);
+    if let Some(pct) = busy_pct {
+        work.busy_pct = pct;
+    }
+    let path = format!("teams[{t}].workloads[{}]", base.teams[t].workloads.len());
+    let said = inference_sources(m, (namespace, &work), &hours, (tokens, serving_us));
+    for (field, from) in said.into_iter().chain([("busy_pct", busy_from)]) {
+        sources.push(Source {
+            path: format!("{path}.{field}"),
+            from,
+        });
+    }
+    Some(work)
+}
+
+/// Team `t`'s GPU time on each of the fleet's flavors beyond what its recorded Workloads held
+/// there (DCGM's observed time of its namespace), in microseconds.
+fn serving_gpu_us(
+    m: &Measured,
+    (t, namespace): (usize, &str),
+    fleet: &[Accelerator],
+    batch_us: &BTreeMap<(usize, usize), i128>,
+) -> Vec<i128> {
+    (fleet.iter().enumerate())
+        .map(|(f, acc)| {
+            let observed: i128 = (m.usage.iter())
+                .filter(|u| u.namespace == namespace && u.flavor == acc.flavor)
+                .map(|u| i128::from(u.observed_gpu_us))
+                .sum();
+            (observed - batch_us.get(&(t, f)).copied().unwrap_or(0)).max(0)
+        })
+        .collect()
+}
+
+/// An inference class on `flavor` serving `hours`' tokens: at least `tokens` over the
+/// `serving_us` GPU-microseconds over KEDA's threshold a GPU, the hourly traffic in GPUs of
+/// that, and the replicas KEDA wants at its busiest hour.
+fn serving_class(
+    m: &Measured,
+    flavor: &str,
+    hours: &[&TokensHour],
+    (tokens, serving_us): (i128, i128),
+) -> Option<Workload> {
     let mut work = Workload::new(
         &format!("serving-{flavor}"),
         WorkloadKind::Inference,
@@ -615,14 +646,12 @@ fn inference_class(
     );
     let mut inference = work.inference.clone()?;
     // tokens per GPU-second over the threshold, rounded up (×100 / threshold_pct)
-    let per_gpu = {
-        let over = total_us * i128::from(inference.threshold_pct.max(1));
-        (tokens * 1_000_000 * 100 + over - 1) / over
-    };
+    let over = serving_us * i128::from(inference.threshold_pct.max(1));
+    let per_gpu = (tokens * 1_000_000 * 100 + over - 1) / over;
     inference.tokens_per_s_per_gpu = u32::try_from(per_gpu.max(1)).unwrap_or(u32::MAX);
     let capacity = f64::from(inference.tokens_per_s_per_gpu);
     let mut per_hour = vec![0i64; HOURS_PER_WEEK];
-    for h in &hours {
+    for h in hours {
         per_hour[hour_of_week(h.hour_ms)] += h.generation_tokens;
     }
     let hourly_gpus: Vec<f64> = (per_hour.iter().zip(occurrences(m)))
@@ -634,16 +663,22 @@ fn inference_class(
         .max(1);
     work.inference = Some(inference);
     work.demand = Demand::Hourly { hourly_gpus };
-    let (busy_pct, busy_from) = busy_share(m, namespace, flavor);
-    if let Some(pct) = busy_pct {
-        work.busy_pct = pct;
-    }
+    Some(work)
+}
+
+/// Where an inference class's figures came from, by field.
+fn inference_sources(
+    m: &Measured,
+    (namespace, work): (&str, &Workload),
+    hours: &[&TokensHour],
+    (tokens, serving_us): (i128, i128),
+) -> [(&'static str, String); 5] {
     let window = format!("{} to {}", m.from, m.end.plus(-1));
     let models: std::collections::BTreeSet<&str> = hours.iter().map(|h| h.model.as_str()).collect();
     let models = models.into_iter().collect::<Vec<_>>().join(", ");
-    let path = format!("teams[{t}].workloads[{}]", base.teams[t].workloads.len());
-    let serving_h = total_us as f64 / 3.6e9;
-    for (field, from) in [
+    let threshold = work.inference.as_ref().map_or(0, |i| i.threshold_pct);
+    let serving_h = serving_us as f64 / 3.6e9;
+    [
         (
             "flavor",
             format!(
@@ -653,8 +688,7 @@ fn inference_class(
         (
             "inference.tokens_per_s_per_gpu",
             format!(
-                "at least: {tokens} tokens generated by {models} (vLLM) over {serving_h:.1} serving GPU-hours (DCGM), over the {}% KEDA threshold ({window})",
-                work.inference.as_ref().map_or(0, |i| i.threshold_pct)
+                "at least: {tokens} tokens generated by {models} (vLLM) over {serving_h:.1} serving GPU-hours (DCGM), over the {threshold}% KEDA threshold ({window})"
             ),
         ),
         (
@@ -671,14 +705,7 @@ fn inference_class(
             "gpus_per_job",
             "the format's default: vLLM's counters do not say a replica's GPUs".to_owned(),
         ),
-        ("busy_pct", busy_from),
-    ] {
-        sources.push(Source {
-            path: format!("{path}.{field}"),
-            from,
-        });
-    }
-    Some(work)
+    ]
 }
 
 /// GPUs wanted per hour of the week: each run's GPUs from its creation for its length
