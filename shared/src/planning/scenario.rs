@@ -488,167 +488,18 @@ impl Scenario {
                 &format!("unsupported version; this build reads version {SCENARIO_VERSION}"),
             );
         }
-        if self.fleet.is_empty() {
-            bad("fleet".into(), "give at least one accelerator type");
-        }
-        // Counted once, so checking uniqueness stays linear in the number of entries.
-        let flavors = occurrences(self.fleet.iter().map(|a| a.flavor.as_str()));
-        let team_names = occurrences(self.teams.iter().map(|t| t.name.as_str()));
-        for (i, a) in self.fleet.iter().enumerate() {
-            let p = |f: &str| format!("fleet[{i}].{f}");
-            if !is_dns_label(&a.flavor) {
-                bad(p("flavor"), DNS_LABEL_RULE);
-            }
-            if flavors.get(a.flavor.as_str()).copied().unwrap_or(0) > 1 {
-                bad(p("flavor"), "flavors must be unique");
-            }
-            if let Err(unknown) = catalogue::find(&a.gpu_model) {
-                bad(p("gpu_model"), &unknown.to_string());
-            }
-            if a.count == 0 || a.count > 1_000_000 {
-                bad(p("count"), "must be between 1 and 1,000,000");
-            }
-            if a.gpus_per_node == 0 || a.gpus_per_node > 64 {
-                bad(p("gpus_per_node"), "must be between 1 and 64");
-            }
-            if a.price_cents_per_gpu_hour < 0 || a.price_cents_per_gpu_hour > 1_000_000 {
-                bad(
-                    p("price_cents_per_gpu_hour"),
-                    "must be between 0 and 1,000,000",
-                );
-            }
-        }
+        self.check_fleet(&mut bad);
         if self.teams.is_empty() {
             bad("teams".into(), "give at least one team");
         }
+        // Counted once, so checking uniqueness stays linear in the number of entries.
+        let team_names = occurrences(self.teams.iter().map(|t| t.name.as_str()));
         for (t, team) in self.teams.iter().enumerate() {
-            let p = |f: &str| format!("teams[{t}].{f}");
-            if !is_dns_label(&team.name) {
-                bad(p("name"), DNS_LABEL_RULE);
-            }
-            if team_names.get(team.name.as_str()).copied().unwrap_or(0) > 1 {
-                bad(p("name"), "team names must be unique");
-            }
-            for (field, map) in [
-                ("nominal_gpus", &team.nominal_gpus),
-                ("borrowing_limit_gpus", &team.borrowing_limit_gpus),
-                ("lending_limit_gpus", &team.lending_limit_gpus),
-            ] {
-                for flavor in map.keys() {
-                    if self.accelerator(flavor).is_none() {
-                        bad(
-                            format!("teams[{t}].{field}.{flavor}"),
-                            "no such flavor in fleet",
-                        );
-                    }
-                }
-            }
-            let has_limits =
-                !team.borrowing_limit_gpus.is_empty() || !team.lending_limit_gpus.is_empty();
-            if !self.quota.cohort && has_limits {
-                bad(
-                    p("borrowing_limit_gpus"),
-                    "borrowing and lending limits need quota.cohort (Kueue rejects them without one)",
-                );
-            }
-            if team.queue_wait_target_min == 0 || team.queue_wait_target_min > 60 * 24 * 7 {
-                bad(
-                    p("queue_wait_target_min"),
-                    "must be between 1 and 10,080 minutes (a week)",
-                );
-            }
-            if team.workloads.is_empty() {
-                bad(p("workloads"), "give at least one workload class");
-            }
+            self.check_team(t, team, &team_names, &mut bad);
             for (w, work) in team.workloads.iter().enumerate() {
                 let p = |f: &str| format!("teams[{t}].workloads[{w}].{f}");
-                if work.name.trim().is_empty() {
-                    bad(p("name"), "must not be empty");
-                }
-                if self.accelerator(&work.flavor).is_none() {
-                    bad(p("flavor"), "no such flavor in fleet");
-                }
-                if work.gpus_per_job == 0 || work.gpus_per_job > 4096 {
-                    bad(p("gpus_per_job"), "must be between 1 and 4096");
-                }
-                if let Some(mem) = work.mem_mib_per_job {
-                    let card = self
-                        .accelerator(&work.flavor)
-                        .and_then(Accelerator::model)
-                        .map(|m| m.mem_mib);
-                    if work.gpus_per_job > 1 {
-                        bad(
-                            p("mem_mib_per_job"),
-                            "a job that spans GPUs holds whole cards; give mem_mib_per_job only for work smaller than one GPU",
-                        );
-                    } else if let Some(card) = card.filter(|&card| mem == 0 || mem >= card) {
-                        bad(
-                            p("mem_mib_per_job"),
-                            &format!(
-                                "must be between 1 and the card's {} MiB; leave it out for whole cards",
-                                crate::common::money::thousands(i64::from(card))
-                            ),
-                        );
-                    }
-                }
-                if work.job_minutes == 0 || work.job_minutes > 60 * 24 * 30 {
-                    bad(p("job_minutes"), "must be between 1 and 43,200");
-                }
-                if work.restart_minutes > 24 * 60 {
-                    bad(p("restart_minutes"), "must be between 0 and 1,440");
-                }
-                if work.busy_pct > 100 {
-                    bad(p("busy_pct"), "is a percentage (0-100)");
-                }
-                if work.tenants == 0 {
-                    bad(p("tenants"), "must be at least 1");
-                }
-                let hourly = work.demand.hourly();
-                if hourly.len() != HOURS_PER_WEEK {
-                    bad(
-                        p("demand.hourly_gpus"),
-                        "give exactly 168 hourly values (one week)",
-                    );
-                }
-                if hourly
-                    .iter()
-                    .any(|v| !v.is_finite() || *v < 0.0 || *v > 1e7)
-                {
-                    bad(p("demand"), "GPUs wanted must be between 0 and 10,000,000");
-                }
-                if !work.backlog_gpus.is_finite() || !(0.0..=1e7).contains(&work.backlog_gpus) {
-                    bad(p("backlog_gpus"), "must be between 0 and 10,000,000");
-                } else if work.backlog_gpus > 0.0 && work.kind == WorkloadKind::Inference {
-                    bad(
-                        p("backlog_gpus"),
-                        "only batch kinds have a backlog; inference follows its traffic",
-                    );
-                }
-                match (&work.kind, &work.inference) {
-                    (WorkloadKind::Inference, None) => bad(
-                        p("inference"),
-                        "inference needs tokens_per_s_per_gpu, cold_start_s, max_replicas",
-                    ),
-                    (WorkloadKind::Inference, Some(inf)) => {
-                        if inf.max_replicas == 0 || inf.min_replicas > inf.max_replicas {
-                            bad(
-                                p("inference.max_replicas"),
-                                "must be at least 1 and at least min_replicas",
-                            );
-                        }
-                        if inf.threshold_pct == 0 || inf.threshold_pct > 100 {
-                            bad(p("inference.threshold_pct"), "must be between 1 and 100");
-                        }
-                        if inf.tokens_per_s_per_gpu == 0 {
-                            bad(p("inference.tokens_per_s_per_gpu"), "must be positive");
-                        }
-                    }
-                    (_, Some(_)) => bad(
-                        p("inference"),
-                        "only inference classes take inference settings",
-                    ),
-                    (_, None) => {}
-                }
+                self.check_workload(work, &p, &mut bad);
+                check_inference(work, &p, &mut bad);
             }
         }
         self.check_cost(&mut bad);
@@ -681,6 +532,192 @@ impl Scenario {
         } else {
             Err(errors)
         }
+    }
+
+    /// The fleet's accelerator types: named, unique, known, counted and priced within bounds.
+    fn check_fleet(&self, bad: &mut impl FnMut(String, &str)) {
+        if self.fleet.is_empty() {
+            bad("fleet".into(), "give at least one accelerator type");
+        }
+        // Counted once, so checking uniqueness stays linear in the number of entries.
+        let flavors = occurrences(self.fleet.iter().map(|a| a.flavor.as_str()));
+        for (i, a) in self.fleet.iter().enumerate() {
+            let p = |f: &str| format!("fleet[{i}].{f}");
+            if !is_dns_label(&a.flavor) {
+                bad(p("flavor"), DNS_LABEL_RULE);
+            }
+            if flavors.get(a.flavor.as_str()).copied().unwrap_or(0) > 1 {
+                bad(p("flavor"), "flavors must be unique");
+            }
+            if let Err(unknown) = catalogue::find(&a.gpu_model) {
+                bad(p("gpu_model"), &unknown.to_string());
+            }
+            if a.count == 0 || a.count > 1_000_000 {
+                bad(p("count"), "must be between 1 and 1,000,000");
+            }
+            if a.gpus_per_node == 0 || a.gpus_per_node > 64 {
+                bad(p("gpus_per_node"), "must be between 1 and 64");
+            }
+            if a.price_cents_per_gpu_hour < 0 || a.price_cents_per_gpu_hour > 1_000_000 {
+                bad(
+                    p("price_cents_per_gpu_hour"),
+                    "must be between 0 and 1,000,000",
+                );
+            }
+        }
+    }
+
+    /// Team `t`: named and unique, its quota on flavors of the fleet, limits only with a
+    /// cohort, a wait target and at least one class.
+    fn check_team(
+        &self,
+        t: usize,
+        team: &Team,
+        team_names: &std::collections::BTreeMap<&str, usize>,
+        bad: &mut impl FnMut(String, &str),
+    ) {
+        let p = |f: &str| format!("teams[{t}].{f}");
+        if !is_dns_label(&team.name) {
+            bad(p("name"), DNS_LABEL_RULE);
+        }
+        if team_names.get(team.name.as_str()).copied().unwrap_or(0) > 1 {
+            bad(p("name"), "team names must be unique");
+        }
+        for (field, map) in [
+            ("nominal_gpus", &team.nominal_gpus),
+            ("borrowing_limit_gpus", &team.borrowing_limit_gpus),
+            ("lending_limit_gpus", &team.lending_limit_gpus),
+        ] {
+            for flavor in map.keys() {
+                if self.accelerator(flavor).is_none() {
+                    bad(
+                        format!("teams[{t}].{field}.{flavor}"),
+                        "no such flavor in fleet",
+                    );
+                }
+            }
+        }
+        let has_limits =
+            !team.borrowing_limit_gpus.is_empty() || !team.lending_limit_gpus.is_empty();
+        if !self.quota.cohort && has_limits {
+            bad(
+                p("borrowing_limit_gpus"),
+                "borrowing and lending limits need quota.cohort (Kueue rejects them without one)",
+            );
+        }
+        if team.queue_wait_target_min == 0 || team.queue_wait_target_min > 60 * 24 * 7 {
+            bad(
+                p("queue_wait_target_min"),
+                "must be between 1 and 10,080 minutes (a week)",
+            );
+        }
+        if team.workloads.is_empty() {
+            bad(p("workloads"), "give at least one workload class");
+        }
+    }
+
+    /// One class's own figures (`p` names its fields).
+    fn check_workload(
+        &self,
+        work: &Workload,
+        p: &impl Fn(&str) -> String,
+        bad: &mut impl FnMut(String, &str),
+    ) {
+        if work.name.trim().is_empty() {
+            bad(p("name"), "must not be empty");
+        }
+        if self.accelerator(&work.flavor).is_none() {
+            bad(p("flavor"), "no such flavor in fleet");
+        }
+        if work.gpus_per_job == 0 || work.gpus_per_job > 4096 {
+            bad(p("gpus_per_job"), "must be between 1 and 4096");
+        }
+        if let Some(mem) = work.mem_mib_per_job {
+            let card = self
+                .accelerator(&work.flavor)
+                .and_then(Accelerator::model)
+                .map(|m| m.mem_mib);
+            if work.gpus_per_job > 1 {
+                bad(
+                    p("mem_mib_per_job"),
+                    "a job that spans GPUs holds whole cards; give mem_mib_per_job only for work smaller than one GPU",
+                );
+            } else if let Some(card) = card.filter(|&card| mem == 0 || mem >= card) {
+                bad(
+                    p("mem_mib_per_job"),
+                    &format!(
+                        "must be between 1 and the card's {} MiB; leave it out for whole cards",
+                        crate::common::money::thousands(i64::from(card))
+                    ),
+                );
+            }
+        }
+        if work.job_minutes == 0 || work.job_minutes > 60 * 24 * 30 {
+            bad(p("job_minutes"), "must be between 1 and 43,200");
+        }
+        if work.restart_minutes > 24 * 60 {
+            bad(p("restart_minutes"), "must be between 0 and 1,440");
+        }
+        if work.busy_pct > 100 {
+            bad(p("busy_pct"), "is a percentage (0-100)");
+        }
+        if work.tenants == 0 {
+            bad(p("tenants"), "must be at least 1");
+        }
+        let hourly = work.demand.hourly();
+        if hourly.len() != HOURS_PER_WEEK {
+            bad(
+                p("demand.hourly_gpus"),
+                "give exactly 168 hourly values (one week)",
+            );
+        }
+        if hourly
+            .iter()
+            .any(|v| !v.is_finite() || *v < 0.0 || *v > 1e7)
+        {
+            bad(p("demand"), "GPUs wanted must be between 0 and 10,000,000");
+        }
+        if !work.backlog_gpus.is_finite() || !(0.0..=1e7).contains(&work.backlog_gpus) {
+            bad(p("backlog_gpus"), "must be between 0 and 10,000,000");
+        } else if work.backlog_gpus > 0.0 && work.kind == WorkloadKind::Inference {
+            bad(
+                p("backlog_gpus"),
+                "only batch kinds have a backlog; inference follows its traffic",
+            );
+        }
+    }
+}
+
+/// Inference settings: present exactly on inference classes, and within bounds.
+fn check_inference(
+    work: &Workload,
+    p: &impl Fn(&str) -> String,
+    bad: &mut impl FnMut(String, &str),
+) {
+    match (&work.kind, &work.inference) {
+        (WorkloadKind::Inference, None) => bad(
+            p("inference"),
+            "inference needs tokens_per_s_per_gpu, cold_start_s, max_replicas",
+        ),
+        (WorkloadKind::Inference, Some(inf)) => {
+            if inf.max_replicas == 0 || inf.min_replicas > inf.max_replicas {
+                bad(
+                    p("inference.max_replicas"),
+                    "must be at least 1 and at least min_replicas",
+                );
+            }
+            if inf.threshold_pct == 0 || inf.threshold_pct > 100 {
+                bad(p("inference.threshold_pct"), "must be between 1 and 100");
+            }
+            if inf.tokens_per_s_per_gpu == 0 {
+                bad(p("inference.tokens_per_s_per_gpu"), "must be positive");
+            }
+        }
+        (_, Some(_)) => bad(
+            p("inference"),
+            "only inference classes take inference settings",
+        ),
+        (_, None) => {}
     }
 }
 
