@@ -39,9 +39,11 @@ use shared::{
         self as model, ClusterView, DryRun, KINDS, ObjectDiff, ObjectRef, ObjectState,
         ObjectStatus, Reapply, ReconcilerStatus, Target,
     },
+    common::day::Day,
     kueue::KueueVersion,
-    quota::QuotaSpec,
+    quota::{QuotaSpec, QuotaWorld},
 };
+use sqlx::PgConnection;
 use tokio::sync::{Mutex, Notify};
 
 use crate::{
@@ -273,67 +275,104 @@ impl Seen {
     }
 }
 
+/// One reconciler run: the desired objects sent where the console's mode says (or not), what
+/// was seen recorded, the requests that landed marked, and the run's summary kept.
 async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerStatus> {
     let cluster = &state.cluster;
     let today = clock::today();
     let mut conn = state.pool.acquire().await?;
     let world = quota::world(&mut conn).await?;
     let desired = world.kueue_setup(today).objects(cluster.version);
-    let previous: BTreeMap<ObjectRef, db::ObjectRow> = db::objects(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|row| {
-            (
-                ObjectRef {
-                    kind: row.kind.clone(),
-                    namespace: row.namespace.clone(),
-                    name: row.name.clone(),
-                },
-                row,
-            )
-        })
-        .collect();
+    let previous = previous_objects(&mut conn).await?;
     // No database connection is held while the cluster is asked (slow answers, timeouts).
     drop(conn);
     let seen = match &cluster.sink {
-        Sink::Off => desired
-            .iter()
-            .map(|object| {
-                let mut seen = Seen::new(
-                    ObjectRef::of(object),
-                    Some(object.clone()),
-                    ObjectState::Pending,
-                );
-                seen.error = Some(
-                    "no cluster and no GitOps directory is configured: nothing leaves the console"
-                        .to_owned(),
-                );
-                seen
-            })
-            .collect(),
+        Sink::Off => nothing_leaves(&desired),
         Sink::Gitops(dir) => write_gitops(dir, &desired),
         Sink::Kube(kube) => apply_all(kube, cluster.version, &desired, &previous, reapply).await,
     };
-    // Which team each queue belongs to, by its ClusterQueue or (namespace, LocalQueue) name.
-    let team_of = |id: &ObjectRef| -> Option<String> {
-        world
-            .teams
-            .iter()
-            .find(|t| match id.kind.as_str() {
-                "ClusterQueue" => t.cluster_queue == id.name,
-                "LocalQueue" => t.namespace == id.namespace && t.local_queue == id.name,
-                _ => false,
-            })
-            .map(|t| t.team.clone())
-    };
     let mut tx = state.pool.begin().await?;
+    record_seen(&mut tx, &world, &seen).await?;
+    mark_landed(&mut tx, (&world, today), &seen, &cluster.sink).await?;
+    let summary = Summary::of(&seen);
+    db::record_run(
+        &mut *tx,
+        summary.error.as_deref(),
+        summary.drift,
+        summary.failed,
+        summary.pending,
+    )
+    .await?;
+    let status = reconciler_status(&mut *tx).await?;
+    tx.commit().await?;
+    tracing::info!(
+        mode = cluster.mode(),
+        objects = seen.len(),
+        drift = summary.drift,
+        failed = summary.failed,
+        pending = summary.pending,
+        "reconciled"
+    );
+    Ok(status)
+}
+
+/// What the last run saw of each object, by its reference.
+async fn previous_objects(conn: &mut PgConnection) -> Result<BTreeMap<ObjectRef, db::ObjectRow>> {
+    Ok(db::objects(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let id = ObjectRef {
+                kind: row.kind.clone(),
+                namespace: row.namespace.clone(),
+                name: row.name.clone(),
+            };
+            (id, row)
+        })
+        .collect())
+}
+
+/// Without a cluster or a GitOps directory every desired object stays pending, and says why.
+fn nothing_leaves(desired: &[Value]) -> Vec<Seen> {
+    desired
+        .iter()
+        .map(|object| {
+            let mut seen = Seen::new(
+                ObjectRef::of(object),
+                Some(object.clone()),
+                ObjectState::Pending,
+            );
+            seen.error = Some(
+                "no cluster and no GitOps directory is configured: nothing leaves the console"
+                    .to_owned(),
+            );
+            seen
+        })
+        .collect()
+}
+
+/// Which team a queue belongs to, by its ClusterQueue or (namespace, LocalQueue) name.
+fn team_of(world: &QuotaWorld, id: &ObjectRef) -> Option<String> {
+    world
+        .teams
+        .iter()
+        .find(|t| match id.kind.as_str() {
+            "ClusterQueue" => t.cluster_queue == id.name,
+            "LocalQueue" => t.namespace == id.namespace && t.local_queue == id.name,
+            _ => false,
+        })
+        .map(|t| t.team.clone())
+}
+
+/// Each object as this run saw it, and no row for one no longer desired nor seen.
+async fn record_seen(tx: &mut PgConnection, world: &QuotaWorld, seen: &[Seen]) -> Result<()> {
     let (mut kinds, mut namespaces, mut names) = (Vec::new(), Vec::new(), Vec::new());
-    for s in &seen {
+    for s in seen {
         let desired = s.desired.as_ref().map(Value::to_string);
         let live = s.live.as_ref().map(Value::to_string);
         let changes = to_json(&s.changes)?;
         let conflicts = to_json(&s.conflicts)?;
-        let team = team_of(&s.object);
+        let team = team_of(world, &s.object);
         db::record(
             &mut *tx,
             &db::Seen {
@@ -356,14 +395,24 @@ async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerSt
         names.push(s.object.name.clone());
     }
     db::keep_only(&mut *tx, &kinds, &namespaces, &names).await?;
-    // Each team's request in force: landed once its ClusterQueue and LocalQueue did, applied
-    // to the cluster or written to the GitOps files (which gpufleet does not apply itself).
+    Ok(())
+}
+
+/// Each team's request in force: landed once its ClusterQueue and LocalQueue did, applied to
+/// the cluster or written to the GitOps files (which gpufleet does not apply itself); failed
+/// with the first error of its objects.
+async fn mark_landed(
+    tx: &mut PgConnection,
+    (world, today): (&QuotaWorld, Day),
+    seen: &[Seen],
+    sink: &Sink,
+) -> Result<()> {
     for (team, approved) in world.effective_on(today) {
         let queue: Vec<&Seen> = seen
             .iter()
-            .filter(|s| team_of(&s.object).as_deref() == Some(team))
+            .filter(|s| team_of(world, &s.object).as_deref() == Some(team))
             .collect();
-        let applied_to = match &cluster.sink {
+        let applied_to = match sink {
             Sink::Gitops(dir) => {
                 let files: Vec<String> = queue
                     .iter()
@@ -393,35 +442,44 @@ async fn run(state: &AppState, reapply: Option<&Reapply>) -> Result<ReconcilerSt
             db::mark_request(&mut *tx, approved.id, error.as_deref(), &applied_to).await?;
         }
     }
-    let count = |states: &[ObjectState]| {
-        i32::try_from(seen.iter().filter(|s| states.contains(&s.state)).count()).unwrap_or(i32::MAX)
-    };
-    let drift = count(&[ObjectState::Drifted, ObjectState::Unapproved]);
-    let failed = count(&[ObjectState::Failed, ObjectState::Conflict]);
-    let pending = count(&[ObjectState::Pending]);
-    let error = seen
-        .iter()
-        .find(|s| matches!(s.state, ObjectState::Failed | ObjectState::Pending))
-        .and_then(|s| s.error.as_ref())
-        .map(|first| {
-            let n = failed + pending;
-            format!(
-                "{n} object{} not applied: {first}",
-                if n == 1 { "" } else { "s" }
-            )
-        });
-    db::record_run(&mut *tx, error.as_deref(), drift, failed, pending).await?;
-    let status = reconciler_status(&mut *tx).await?;
-    tx.commit().await?;
-    tracing::info!(
-        mode = cluster.mode(),
-        objects = seen.len(),
-        drift,
-        failed,
-        pending,
-        "reconciled"
-    );
-    Ok(status)
+    Ok(())
+}
+
+/// A run's counts, and its first error in words.
+struct Summary {
+    drift: i32,
+    failed: i32,
+    pending: i32,
+    error: Option<String>,
+}
+
+impl Summary {
+    fn of(seen: &[Seen]) -> Summary {
+        let count = |states: &[ObjectState]| {
+            let n = seen.iter().filter(|s| states.contains(&s.state)).count();
+            i32::try_from(n).unwrap_or(i32::MAX)
+        };
+        let drift = count(&[ObjectState::Drifted, ObjectState::Unapproved]);
+        let failed = count(&[ObjectState::Failed, ObjectState::Conflict]);
+        let pending = count(&[ObjectState::Pending]);
+        let error = seen
+            .iter()
+            .find(|s| matches!(s.state, ObjectState::Failed | ObjectState::Pending))
+            .and_then(|s| s.error.as_ref())
+            .map(|first| {
+                let n = failed + pending;
+                format!(
+                    "{n} object{} not applied: {first}",
+                    if n == 1 { "" } else { "s" }
+                )
+            });
+        Summary {
+            drift,
+            failed,
+            pending,
+            error,
+        }
+    }
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
