@@ -13,7 +13,9 @@ use crate::{
         sharing::Mechanism,
     },
     packing::mig::{MigPlan, MigRequest, ReplicaGroup},
-    planning::scenario::{Accelerator, Scenario, UtilisationSource, Workload, WorkloadKind},
+    planning::scenario::{
+        Accelerator, Inference, Scenario, Team, UtilisationSource, Workload, WorkloadKind,
+    },
     planning::terms::Architecture,
 };
 
@@ -702,131 +704,170 @@ fn warnings(scenario: &Scenario) -> Vec<Warning> {
         })
     };
     for (f, acc) in scenario.fleet.iter().enumerate() {
-        let subject = format!("flavor {}", acc.flavor);
-        let nominal: u64 = scenario
-            .teams
-            .iter()
-            .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
-            .sum();
-        let count = u64::from(acc.count);
-        // Kueue lends only the unused nominal quota of other ClusterQueues (cluster_queue.md,
-        // borrowingLimit); a Cohort's own nominalQuota is the pool beyond it (cohort.md).
-        if nominal < count {
-            let outside = count - nominal;
-            warn(
-                WarningCode::OutsideNominalQuota,
-                &subject,
-                format!("fleet[{f}].count"),
-                format!(
-                    "{outside} of {count} GPUs on {} are in no team's nominal quota: Kueue lends only the unused nominal quota of other ClusterQueues, so no one runs on them. A Cohort with a nominalQuota of {outside} for {} (its spec.resourceGroups) would make them a pool every queue in it may borrow.",
-                    acc.flavor, acc.flavor,
-                ),
-            );
-        }
-        // Kueue admits on quota, not on nodes.
-        if nominal > count {
-            warn(
-                WarningCode::QuotaAboveCapacity,
-                &subject,
-                format!("fleet[{f}].count"),
-                format!(
-                    "Nominal quotas on {} add up to {nominal} of {count} GPUs: Kueue admits on quota, so admitted pods wait Pending for nodes and no preemption frees them; lower the quotas by {} or add cards.",
-                    acc.flavor,
-                    nominal - count
-                ),
-            );
-        }
+        quota_warnings(scenario, (f, acc), &mut warn);
     }
     for (t, team) in scenario.teams.iter().enumerate() {
         for (i, w) in team.workloads.iter().enumerate() {
             let path = |f: &str| format!("teams[{t}].workloads[{i}].{f}");
             let subject = format!("{}/{}", team.name, w.name);
-            if w.preemptible && w.kind != WorkloadKind::Inference {
-                if w.checkpoint_minutes == 0 {
-                    warn(WarningCode::PreemptionWithoutCheckpoint, &subject, path("checkpoint_minutes"), "Preemptible without checkpoints: every preemption loses the whole run, and the first lost run gets preemption switched off.".to_owned());
-                } else if w.checkpoint_minutes / 2 > 15 {
-                    warn(
-                        WarningCode::ReworkOver15Min,
-                        &subject,
-                        path("checkpoint_minutes"),
-                        format!(
-                            "Checkpoints every {} min lose {} min of work per preemption on average; checkpoint at least every 30 min.",
-                            w.checkpoint_minutes,
-                            w.checkpoint_minutes / 2
-                        ),
-                    );
-                }
-            }
+            checkpoint_warnings(w, (&subject, &path), &mut warn);
             if let Some(inf) = &w.inference {
-                let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
-                let replicas = inf.replicas_held(peak, w.gpus_per_job);
-                let held = u64::from(replicas) * u64::from(w.gpus_per_job);
-                let nominal = u64::from(team.nominal_gpus.get(&w.flavor).copied().unwrap_or(0));
-                if scenario.quota.cohort && scenario.quota.reclaim_within_cohort && held > nominal {
-                    warn(
-                        WarningCode::InferenceOnBorrowedQuota,
-                        &subject,
-                        path("inference.max_replicas"),
-                        format!(
-                            "{subject} scales to {held} GPUs on {} against the team's nominal quota of {nominal}: the {} above it are borrowed, and reclaimWithinCohort: Any evicts them whatever their priority. Protect it with nominal quota at its peak ({held}), or let it not borrow (a ClusterQueue of its own with borrowingLimit 0).",
-                            w.flavor,
-                            held - nominal
-                        ),
-                    );
-                }
-                if inf.cooldown_s < 60 {
-                    warn(
-                        WarningCode::KedaCooldownInSeconds,
-                        &subject,
-                        path("inference.cooldown_s"),
-                        format!(
-                            "A {} s cooldown scales to zero between bursts: each cycle costs a cold start; use minutes.",
-                            inf.cooldown_s
-                        ),
-                    );
-                }
-                if inf.activation_threshold_pct == 0 {
-                    warn(
-                        WarningCode::KedaActivationZero,
-                        &subject,
-                        path("inference.activation_threshold_pct"),
-                        "activationThreshold 0 lets any noise wake replicas from zero.".to_owned(),
-                    );
-                }
+                inference_warnings(scenario, (team, w, inf), (&subject, &path), &mut warn);
             }
-            if w.tenants > 1
-                && matches!(
-                    w.current_isolation,
-                    Some(Mechanism::TimeSlicing | Mechanism::Mps)
-                )
-            {
-                warn(
-                    WarningCode::TimeSlicingAcrossTenants,
-                    &subject,
-                    path("current_isolation"),
-                    format!(
-                        "{} business tenants share cards by time-slicing or MPS: one tenant's leak is the neighbour's out-of-memory; use MIG or HAMi.",
-                        w.tenants
-                    ),
-                );
-            }
-            let has_mig = scenario
-                .accelerator(&w.flavor)
-                .is_some_and(Accelerator::has_mig);
-            if w.current_isolation == Some(Mechanism::Mig) && !has_mig {
-                warn(
-                    WarningCode::MigWithoutMig,
-                    &subject,
-                    path("current_isolation"),
-                    format!("{} has no MIG.", w.flavor),
-                );
-            }
+            sharing_warnings(scenario, w, (&subject, &path), &mut warn);
         }
     }
     if scenario.constraints.utilisation_measured_by == UtilisationSource::Requests {
         warn(WarningCode::UtilisationFromRequests, "the whole fleet", "constraints.utilisation_measured_by".to_owned(), "Utilisation from pod requests counts a GPU that downloads weights as 100% used; measure DCGM_FI_DEV_GPU_UTIL.".to_owned());
     }
     out
+}
+
+/// Flavor `acc` (the fleet's `f`th): cards outside every nominal quota, or quotas above its cards.
+fn quota_warnings(
+    scenario: &Scenario,
+    (f, acc): (usize, &Accelerator),
+    warn: &mut impl FnMut(WarningCode, &str, String, String),
+) {
+    let subject = format!("flavor {}", acc.flavor);
+    let nominal: u64 = scenario
+        .teams
+        .iter()
+        .map(|t| u64::from(t.nominal_gpus.get(&acc.flavor).copied().unwrap_or(0)))
+        .sum();
+    let count = u64::from(acc.count);
+    // Kueue lends only the unused nominal quota of other ClusterQueues (cluster_queue.md,
+    // borrowingLimit); a Cohort's own nominalQuota is the pool beyond it (cohort.md).
+    if nominal < count {
+        let outside = count - nominal;
+        warn(
+            WarningCode::OutsideNominalQuota,
+            &subject,
+            format!("fleet[{f}].count"),
+            format!(
+                "{outside} of {count} GPUs on {} are in no team's nominal quota: Kueue lends only the unused nominal quota of other ClusterQueues, so no one runs on them. A Cohort with a nominalQuota of {outside} for {} (its spec.resourceGroups) would make them a pool every queue in it may borrow.",
+                acc.flavor, acc.flavor,
+            ),
+        );
+    }
+    // Kueue admits on quota, not on nodes.
+    if nominal > count {
+        warn(
+            WarningCode::QuotaAboveCapacity,
+            &subject,
+            format!("fleet[{f}].count"),
+            format!(
+                "Nominal quotas on {} add up to {nominal} of {count} GPUs: Kueue admits on quota, so admitted pods wait Pending for nodes and no preemption frees them; lower the quotas by {} or add cards.",
+                acc.flavor,
+                nominal - count
+            ),
+        );
+    }
+}
+
+/// A preemptible batch class without checkpoints, or with rework over 15 minutes a preemption.
+fn checkpoint_warnings(
+    w: &Workload,
+    (subject, path): (&str, &dyn Fn(&str) -> String),
+    warn: &mut impl FnMut(WarningCode, &str, String, String),
+) {
+    if w.preemptible && w.kind != WorkloadKind::Inference {
+        if w.checkpoint_minutes == 0 {
+            warn(WarningCode::PreemptionWithoutCheckpoint, subject, path("checkpoint_minutes"), "Preemptible without checkpoints: every preemption loses the whole run, and the first lost run gets preemption switched off.".to_owned());
+        } else if w.checkpoint_minutes / 2 > 15 {
+            warn(
+                WarningCode::ReworkOver15Min,
+                subject,
+                path("checkpoint_minutes"),
+                format!(
+                    "Checkpoints every {} min lose {} min of work per preemption on average; checkpoint at least every 30 min.",
+                    w.checkpoint_minutes,
+                    w.checkpoint_minutes / 2
+                ),
+            );
+        }
+    }
+}
+
+/// An inference class: scaling onto borrowed quota that reclaim evicts, or KEDA settings that
+/// wake or drop replicas on noise.
+fn inference_warnings(
+    scenario: &Scenario,
+    (team, w, inf): (&Team, &Workload, &Inference),
+    (subject, path): (&str, &dyn Fn(&str) -> String),
+    warn: &mut impl FnMut(WarningCode, &str, String, String),
+) {
+    let peak = w.demand.hourly().into_iter().fold(0.0, f64::max);
+    let replicas = inf.replicas_held(peak, w.gpus_per_job);
+    let held = u64::from(replicas) * u64::from(w.gpus_per_job);
+    let nominal = u64::from(team.nominal_gpus.get(&w.flavor).copied().unwrap_or(0));
+    if scenario.quota.cohort && scenario.quota.reclaim_within_cohort && held > nominal {
+        warn(
+            WarningCode::InferenceOnBorrowedQuota,
+            subject,
+            path("inference.max_replicas"),
+            format!(
+                "{subject} scales to {held} GPUs on {} against the team's nominal quota of {nominal}: the {} above it are borrowed, and reclaimWithinCohort: Any evicts them whatever their priority. Protect it with nominal quota at its peak ({held}), or let it not borrow (a ClusterQueue of its own with borrowingLimit 0).",
+                w.flavor,
+                held - nominal
+            ),
+        );
+    }
+    if inf.cooldown_s < 60 {
+        warn(
+            WarningCode::KedaCooldownInSeconds,
+            subject,
+            path("inference.cooldown_s"),
+            format!(
+                "A {} s cooldown scales to zero between bursts: each cycle costs a cold start; use minutes.",
+                inf.cooldown_s
+            ),
+        );
+    }
+    if inf.activation_threshold_pct == 0 {
+        warn(
+            WarningCode::KedaActivationZero,
+            subject,
+            path("inference.activation_threshold_pct"),
+            "activationThreshold 0 lets any noise wake replicas from zero.".to_owned(),
+        );
+    }
+}
+
+/// Tenants sharing cards without memory isolation, or MIG asked of cards without it.
+fn sharing_warnings(
+    scenario: &Scenario,
+    w: &Workload,
+    (subject, path): (&str, &dyn Fn(&str) -> String),
+    warn: &mut impl FnMut(WarningCode, &str, String, String),
+) {
+    if w.tenants > 1
+        && matches!(
+            w.current_isolation,
+            Some(Mechanism::TimeSlicing | Mechanism::Mps)
+        )
+    {
+        warn(
+            WarningCode::TimeSlicingAcrossTenants,
+            subject,
+            path("current_isolation"),
+            format!(
+                "{} business tenants share cards by time-slicing or MPS: one tenant's leak is the neighbour's out-of-memory; use MIG or HAMi.",
+                w.tenants
+            ),
+        );
+    }
+    let has_mig = scenario
+        .accelerator(&w.flavor)
+        .is_some_and(Accelerator::has_mig);
+    if w.current_isolation == Some(Mechanism::Mig) && !has_mig {
+        warn(
+            WarningCode::MigWithoutMig,
+            subject,
+            path("current_isolation"),
+            format!("{} has no MIG.", w.flavor),
+        );
+    }
 }
 
 #[cfg(test)]
