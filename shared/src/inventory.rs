@@ -489,20 +489,7 @@ impl Inventory {
             &have.models,
             &want.models,
             |m| &m.name,
-            |a, b| {
-                let mut c = field_change(
-                    "price_cents_per_gpu_hour",
-                    a.price_cents_per_gpu_hour,
-                    b.price_cents_per_gpu_hour,
-                );
-                let label = |m: &ModelEntry| {
-                    m.product_label
-                        .clone()
-                        .unwrap_or_else(|| "(the catalogue's)".to_owned())
-                };
-                c.extend(field_change("product_label", label(a), label(b)));
-                c
-            },
+            model_changes,
             true,
             &mut changes,
         );
@@ -511,29 +498,7 @@ impl Inventory {
             &have.flavors,
             &want.flavors,
             |f| &f.name,
-            |a, b| {
-                let mut c: Vec<String> = (a.settings != b.settings)
-                    .then(|| {
-                        format!(
-                            "settings {} → {}",
-                            serde_json::to_string(&a.settings).unwrap_or_default(),
-                            serde_json::to_string(&b.settings).unwrap_or_default()
-                        )
-                    })
-                    .into_iter()
-                    .collect();
-                if a.rates != b.rates {
-                    let text = |rates: &[RateEntry]| -> String {
-                        let each: Vec<String> = rates
-                            .iter()
-                            .map(|r| format!("{} from {}", r.cents_per_gpu_hour, r.effective_from))
-                            .collect();
-                        format!("[{}]", each.join(", "))
-                    };
-                    c.push(format!("rates {} → {}", text(&a.rates), text(&b.rates)));
-                }
-                c
-            },
+            flavor_changes,
             true,
             &mut changes,
         );
@@ -542,22 +507,7 @@ impl Inventory {
             &have.pools,
             &want.pools,
             |p| &p.name,
-            |a, b| {
-                let mut c = Vec::new();
-                if a.gpu_model != b.gpu_model {
-                    c.push(format!("gpu_model {} → {}", a.gpu_model, b.gpu_model));
-                }
-                c.extend(field_change("nodes", a.nodes, b.nodes));
-                c.extend(field_change(
-                    "gpus_per_node",
-                    a.gpus_per_node,
-                    b.gpus_per_node,
-                ));
-                if a.flavor != b.flavor {
-                    c.push(format!("flavor {} → {}", a.flavor_name(), b.flavor_name()));
-                }
-                c
-            },
+            pool_changes,
             true,
             &mut changes,
         );
@@ -566,54 +516,116 @@ impl Inventory {
             &have.teams,
             &want.teams,
             |t| &t.name,
-            |a, b| {
-                let mut c = Vec::new();
-                for (what, x, y) in [
-                    ("namespace", &a.namespace, &b.namespace),
-                    ("cost_centre", &a.cost_centre, &b.cost_centre),
-                ] {
-                    if x != y {
-                        c.push(format!("{what} {x} → {y}"));
-                    }
-                }
-                for (what, x, y) in [
-                    ("cluster_queue", a.cluster_queue(), b.cluster_queue()),
-                    ("local_queue", a.local_queue(), b.local_queue()),
-                ] {
-                    if x != y {
-                        c.push(format!("{what} {x} → {y}"));
-                    }
-                }
-                if a.cohort != b.cohort {
-                    let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
-                    c.push(format!("cohort {} → {}", show(&a.cohort), show(&b.cohort)));
-                }
-                if a.budgets != b.budgets {
-                    let text = |budgets: &[BudgetEntry]| -> String {
-                        let each: Vec<String> = budgets
-                            .iter()
-                            .filter_map(|e| {
-                                let (_, budget) = e.checked().ok()?;
-                                let key = crate::chargeback::budget::limit_key(&budget);
-                                let pct = &budget.thresholds_pct;
-                                Some(format!("{} {key} alerting at {pct:?}%", e.month))
-                            })
-                            .collect();
-                        format!("[{}]", each.join(", "))
-                    };
-                    c.push(format!(
-                        "budgets {} → {}",
-                        text(&a.budgets),
-                        text(&b.budgets)
-                    ));
-                }
-                c
-            },
+            team_changes,
             false,
             &mut changes,
         );
         changes
     }
+}
+
+/// A model's changed price or product label.
+fn model_changes(a: &ModelEntry, b: &ModelEntry) -> Vec<String> {
+    let mut c = field_change(
+        "price_cents_per_gpu_hour",
+        a.price_cents_per_gpu_hour,
+        b.price_cents_per_gpu_hour,
+    );
+    let label = |m: &ModelEntry| {
+        m.product_label
+            .clone()
+            .unwrap_or_else(|| "(the catalogue's)".to_owned())
+    };
+    c.extend(field_change("product_label", label(a), label(b)));
+    c
+}
+
+/// A flavor's changed settings or rates.
+fn flavor_changes(a: &FlavorEntry, b: &FlavorEntry) -> Vec<String> {
+    let mut c: Vec<String> = (a.settings != b.settings)
+        .then(|| {
+            format!(
+                "settings {} → {}",
+                serde_json::to_string(&a.settings).unwrap_or_default(),
+                serde_json::to_string(&b.settings).unwrap_or_default()
+            )
+        })
+        .into_iter()
+        .collect();
+    if a.rates != b.rates {
+        let text = |rates: &[RateEntry]| -> String {
+            let each: Vec<String> = rates
+                .iter()
+                .map(|r| format!("{} from {}", r.cents_per_gpu_hour, r.effective_from))
+                .collect();
+            format!("[{}]", each.join(", "))
+        };
+        c.push(format!("rates {} → {}", text(&a.rates), text(&b.rates)));
+    }
+    c
+}
+
+/// A pool's changed model, size or flavor.
+fn pool_changes(a: &PoolEntry, b: &PoolEntry) -> Vec<String> {
+    let mut c = Vec::new();
+    if a.gpu_model != b.gpu_model {
+        c.push(format!("gpu_model {} → {}", a.gpu_model, b.gpu_model));
+    }
+    c.extend(field_change("nodes", a.nodes, b.nodes));
+    c.extend(field_change(
+        "gpus_per_node",
+        a.gpus_per_node,
+        b.gpus_per_node,
+    ));
+    if a.flavor != b.flavor {
+        c.push(format!("flavor {} → {}", a.flavor_name(), b.flavor_name()));
+    }
+    c
+}
+
+/// A team's changed namespace, queues, cohort or budgets.
+fn team_changes(a: &TeamEntry, b: &TeamEntry) -> Vec<String> {
+    let mut c = Vec::new();
+    for (what, x, y) in [
+        ("namespace", &a.namespace, &b.namespace),
+        ("cost_centre", &a.cost_centre, &b.cost_centre),
+    ] {
+        if x != y {
+            c.push(format!("{what} {x} → {y}"));
+        }
+    }
+    for (what, x, y) in [
+        ("cluster_queue", a.cluster_queue(), b.cluster_queue()),
+        ("local_queue", a.local_queue(), b.local_queue()),
+    ] {
+        if x != y {
+            c.push(format!("{what} {x} → {y}"));
+        }
+    }
+    if a.cohort != b.cohort {
+        let show = |c: &Option<String>| c.clone().unwrap_or_else(|| "none".into());
+        c.push(format!("cohort {} → {}", show(&a.cohort), show(&b.cohort)));
+    }
+    if a.budgets != b.budgets {
+        let text = |budgets: &[BudgetEntry]| -> String {
+            let each: Vec<String> = budgets
+                .iter()
+                .filter_map(|e| {
+                    let (_, budget) = e.checked().ok()?;
+                    let key = crate::chargeback::budget::limit_key(&budget);
+                    let pct = &budget.thresholds_pct;
+                    Some(format!("{} {key} alerting at {pct:?}%", e.month))
+                })
+                .collect();
+            format!("[{}]", each.join(", "))
+        };
+        c.push(format!(
+            "budgets {} → {}",
+            text(&a.budgets),
+            text(&b.budgets)
+        ));
+    }
+    c
 }
 
 fn field_change<T: PartialEq + std::fmt::Display>(what: &str, a: T, b: T) -> Vec<String> {
