@@ -142,90 +142,118 @@ pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
 /// does not list; teams are only upserted.
 pub async fn write_inventory(db: &mut PgConnection, wanted: &Inventory) -> Result<()> {
     for m in &wanted.models {
-        sqlx::query!(
-            "insert into gpu_models (name, price_cents_per_gpu_hour, product_label) values ($1, $2, $3)
-             on conflict (name) do update set price_cents_per_gpu_hour = excluded.price_cents_per_gpu_hour,
-                                              product_label = excluded.product_label
-             where (gpu_models.price_cents_per_gpu_hour, gpu_models.product_label)
-                   is distinct from (excluded.price_cents_per_gpu_hour, excluded.product_label)",
-            m.name,
-            m.price_cents_per_gpu_hour,
-            m.product_label.as_deref()
-        )
-        .execute(&mut *db)
-        .await?;
+        write_model(db, m).await?;
     }
     for f in &wanted.flavors {
-        // A flavor's model is its pools' (validated to agree).
-        let model = wanted
-            .pools
-            .iter()
-            .find(|p| p.flavor.as_deref() == Some(&f.name))
-            .map(|p| p.gpu_model.clone())
-            .ok_or_else(|| Error::Internal(format!("flavor {} has no pool", f.name)))?;
-        let settings =
-            serde_json::to_value(&f.settings).map_err(|e| Error::Internal(e.to_string()))?;
-        sqlx::query!(
-            "insert into flavors (name, gpu_model_id, settings)
-             select $1, id, $3 from gpu_models where name = $2
-             on conflict (name) do update
-                set gpu_model_id = excluded.gpu_model_id, settings = excluded.settings,
-                    version = flavors.version + 1
-             where flavors.gpu_model_id <> excluded.gpu_model_id or flavors.settings <> excluded.settings",
-            f.name,
-            model,
-            settings
-        )
-        .execute(&mut *db)
-        .await?;
-        // the file's rates are the flavor's rates (a closed month keeps its own, frozen)
-        let days: Vec<String> = f
-            .rates
-            .iter()
-            .map(|r| r.effective_from.to_string())
-            .collect();
-        let cents: Vec<i64> = f.rates.iter().map(|r| r.cents_per_gpu_hour).collect();
-        sqlx::query!(
-            "delete from flavor_rates
-             where flavor_id = (select id from flavors where name = $1)
-               and effective_from::text <> all($2::text[])",
-            f.name,
-            &days
-        )
-        .execute(&mut *db)
-        .await?;
-        sqlx::query!(
-            "insert into flavor_rates (flavor_id, effective_from, cents_per_gpu_hour)
-             select f.id, d::date, c from flavors f, unnest($2::text[], $3::bigint[]) as u(d, c)
-             where f.name = $1
-             on conflict (flavor_id, effective_from) do update
-                set cents_per_gpu_hour = excluded.cents_per_gpu_hour, set_by = null, set_at = now()
-             where flavor_rates.cents_per_gpu_hour <> excluded.cents_per_gpu_hour",
-            f.name,
-            &days,
-            &cents
-        )
-        .execute(&mut *db)
-        .await?;
+        write_flavor(db, wanted, f).await?;
+        write_rates(db, f).await?;
     }
     for p in &wanted.pools {
-        sqlx::query!(
-            "insert into node_pools (name, gpu_model_id, nodes, gpus_per_node, flavor_id)
-             select $1, m.id, $3, $4, f.id from gpu_models m, flavors f where m.name = $2 and f.name = $5
-             on conflict (name) do update
-                set gpu_model_id = excluded.gpu_model_id, nodes = excluded.nodes,
-                    gpus_per_node = excluded.gpus_per_node, flavor_id = excluded.flavor_id
-             where (node_pools.gpu_model_id, node_pools.nodes, node_pools.gpus_per_node, node_pools.flavor_id)
-                   is distinct from (excluded.gpu_model_id, excluded.nodes, excluded.gpus_per_node, excluded.flavor_id)",
-            p.name,
-            p.gpu_model,
-            p.nodes,
-            p.gpus_per_node,
-            p.flavor_name()
-        )
-        .execute(&mut *db)
-        .await?;
+        write_pool(db, p).await?;
     }
+    delete_unlisted(db, wanted).await?;
+    for t in &wanted.teams {
+        write_team(db, t).await?;
+    }
+    Ok(())
+}
+
+async fn write_model(db: &mut PgConnection, m: &ModelEntry) -> Result<()> {
+    sqlx::query!(
+        "insert into gpu_models (name, price_cents_per_gpu_hour, product_label) values ($1, $2, $3)
+         on conflict (name) do update set price_cents_per_gpu_hour = excluded.price_cents_per_gpu_hour,
+                                          product_label = excluded.product_label
+         where (gpu_models.price_cents_per_gpu_hour, gpu_models.product_label)
+               is distinct from (excluded.price_cents_per_gpu_hour, excluded.product_label)",
+        m.name,
+        m.price_cents_per_gpu_hour,
+        m.product_label.as_deref()
+    )
+    .execute(&mut *db)
+    .await?;
+    Ok(())
+}
+
+async fn write_flavor(db: &mut PgConnection, wanted: &Inventory, f: &FlavorEntry) -> Result<()> {
+    // A flavor's model is its pools' (validated to agree).
+    let model = wanted
+        .pools
+        .iter()
+        .find(|p| p.flavor.as_deref() == Some(&f.name))
+        .map(|p| p.gpu_model.clone())
+        .ok_or_else(|| Error::Internal(format!("flavor {} has no pool", f.name)))?;
+    let settings = serde_json::to_value(&f.settings).map_err(|e| Error::Internal(e.to_string()))?;
+    sqlx::query!(
+        "insert into flavors (name, gpu_model_id, settings)
+         select $1, id, $3 from gpu_models where name = $2
+         on conflict (name) do update
+            set gpu_model_id = excluded.gpu_model_id, settings = excluded.settings,
+                version = flavors.version + 1
+         where flavors.gpu_model_id <> excluded.gpu_model_id or flavors.settings <> excluded.settings",
+        f.name,
+        model,
+        settings
+    )
+    .execute(&mut *db)
+    .await?;
+    Ok(())
+}
+
+async fn write_rates(db: &mut PgConnection, f: &FlavorEntry) -> Result<()> {
+    // the file's rates are the flavor's rates (a closed month keeps its own, frozen)
+    let days: Vec<String> = f
+        .rates
+        .iter()
+        .map(|r| r.effective_from.to_string())
+        .collect();
+    let cents: Vec<i64> = f.rates.iter().map(|r| r.cents_per_gpu_hour).collect();
+    sqlx::query!(
+        "delete from flavor_rates
+         where flavor_id = (select id from flavors where name = $1)
+           and effective_from::text <> all($2::text[])",
+        f.name,
+        &days
+    )
+    .execute(&mut *db)
+    .await?;
+    sqlx::query!(
+        "insert into flavor_rates (flavor_id, effective_from, cents_per_gpu_hour)
+         select f.id, d::date, c from flavors f, unnest($2::text[], $3::bigint[]) as u(d, c)
+         where f.name = $1
+         on conflict (flavor_id, effective_from) do update
+            set cents_per_gpu_hour = excluded.cents_per_gpu_hour, set_by = null, set_at = now()
+         where flavor_rates.cents_per_gpu_hour <> excluded.cents_per_gpu_hour",
+        f.name,
+        &days,
+        &cents
+    )
+    .execute(&mut *db)
+    .await?;
+    Ok(())
+}
+
+async fn write_pool(db: &mut PgConnection, p: &PoolEntry) -> Result<()> {
+    sqlx::query!(
+        "insert into node_pools (name, gpu_model_id, nodes, gpus_per_node, flavor_id)
+         select $1, m.id, $3, $4, f.id from gpu_models m, flavors f where m.name = $2 and f.name = $5
+         on conflict (name) do update
+            set gpu_model_id = excluded.gpu_model_id, nodes = excluded.nodes,
+                gpus_per_node = excluded.gpus_per_node, flavor_id = excluded.flavor_id
+         where (node_pools.gpu_model_id, node_pools.nodes, node_pools.gpus_per_node, node_pools.flavor_id)
+               is distinct from (excluded.gpu_model_id, excluded.nodes, excluded.gpus_per_node, excluded.flavor_id)",
+        p.name,
+        p.gpu_model,
+        p.nodes,
+        p.gpus_per_node,
+        p.flavor_name()
+    )
+    .execute(&mut *db)
+    .await?;
+    Ok(())
+}
+
+/// The pools, flavors and models the file no longer lists.
+async fn delete_unlisted(db: &mut PgConnection, wanted: &Inventory) -> Result<()> {
     let names = |items: Vec<&String>| items.into_iter().cloned().collect::<Vec<String>>();
     let pools = names(wanted.pools.iter().map(|p| &p.name).collect());
     let flavors = names(wanted.flavors.iter().map(|f| &f.name).collect());
@@ -239,29 +267,31 @@ pub async fn write_inventory(db: &mut PgConnection, wanted: &Inventory) -> Resul
     sqlx::query!("delete from gpu_models where name <> all($1)", &models)
         .execute(&mut *db)
         .await?;
-    for t in &wanted.teams {
-        sqlx::query!(
-            "insert into teams (name, namespace, cost_centre, cluster_queue, local_queue, cohort)
-             values ($1, $2, $3, $4, $5, $6)
-             on conflict (name) do update
-                set namespace = excluded.namespace, cost_centre = excluded.cost_centre,
-                    cluster_queue = excluded.cluster_queue, local_queue = excluded.local_queue,
-                    cohort = excluded.cohort
-             where (teams.namespace, teams.cost_centre, teams.cluster_queue, teams.local_queue, teams.cohort)
-                   is distinct from (excluded.namespace, excluded.cost_centre, excluded.cluster_queue,
-                                     excluded.local_queue, excluded.cohort)",
-            t.name,
-            t.namespace,
-            t.cost_centre.trim(),
-            t.cluster_queue(),
-            t.local_queue(),
-            t.cohort
-        )
-        .execute(&mut *db)
-        .await?;
-        // the file's budgets replace the team's (each checked by `Inventory::validate`)
-        let budgets: Vec<_> = t.budgets.iter().filter_map(|b| b.checked().ok()).collect();
-        crate::chargeback::budget::replace(&mut *db, &t.name, &budgets).await?;
-    }
+    Ok(())
+}
+
+async fn write_team(db: &mut PgConnection, t: &TeamEntry) -> Result<()> {
+    sqlx::query!(
+        "insert into teams (name, namespace, cost_centre, cluster_queue, local_queue, cohort)
+         values ($1, $2, $3, $4, $5, $6)
+         on conflict (name) do update
+            set namespace = excluded.namespace, cost_centre = excluded.cost_centre,
+                cluster_queue = excluded.cluster_queue, local_queue = excluded.local_queue,
+                cohort = excluded.cohort
+         where (teams.namespace, teams.cost_centre, teams.cluster_queue, teams.local_queue, teams.cohort)
+               is distinct from (excluded.namespace, excluded.cost_centre, excluded.cluster_queue,
+                                 excluded.local_queue, excluded.cohort)",
+        t.name,
+        t.namespace,
+        t.cost_centre.trim(),
+        t.cluster_queue(),
+        t.local_queue(),
+        t.cohort
+    )
+    .execute(&mut *db)
+    .await?;
+    // the file's budgets replace the team's (each checked by `Inventory::validate`)
+    let budgets: Vec<_> = t.budgets.iter().filter_map(|b| b.checked().ok()).collect();
+    crate::chargeback::budget::replace(&mut *db, &t.name, &budgets).await?;
     Ok(())
 }
