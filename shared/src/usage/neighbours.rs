@@ -252,37 +252,70 @@ pub fn cotenancy(
     window: Window,
     flavors: &DeviceFlavors,
 ) -> BTreeMap<PodKey, PodMinute> {
-    let uuid = |labels: &'_ Labels| -> String {
-        let get = |k: &str| labels.get(k).map_or("", String::as_str);
-        let uuid = if get("UUID").is_empty() {
-            get("uuid")
-        } else {
-            get("UUID")
-        };
-        format!("{}\u{0}{uuid}", hostname(labels))
+    let shared = shared_gpus(util, engine);
+    let gpus = devices(util, engine, (window, flavors), &shared);
+    tally(&gpus)
+        .into_iter()
+        .map(|(key, (sharing, others, busy, observed))| {
+            (
+                key,
+                PodMinute {
+                    sharing,
+                    neighbours: i32::try_from(others.len()).unwrap_or(i32::MAX),
+                    neighbour_busy_gpu_us: unscale(busy),
+                    neighbour_observed_gpu_us: unscale(observed),
+                },
+            )
+        })
+        .collect()
+}
+
+/// A physical GPU's identity: its host and UUID (dcgm-exporter writes `UUID`, some
+/// relabellings `uuid`).
+fn gpu_uuid(labels: &Labels) -> (&str, &str) {
+    let get = |k: &str| labels.get(k).map_or("", String::as_str);
+    let uuid = if get("UUID").is_empty() {
+        get("uuid")
+    } else {
+        get("UUID")
     };
-    // Only GPUs split into MIG instances or seen with more than one pod can have co-tenants:
-    // one pass over the series' labels finds them, so a fleet of whole cards costs no more.
-    let mut seen: BTreeMap<String, (bool, BTreeSet<Who>)> = BTreeMap::new();
+    (hostname(labels), uuid)
+}
+
+/// The GPUs that can have co-tenants: split into MIG instances, or seen with more than one
+/// pod. One pass over the series' labels finds them, so a fleet of whole cards costs no more.
+fn shared_gpus<'a>(util: &'a [Series], engine: &'a [Series]) -> BTreeSet<(&'a str, &'a str)> {
+    let mut seen: BTreeMap<(&str, &str), (bool, BTreeSet<Who>)> = BTreeMap::new();
     for s in util.iter().chain(engine) {
-        let gpu = seen.entry(uuid(&s.labels)).or_default();
+        let gpu = seen.entry(gpu_uuid(&s.labels)).or_default();
         gpu.0 |= s.labels.contains_key("GPU_I_PROFILE");
         let who = (namespace(&s.labels), pod(&s.labels));
         if !who.1.is_empty() {
             gpu.1.insert(who);
         }
     }
-    let shared: BTreeSet<String> = seen
-        .into_iter()
+    seen.into_iter()
         .filter(|(_, (mig, pods))| *mig || pods.len() > 1)
         .map(|(gpu, _)| gpu)
-        .collect();
-    // (host, uuid, minute) → instance id ("" for the whole card) → device
-    let mut gpus: BTreeMap<(&str, &str, i64), BTreeMap<&str, Device>> = BTreeMap::new();
+        .collect()
+}
+
+/// (host, uuid, minute) → instance id ("" for the whole card) → device
+type Devices<'a> = BTreeMap<(&'a str, &'a str, i64), BTreeMap<&'a str, Device<'a>>>;
+
+/// The `shared` GPUs' devices by minute: each one's share of its GPU, busy samples and pods.
+fn devices<'a>(
+    util: &'a [Series],
+    engine: &'a [Series],
+    (window, flavors): (Window, &DeviceFlavors),
+    shared: &BTreeSet<(&str, &str)>,
+) -> Devices<'a> {
+    let mut gpus = Devices::new();
     for (series, is_engine) in [(util, false), (engine, true)] {
         for s in series {
             let profile = s.labels.get("GPU_I_PROFILE");
-            if profile.is_some() != is_engine || !shared.contains(&uuid(&s.labels)) {
+            let (host, uuid) = gpu_uuid(&s.labels);
+            if profile.is_some() != is_engine || !shared.contains(&(host, uuid)) {
                 continue;
             }
             let flavor = flavors.of(&s.labels);
@@ -290,18 +323,13 @@ pub fn cotenancy(
                 None => (1, 1),
                 Some(p) => mig_share(p, flavor.map(|f| f.gpu_model.as_str())),
             };
-            let get = |k: &str| s.labels.get(k).map_or("", String::as_str);
-            let uuid = if get("UUID").is_empty() {
-                get("uuid")
-            } else {
-                get("UUID")
-            };
+            let instance = s.labels.get("GPU_I_ID").map_or("", String::as_str);
             let who = (namespace(&s.labels), pod(&s.labels));
             for sample in s.samples.iter().filter(|x| window.holds(x.at_ms)) {
                 let device = gpus
-                    .entry((hostname(&s.labels), uuid, floor_minute(sample.at_ms)))
+                    .entry((host, uuid, floor_minute(sample.at_ms)))
                     .or_default()
-                    .entry(get("GPU_I_ID"))
+                    .entry(instance)
                     .or_default();
                 device.share = share;
                 device.mig = profile.is_some();
@@ -317,10 +345,17 @@ pub fn cotenancy(
             }
         }
     }
-    /// A pod's minute while it is summed: sharing, co-tenants, busy and observed to 10⁻⁶ µs.
-    type Tally<'a> = (Option<Mechanism>, BTreeSet<Who<'a>>, i128, i128);
+    gpus
+}
+
+/// A pod's minute while it is summed: sharing, co-tenants, busy and observed to 10⁻⁶ µs.
+type Tally<'a> = (Option<Mechanism>, BTreeSet<Who<'a>>, i128, i128);
+
+/// Each pod's minute on a shared GPU or MIG instance: its sharing, its co-tenants, and their
+/// devices' busy and observed time at each device's share of its GPU.
+fn tally<'a>(gpus: &Devices<'a>) -> BTreeMap<PodKey, Tally<'a>> {
     let mut exact: BTreeMap<PodKey, Tally> = BTreeMap::new();
-    for ((_, _, minute_ms), devices) in &gpus {
+    for ((_, _, minute_ms), devices) in gpus {
         let on_gpu: BTreeSet<Who> = devices
             .values()
             .flat_map(|d| d.pods.iter().copied())
@@ -357,19 +392,6 @@ pub fn cotenancy(
         }
     }
     exact
-        .into_iter()
-        .map(|(key, (sharing, others, busy, observed))| {
-            (
-                key,
-                PodMinute {
-                    sharing,
-                    neighbours: i32::try_from(others.len()).unwrap_or(i32::MAX),
-                    neighbour_busy_gpu_us: unscale(busy),
-                    neighbour_observed_gpu_us: unscale(observed),
-                },
-            )
-        })
-        .collect()
 }
 
 /// One service's minute, as the report reads it back.
