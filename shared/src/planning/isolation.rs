@@ -552,38 +552,9 @@ fn choose(scenario: &Scenario, w: &Workload, managed: bool) -> (Mechanism, Vec<S
     let acc = scenario.accelerator(&w.flavor);
     let nvidia = acc.is_none_or(|a| a.vendor() == Vendor::Nvidia);
     let card_mib = acc.and_then(Accelerator::model).map(|m| m.mem_mib);
-    let compliance = scenario.constraints.hardware_isolation_between_tenants && w.tenants > 1;
-    let mut reasons = Vec::new();
-    let whole = |reasons: &mut Vec<String>, why: String| {
-        reasons.push(why);
-        (Mechanism::WholeGpu, std::mem::take(reasons))
-    };
-    if w.kind == WorkloadKind::PreTraining {
-        return whole(
-            &mut reasons,
-            "Pre-training wants whole cards (and whole nodes): maximum isolation and bandwidth."
-                .to_owned(),
-        );
-    }
-    if w.gpus_per_job > 1 {
-        return whole(
-            &mut reasons,
-            format!(
-                "Each {} spans {} GPUs: whole cards; MIG and fractions are for work smaller than one GPU.",
-                if w.kind == WorkloadKind::Inference {
-                    "replica"
-                } else {
-                    "job"
-                },
-                w.gpus_per_job
-            ),
-        );
-    }
-    let Some(mem) = w
-        .mem_mib_per_job
-        .filter(|&m| card_mib.is_none_or(|card| m < card))
-    else {
-        return whole(&mut reasons, "Each job needs a whole card (no mem_mib_per_job below the card's memory): MIG and fractions are for work smaller than one GPU.".to_owned());
+    let mem = match smaller_than_a_card(w, card_mib) {
+        Ok(mem) => mem,
+        Err(why) => return (Mechanism::WholeGpu, vec![why]),
     };
     let mig = mig_profile(acc, mem);
     let mig_or_whole = |reasons: &mut Vec<String>| match mig {
@@ -601,14 +572,66 @@ fn choose(scenario: &Scenario, w: &Workload, managed: bool) -> (Mechanism, Vec<S
             Mechanism::WholeGpu
         }
     };
-    let mechanism = match w.kind {
+    let compliance = scenario.constraints.hardware_isolation_between_tenants && w.tenants > 1;
+    let mut reasons = Vec::new();
+    let mechanism = by_kind(w, compliance, &mut reasons, mig_or_whole);
+    if !nvidia && (mechanism.is_software() || mechanism == Mechanism::Mig) {
+        reasons.push(
+            "Not an NVIDIA accelerator: HAMi is the sharing layer that speaks to it.".to_owned(),
+        );
+        return (Mechanism::HamiFractions, reasons);
+    }
+    if managed && mechanism.is_software() {
+        reasons.push(format!(
+            "Managed governance (C) offers fractions through MIG only, not {}:",
+            mechanism.label()
+        ));
+        let fallback = mig_or_whole(&mut reasons);
+        return (fallback, reasons);
+    }
+    (mechanism, reasons)
+}
+
+/// A class's memory per job when it is smaller than one card, else why it takes whole cards.
+fn smaller_than_a_card(w: &Workload, card_mib: Option<u32>) -> Result<u32, String> {
+    if w.kind == WorkloadKind::PreTraining {
+        return Err(
+            "Pre-training wants whole cards (and whole nodes): maximum isolation and bandwidth."
+                .to_owned(),
+        );
+    }
+    if w.gpus_per_job > 1 {
+        return Err(format!(
+            "Each {} spans {} GPUs: whole cards; MIG and fractions are for work smaller than one GPU.",
+            if w.kind == WorkloadKind::Inference {
+                "replica"
+            } else {
+                "job"
+            },
+            w.gpus_per_job
+        ));
+    }
+    (w.mem_mib_per_job)
+        .filter(|&m| card_mib.is_none_or(|card| m < card))
+        .ok_or_else(|| "Each job needs a whole card (no mem_mib_per_job below the card's memory): MIG and fractions are for work smaller than one GPU.".to_owned())
+}
+
+/// The mechanism for sub-GPU work by its kind, tenants and SLO (MIG or whole cards where
+/// hardware isolation is needed, through `mig_or_whole`), its reason pushed to `reasons`.
+fn by_kind(
+    w: &Workload,
+    compliance: bool,
+    reasons: &mut Vec<String>,
+    mig_or_whole: impl Fn(&mut Vec<String>) -> Mechanism,
+) -> Mechanism {
+    match w.kind {
         _ if compliance => {
             reasons.push("Compliance needs hardware isolation between tenants: MIG is the only hardware-partitioned option an auditor accepts.".to_owned());
-            mig_or_whole(&mut reasons)
+            mig_or_whole(reasons)
         }
         WorkloadKind::Inference if w.tenants > 1 && w.slo => {
             reasons.push("Multi-tenant inference with an SLO: MIG gives each tenant dedicated memory, compute and bandwidth.".to_owned());
-            mig_or_whole(&mut reasons)
+            mig_or_whole(reasons)
         }
         WorkloadKind::Inference | WorkloadKind::Batch | WorkloadKind::FineTuning
             if w.tenants > 1 =>
@@ -638,22 +661,7 @@ fn choose(scenario: &Scenario, w: &Workload, managed: bool) -> (Mechanism, Vec<S
             reasons.push("Experiments and evaluation of one tenant: time-slicing is enough (no memory isolation needed).".to_owned());
             Mechanism::TimeSlicing
         }
-    };
-    if !nvidia && (mechanism.is_software() || mechanism == Mechanism::Mig) {
-        reasons.push(
-            "Not an NVIDIA accelerator: HAMi is the sharing layer that speaks to it.".to_owned(),
-        );
-        return (Mechanism::HamiFractions, reasons);
     }
-    if managed && mechanism.is_software() {
-        reasons.push(format!(
-            "Managed governance (C) offers fractions through MIG only, not {}:",
-            mechanism.label()
-        ));
-        let fallback = mig_or_whole(&mut reasons);
-        return (fallback, reasons);
-    }
-    (mechanism, reasons)
 }
 
 fn spot_fit(w: &Workload) -> (bool, String) {
