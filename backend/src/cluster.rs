@@ -510,65 +510,83 @@ async fn apply_all(
     for object in desired {
         let id = ObjectRef::of(object);
         let fresh = Seen::new(id.clone(), Some(object.clone()), ObjectState::InSync);
-        if let Some(failure) = served.lacks(&id.kind) {
-            seen.push(fresh.failed(&failure));
-            continue;
-        }
-        let asked =
-            reapply.is_some_and(|r| r.objects.as_ref().is_none_or(|list| list.contains(&id)));
-        let live = match kube.get(&id, version).await {
-            Ok(live) => live,
-            Err(failure) => {
-                seen.push(fresh.failed(&failure));
-                continue;
-            }
-        };
-        let drift = model::drift(object, live.as_ref());
-        let fresh = Seen {
-            live: live.as_ref().map(model::without_server_fields),
-            ..fresh
-        };
-        let before = previous.get(&id);
-        let approved_changed = before
-            .and_then(|row| row.desired.as_deref())
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
-            .as_ref()
-            != Some(object);
-        let unsettled = before.is_none_or(|row| {
-            matches!(
-                ObjectState::parse(&row.state),
-                Some(ObjectState::Pending | ObjectState::Failed) | None
-            )
+        seen.push(match served.lacks(&id.kind) {
+            Some(failure) => fresh.failed(&failure),
+            None => apply_one(kube, version, (object, fresh), previous.get(&id), reapply).await,
         });
-        if !(asked || approved_changed || unsettled) {
-            let mut s = fresh;
-            if !drift.is_empty() {
-                s.state = ObjectState::Drifted;
-                s.changes = drift;
-            }
-            seen.push(s);
-            continue;
+    }
+    seen.extend(unapproved(kube, version, &served, desired).await);
+    seen
+}
+
+/// One desired object: applied when an approver asked to reapply it, its approved form
+/// changed, or it never settled; otherwise only compared with what is live.
+async fn apply_one(
+    kube: &Kube,
+    version: KueueVersion,
+    (object, fresh): (&Value, Seen),
+    before: Option<&db::ObjectRow>,
+    reapply: Option<&Reapply>,
+) -> Seen {
+    let id = &fresh.object;
+    let asked = reapply.is_some_and(|r| r.objects.as_ref().is_none_or(|list| list.contains(id)));
+    let live = match kube.get(id, version).await {
+        Ok(live) => live,
+        Err(failure) => return fresh.failed(&failure),
+    };
+    let drift = model::drift(object, live.as_ref());
+    let fresh = Seen {
+        live: live.as_ref().map(model::without_server_fields),
+        ..fresh
+    };
+    let approved_changed = before
+        .and_then(|row| row.desired.as_deref())
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .as_ref()
+        != Some(object);
+    let unsettled = before.is_none_or(|row| {
+        matches!(
+            ObjectState::parse(&row.state),
+            Some(ObjectState::Pending | ObjectState::Failed) | None
+        )
+    });
+    if !(asked || approved_changed || unsettled) {
+        let mut s = fresh;
+        if !drift.is_empty() {
+            s.state = ObjectState::Drifted;
+            s.changes = drift;
         }
-        let force = asked && reapply.is_some_and(|r| r.force);
-        match kube.apply(object, version, force, false).await {
-            Ok(after) => {
-                let mut s = fresh;
-                s.live = Some(model::without_server_fields(&after));
-                s.applied = true;
-                s.changes = model::drift(object, Some(&after));
-                if !s.changes.is_empty() {
-                    s.state = ObjectState::Drifted;
-                }
-                seen.push(s);
+        return s;
+    }
+    let force = asked && reapply.is_some_and(|r| r.force);
+    match kube.apply(object, version, force, false).await {
+        Ok(after) => {
+            let mut s = fresh;
+            s.live = Some(model::without_server_fields(&after));
+            s.applied = true;
+            s.changes = model::drift(object, Some(&after));
+            if !s.changes.is_empty() {
+                s.state = ObjectState::Drifted;
             }
-            Err(failure) => {
-                let mut s = fresh.failed(&failure);
-                s.changes = drift;
-                seen.push(s);
-            }
+            s
+        }
+        Err(failure) => {
+            let mut s = fresh.failed(&failure);
+            s.changes = drift;
+            s
         }
     }
+}
+
+/// The live objects of the kinds the console writes that no approval asks for.
+async fn unapproved(
+    kube: &Kube,
+    version: KueueVersion,
+    served: &k8s::Served,
+    desired: &[Value],
+) -> Vec<Seen> {
     let approved: BTreeSet<ObjectRef> = desired.iter().map(ObjectRef::of).collect();
+    let mut seen = Vec::new();
     for kind in KINDS.into_iter().filter(|k| served.lacks(k).is_none()) {
         // A kind the identity may not list leaves nothing to report; its objects above say why.
         let Ok(live) = kube.list(kind, version).await else {
