@@ -53,6 +53,8 @@ const DECIDERS: &[Role] = &[Role::Approver, Role::Admin];
 /// Who reads every team's requests and the audit log.
 const READERS: &[Role] = &[Role::Approver, Role::Finance, Role::Admin];
 
+/// The quota routes: a table, one row per route with who may call it, longer than a function
+/// should be because a table reads better whole (the auth and fuzz tests enumerate it).
 pub fn api() -> Api {
     let team_or_readers = Access::TeamOr(READERS);
     let team_or_admin = Access::TeamOr(ADMIN);
