@@ -528,66 +528,10 @@ pub fn report(
     minutes: &[ServedMinute],
     teams: &BTreeMap<String, String>,
 ) -> NeighbourReport {
-    struct Service {
-        pods: BTreeSet<String>,
-        sharing: BTreeSet<&'static str>,
-        max_neighbours: i32,
-        by_minute: BTreeMap<i64, Acc>,
-    }
-    let mut services: BTreeMap<(String, String), Service> = BTreeMap::new();
-    for m in minutes {
-        let service = services
-            .entry((m.namespace.clone(), m.model.clone()))
-            .or_insert_with(|| Service {
-                pods: BTreeSet::new(),
-                sharing: BTreeSet::new(),
-                max_neighbours: 0,
-                by_minute: BTreeMap::new(),
-            });
-        service.pods.extend(m.pods.iter().cloned());
-        let acc = service.by_minute.entry(m.minute_ms).or_default();
-        acc.minutes = 1;
-        acc.ttft.add(&m.ttft);
-        acc.queue.add(&m.queue);
-        for c in &m.cotenancy {
-            service.sharing.insert(sharing_name(c.sharing));
-            service.max_neighbours = service.max_neighbours.max(c.neighbours);
-            acc.busy += c.neighbour_busy_gpu_us;
-            acc.observed += c.neighbour_observed_gpu_us;
-        }
-    }
-    let services = services
+    let services = services(minutes)
         .into_iter()
         .map(|((namespace, model), s)| {
-            let mut ranked: Vec<(i64, &Acc)> = s
-                .by_minute
-                .iter()
-                .filter(|(_, a)| a.ttft.observations() > 0)
-                .map(|(minute, a)| (*minute, a))
-                .collect();
-            // by load (busy over observed, compared exactly), then by time
-            let load = |a: &Acc| match a.observed {
-                0 => (0, 1),
-                observed => (i128::from(a.busy), i128::from(observed)),
-            };
-            ranked.sort_by(|(ma, a), (mb, b)| {
-                let ((na, da), (nb, db)) = (load(a), load(b));
-                (na * db).cmp(&(nb * da)).then(ma.cmp(mb))
-            });
-            let half = ranked.len() / 2;
-            let mut overall = Acc::default();
-            let mut quiet = Acc::default();
-            let mut busy = Acc::default();
-            for (_, a) in s.by_minute.iter() {
-                overall.add(a);
-            }
-            for (_, a) in &ranked[..half] {
-                quiet.add(a);
-            }
-            for (_, a) in &ranked[ranked.len() - half..] {
-                busy.add(a);
-            }
-            let (quiet, busy) = (quiet.figures(), busy.figures());
+            let (overall, quiet, busy) = s.halves();
             let (flagged, verdict) = verdict(&s.sharing, &quiet, &busy);
             let sharing = if s.sharing.is_empty() {
                 vec![sharing_name(Some(Mechanism::WholeGpu)).to_owned()]
@@ -601,7 +545,7 @@ pub fn report(
                 pods: i64::try_from(s.pods.len()).unwrap_or(i64::MAX),
                 sharing,
                 max_neighbours: s.max_neighbours,
-                overall: overall.figures(),
+                overall,
                 quiet,
                 busy,
                 flagged,
@@ -614,6 +558,69 @@ pub fn report(
         to_inclusive,
         services,
         rule: rule(),
+    }
+}
+
+/// One served model of one namespace, summed from its minutes.
+#[derive(Default)]
+struct Service {
+    pods: BTreeSet<String>,
+    sharing: BTreeSet<&'static str>,
+    max_neighbours: i32,
+    by_minute: BTreeMap<i64, Acc>,
+}
+
+/// The minutes summed per (namespace, model).
+fn services(minutes: &[ServedMinute]) -> BTreeMap<(String, String), Service> {
+    let mut services: BTreeMap<(String, String), Service> = BTreeMap::new();
+    for m in minutes {
+        let service = services
+            .entry((m.namespace.clone(), m.model.clone()))
+            .or_default();
+        service.pods.extend(m.pods.iter().cloned());
+        let acc = service.by_minute.entry(m.minute_ms).or_default();
+        acc.minutes = 1;
+        acc.ttft.add(&m.ttft);
+        acc.queue.add(&m.queue);
+        for c in &m.cotenancy {
+            service.sharing.insert(sharing_name(c.sharing));
+            service.max_neighbours = service.max_neighbours.max(c.neighbours);
+            acc.busy += c.neighbour_busy_gpu_us;
+            acc.observed += c.neighbour_observed_gpu_us;
+        }
+    }
+    services
+}
+
+impl Service {
+    /// Its figures over every minute, and over the half of its minutes with requests whose
+    /// co-tenants were least loaded (busy over observed, compared exactly; then by time) and
+    /// the half most loaded.
+    fn halves(&self) -> (LatencyFigures, LatencyFigures, LatencyFigures) {
+        let mut ranked: Vec<(i64, &Acc)> = (self.by_minute.iter())
+            .filter(|(_, a)| a.ttft.observations() > 0)
+            .map(|(minute, a)| (*minute, a))
+            .collect();
+        let load = |a: &Acc| match a.observed {
+            0 => (0, 1),
+            observed => (i128::from(a.busy), i128::from(observed)),
+        };
+        ranked.sort_by(|(ma, a), (mb, b)| {
+            let ((na, da), (nb, db)) = (load(a), load(b));
+            (na * db).cmp(&(nb * da)).then(ma.cmp(mb))
+        });
+        let half = ranked.len() / 2;
+        let (mut overall, mut quiet, mut busy) = (Acc::default(), Acc::default(), Acc::default());
+        for a in self.by_minute.values() {
+            overall.add(a);
+        }
+        for (_, a) in &ranked[..half] {
+            quiet.add(a);
+        }
+        for (_, a) in &ranked[ranked.len() - half..] {
+            busy.add(a);
+        }
+        (overall.figures(), quiet.figures(), busy.figures())
     }
 }
 
