@@ -827,14 +827,34 @@ pub async fn load_demo(pool: &PgPool) -> Result<bool> {
     let (rita, sam, alex) = (ids[0], ids[1], ids[2]);
     let today = clock::today();
     let world = world(&mut tx).await?;
+    let [research, served, search] = demo_specs(today);
+    let fits = |team: &str, s: &QuotaSpec| {
+        world.team(team).is_some() && world.check(team, s, today).errors.is_empty()
+    };
+    if !fits("research", &research) || !fits("search", &served) || !fits("search", &search) {
+        return Ok(false);
+    }
+    for (team, spec, by, approver) in [
+        ("research", &research, rita, Some(alex)),
+        ("search", &served, sam, Some(alex)),
+        ("search", &search, sam, None),
+    ] {
+        file_demo_request(&mut tx, (team, spec, by), approver).await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// The demo's requests: research's 48 H200s and search's serving quota (32 RTX GPUs and the
+/// MIG node's 56 instances), both in force since the demo's workload history begins, which the
+/// teams' work ran under; and search's waiting request for the same plus 32 shared H100s.
+fn demo_specs(today: Day) -> [QuotaSpec; 3] {
     let gpus = shared::quota::QuotaLine::nvidia_gpus;
     let spec = |lines: &[shared::quota::QuotaLine], why: &str| QuotaSpec {
         lines: lines.to_vec(),
         justification: why.to_owned(),
         ..QuotaSpec::blank(&[], today)
     };
-    // The approved quotas hold since the first day of the demo's workload history, which the
-    // teams' work ran under.
     let since_history = |spec: QuotaSpec| QuotaSpec {
         starts_on: today.plus(-crate::cluster::history::DEMO_DAYS),
         ..spec
@@ -843,62 +863,60 @@ pub async fn load_demo(pool: &PgPool) -> Result<bool> {
         resource: "nvidia.com/mig-1g.10gb".to_owned(),
         ..gpus("h100-mig", 56)
     };
-    let research = since_history(spec(
-        &[gpus("h200-train", 48)],
-        "pre-training the 70B model",
-    ));
-    let served = since_history(spec(
-        &[gpus("rtx-inference", 32), mig.clone()],
-        "serving the chat models, and the small models on MIG",
-    ));
-    let search = spec(
-        &[gpus("rtx-inference", 32), mig, gpus("h100-shared", 32)],
-        "serving the new ranking model",
-    );
-    let fits = |team: &str, s: &QuotaSpec| {
-        world.team(team).is_some() && world.check(team, s, today).errors.is_empty()
-    };
-    if !fits("research", &research) || !fits("search", &served) || !fits("search", &search) {
-        return Ok(false);
+    [
+        since_history(spec(
+            &[gpus("h200-train", 48)],
+            "pre-training the 70B model",
+        )),
+        since_history(spec(
+            &[gpus("rtx-inference", 32), mig.clone()],
+            "serving the chat models, and the small models on MIG",
+        )),
+        spec(
+            &[gpus("rtx-inference", 32), mig, gpus("h100-shared", 32)],
+            "serving the new ranking model",
+        ),
+    ]
+}
+
+/// One demo request filed by `by` and submitted, and approved by `approver` when given, each
+/// step audited as the console's.
+async fn file_demo_request(
+    tx: &mut PgConnection,
+    (team, spec, by): (&str, &QuotaSpec, i64),
+    approver: Option<i64>,
+) -> Result<()> {
+    let id = db::insert_request(&mut *tx, team, &to_json(spec)?, by)
+        .await?
+        .ok_or(Error::NotFound)?;
+    db::set_submitted(&mut *tx, id, by).await?;
+    let mut steps = vec![
+        ("create", RequestState::Draft),
+        ("submit", RequestState::Submitted),
+    ];
+    if let Some(alex) = approver {
+        db::set_decided(
+            &mut *tx,
+            id,
+            RequestState::Approved.as_str(),
+            alex,
+            "demo: fits the plan",
+        )
+        .await?;
+        steps.push(("approve", RequestState::Approved));
     }
-    for (team, spec, by, approve) in [
-        ("research", &research, rita, true),
-        ("search", &served, sam, true),
-        ("search", &search, sam, false),
-    ] {
-        let id = db::insert_request(&mut *tx, team, &to_json(spec)?, by)
-            .await?
-            .ok_or(Error::NotFound)?;
-        db::set_submitted(&mut *tx, id, by).await?;
-        let mut steps = vec![
-            ("create", RequestState::Draft),
-            ("submit", RequestState::Submitted),
-        ];
-        if approve {
-            db::set_decided(
-                &mut *tx,
-                id,
-                RequestState::Approved.as_str(),
-                alex,
-                "demo: fits the plan",
-            )
-            .await?;
-            steps.push(("approve", RequestState::Approved));
-        }
-        for (action, state) in steps {
-            audit::record(
-                &mut *tx,
-                Actor::Console,
-                Kind::QuotaRequest,
-                action,
-                &format!("quota request {id}"),
-                Some(team),
-                None,
-                Some(&json!({"state": state, "demo": true})),
-            )
-            .await?;
-        }
+    for (action, state) in steps {
+        audit::record(
+            &mut *tx,
+            Actor::Console,
+            Kind::QuotaRequest,
+            action,
+            &format!("quota request {id}"),
+            Some(team),
+            None,
+            Some(&json!({"state": state, "demo": true})),
+        )
+        .await?;
     }
-    tx.commit().await?;
-    Ok(true)
+    Ok(())
 }
