@@ -373,6 +373,17 @@ pub async fn close(
     .execute(&mut *tx)
     .await?;
     let m = date(month)?;
+    freeze_usage(tx, m, usage).await?;
+    freeze_tokens(tx, m, tokens).await?;
+    freeze_rates(tx, m, rates).await
+}
+
+/// The month's usage by day, namespace and flavor, as it stands.
+async fn freeze_usage(
+    tx: &mut sqlx::PgConnection,
+    m: Date,
+    usage: &[UsageDay],
+) -> sqlx::Result<()> {
     sqlx::query!(
         "insert into chargeback_closed_usage (month, day, namespace, flavor,
              allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
@@ -396,6 +407,15 @@ pub async fn close(
     )
     .execute(&mut *tx)
     .await?;
+    Ok(())
+}
+
+/// The month's served tokens by day, namespace and model, as they stand.
+async fn freeze_tokens(
+    tx: &mut sqlx::PgConnection,
+    m: Date,
+    tokens: &[TokensDay],
+) -> sqlx::Result<()> {
     sqlx::query!(
         "insert into chargeback_closed_tokens (month, day, namespace, model, prompt_tokens,
                                                generation_tokens, prefill_microseconds,
@@ -421,6 +441,15 @@ pub async fn close(
     )
     .execute(&mut *tx)
     .await?;
+    Ok(())
+}
+
+/// Each day's capacity and rate in force per flavor.
+async fn freeze_rates(
+    tx: &mut sqlx::PgConnection,
+    m: Date,
+    rates: &[FrozenRate],
+) -> sqlx::Result<()> {
     sqlx::query!(
         "insert into chargeback_closed_rates (month, day, flavor, gpus, cents_per_gpu_hour)
          select $1, d, fl, g, c
