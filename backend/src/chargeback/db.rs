@@ -7,7 +7,10 @@ use shared::{
     chargeback::{DrillMinute, Rate, Team, TokensDay, TokensHour, UsageDay},
     common::day::Day,
 };
-use sqlx::{PgExecutor, types::time::Date};
+use sqlx::{
+    PgExecutor,
+    types::time::{Date, OffsetDateTime},
+};
 
 use crate::clock::{date, day};
 
@@ -42,9 +45,10 @@ impl From<UsageRow> for UsageDay {
     }
 }
 
-/// A day's tokens as the token rollups and the closed months store them.
+/// Tokens of an hour or a day (from its first instant) as the token rollups and the closed
+/// months store them.
 struct TokenRow {
-    day: Date,
+    period: OffsetDateTime,
     namespace: String,
     model: String,
     prompt_tokens: i64,
@@ -56,7 +60,7 @@ struct TokenRow {
 impl From<TokenRow> for TokensDay {
     fn from(r: TokenRow) -> TokensDay {
         TokensDay {
-            day: day(r.day),
+            day: day(r.period.date()),
             namespace: r.namespace,
             model: r.model,
             prompt_tokens: r.prompt_tokens,
@@ -194,45 +198,23 @@ pub async fn usage_days(
     Ok(rows.into_iter().map(UsageDay::from).collect())
 }
 
+/// The tokens served in [`from`, `to`) by day, namespace and model.
 pub async fn token_days(
     db: impl PgExecutor<'_>,
     from: Day,
     to: Day,
 ) -> sqlx::Result<Vec<TokensDay>> {
-    let rows = sqlx::query_as!(
-        TokenRow,
-        r#"select (period at time zone 'UTC')::date as "day!", namespace, model,
-                  prompt_tokens, generation_tokens, prefill_microseconds, decode_microseconds
-           from usage_token_rollups
-           where grain = 'day' and period >= $1::date::timestamp at time zone 'UTC'
-             and period < $2::date::timestamp at time zone 'UTC'
-           order by 1, 2, 3"#,
-        date(from)?,
-        date(to)?
-    )
-    .fetch_all(db)
-    .await?;
+    let rows = token_rollups(db, "day", from, to).await?;
     Ok(rows.into_iter().map(TokensDay::from).collect())
 }
 
-/// The generated tokens of [`from`, `to`) by hour, namespace and served model (the hour
-/// rollups of vLLM's counters).
+/// The generated tokens of [`from`, `to`) by hour, namespace and served model.
 pub async fn token_hours(
     db: impl PgExecutor<'_>,
     from: Day,
     to: Day,
 ) -> sqlx::Result<Vec<TokensHour>> {
-    let rows = sqlx::query!(
-        r#"select period, namespace, model, generation_tokens
-           from usage_token_rollups
-           where grain = 'hour' and period >= $1::date::timestamp at time zone 'UTC'
-             and period < $2::date::timestamp at time zone 'UTC'
-           order by 1, 2, 3"#,
-        date(from)?,
-        date(to)?
-    )
-    .fetch_all(db)
-    .await?;
+    let rows = token_rollups(db, "hour", from, to).await?;
     Ok(rows
         .into_iter()
         .map(|r| TokensHour {
@@ -242,6 +224,29 @@ pub async fn token_hours(
             generation_tokens: r.generation_tokens,
         })
         .collect())
+}
+
+/// The token rollups of `grain` (`hour` or `day`) in [`from`, `to`), oldest first.
+async fn token_rollups(
+    db: impl PgExecutor<'_>,
+    grain: &str,
+    from: Day,
+    to: Day,
+) -> sqlx::Result<Vec<TokenRow>> {
+    sqlx::query_as!(
+        TokenRow,
+        r#"select period, namespace, model, prompt_tokens, generation_tokens,
+                  prefill_microseconds, decode_microseconds
+           from usage_token_rollups
+           where grain = $3 and period >= $1::date::timestamp at time zone 'UTC'
+             and period < $2::date::timestamp at time zone 'UTC'
+           order by 1, 2, 3"#,
+        date(from)?,
+        date(to)?,
+        grain
+    )
+    .fetch_all(db)
+    .await
 }
 
 /// Closed months, oldest first: `(first day, closed at, closed by)`.
@@ -292,8 +297,8 @@ pub async fn frozen_tokens(
 ) -> sqlx::Result<Vec<TokensDay>> {
     let rows = sqlx::query_as!(
         TokenRow,
-        r#"select day as "day!", namespace, model, prompt_tokens, generation_tokens,
-                  prefill_microseconds, decode_microseconds
+        r#"select day::timestamp at time zone 'UTC' as "period!", namespace, model,
+                  prompt_tokens, generation_tokens, prefill_microseconds, decode_microseconds
            from chargeback_closed_tokens
            where day >= $1 and day < $2 order by 1, 2, 3"#,
         date(from)?,
