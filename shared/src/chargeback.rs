@@ -840,13 +840,29 @@ struct Totals {
     unallocated_value: i128,
 }
 
+/// Per flavor: each team's borrowed and lent GPU-µs.
+type Lending<'f> = BTreeMap<&'f str, BTreeMap<String, (i128, i128)>>;
+
 impl Totals {
     fn of_day(ledger: &mut Ledger, facts: &DayFacts) -> Totals {
-        let day = facts.day;
         let mut p = Totals::default();
+        let (allocated_by_flavor, lending) = p.add_usage(ledger, facts);
+        p.settle_lending(ledger, facts, lending);
+        p.add_tokens(ledger, facts);
+        p.add_capacity(ledger, facts, &allocated_by_flavor);
+        p
+    }
+
+    /// The day's allocated and busy time per team at its flavor's rate (what no team owns
+    /// apart); the allocated time per flavor, and each team's borrowed and lent time per flavor.
+    fn add_usage<'f>(
+        &mut self,
+        ledger: &mut Ledger,
+        facts: &'f DayFacts,
+    ) -> (BTreeMap<&'f str, i128>, Lending<'f>) {
+        let (day, p) = (facts.day, self);
         let mut allocated_by_flavor: BTreeMap<&str, i128> = BTreeMap::new();
-        // per flavor: each team's borrowed and lent GPU-µs
-        let mut lending: BTreeMap<&str, BTreeMap<String, (i128, i128)>> = BTreeMap::new();
+        let mut lending = Lending::new();
         for u in &facts.usage {
             let r = ledger.rate(facts, &u.flavor);
             let team = ledger.team_of.get(&u.namespace);
@@ -882,6 +898,13 @@ impl Totals {
                 }
             }
         }
+        (allocated_by_flavor, lending)
+    }
+
+    /// The borrowing that ran on teams' lent quota, at the credit's share of the rate: a fee
+    /// to each borrower and a credit to each lender, in proportion.
+    fn settle_lending(&mut self, ledger: &mut Ledger, facts: &DayFacts, lending: Lending) {
+        let p = self;
         for (flavor, teams) in lending {
             let borrowed: i128 = teams.values().map(|l| l.0).sum();
             let lent: i128 = teams.values().map(|l| l.1).sum();
@@ -902,6 +925,11 @@ impl Totals {
                 }
             }
         }
+    }
+
+    /// The tokens each team's models served.
+    fn add_tokens(&mut self, ledger: &Ledger, facts: &DayFacts) {
+        let p = self;
         for t in &facts.tokens {
             if let Some(team) = ledger.team_of.get(&t.namespace) {
                 let s = p.teams.entry(team.clone()).or_default();
@@ -914,6 +942,16 @@ impl Totals {
                 m[3] += t.decode_us;
             }
         }
+    }
+
+    /// The capacity priced, and what of it no one held.
+    fn add_capacity(
+        &mut self,
+        ledger: &mut Ledger,
+        facts: &DayFacts,
+        allocated_by_flavor: &BTreeMap<&str, i128>,
+    ) {
+        let p = self;
         for (flavor, gpus) in &facts.capacity {
             let r = ledger.rate(facts, flavor);
             let capacity = i128::from(*gpus) * i128::from(facts.priced_us);
@@ -925,7 +963,6 @@ impl Totals {
                 .unwrap_or(0);
             p.unallocated_value += (capacity - allocated).max(0) * r;
         }
-        p
     }
 
     fn add(&mut self, other: &Totals) {
