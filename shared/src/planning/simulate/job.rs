@@ -67,6 +67,9 @@ pub(super) struct Job {
     pub started: u32,
     /// The number of its latest admission (later admissions have higher numbers).
     pub admission: u64,
+    /// While admitted: its place among its queue's admitted workloads of its priority on its
+    /// flavor ([`super::running::Running`]).
+    pub place: usize,
     /// When its work begins: after a preemption, once the victims have terminated (it holds
     /// their GPUs meanwhile, as they would).
     pub work_from: u32,
@@ -151,6 +154,7 @@ impl Job {
             first_admit: None,
             started: minute,
             admission: 0,
+            place: 0,
             work_from: minute,
             running: false,
             placed: false,
@@ -364,6 +368,7 @@ fn batch_class(team: usize, flavor: usize, w: &Workload, gpus: u32, slices: u64)
         first_admit: None,
         started: 0,
         admission: 0,
+        place: 0,
         work_from: 0,
         running: false,
         placed: false,

@@ -145,6 +145,8 @@ pub(super) struct Usage {
     pub team: Vec<Vec<u64>>,
     /// Σ over teams of usage beyond the guaranteed (non-lendable) part, per flavor.
     pub pool: Vec<u64>,
+    /// Per flavor: the teams holding more than their nominal quota of it, ascending.
+    pub borrowing: Vec<Vec<usize>>,
 }
 
 impl Usage {
@@ -152,6 +154,7 @@ impl Usage {
         Self {
             team: vec![vec![0; flavors]; teams],
             pool: vec![0; flavors],
+            borrowing: vec![Vec::new(); flavors],
         }
     }
 
@@ -160,7 +163,7 @@ impl Usage {
     }
 
     /// Adds (or, with `add` false, removes) `slices` to a team's usage of a flavor, keeping the
-    /// lending pool in step.
+    /// lending pool and the borrowing teams in step.
     pub fn change(&mut self, quotas: &Quotas, team: usize, f: usize, slices: u64, add: bool) {
         let before = self.team[team][f];
         let after = if add {
@@ -170,6 +173,16 @@ impl Usage {
         };
         self.team[team][f] = after;
         self.pool[f] = quotas.pool_after(team, f, self.pool[f], before, after);
+        let nominal = quotas.nominal[team][f];
+        if (before > nominal) != (after > nominal) {
+            let borrowing = &mut self.borrowing[f];
+            match borrowing.binary_search(&team) {
+                Ok(at) => {
+                    borrowing.remove(at);
+                }
+                Err(at) => borrowing.insert(at, team),
+            }
+        }
     }
 }
 

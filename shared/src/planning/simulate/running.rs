@@ -1,9 +1,8 @@
 //! One ClusterQueue's admitted workloads on one flavor, kept in the order Kueue takes
 //! preemption victims (pkg/scheduler/preemption/common/ordering.go, `CandidatesOrdering`):
 //! lowest priority first, then the most recently admitted first. Kept in that order as they
-//! start and stop, so a preemption reads only the few candidates it needs.
-
-use super::job::Job;
+//! start and stop, so a preemption reads only the few candidates it needs; each workload
+//! knows its place, so a stop finds it without a search.
 
 /// A workload as a candidate: (priority, admission number, job), the most recent admission
 /// having the highest number.
@@ -16,36 +15,45 @@ const GONE: usize = usize::MAX;
 pub(super) struct Running {
     /// By priority, ascending: each group's workloads in admission order, and how many of its
     /// places are [`GONE`]. A workload that stops leaves its place marked, and the group is
-    /// compacted once half of it is gone, so a stop costs a binary search, not a shift of the
+    /// compacted once half of it is gone, so a stop costs neither a search nor a shift of the
     /// rest.
     groups: Vec<Group>,
 }
 
-/// One priority's workloads: (admission number, job) in admission order.
+/// One priority's workloads: (admission number, job, slices) in admission order, the slices
+/// kept beside the job so that reading candidates never reads the jobs.
 #[derive(Debug, Clone)]
 struct Group {
     priority: i32,
-    workloads: Vec<(u64, usize)>,
+    workloads: Vec<(u64, usize, u64)>,
     gone: usize,
 }
 
 impl Running {
-    /// Adds a workload admitted after every other in the queue.
-    pub fn push(&mut self, (priority, admission, job): Admitted) {
-        match self.groups.binary_search_by_key(&priority, |g| g.priority) {
-            Ok(g) => self.groups[g].workloads.push((admission, job)),
-            Err(g) => self.groups.insert(
-                g,
-                Group {
+    /// Adds a workload holding `slices`, admitted after every other in the queue; returns its
+    /// place.
+    pub fn push(&mut self, (priority, admission, job): Admitted, slices: u64) -> usize {
+        let g = match self.groups.binary_search_by_key(&priority, |g| g.priority) {
+            Ok(g) => g,
+            Err(g) => {
+                let workloads = Vec::new();
+                let group = Group {
                     priority,
-                    workloads: vec![(admission, job)],
+                    workloads,
                     gone: 0,
-                },
-            ),
-        }
+                };
+                self.groups.insert(g, group);
+                g
+            }
+        };
+        let workloads = &mut self.groups[g].workloads;
+        workloads.push((admission, job, slices));
+        workloads.len() - 1
     }
 
-    pub fn remove(&mut self, (priority, admission, _): Admitted) {
+    /// Removes the workload of `priority` at `place`; `moved(job, place)` tells each workload
+    /// whose place changed.
+    pub fn remove(&mut self, priority: i32, place: usize, mut moved: impl FnMut(usize, usize)) {
         let Ok(g) = self.groups.binary_search_by_key(&priority, |g| g.priority) else {
             return;
         };
@@ -54,33 +62,43 @@ impl Running {
             gone,
             ..
         } = &mut self.groups[g];
-        if let Ok(at) = group.binary_search_by_key(&admission, |(a, _)| *a)
-            && group[at].1 != GONE
-        {
-            group[at].1 = GONE;
-            *gone += 1;
-            if *gone * 2 > group.len() {
-                group.retain(|(_, job)| *job != GONE);
-                *gone = 0;
+        debug_assert_ne!(group[place].1, GONE, "a workload stops once");
+        group[place].1 = GONE;
+        *gone += 1;
+        if *gone * 2 > group.len() {
+            let mut kept = 0;
+            for at in 0..group.len() {
+                let workload = group[at];
+                if workload.1 != GONE {
+                    group[kept] = workload;
+                    moved(workload.1, kept);
+                    kept += 1;
+                }
             }
+            group.truncate(kept);
+            *gone = 0;
         }
     }
 
     /// The first workloads below `priority` (all, with `None`) in Kueue's victim order whose
     /// slices add up to `slices` (the last one crossing it); all of them if they do not.
-    pub fn first(&self, below: Option<i32>, slices: u64, jobs: &[Job]) -> Vec<Admitted> {
+    pub fn first(&self, below: Option<i32>, slices: u64) -> Vec<Admitted> {
         let mut taken = 0;
         let mut first = Vec::new();
         for group in &self.groups {
             if below.is_some_and(|b| group.priority >= b) {
                 break;
             }
-            let live = group.workloads.iter().rev().filter(|(_, job)| *job != GONE);
-            for &(admission, job) in live {
+            let live = group
+                .workloads
+                .iter()
+                .rev()
+                .filter(|(_, job, _)| *job != GONE);
+            for &(admission, job, held) in live {
                 if taken >= slices {
                     return first;
                 }
-                taken += jobs[job].slices;
+                taken += held;
                 first.push((group.priority, admission, job));
             }
         }
@@ -94,23 +112,14 @@ mod tests {
 
     #[test]
     fn victims_come_lowest_priority_then_newest_first() {
-        let jobs: Vec<Job> = (0..14)
-            .map(|j| {
-                let kind = super::super::job::Kind::Replica {
-                    cold_start_min: 0,
-                    storage_cold_start_min: 0,
-                    ready_at: None,
-                };
-                let part = super::super::job::Part::Replica;
-                Job::queued(0, 0, 1 + j % 2, kind, 0, part, 0)
-            })
-            .collect();
         let mut r = Running::default();
+        let mut places = [0; 15];
         for (priority, admission, job) in [(5, 1, 10), (0, 2, 11), (5, 3, 12), (0, 4, 13)] {
-            r.push((priority, admission, job));
+            // Odd jobs hold 2 slices, even ones 1.
+            places[job] = r.push((priority, admission, job), 1 + job as u64 % 2);
         }
         let first = |r: &Running, below, slices| {
-            r.first(below, slices, &jobs)
+            r.first(below, slices)
                 .into_iter()
                 .map(|(_, _, j)| j)
                 .collect::<Vec<_>>()
@@ -120,8 +129,18 @@ mod tests {
         // Jobs 13 and 11 hold 2 slices each: the first already covers 2, the second crosses 3.
         assert_eq!(first(&r, None, 2), vec![13]);
         assert_eq!(first(&r, None, 3), vec![13, 11]);
-        r.remove((0, 4, 13));
-        r.remove((5, 1, 10));
+        let stop = |r: &mut Running, places: &mut [usize; 15], priority, job: usize| {
+            r.remove(priority, places[job], |moved, to| places[moved] = to);
+        };
+        stop(&mut r, &mut places, 0, 13);
+        stop(&mut r, &mut places, 5, 10);
         assert_eq!(first(&r, None, u64::MAX), vec![11, 12]);
+        // Two of priority 5's three gone: its group is compacted, job 12 taking its first place.
+        places[14] = r.push((5, 5, 14), 1);
+        stop(&mut r, &mut places, 5, 14);
+        assert_eq!(places[12], 0);
+        assert_eq!(first(&r, None, u64::MAX), vec![11, 12]);
+        stop(&mut r, &mut places, 5, 12);
+        assert_eq!(first(&r, None, u64::MAX), vec![11]);
     }
 }

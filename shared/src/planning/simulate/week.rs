@@ -20,6 +20,28 @@ use super::{
 /// A head's place in a scheduling cycle: (borrows, priority, creation, queue).
 type HeadOrder = (bool, Reverse<i32>, u32, usize);
 
+/// A pending workload as its queue orders it and a scheduling cycle reads it: what it asks
+/// of which queue's quota, so that walking a queue, ordering heads and trying flavors and
+/// victims never read the jobs themselves.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    team: usize,
+    priority: i32,
+    arrival: u32,
+    seq: u64,
+    slices: u64,
+    /// Its model, by the model's first flavor.
+    model: usize,
+    job: usize,
+}
+
+impl Queued {
+    /// Its place in its queue: higher priority first, then earlier arrival, then creation.
+    fn order(&self) -> (Reverse<i32>, u32, u64) {
+        (Reverse(self.priority), self.arrival, self.seq)
+    }
+}
+
 /// One minute's admission state per queue.
 struct Cycle {
     /// How far into its queue the heads have gone this minute.
@@ -64,8 +86,8 @@ pub(super) struct Week {
     free: Vec<usize>,
     /// The next new job's `seq`.
     next_seq: u64,
-    /// Pending job ids per team, ordered by (rank desc, arrival asc).
-    pending: Vec<Vec<usize>>,
+    /// Pending jobs per team, in their queue's order.
+    pending: Vec<Vec<Queued>>,
     /// Running jobs per (team, flavor), in Kueue's order of preemption victims.
     running: Vec<Vec<Running>>,
     /// Admissions so far: each admission's number orders the victims.
@@ -214,8 +236,9 @@ impl Week {
             {
                 if self.jobs[r].running {
                     self.stop(r, minute);
-                } else if let Some(at) =
-                    self.pending[self.jobs[r].team].iter().position(|&p| p == r)
+                } else if let Some(at) = self.pending[self.jobs[r].team]
+                    .iter()
+                    .position(|q| q.job == r)
                 {
                     self.pending[self.jobs[r].team].remove(at);
                 }
@@ -253,8 +276,8 @@ impl Week {
         loop {
             heads.clear();
             for &t in &active {
-                if let Some(job) = self.head(t, &mut cycle, strict, flavors) {
-                    heads.push((self.head_order(job), t));
+                if let Some(head) = self.head(t, &mut cycle, strict, flavors) {
+                    heads.push((self.head_order(head), t));
                 }
             }
             if heads.is_empty() {
@@ -263,19 +286,18 @@ impl Week {
             heads.sort_unstable();
             for &(_, team) in &heads {
                 let at = cycle.cursor[team];
-                let job = self.pending[team][at];
-                let slices = self.jobs[job].slices;
+                let head = self.pending[team][at];
                 // Its model's flavors share one slot: the first of them.
-                let model = self.quotas.model(self.jobs[job].flavor);
-                if let Some(f) = self.fitting_flavor(job) {
+                let (slices, model) = (head.slices, head.model);
+                if let Some(f) = self.fitting_flavor(&head) {
                     self.pending[team].remove(at);
-                    self.start(job, f, minute, 0);
+                    self.start(head.job, f, minute, 0);
                 } else if let Some(f) = (slices < cycle.failed_from[team * flavors + model])
-                    .then(|| self.preempting_flavor(job, minute))
+                    .then(|| self.preempting_flavor(&head, minute))
                     .flatten()
                 {
                     self.pending[team].remove(at);
-                    self.start(job, f, minute, TERMINATION_MIN);
+                    self.start(head.job, f, minute, TERMINATION_MIN);
                     self.blocked_until[team] = minute + TERMINATION_MIN;
                     cycle.done[team] = true;
                 } else {
@@ -300,16 +322,21 @@ impl Week {
     /// `team`'s head for this cycle: the next workload of its queue, past those of the minute
     /// already known inadmissible (they ask as much of a flavor as one that was). `None` once
     /// the queue has none left this minute.
-    fn head(&self, team: usize, cycle: &mut Cycle, strict: bool, flavors: usize) -> Option<usize> {
+    fn head(
+        &self,
+        team: usize,
+        cycle: &mut Cycle,
+        strict: bool,
+        flavors: usize,
+    ) -> Option<&Queued> {
         let queue = &self.pending[team];
         while !cycle.done[team] {
-            let Some(&job) = queue.get(cycle.cursor[team]) else {
+            let Some(q) = queue.get(cycle.cursor[team]) else {
                 cycle.done[team] = true;
                 break;
             };
-            let j = &self.jobs[job];
-            if j.slices < cycle.failed_from[team * flavors + self.quotas.model(j.flavor)] {
-                return Some(job);
+            if q.slices < cycle.failed_from[team * flavors + q.model] {
+                return Some(q);
             }
             cycle.pass(team, strict, false);
         }
@@ -319,46 +346,44 @@ impl Week {
     /// Where a head sorts among the cycle's heads (Kueue's `makeClassicalIterator`): one that
     /// fits within its queue's nominal quota before one that would borrow, then higher
     /// priority, then earlier creation.
-    fn head_order(&self, job: usize) -> HeadOrder {
-        let j = &self.jobs[job];
-        let within_nominal = self.quotas.alike[j.flavor]
+    fn head_order(&self, head: &Queued) -> HeadOrder {
+        let within_nominal = self.quotas.alike[head.model]
             .iter()
-            .any(|&f| self.within_nominal(j.team, f, j.slices));
-        (!within_nominal, Reverse(j.priority), j.arrival, j.team)
+            .any(|&f| self.within_nominal(head.team, f, head.slices));
+        (
+            !within_nominal,
+            Reverse(head.priority),
+            head.arrival,
+            head.team,
+        )
     }
 
     fn within_nominal(&self, team: usize, f: usize, slices: u64) -> bool {
         self.usage.team[team][f] + slices <= self.quotas.nominal[team][f]
     }
 
-    /// The flavor Kueue's flavor assigner gives `job` without preemption: its model's flavors
+    /// The flavor Kueue's flavor assigner gives `head` without preemption: its model's flavors
     /// in order, the first where it fits, within nominal quota or by borrowing
     /// (`flavorFungibility` defaults: `whenCanBorrow: MayStopSearch`, so a flavor that fits
     /// by borrowing ends the search; cluster_queue.md, "FlavorFungibility").
-    fn fitting_flavor(&self, job: usize) -> Option<usize> {
-        let j = &self.jobs[job];
-        self.quotas.alike[j.flavor]
+    fn fitting_flavor(&self, head: &Queued) -> Option<usize> {
+        self.quotas.alike[head.model]
             .iter()
             .copied()
-            .find(|&f| self.usage.fits(&self.quotas, j.team, f, j.slices))
+            .find(|&f| self.usage.fits(&self.quotas, head.team, f, head.slices))
     }
 
     /// Preemption on the flavor Kueue would choose for it (`whenCanPreempt: TryNextFlavor`:
     /// every flavor of the model is considered, then one that needs preemption chosen, one
     /// where the job lands within nominal quota preferred): the first where victims make
     /// room, evicted.
-    fn preempting_flavor(&mut self, job: usize, minute: u32) -> Option<usize> {
-        let (team, slices, class) = (
-            self.jobs[job].team,
-            self.jobs[job].slices,
-            self.jobs[job].flavor,
-        );
+    fn preempting_flavor(&mut self, head: &Queued, minute: u32) -> Option<usize> {
         for within in [true, false] {
-            for i in 0..self.quotas.alike[class].len() {
-                let f = self.quotas.alike[class][i];
+            for i in 0..self.quotas.alike[head.model].len() {
+                let f = self.quotas.alike[head.model][i];
                 // A failed attempt evicts nothing, so the others see the same usage.
-                if self.within_nominal(team, f, slices) == within
-                    && self.preempt_for(job, f, minute)
+                if self.within_nominal(head.team, f, head.slices) == within
+                    && self.preempt_for(head, f, minute)
                 {
                     return Some(f);
                 }
@@ -440,16 +465,24 @@ impl Week {
 
     fn enqueue(&mut self, job: usize) {
         let j = &self.jobs[job];
-        let slot = j.team * self.quotas.capacity.len() + self.quotas.model(j.flavor);
+        let model = self.quotas.model(j.flavor);
+        let slot = j.team * self.quotas.capacity.len() + model;
         self.smallest[slot] = self.smallest[slot].min(j.slices);
-        let key = |j: &Job| (Reverse(j.priority), j.arrival, j.seq);
-        let k = key(&self.jobs[job]);
-        let queue = &self.pending[self.jobs[job].team];
-        let at = queue.partition_point(|&other| key(&self.jobs[other]) < k);
-        self.pending[self.jobs[job].team].insert(at, job);
+        let queued = Queued {
+            team: j.team,
+            priority: j.priority,
+            arrival: j.arrival,
+            seq: j.seq,
+            slices: j.slices,
+            model,
+            job,
+        };
+        let queue = &mut self.pending[j.team];
+        let at = queue.partition_point(|other| other.order() < queued.order());
+        queue.insert(at, queued);
     }
 
-    /// Kueue's preemption for `job`: candidates are the lower-priority workloads of its own
+    /// Kueue's preemption for `head`: candidates are the lower-priority workloads of its own
     /// queue (`withinClusterQueue: LowerPriority`) and, with `reclaimWithinCohort: Any`, every
     /// workload of a queue that is borrowing the flavor, whatever its priority (Kueue has no
     /// per-workload protection). Ordered other queues first, then lowest priority, then most
@@ -459,16 +492,12 @@ impl Week {
     /// without borrowing; failing that (or with no other queue's candidate), its own queue's
     /// candidates alone, borrowing allowed. The fewest victims that make it fit are evicted;
     /// `false` (and nothing evicted) if none do.
-    fn preempt_for(&mut self, job: usize, f: usize, minute: u32) -> bool {
-        let (team, slices, priority) = (
-            self.jobs[job].team,
-            self.jobs[job].slices,
-            self.jobs[job].priority,
-        );
+    fn preempt_for(&mut self, head: &Queued, f: usize, minute: u32) -> bool {
+        let (team, slices, priority) = (head.team, head.slices, head.priority);
         // Freeing as many slices of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
         let own: Vec<Admitted> = if self.policy.preempt_lower_priority {
-            self.running[team][f].first(Some(priority), slices, &self.jobs)
+            self.running[team][f].first(Some(priority), slices)
         } else {
             Vec::new()
         };
@@ -487,16 +516,15 @@ impl Week {
             // A borrowing queue's workloads are candidates while it is still borrowing: its
             // first ones in victim order up to what it borrows, the last taking it to nominal.
             let mut others: Vec<Admitted> = Vec::new();
-            for t in (0..self.usage.team.len()).filter(|&t| t != team) {
-                let borrowed = self.usage.team[t][f].saturating_sub(self.quotas.nominal[t][f]);
-                if borrowed > 0 {
-                    others.extend(self.running[t][f].first(None, borrowed, &self.jobs));
-                }
+            // (The job's own queue, under its nominal quota, is not among them.)
+            for &t in &self.usage.borrowing[f] {
+                let borrowed = self.usage.team[t][f] - self.quotas.nominal[t][f];
+                others.extend(self.running[t][f].first(None, borrowed));
             }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
                 let order = others.iter().chain(&own).map(|&(_, _, j)| j);
-                targets = self.fewest_victims(job, f, order, false);
+                targets = self.fewest_victims(head, f, order, false);
             }
         }
         if targets.is_none() && !own.is_empty() {
@@ -504,7 +532,7 @@ impl Week {
             let mut all_gone = Trial::new(&self.quotas, &self.usage, f);
             all_gone.remove(team, own_slices);
             if all_gone.fits(team, slices, true) {
-                targets = self.fewest_victims(job, f, own.iter().map(|&(_, _, j)| j), true);
+                targets = self.fewest_victims(head, f, own.iter().map(|&(_, _, j)| j), true);
             }
         }
         let Some(targets) = targets else {
@@ -512,25 +540,25 @@ impl Week {
         };
         for v in targets {
             self.evict(v, minute);
-            if self.jobs[job].is_replica() {
+            if self.jobs[head.job].is_replica() {
                 self.stats[team].preemptions_caused_by_scale_up += 1;
             }
         }
         true
     }
 
-    /// The fewest of `candidates` (in order) whose eviction lets `job` fit, borrowing or not;
+    /// The fewest of `candidates` (in order) whose eviction lets `head` fit, borrowing or not;
     /// another queue's workload counts only while that queue is still borrowing. Taken greedily
     /// in order, then trimmed: a victim is given back when the job fits without it (Kueue's
     /// `fillBackWorkloads`).
     fn fewest_victims(
         &self,
-        job: usize,
+        head: &Queued,
         f: usize,
         candidates: impl Iterator<Item = usize>,
         borrow: bool,
     ) -> Option<Vec<usize>> {
-        let (team, slices) = (self.jobs[job].team, self.jobs[job].slices);
+        let (team, slices) = (head.team, head.slices);
         let mut trial = Trial::new(&self.quotas, &self.usage, f);
         let mut targets = Vec::new();
         for c in candidates {
@@ -577,7 +605,7 @@ impl Week {
         }
         let (team, f, slices) = (j.team, j.flavor, j.slices);
         self.usage.change(&self.quotas, team, f, slices, true);
-        self.running[team][f].push((j.priority, j.admission, job));
+        j.place = self.running[team][f].push((j.priority, j.admission, job), slices);
         // In the kube-scheduler's order: higher priority first, then admission.
         let jobs = &self.jobs;
         let at = self.unplaced[f].partition_point(|&o| jobs[o].priority >= jobs[job].priority);
@@ -707,10 +735,12 @@ impl Week {
         if j.is_replica() {
             self.replica_changes += 1;
         }
-        let (team, f, slices) = (j.team, j.flavor, j.slices);
+        let (team, f, slices, placed) = (j.team, j.flavor, j.slices, j.placed);
+        let (priority, place) = (j.priority, j.place);
         self.usage.change(&self.quotas, team, f, slices, false);
-        self.running[team][f].remove((j.priority, j.admission, job));
-        if j.placed {
+        let jobs = &mut self.jobs;
+        self.running[team][f].remove(priority, place, |moved, to| jobs[moved].place = to);
+        if placed {
             self.placed[f] -= slices;
         } else if let Some(at) = self.unplaced[f].iter().position(|&u| u == job) {
             self.unplaced[f].remove(at);
