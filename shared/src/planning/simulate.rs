@@ -294,7 +294,11 @@ fn sum_up(mut week: Week, autoscalers: &[autoscale::Autoscaler]) -> Simulation {
         }
     };
     for (team, s) in week.stats.iter_mut().enumerate() {
-        shares(s, gpus(week.quotas.nominal[team].iter().sum::<u64>()));
+        let flavors = 0..week.quotas.capacity.len();
+        shares(
+            s,
+            gpus(flavors.map(|f| week.quotas.nominal(team, f)).sum::<u64>()),
+        );
     }
     let capacity_gpus: u64 = week.quotas.capacity.iter().sum::<u64>() / SLICES_PER_GPU;
     shares(&mut total, capacity_gpus as f64);

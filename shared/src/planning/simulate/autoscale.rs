@@ -2,6 +2,8 @@
 //! (`threshold`, `activationThreshold`, `cooldownPeriod`, HPA's 5-minute scale-down
 //! stabilisation), and how much of the traffic its ready replicas serve.
 
+use std::collections::VecDeque;
+
 use crate::planning::scenario::{HOURS_PER_WEEK, Inference, Workload};
 
 /// HPA's default scale-down stabilisation window.
@@ -36,7 +38,8 @@ pub(super) struct Autoscaler {
     pub replicas: Vec<usize>,
     /// How many of them serve, as last counted.
     pub ready: Ready,
-    recent_desired: Vec<u32>,
+    /// The replicas wanted in the stabilisation window's minutes, oldest first.
+    recent_desired: VecDeque<u32>,
     below_activation_since: Option<u32>,
     last_scale_down: Option<u32>,
     pub demand_tokens: f64,
@@ -89,7 +92,7 @@ impl Autoscaler {
                 count: 0,
                 until: 0,
             },
-            recent_desired: Vec::new(),
+            recent_desired: VecDeque::with_capacity(STABILISATION_MIN as usize + 1),
             below_activation_since: None,
             last_scale_down: None,
             demand_tokens: 0.0,
@@ -125,9 +128,9 @@ impl Autoscaler {
             desired = desired.max(1);
         }
         desired = desired.clamp(self.min, self.max.max(self.min));
-        self.recent_desired.push(desired);
+        self.recent_desired.push_back(desired);
         if self.recent_desired.len() > STABILISATION_MIN as usize {
-            self.recent_desired.remove(0);
+            self.recent_desired.pop_front();
         }
         // Scale down to the highest recommendation of the stabilisation window; going to zero
         // is KEDA's own step once cooldownPeriod has passed, outside the HPA's window.

@@ -2,7 +2,7 @@
 //! a cohort, lending up to each lender's `lendingLimit` and borrowing up to each borrower's
 //! `borrowingLimit`. [`Quotas`] holds the fixed limits, [`Usage`] what is held now; both in
 //! slices of a card ([`super::SLICES_PER_GPU`] a card, so work smaller than a GPU counts its
-//! share), indexed `[team][flavor]`.
+//! share), per team and flavor.
 
 use std::collections::BTreeMap;
 
@@ -13,11 +13,9 @@ use super::slices;
 pub(super) struct Quotas {
     /// Slices per flavor: its cards × [`super::SLICES_PER_GPU`].
     pub capacity: Vec<u64>,
-    pub nominal: Vec<Vec<u64>>,
-    /// `None`: no limit.
-    pub borrow_limit: Vec<Vec<Option<u64>>>,
-    /// Nominal quota that is not lendable (nominal − lendingLimit).
-    pub guaranteed: Vec<Vec<u64>>,
+    /// Per team and flavor (`[team * flavors + flavor]`), side by side so that a quota check
+    /// reads one place.
+    quota: Vec<Quota>,
     /// Σ lendable quota per flavor.
     pub pool_cap: Vec<u64>,
     /// Per flavor: the flavors of its GPU model, in the fleet's order. The exported
@@ -25,6 +23,16 @@ pub(super) struct Quotas {
     /// selects its model's node label, so Kueue may admit it on any of them, tried in that
     /// order (cluster_queue.md, "FlavorFungibility").
     pub alike: Vec<Vec<usize>>,
+}
+
+/// One team's quota of one flavor.
+#[derive(Debug, Clone, Copy)]
+struct Quota {
+    nominal: u64,
+    /// Nominal plus the borrowing limit (`u64::MAX`: no limit).
+    limit: u64,
+    /// Nominal quota that is not lendable (nominal − lendingLimit).
+    guaranteed: u64,
 }
 
 impl Quotas {
@@ -83,32 +91,41 @@ impl Quotas {
         borrow_limit: Vec<Vec<Option<u64>>>,
         lending_limit: Vec<Vec<Option<u64>>>,
     ) -> Self {
-        let guaranteed: Vec<Vec<u64>> = nominal
-            .iter()
-            .zip(&lending_limit)
-            .map(|(nominal, lending)| {
-                nominal
-                    .iter()
-                    .zip(lending)
-                    .map(|(&n, l)| n - l.unwrap_or(n).min(n))
-                    .collect()
+        let flavors = capacity.len();
+        let quota: Vec<Quota> = (0..nominal.len())
+            .flat_map(|t| (0..flavors).map(move |f| (t, f)))
+            .map(|(t, f)| {
+                let n = nominal[t][f];
+                Quota {
+                    nominal: n,
+                    limit: n.saturating_add(borrow_limit[t][f].unwrap_or(u64::MAX)),
+                    guaranteed: n - lending_limit[t][f].unwrap_or(n).min(n),
+                }
             })
             .collect();
-        let pool_cap = (0..capacity.len())
+        let pool_cap = (0..flavors)
             .map(|f| {
-                (0..nominal.len())
-                    .map(|t| nominal[t][f] - guaranteed[t][f])
+                quota[f..]
+                    .iter()
+                    .step_by(flavors)
+                    .map(|q| q.nominal - q.guaranteed)
                     .sum()
             })
             .collect();
         Self {
-            alike: (0..capacity.len()).map(|f| vec![f]).collect(),
+            alike: (0..flavors).map(|f| vec![f]).collect(),
             capacity,
-            nominal,
-            borrow_limit,
-            guaranteed,
+            quota,
             pool_cap,
         }
+    }
+
+    fn quota(&self, team: usize, f: usize) -> &Quota {
+        &self.quota[team * self.capacity.len() + f]
+    }
+
+    pub fn nominal(&self, team: usize, f: usize) -> u64 {
+        self.quota(team, f).nominal
     }
 
     /// The model of flavor `f`, as the index of its model's first flavor.
@@ -118,7 +135,7 @@ impl Quotas {
 
     /// The most `team` may hold of flavor `f`: nominal plus its borrowing limit.
     pub fn limit(&self, team: usize, f: usize) -> u64 {
-        self.nominal[team][f].saturating_add(self.borrow_limit[team][f].unwrap_or(u64::MAX))
+        self.quota(team, f).limit
     }
 
     /// Whether `slices` more on `f` for `team` fit its limit and the cohort's lendable pool,
@@ -135,14 +152,16 @@ impl Quotas {
     /// The lending pool's use once `team`'s usage of `f` goes from `before` to `after`: each
     /// team counts there with what it holds beyond its guaranteed (unlendable) quota.
     pub fn pool_after(&self, team: usize, f: usize, pool: u64, before: u64, after: u64) -> u64 {
-        let guaranteed = self.guaranteed[team][f];
+        let guaranteed = self.quota(team, f).guaranteed;
         pool - before.saturating_sub(guaranteed) + after.saturating_sub(guaranteed)
     }
 }
 
 /// Quota held now, in slices.
 pub(super) struct Usage {
-    pub team: Vec<Vec<u64>>,
+    /// What each team holds of each flavor (`[team * flavors + flavor]`).
+    held: Vec<u64>,
+    flavors: usize,
     /// Σ over teams of usage beyond the guaranteed (non-lendable) part, per flavor.
     pub pool: Vec<u64>,
     /// Per flavor: the teams holding more than their nominal quota of it, ascending.
@@ -152,28 +171,33 @@ pub(super) struct Usage {
 impl Usage {
     pub fn new(teams: usize, flavors: usize) -> Self {
         Self {
-            team: vec![vec![0; flavors]; teams],
+            held: vec![0; teams * flavors],
+            flavors,
             pool: vec![0; flavors],
             borrowing: vec![Vec::new(); flavors],
         }
     }
 
+    pub fn held(&self, team: usize, f: usize) -> u64 {
+        self.held[team * self.flavors + f]
+    }
+
     pub fn fits(&self, quotas: &Quotas, team: usize, f: usize, slices: u64) -> bool {
-        quotas.fits(team, f, slices, self.team[team][f], self.pool[f])
+        quotas.fits(team, f, slices, self.held(team, f), self.pool[f])
     }
 
     /// Adds (or, with `add` false, removes) `slices` to a team's usage of a flavor, keeping the
     /// lending pool and the borrowing teams in step.
     pub fn change(&mut self, quotas: &Quotas, team: usize, f: usize, slices: u64, add: bool) {
-        let before = self.team[team][f];
+        let before = self.held(team, f);
         let after = if add {
             before + slices
         } else {
             before - slices
         };
-        self.team[team][f] = after;
+        self.held[team * self.flavors + f] = after;
         self.pool[f] = quotas.pool_after(team, f, self.pool[f], before, after);
-        let nominal = quotas.nominal[team][f];
+        let nominal = quotas.nominal(team, f);
         if (before > nominal) != (after > nominal) {
             let borrowing = &mut self.borrowing[f];
             match borrowing.binary_search(&team) {
@@ -213,18 +237,18 @@ impl<'a> Trial<'a> {
             .iter()
             .find(|(t, _)| *t == team)
             .map_or(0, |(_, g)| *g);
-        self.usage.team[team][self.f] - freed
+        self.usage.held(team, self.f) - freed
     }
 
     /// Whether `team` holds more than its nominal quota of the flavor.
     pub fn borrowing(&self, team: usize) -> bool {
-        self.held(team) > self.quotas.nominal[team][self.f]
+        self.held(team) > self.quotas.nominal(team, self.f)
     }
 
     /// Whether `slices` more fit for `team`; without `borrow`, only within its nominal quota.
     pub fn fits(&self, team: usize, slices: u64, borrow: bool) -> bool {
         let held = self.held(team);
-        (borrow || held + slices <= self.quotas.nominal[team][self.f])
+        (borrow || held + slices <= self.quotas.nominal(team, self.f))
             && self.quotas.fits(team, self.f, slices, held, self.pool)
     }
 
@@ -248,7 +272,7 @@ impl<'a> Trial<'a> {
         self.pool = self
             .quotas
             .pool_after(team, self.f, self.pool, before, after);
-        let freed = self.usage.team[team][self.f] - after;
+        let freed = self.usage.held(team, self.f) - after;
         match self.freed.iter_mut().find(|(t, _)| *t == team) {
             Some(entry) => entry.1 = freed,
             None => self.freed.push((team, freed)),
@@ -319,7 +343,7 @@ mod tests {
                 } else if let Some(g) = held[team].pop() {
                     usage.change(&quotas, team, 0, g, false);
                 }
-                let u: Vec<u64> = (0..n).map(|t| usage.team[t][0]).collect();
+                let u: Vec<u64> = (0..n).map(|t| usage.held(t, 0)).collect();
                 prop_assert!(u.iter().sum::<u64>() <= teams.iter().map(|t| t.0).sum());
                 let mut borrowed = 0;
                 let mut lendable = 0;

@@ -88,8 +88,9 @@ pub(super) struct Week {
     next_seq: u64,
     /// Pending jobs per team, in their queue's order.
     pending: Vec<Vec<Queued>>,
-    /// Running jobs per (team, flavor), in Kueue's order of preemption victims.
-    running: Vec<Vec<Running>>,
+    /// Running jobs per team and flavor (`[team * flavors + flavor]`), in Kueue's order of
+    /// preemption victims.
+    running: Vec<Running>,
     /// Admissions so far: each admission's number orders the victims.
     admissions: u64,
     /// Per queue and model (`[team * flavors + model]`, a model by its first flavor): the
@@ -130,7 +131,7 @@ impl Week {
             jobs: Vec::new(),
             free: Vec::new(),
             pending: vec![Vec::new(); teams],
-            running: vec![vec![Running::default(); flavors]; teams],
+            running: vec![Running::default(); teams * flavors],
             admissions: 0,
             replica_changes: 0,
             smallest: vec![u64::MAX; teams * flavors],
@@ -359,7 +360,7 @@ impl Week {
     }
 
     fn within_nominal(&self, team: usize, f: usize, slices: u64) -> bool {
-        self.usage.team[team][f] + slices <= self.quotas.nominal[team][f]
+        self.usage.held(team, f) + slices <= self.quotas.nominal(team, f)
     }
 
     /// The flavor Kueue's flavor assigner gives `head` without preemption: its model's flavors
@@ -463,10 +464,15 @@ impl Week {
         }
     }
 
+    /// Where a team's figure for a flavor (or a model) is kept in the per-team-and-flavor lists.
+    fn slot(&self, team: usize, f: usize) -> usize {
+        team * self.quotas.capacity.len() + f
+    }
+
     fn enqueue(&mut self, job: usize) {
         let j = &self.jobs[job];
         let model = self.quotas.model(j.flavor);
-        let slot = j.team * self.quotas.capacity.len() + model;
+        let slot = self.slot(j.team, model);
         self.smallest[slot] = self.smallest[slot].min(j.slices);
         let queued = Queued {
             team: j.team,
@@ -497,7 +503,7 @@ impl Week {
         // Freeing as many slices of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
         let own: Vec<Admitted> = if self.policy.preempt_lower_priority {
-            self.running[team][f].first(Some(priority), slices)
+            self.running[self.slot(team, f)].first(Some(priority), slices)
         } else {
             Vec::new()
         };
@@ -506,7 +512,7 @@ impl Week {
         // strictly under its nominal quota (Kueue's `queueUnderNominalInResourcesNeedingPreemption`),
         // and only for a set after which the job fits without borrowing: its queue must then
         // hold no more than nominal, even with its own candidates gone.
-        let (usage, nominal) = (self.usage.team[team][f], self.quotas.nominal[team][f]);
+        let (usage, nominal) = (self.usage.held(team, f), self.quotas.nominal(team, f));
         let reclaim = self.policy.cohort
             && self.policy.reclaim_within_cohort
             && usage < nominal
@@ -518,8 +524,8 @@ impl Week {
             let mut others: Vec<Admitted> = Vec::new();
             // (The job's own queue, under its nominal quota, is not among them.)
             for &t in &self.usage.borrowing[f] {
-                let borrowed = self.usage.team[t][f] - self.quotas.nominal[t][f];
-                others.extend(self.running[t][f].first(None, borrowed));
+                let borrowed = self.usage.held(t, f) - self.quotas.nominal(t, f);
+                others.extend(self.running[self.slot(t, f)].first(None, borrowed));
             }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
@@ -605,20 +611,21 @@ impl Week {
         }
         let (team, f, slices) = (j.team, j.flavor, j.slices);
         self.usage.change(&self.quotas, team, f, slices, true);
-        j.place = self.running[team][f].push((j.priority, j.admission, job), slices);
+        let slot = team * self.quotas.capacity.len() + f;
+        j.place = self.running[slot].push((j.priority, j.admission, job), slices);
         // In the kube-scheduler's order: higher priority first, then admission.
         let jobs = &self.jobs;
         let at = self.unplaced[f].partition_point(|&o| jobs[o].priority >= jobs[job].priority);
         self.unplaced[f].insert(at, job);
         // Usage grows only here: the peaks of borrowing are the peaks at admissions.
-        let held = self.usage.team[team][f];
+        let held = self.usage.held(team, f);
         let s = &mut self.stats[team];
         // In GPUs, a share of one counting as one.
         let whole =
             |slices: u64| u32::try_from(slices.div_ceil(SLICES_PER_GPU)).unwrap_or(u32::MAX);
         s.peak_borrowed_gpus = s
             .peak_borrowed_gpus
-            .max(whole(held.saturating_sub(self.quotas.nominal[team][f])));
+            .max(whole(held.saturating_sub(self.quotas.nominal(team, f))));
         s.peak_over_limit_gpus = s
             .peak_over_limit_gpus
             .max(whole(held.saturating_sub(self.quotas.limit(team, f))));
@@ -738,8 +745,9 @@ impl Week {
         let (team, f, slices, placed) = (j.team, j.flavor, j.slices, j.placed);
         let (priority, place) = (j.priority, j.place);
         self.usage.change(&self.quotas, team, f, slices, false);
+        let slot = self.slot(team, f);
         let jobs = &mut self.jobs;
-        self.running[team][f].remove(priority, place, |moved, to| jobs[moved].place = to);
+        self.running[slot].remove(priority, place, |moved, to| jobs[moved].place = to);
         if placed {
             self.placed[f] -= slices;
         } else if let Some(at) = self.unplaced[f].iter().position(|&u| u == job) {
