@@ -42,6 +42,9 @@ pub(super) struct Autoscaler {
     recent_desired: VecDeque<u32>,
     below_activation_since: Option<u32>,
     last_scale_down: Option<u32>,
+    /// Until this minute every decision is the last one again: the traffic's hour has not
+    /// turned, the replicas are what it wants, and the window holds nothing else.
+    steady_until: u32,
     pub demand_tokens: f64,
     pub unserved_tokens: f64,
 }
@@ -95,6 +98,7 @@ impl Autoscaler {
             recent_desired: VecDeque::with_capacity(STABILISATION_MIN as usize + 1),
             below_activation_since: None,
             last_scale_down: None,
+            steady_until: 0,
             demand_tokens: 0.0,
             unserved_tokens: 0.0,
         }
@@ -108,6 +112,12 @@ impl Autoscaler {
     /// The replica count for `minute`, given `current` replicas.
     pub fn decide(&mut self, minute: u32) -> Decision {
         let current = self.replicas.len() as u32;
+        if minute < self.steady_until {
+            return Decision {
+                target: current,
+                flapped: false,
+            };
+        }
         let replica_capacity = self.tokens_per_gpu * f64::from(self.gpus_per_replica);
         let demand = self.demand_gpus(minute) * self.tokens_per_gpu;
         let below_activation = demand < self.activation * replica_capacity;
@@ -151,6 +161,16 @@ impl Autoscaler {
             }
         } else if target < current {
             self.last_scale_down = Some(minute);
+        }
+        let window_full = self.recent_desired.len() == STABILISATION_MIN as usize;
+        if !below_activation
+            && target == current
+            && window_full
+            && self.recent_desired.iter().all(|&d| d == desired)
+        {
+            // Each minute to the hour's end would want as many, push the same into the
+            // window and keep the count: the same decision, so it is not worked out again.
+            self.steady_until = (minute / 60 + 1) * 60;
         }
         Decision { target, flapped }
     }
