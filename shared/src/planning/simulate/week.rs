@@ -523,11 +523,15 @@ impl Week {
         if reclaim {
             // A borrowing queue's workloads are candidates while it is still borrowing: its
             // first ones in victim order up to what it borrows, the last taking it to nominal.
+            // No more than the job's own size of them is ever evicted: those already free that
+            // much of the lending pool, which is all the job can need of it (the pool is within
+            // its cap, and the job adds at most its size), so any later one of that queue is
+            // given back when the victims are trimmed, and no earlier decision depended on it.
             let mut others: Vec<Admitted> = Vec::new();
             // (The job's own queue, under its nominal quota, is not among them.)
             for &t in &self.usage.borrowing[f] {
                 let borrowed = self.usage.held(t, f) - self.quotas.nominal(t, f);
-                others.extend(self.running[self.slot(t, f)].first(None, borrowed));
+                others.extend(self.running[self.slot(t, f)].first(None, borrowed.min(slices)));
             }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
