@@ -635,100 +635,94 @@ pub fn format_ms(us: Option<i64>) -> String {
     }
 }
 
+/// Whether the service's latency degraded because its co-tenants' load rose, and why (or why
+/// it cannot be told), read top to bottom as the rules are applied.
 fn verdict(
     sharing: &BTreeSet<&'static str>,
     quiet: &LatencyFigures,
     busy: &LatencyFigures,
 ) -> (bool, String) {
-    if sharing.is_empty() {
-        return (
-            false,
-            "no co-tenant: its GPUs were not shared in this period".to_owned(),
-        );
-    }
-    if quiet.requests < MIN_REQUESTS || busy.requests < MIN_REQUESTS {
-        return (
-            false,
-            format!(
-                "too few requests to tell ({} and {}; at least {MIN_REQUESTS} in each half)",
-                quiet.requests, busy.requests
-            ),
-        );
+    if let Some(why) = nothing_to_compare(sharing, quiet, busy) {
+        return (false, why);
     }
     let (load_quiet, load_busy) = (quiet.neighbour_load_pct(), busy.neighbour_load_pct());
-    if load_busy - load_quiet < LOAD_RISE_PCT {
-        return (
-            false,
-            format!("co-tenants' load steady ({load_quiet}% → {load_busy}%): nothing to compare"),
-        );
-    }
-    let degraded = |q: Option<i64>, b: Option<i64>| match (q, b) {
-        (Some(q), Some(b)) => i128::from(b) * 10 >= i128::from(q) * i128::from(DEGRADED_TENTHS),
-        _ => false,
-    };
-    let ttft = degraded(quiet.ttft_p95_microseconds, busy.ttft_p95_microseconds);
-    let queue = degraded(quiet.queue_p95_microseconds, busy.queue_p95_microseconds);
-    let rate = |f: &LatencyFigures| {
-        let c = f.requests_per_minute_centi();
-        format!("{}.{:02}", c / 100, c % 100)
-    };
-    let change = |what: &str, q: Option<i64>, b: Option<i64>| {
-        format!("{what} p95 {} → {}", format_ms(q), format_ms(b))
-    };
-    let latency = [
-        (
-            ttft,
-            change(
-                "time to first token",
-                quiet.ttft_p95_microseconds,
-                busy.ttft_p95_microseconds,
-            ),
-        ),
-        (
-            queue,
-            change(
-                "queue time",
-                quiet.queue_p95_microseconds,
-                busy.queue_p95_microseconds,
-            ),
-        ),
-    ];
-    if !ttft && !queue {
-        return (
-            false,
-            format!(
-                "latency held while co-tenants' load rose {load_quiet}% → {load_busy}% ({})",
-                latency.map(|(_, t)| t).join(", ")
-            ),
-        );
-    }
-    let own_rose = i128::from(busy.requests) * i128::from(quiet.minutes) * 10
-        > i128::from(quiet.requests) * i128::from(busy.minutes) * i128::from(OWN_LOAD_TENTHS);
-    let what: Vec<String> = latency
-        .into_iter()
-        .filter(|(bad, _)| *bad)
-        .map(|(_, t)| t)
+    let load_rose = format!("co-tenants' load rose {load_quiet}% → {load_busy}%");
+    let latency = latency_changes(quiet, busy);
+    let worse: Vec<&str> = latency
+        .iter()
+        .filter(|(degraded, _)| *degraded)
+        .map(|(_, change)| change.as_str())
         .collect();
-    if own_rose {
-        return (
-            false,
-            format!(
-                "{} as co-tenants' load rose {load_quiet}% → {load_busy}%, but its own requests rose too ({} → {} per minute)",
-                what.join(", "),
-                rate(quiet),
-                rate(busy)
-            ),
-        );
+    if worse.is_empty() {
+        let all = latency.map(|(_, change)| change).join(", ");
+        return (false, format!("latency held while {load_rose} ({all})"));
     }
-    (
-        true,
-        format!(
-            "{} while co-tenants' load rose {load_quiet}% → {load_busy}% and its own requests held ({} → {} per minute)",
-            what.join(", "),
-            rate(quiet),
-            rate(busy)
+    let worse = worse.join(", ");
+    let (rate_quiet, rate_busy) = (requests_per_minute(quiet), requests_per_minute(busy));
+    if own_load_rose(quiet, busy) {
+        let own = format!("its own requests rose too ({rate_quiet} → {rate_busy} per minute)");
+        return (false, format!("{worse} as {load_rose}, but {own}"));
+    }
+    let own = format!("its own requests held ({rate_quiet} → {rate_busy} per minute)");
+    (true, format!("{worse} while {load_rose} and {own}"))
+}
+
+/// Why the two halves cannot be compared, if they cannot: no co-tenant, too few requests, or
+/// co-tenants' load that did not rise.
+fn nothing_to_compare(
+    sharing: &BTreeSet<&'static str>,
+    quiet: &LatencyFigures,
+    busy: &LatencyFigures,
+) -> Option<String> {
+    if sharing.is_empty() {
+        return Some("no co-tenant: its GPUs were not shared in this period".to_owned());
+    }
+    if quiet.requests < MIN_REQUESTS || busy.requests < MIN_REQUESTS {
+        return Some(format!(
+            "too few requests to tell ({} and {}; at least {MIN_REQUESTS} in each half)",
+            quiet.requests, busy.requests
+        ));
+    }
+    let (load_quiet, load_busy) = (quiet.neighbour_load_pct(), busy.neighbour_load_pct());
+    (load_busy - load_quiet < LOAD_RISE_PCT).then(|| {
+        format!("co-tenants' load steady ({load_quiet}% → {load_busy}%): nothing to compare")
+    })
+}
+
+/// Time to first token and queue time, quiet half → busy half: whether each degraded, and the
+/// change in words.
+fn latency_changes(quiet: &LatencyFigures, busy: &LatencyFigures) -> [(bool, String); 2] {
+    let change = |what: &str, q: Option<i64>, b: Option<i64>| {
+        let degraded = match (q, b) {
+            (Some(q), Some(b)) => i128::from(b) * 10 >= i128::from(q) * i128::from(DEGRADED_TENTHS),
+            _ => false,
+        };
+        let words = format!("{what} p95 {} → {}", format_ms(q), format_ms(b));
+        (degraded, words)
+    };
+    [
+        change(
+            "time to first token",
+            quiet.ttft_p95_microseconds,
+            busy.ttft_p95_microseconds,
         ),
-    )
+        change(
+            "queue time",
+            quiet.queue_p95_microseconds,
+            busy.queue_p95_microseconds,
+        ),
+    ]
+}
+
+/// Whether the service's own request rate rose by [`OWN_LOAD_TENTHS`] or more.
+fn own_load_rose(quiet: &LatencyFigures, busy: &LatencyFigures) -> bool {
+    i128::from(busy.requests) * i128::from(quiet.minutes) * 10
+        > i128::from(quiet.requests) * i128::from(busy.minutes) * i128::from(OWN_LOAD_TENTHS)
+}
+
+fn requests_per_minute(f: &LatencyFigures) -> String {
+    let c = f.requests_per_minute_centi();
+    format!("{}.{:02}", c / 100, c % 100)
 }
 
 #[cfg(test)]
