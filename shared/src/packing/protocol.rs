@@ -126,45 +126,10 @@ pub fn replay_until(
     inflate: f64,
     stop: &dyn Interrupt,
 ) -> Result<PackReport, PackError> {
-    if !(0.1..=10.0).contains(&inflate) {
-        return Err(PackError::BadInflate(inflate.to_string()));
-    }
-    let mut models: Vec<String> = nodes
-        .iter()
-        .filter(|n| n.gpus > 0)
-        .map(|n| n.model.clone())
-        .collect();
-    models.sort();
-    models.dedup();
-    if models.len() > 63 {
-        return Err(PackError::TooManyModels);
-    }
-    let tasks: Vec<Task> = pods.iter().map(|p| task_of(p, &models)).collect();
-    let mut cluster = Cluster::new(nodes, &models, target_workload(&tasks));
-    if cluster.capacity_milli == 0 {
-        return Err(PackError::NoGpus);
-    }
-    let arrivals_estimate =
-        estimated_arrivals(&tasks, inflate, cluster.capacity_milli).ok_or(PackError::NoGpuPods)?;
-    if arrivals_estimate > MAX_ARRIVALS
-        || arrivals_estimate.saturating_mul(nodes.len() as u64) > MAX_PLACEMENT_WORK
-    {
-        return Err(PackError::TooMuchWork {
-            arrivals: arrivals_estimate,
-            nodes: nodes.len(),
-        });
-    }
+    let (tasks, mut cluster) = bounded_start(nodes, pods, inflate)?;
     let order = arrivals(pods, &tasks, seed, inflate, cluster.capacity_milli);
-    let mut rank_rng = Rng::new(seed ^ 0x005E_ED0F_0DE5);
-    let mut perm: Vec<usize> = (0..nodes.len()).collect();
-    rank_rng.shuffle(&mut perm);
-    let mut rank = vec![0u32; nodes.len()];
-    for (position, &node) in perm.iter().enumerate() {
-        rank[node] = position as u32;
-    }
-    let mut chooser = Chooser::new(&cluster, rank, Rng::new(seed ^ 0x0A11_CA7E));
-
-    let capacity = cluster.capacity_milli as f64;
+    let ranks = node_ranks(nodes.len(), seed);
+    let mut chooser = Chooser::new(&cluster, ranks, Rng::new(seed ^ 0x0A11_CA7E));
     let mut samples: Vec<(f64, Sample)> = Vec::with_capacity(order.len());
     let (mut arrived, mut failed, mut gpu_failed) = (0i64, 0usize, 0usize);
     for (n, &i) in order.iter().enumerate() {
@@ -183,18 +148,7 @@ pub fn replay_until(
                 gpu_failed += usize::from(task.k > 0);
             }
         }
-        samples.push((
-            arrived as f64 / capacity * 100.0,
-            Sample {
-                allocated: cluster.allocated_milli as f64 / capacity * 100.0,
-                frag_amount: cluster.frag / capacity * 100.0,
-                frag_ratio: if cluster.idle_milli() > 0 {
-                    cluster.frag / cluster.idle_milli() as f64 * 100.0
-                } else {
-                    0.0
-                },
-            },
-        ));
+        samples.push(sample(&cluster, arrived));
     }
     let points = discretize(&samples);
     let at_100 = points.iter().find(|p| p.arrived_pct == 100);
@@ -211,6 +165,75 @@ pub fn replay_until(
         frag_amount_pct_at_100: at_100.map(|p| p.frag_amount_pct),
         points,
     })
+}
+
+/// The replay's tasks and empty cluster, once the inputs are known to be within the limits:
+/// an inflation in 0.1-10, at most 63 GPU models, some GPUs, some GPU pods, and an estimated
+/// amount of work under [`MAX_ARRIVALS`] and [`MAX_PLACEMENT_WORK`].
+fn bounded_start(
+    nodes: &[NodeSpec],
+    pods: &[PodSpec],
+    inflate: f64,
+) -> Result<(Vec<Task>, Cluster), PackError> {
+    if !(0.1..=10.0).contains(&inflate) {
+        return Err(PackError::BadInflate(inflate.to_string()));
+    }
+    let mut models: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.gpus > 0)
+        .map(|n| n.model.clone())
+        .collect();
+    models.sort();
+    models.dedup();
+    if models.len() > 63 {
+        return Err(PackError::TooManyModels);
+    }
+    let tasks: Vec<Task> = pods.iter().map(|p| task_of(p, &models)).collect();
+    let cluster = Cluster::new(nodes, &models, target_workload(&tasks));
+    if cluster.capacity_milli == 0 {
+        return Err(PackError::NoGpus);
+    }
+    let arrivals_estimate =
+        estimated_arrivals(&tasks, inflate, cluster.capacity_milli).ok_or(PackError::NoGpuPods)?;
+    if arrivals_estimate > MAX_ARRIVALS
+        || arrivals_estimate.saturating_mul(nodes.len() as u64) > MAX_PLACEMENT_WORK
+    {
+        return Err(PackError::TooMuchWork {
+            arrivals: arrivals_estimate,
+            nodes: nodes.len(),
+        });
+    }
+    Ok((tasks, cluster))
+}
+
+/// Each node's place in the seed's random order, the order ties between nodes are broken in
+/// (as the paper's patched scheduler does).
+fn node_ranks(nodes: usize, seed: u64) -> Vec<u32> {
+    let mut rank_rng = Rng::new(seed ^ 0x005E_ED0F_0DE5);
+    let mut perm: Vec<usize> = (0..nodes).collect();
+    rank_rng.shuffle(&mut perm);
+    let mut rank = vec![0u32; nodes];
+    for (position, &node) in perm.iter().enumerate() {
+        rank[node] = position as u32;
+    }
+    rank
+}
+
+/// The cluster after `arrived` milli-GPUs of pods have arrived: (arrived % of capacity,
+/// allocation and fragmentation %).
+fn sample(cluster: &Cluster, arrived: i64) -> (f64, Sample) {
+    let capacity = cluster.capacity_milli as f64;
+    let frag_ratio = if cluster.idle_milli() > 0 {
+        cluster.frag / cluster.idle_milli() as f64 * 100.0
+    } else {
+        0.0
+    };
+    let sample = Sample {
+        allocated: cluster.allocated_milli as f64 / capacity * 100.0,
+        frag_amount: cluster.frag / capacity * 100.0,
+        frag_ratio,
+    };
+    (arrived as f64 / capacity * 100.0, sample)
 }
 
 fn task_of(pod: &PodSpec, models: &[String]) -> Task {
