@@ -57,22 +57,30 @@ pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
     )
     .fetch_all(&mut *db)
     .await?;
-    let flavors = sqlx::query!(
+    Ok(Inventory {
+        models,
+        flavors: read_flavors(db).await?,
+        pools: read_pools(db).await?,
+        teams: read_teams(db).await?,
+    }
+    .normalised())
+}
+
+/// The flavors in name order, each with its rates by effective day.
+async fn read_flavors(db: &mut PgConnection) -> Result<Vec<FlavorEntry>> {
+    let mut flavors: Vec<FlavorEntry> = sqlx::query!(
         r#"select name, settings as "settings!: sqlx::types::Json<shared::quota::FlavorSettings>"
            from flavors order by name"#
     )
     .fetch_all(&mut *db)
     .await?
     .into_iter()
-    .map(|row| {
-        Ok(FlavorEntry {
-            name: row.name,
-            settings: row.settings.0,
-            rates: Vec::new(),
-        })
+    .map(|row| FlavorEntry {
+        name: row.name,
+        settings: row.settings.0,
+        rates: Vec::new(),
     })
-    .collect::<Result<Vec<FlavorEntry>>>()?;
-    let mut flavors = flavors;
+    .collect();
     let rates = sqlx::query!(
         r#"select f.name, r.effective_from::text as "from!", r.cents_per_gpu_hour
            from flavor_rates r join flavors f on f.id = r.flavor_id
@@ -91,6 +99,10 @@ pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
             });
         }
     }
+    Ok(flavors)
+}
+
+async fn read_pools(db: &mut PgConnection) -> Result<Vec<PoolEntry>> {
     let pools = sqlx::query!(
         r#"select p.name, m.name as gpu_model, p.nodes, p.gpus_per_node, f.name as flavor
            from node_pools p join gpu_models m on m.id = p.gpu_model_id
@@ -107,7 +119,12 @@ pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
         flavor: Some(row.flavor),
     })
     .collect();
-    let teams = sqlx::query!(
+    Ok(pools)
+}
+
+/// The teams in name order, each with its budgets.
+async fn read_teams(db: &mut PgConnection) -> Result<Vec<TeamEntry>> {
+    let mut teams: Vec<TeamEntry> = sqlx::query!(
         "select name, namespace, cost_centre, cluster_queue, local_queue, cohort from teams order by name"
     )
     .fetch_all(&mut *db)
@@ -122,20 +139,13 @@ pub async fn read_inventory(db: &mut PgConnection) -> Result<Inventory> {
         cohort: row.cohort,
         budgets: Vec::new(),
     })
-    .collect::<Vec<_>>();
-    let mut teams = teams;
+    .collect();
     for (team, month, budget) in crate::chargeback::budget::every(&mut *db).await? {
         if let Some(t) = teams.iter_mut().find(|t| t.name == team) {
             t.budgets.push(BudgetEntry::of(month, &budget));
         }
     }
-    Ok(Inventory {
-        models,
-        flavors,
-        pools,
-        teams,
-    }
-    .normalised())
+    Ok(teams)
 }
 
 /// Upserts everything in `wanted` (normalised) and removes the models, flavors and pools it
