@@ -54,6 +54,7 @@
 
 mod autoscale;
 mod job;
+mod pending;
 mod quota;
 mod running;
 mod week;

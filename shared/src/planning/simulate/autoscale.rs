@@ -2,8 +2,6 @@
 //! (`threshold`, `activationThreshold`, `cooldownPeriod`, HPA's 5-minute scale-down
 //! stabilisation), and how much of the traffic its ready replicas serve.
 
-use std::collections::VecDeque;
-
 use crate::planning::scenario::{HOURS_PER_WEEK, Inference, Workload};
 
 /// HPA's default scale-down stabilisation window.
@@ -38,8 +36,11 @@ pub(super) struct Autoscaler {
     pub replicas: Vec<usize>,
     /// How many of them serve, as last counted.
     pub ready: Ready,
-    /// The replicas wanted in the stabilisation window's minutes, oldest first.
-    recent_desired: VecDeque<u32>,
+    /// The replicas wanted in the stabilisation window's minutes, as a ring: the newest at
+    /// `(decisions - 1) % STABILISATION_MIN`.
+    recent_desired: [u32; STABILISATION_MIN as usize],
+    /// Decisions so far (the window holds the last of them).
+    decisions: usize,
     below_activation_since: Option<u32>,
     last_scale_down: Option<u32>,
     /// Until this minute every decision is the last one again: the traffic's hour has not
@@ -95,7 +96,8 @@ impl Autoscaler {
                 count: 0,
                 until: 0,
             },
-            recent_desired: VecDeque::with_capacity(STABILISATION_MIN as usize + 1),
+            recent_desired: [0; STABILISATION_MIN as usize],
+            decisions: 0,
             below_activation_since: None,
             last_scale_down: None,
             steady_until: 0,
@@ -138,17 +140,17 @@ impl Autoscaler {
             desired = desired.max(1);
         }
         desired = desired.clamp(self.min, self.max.max(self.min));
-        self.recent_desired.push_back(desired);
-        if self.recent_desired.len() > STABILISATION_MIN as usize {
-            self.recent_desired.pop_front();
-        }
+        let window = self.recent_desired.len();
+        self.recent_desired[self.decisions % window] = desired;
+        self.decisions += 1;
+        let recent = &self.recent_desired[..self.decisions.min(window)];
         // Scale down to the highest recommendation of the stabilisation window; going to zero
         // is KEDA's own step once cooldownPeriod has passed, outside the HPA's window.
         let to_zero = below_activation && desired == 0;
         let target = if desired >= current || to_zero {
             desired
         } else {
-            self.recent_desired.iter().copied().max().unwrap_or(desired)
+            recent.iter().copied().max().unwrap_or(desired)
         };
         let mut flapped = false;
         if target > current {
@@ -162,11 +164,11 @@ impl Autoscaler {
         } else if target < current {
             self.last_scale_down = Some(minute);
         }
-        let window_full = self.recent_desired.len() == STABILISATION_MIN as usize;
+        let window_full = recent.len() == window;
         if !below_activation
             && target == current
             && window_full
-            && self.recent_desired.iter().all(|&d| d == desired)
+            && recent.iter().all(|&d| d == desired)
         {
             // Each minute to the hour's end would want as many, push the same into the
             // window and keep the count: the same decision, so it is not worked out again.

@@ -1,7 +1,7 @@
 //! The week's moving parts, one minute at a time: completions, arrivals, KEDA scaling,
 //! Kueue's scheduling cycles with its preemption, and the traffic replicas serve.
 
-use std::{cmp::Reverse, collections::VecDeque};
+use std::cmp::Reverse;
 
 use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 
@@ -13,34 +13,13 @@ use super::{
     autoscale::{Autoscaler, Ready},
     gpus,
     job::{Job, Kind, Part, Plan},
+    pending::{Pending, Queued},
     quota::{Quotas, Trial, Usage},
     running::{Admitted, Running},
 };
 
 /// A head's place in a scheduling cycle: (borrows, priority, creation, queue).
 type HeadOrder = (bool, Reverse<i32>, u32, usize);
-
-/// A pending workload as its queue orders it and a scheduling cycle reads it: what it asks
-/// of which queue's quota, so that walking a queue, ordering heads and trying flavors and
-/// victims never read the jobs themselves.
-#[derive(Debug, Clone, Copy)]
-struct Queued {
-    team: usize,
-    priority: i32,
-    arrival: u32,
-    seq: u64,
-    slices: u64,
-    /// Its model, by the model's first flavor.
-    model: usize,
-    job: usize,
-}
-
-impl Queued {
-    /// Its place in its queue: higher priority first, then earlier arrival, then creation.
-    fn order(&self) -> (Reverse<i32>, u32, u64) {
-        (Reverse(self.priority), self.arrival, self.seq)
-    }
-}
 
 /// One minute's admission state per queue.
 struct Cycle {
@@ -86,10 +65,8 @@ pub(super) struct Week {
     free: Vec<usize>,
     /// The next new job's `seq`.
     next_seq: u64,
-    /// Pending jobs per team, in their queue's order; admitted mostly from the front, which a
-    /// deque gives up without shifting the rest (a 10,000-card queue of one-hour jobs holds
-    /// thousands).
-    pending: Vec<VecDeque<Queued>>,
+    /// Pending jobs per team, in their queue's order.
+    pending: Vec<Pending>,
     /// Running jobs per team and flavor (`[team * flavors + flavor]`), in Kueue's order of
     /// preemption victims.
     running: Vec<Running>,
@@ -132,7 +109,7 @@ impl Week {
             plan,
             jobs: Vec::new(),
             free: Vec::new(),
-            pending: vec![VecDeque::new(); teams],
+            pending: vec![Pending::default(); teams],
             running: vec![Running::default(); teams * flavors],
             admissions: 0,
             replica_changes: 0,
@@ -239,10 +216,7 @@ impl Week {
             {
                 if self.jobs[r].running {
                     self.stop(r, minute);
-                } else if let Some(at) = self.pending[self.jobs[r].team]
-                    .iter()
-                    .position(|q| q.job == r)
-                {
+                } else if let Some(at) = self.pending[self.jobs[r].team].position(r) {
                     self.pending[self.jobs[r].team].remove(at);
                 }
                 self.free.push(r);
@@ -289,7 +263,7 @@ impl Week {
             heads.sort_unstable();
             for &(_, team) in &heads {
                 let at = cycle.cursor[team];
-                let head = self.pending[team][at];
+                let head = *self.pending[team].get(at).expect("the cycle's head");
                 // Its model's flavors share one slot: the first of them.
                 let (slices, model) = (head.slices, head.model);
                 if let Some(f) = self.fitting_flavor(&head) {
@@ -485,9 +459,7 @@ impl Week {
             model,
             job,
         };
-        let queue = &mut self.pending[j.team];
-        let at = queue.partition_point(|other| other.order() < queued.order());
-        queue.insert(at, queued);
+        self.pending[j.team].insert(queued);
     }
 
     /// Kueue's preemption for `head`: candidates are the lower-priority workloads of its own
