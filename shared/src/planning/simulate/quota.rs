@@ -161,7 +161,6 @@ impl Quotas {
 pub(super) struct Usage {
     /// What each team holds of each flavor (`[team * flavors + flavor]`).
     held: Vec<u64>,
-    flavors: usize,
     /// Σ over teams of usage beyond the guaranteed (non-lendable) part, per flavor.
     pub pool: Vec<u64>,
     /// Per flavor: the teams holding more than their nominal quota of it, ascending.
@@ -172,14 +171,13 @@ impl Usage {
     pub fn new(teams: usize, flavors: usize) -> Self {
         Self {
             held: vec![0; teams * flavors],
-            flavors,
             pool: vec![0; flavors],
             borrowing: vec![Vec::new(); flavors],
         }
     }
 
     pub fn held(&self, team: usize, f: usize) -> u64 {
-        self.held[team * self.flavors + f]
+        self.held[team * self.pool.len() + f]
     }
 
     pub fn fits(&self, quotas: &Quotas, team: usize, f: usize, slices: u64) -> bool {
@@ -189,13 +187,14 @@ impl Usage {
     /// Adds (or, with `add` false, removes) `slices` to a team's usage of a flavor, keeping the
     /// lending pool and the borrowing teams in step.
     pub fn change(&mut self, quotas: &Quotas, team: usize, f: usize, slices: u64, add: bool) {
-        let before = self.held(team, f);
+        let held = &mut self.held[team * self.pool.len() + f];
+        let before = *held;
         let after = if add {
             before + slices
         } else {
             before - slices
         };
-        self.held[team * self.flavors + f] = after;
+        *held = after;
         self.pool[f] = quotas.pool_after(team, f, self.pool[f], before, after);
         let nominal = quotas.nominal(team, f);
         if (before > nominal) != (after > nominal) {

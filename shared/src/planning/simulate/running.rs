@@ -37,12 +37,14 @@ impl Running {
             Ok(g) => g,
             Err(g) => {
                 let workloads = Vec::new();
-                let group = Group {
-                    priority,
-                    workloads,
-                    gone: 0,
-                };
-                self.groups.insert(g, group);
+                self.groups.insert(
+                    g,
+                    Group {
+                        priority,
+                        workloads,
+                        gone: 0,
+                    },
+                );
                 g
             }
         };

@@ -587,10 +587,11 @@ impl Week {
             *ready_at = None;
             self.replica_changes += 1;
         }
-        let (team, f, slices) = (j.team, j.flavor, j.slices);
+        let (team, f, slices, admitted) =
+            (j.team, j.flavor, j.slices, (j.priority, j.admission, job));
         self.usage.change(&self.quotas, team, f, slices, true);
-        let slot = team * self.quotas.capacity.len() + f;
-        j.place = self.running[slot].push((j.priority, j.admission, job), slices);
+        let slot = self.slot(team, f);
+        self.jobs[job].place = self.running[slot].push(admitted, slices);
         // In the kube-scheduler's order: higher priority first, then admission.
         let jobs = &self.jobs;
         let at = self.unplaced[f].partition_point(|&o| jobs[o].priority >= jobs[job].priority);
