@@ -76,7 +76,7 @@ pub struct Cluster {
 }
 
 enum Sink {
-    Kube(Kube),
+    Kube(Box<Kube>),
     Gitops(PathBuf),
     Off,
 }
@@ -97,7 +97,7 @@ impl Cluster {
     pub async fn kube(connection: &k8s::Connection, version: KueueVersion) -> anyhow::Result<Self> {
         let kube = Kube::connect(connection).await?;
         let target = kube.target().await;
-        Ok(Self::with(Sink::Kube(kube), target, version))
+        Ok(Self::with(Sink::Kube(Box::new(kube)), target, version))
     }
 
     fn with(sink: Sink, target: Target, version: KueueVersion) -> Self {

@@ -282,10 +282,32 @@ pub async fn listed_workloads(
     Ok(())
 }
 
-/// A listing that failed: nothing is marked gone, and the error is shown until one completes.
+/// A Workload the watch saw deleted: kept, marked gone (its last state recorded before).
+pub async fn workload_gone(db: impl PgExecutor<'_>, uid: &str) -> sqlx::Result<()> {
+    sqlx::query!(
+        "update workload_history set gone_at = now() where uid = $1 and gone_at is null",
+        uid
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The watch delivered a change or a bookmark: the history is current to now.
+pub async fn watched(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        "update workload_recorder set watched_at = now(), last_error = null, last_error_at = null"
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// A listing or watch that failed: nothing is marked gone, and the error is shown until one
+/// succeeds.
 pub async fn listing_failed(db: impl PgExecutor<'_>, error: &str) -> sqlx::Result<()> {
     sqlx::query!(
-        "update workload_recorder set last_error = $1, last_error_at = now()",
+        "update workload_recorder set last_error = $1, last_error_at = now(), watched_at = null",
         error
     )
     .execute(db)
@@ -296,6 +318,7 @@ pub async fn listing_failed(db: impl PgExecutor<'_>, error: &str) -> sqlx::Resul
 pub struct RecorderRow {
     pub listed_at_ms: Option<i64>,
     pub listed: Option<i32>,
+    pub watched_at_ms: Option<i64>,
     pub last_error: Option<String>,
     pub last_error_at_ms: Option<i64>,
 }
@@ -304,7 +327,7 @@ pub async fn recorder(db: impl PgExecutor<'_>) -> sqlx::Result<RecorderRow> {
     sqlx::query_as!(
         RecorderRow,
         r#"select (extract(epoch from listed_at) * 1000)::bigint as listed_at_ms, listed,
-                  last_error, (extract(epoch from last_error_at) * 1000)::bigint as last_error_at_ms
+                  (extract(epoch from watched_at) * 1000)::bigint as watched_at_ms, last_error, (extract(epoch from last_error_at) * 1000)::bigint as last_error_at_ms
            from workload_recorder"#
     )
     .fetch_one(db)

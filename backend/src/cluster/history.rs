@@ -1,13 +1,17 @@
 //! The workload history (`/api/cluster/workloads`): every Kueue Workload on the cluster, listed
-//! a page at a time every `every` and recorded (`db.rs`), so that what ran is kept after Kueue
-//! deletes it and the planner can learn from it.
+//! a page at a time, then followed by watch, and recorded (`db.rs`), so that what ran is kept
+//! after Kueue deletes it and the planner can learn from it. The recorder works as client-go's
+//! reflector does: a complete listing, then a watch from the resource version the listing was
+//! consistent at, made again from the last version seen whenever the server ends it or it
+//! fails; only a watch the server can no longer serve (410 Expired) lists again.
 //!
 //! Invariants:
-//! - recording is idempotent: a listing writes by upsert and each eviction once (its condition's
-//!   transition time is its identity), so a restart, two replicas or a listing repeated after a
-//!   failure count nothing twice;
-//! - nothing is lost: a row outlives its object (a complete listing that no longer holds it
-//!   marks it gone), and a listing that fails part-way marks nothing gone;
+//! - recording is idempotent: a listing or a change writes by upsert and each eviction once
+//!   (its condition's transition time is its identity), so a restart, two replicas or a change
+//!   seen again after a failure count nothing twice;
+//! - nothing is lost: a row outlives its object (a deletion the watch sees, or a complete
+//!   listing that no longer holds it, marks it gone); a cluster that is down is watched again
+//!   from where the watch was, and a listing that fails part-way marks nothing gone;
 //! - only a cluster is read: in GitOps mode or with no target the answer says so, and holds
 //!   only the demo's history (`load_demo`, marked demo) if `gpufleet demo` wrote one.
 
@@ -15,7 +19,7 @@ use axum::{
     Json,
     extract::{Path, Query, State},
 };
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use shared::{
     cluster::{
         demo::DemoQueue,
@@ -36,35 +40,64 @@ use crate::{
     retry,
 };
 
-use super::{db, k8s::Failure};
+use super::{
+    db,
+    k8s::{Change, Failure},
+};
 
-/// Lists and records the cluster's Workloads every `every` (backing off while listings fail);
-/// None when no cluster is read.
+/// Follows and records the cluster's Workloads (a listing, then watches; failures wait,
+/// backing off from `every`, and watch again from where they were); None when no cluster is
+/// read.
 pub fn spawn(state: AppState) -> Option<JoinHandle<()>> {
     state.cluster.client()?;
     Some(tokio::spawn(async move {
-        let mut failures = 0u32;
+        // The resource version to watch from; None: list first.
+        let (mut from, mut failures): (Option<String>, u32) = (None, 0);
         loop {
-            match record(&state).await {
-                Ok(_) => failures = 0,
+            let started = tokio::time::Instant::now();
+            let step = match from.as_mut() {
+                None => list(&state).await.map(|l| l.map(|l| l.version)),
+                Some(version) => follow(&state, version)
+                    .await
+                    .map(|expired| (!expired).then(|| version.clone())),
+            };
+            match step {
+                Ok(next) => {
+                    failures = 0;
+                    from = next;
+                    // A server that ends each watch at once is not asked again at once.
+                    tokio::time::sleep_until(started + std::time::Duration::from_secs(1)).await;
+                }
                 Err(err) => {
                     tracing::warn!(%err, "recording the workload history failed");
                     failures = failures.saturating_add(1);
+                    tokio::time::sleep(retry::backoff(state.cluster.every, failures)).await;
                 }
             }
-            tokio::time::sleep(retry::backoff(state.cluster.every, failures)).await;
         }
     }))
 }
 
-/// One complete listing: how many Workloads it recorded (None without a cluster). A failure
-/// is kept as the recorder's state (shown with the history) and returned.
+/// A complete listing, recorded.
+pub struct Listing {
+    pub workloads: u32,
+    /// The resource version it is consistent at: a watch from here misses nothing.
+    pub version: String,
+}
+
+/// One complete listing: how many Workloads it recorded (None without a cluster).
 pub async fn record(state: &AppState) -> Result<Option<u32>> {
+    Ok(list(state).await?.map(|l| l.workloads))
+}
+
+/// One complete listing (None without a cluster). A failure is kept as the recorder's state
+/// (shown with the history) and returned.
+pub async fn list(state: &AppState) -> Result<Option<Listing>> {
     let Some(kube) = state.cluster.client() else {
         return Ok(None);
     };
     let started_ms = clock::now_ms();
-    let (mut listed, mut next) = (0u32, None);
+    let (mut listed, mut next, mut version) = (0u32, None, None);
     loop {
         let page = kube
             .list_page(
@@ -74,26 +107,19 @@ pub async fn record(state: &AppState) -> Result<Option<u32>> {
                 next.clone(),
             )
             .await;
-        let (objects, more) = match page {
+        let page = match page {
             Ok(page) => page,
             Err(failure) => return Err(failed(state, &failure).await),
         };
-        let recorded: Vec<_> = objects
-            .iter()
-            .filter_map(|object| {
-                workload::read(object)
-                    .inspect_err(|why| tracing::warn!(%why, "a Workload is not recorded"))
-                    .ok()
-            })
-            .collect();
-        let rows = serde_json::to_string(&recorded).map_err(|e| Error::Internal(e.to_string()))?;
-        db::record_workloads(&state.pool, &rows, started_ms, false).await?;
-        listed = listed.saturating_add(u32::try_from(recorded.len()).unwrap_or(u32::MAX));
+        // A paged listing is consistent at its first page's version.
+        version.get_or_insert(page.version);
+        let recorded = store(state, &page.items, started_ms).await?;
+        listed = listed.saturating_add(recorded);
         // A server handing back the token it was given would page for ever.
-        if more.is_none() || more == next {
+        if page.next.is_none() || page.next == next {
             break;
         }
-        next = more;
+        next = page.next;
     }
     db::listed_workloads(
         &state.pool,
@@ -101,11 +127,69 @@ pub async fn record(state: &AppState) -> Result<Option<u32>> {
         i32::try_from(listed).unwrap_or(i32::MAX),
     )
     .await?;
-    Ok(Some(listed))
+    Ok(Some(Listing {
+        workloads: listed,
+        version: version.unwrap_or_default(),
+    }))
+}
+
+/// Records what one watch from `from` sees until the server ends it, moving `from` past each
+/// change recorded; true when the server no longer holds the changes since `from` (list
+/// again). A failure is kept as the recorder's state and returned.
+pub async fn follow(state: &AppState, from: &mut String) -> Result<bool> {
+    let Some(kube) = state.cluster.client() else {
+        return Ok(false);
+    };
+    let mut changes = match kube.watch("Workload", state.cluster.version, from).await {
+        Ok(changes) => changes,
+        Err(failure) => return Err(failed(state, &failure).await),
+    };
+    while let Some(change) = changes.next().await {
+        let object = match change {
+            Err(failure) => return Err(failed(state, &failure).await),
+            Ok(Change::Expired) => return Ok(true),
+            Ok(Change::Bookmark(version)) => {
+                *from = version;
+                db::watched(&state.pool).await?;
+                continue;
+            }
+            Ok(Change::Applied(object)) => {
+                store(state, std::slice::from_ref(&object), clock::now_ms()).await?;
+                object
+            }
+            Ok(Change::Deleted(object)) => {
+                store(state, std::slice::from_ref(&object), clock::now_ms()).await?;
+                if let Some(uid) = object["metadata"]["uid"].as_str() {
+                    db::workload_gone(&state.pool, uid).await?;
+                }
+                object
+            }
+        };
+        if let Some(version) = object["metadata"]["resourceVersion"].as_str() {
+            version.clone_into(from);
+        }
+        db::watched(&state.pool).await?;
+    }
+    Ok(false)
+}
+
+/// Records the Workloads among `objects` as seen at `seen_at_ms`: how many.
+async fn store(state: &AppState, objects: &[serde_json::Value], seen_at_ms: i64) -> Result<u32> {
+    let recorded: Vec<_> = objects
+        .iter()
+        .filter_map(|object| {
+            workload::read(object)
+                .inspect_err(|why| tracing::warn!(%why, "a Workload is not recorded"))
+                .ok()
+        })
+        .collect();
+    let rows = serde_json::to_string(&recorded).map_err(|e| Error::Internal(e.to_string()))?;
+    db::record_workloads(&state.pool, &rows, seen_at_ms, false).await?;
+    Ok(u32::try_from(recorded.len()).unwrap_or(u32::MAX))
 }
 
 async fn failed(state: &AppState, failure: &Failure) -> Error {
-    let message = format!("listing Kueue's Workloads: {}", failure.message());
+    let message = format!("following Kueue's Workloads: {}", failure.message());
     match db::listing_failed(&state.pool, &message).await {
         Ok(()) => Error::Unavailable,
         Err(err) => err.into(),
@@ -196,6 +280,7 @@ async fn history(
         recorder: RecorderStatus {
             listed_at_ms: row.listed_at_ms,
             listed: row.listed.and_then(|n| u32::try_from(n).ok()),
+            watched_at_ms: row.watched_at_ms,
             last_error: row.last_error,
             last_error_at_ms: row.last_error_at_ms,
         },

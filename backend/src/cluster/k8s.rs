@@ -1,12 +1,16 @@
-//! The cluster through `kube`: discovery, GET, LIST and server-side apply with the field
-//! manager `gpufleet` (dry run and force on request), and every failure sorted into what the
-//! reconciler does about it. Nothing here decides what to apply.
+//! The cluster through `kube`: discovery, GET, LIST, WATCH and server-side apply with the
+//! field manager `gpufleet` (dry run and force on request), and every failure sorted into what
+//! the reconciler does about it. Nothing here decides what to apply.
 
-use std::{path::Path, time::Duration};
+use std::{path::Path, pin::Pin, time::Duration};
 
+use futures_util::{Stream, StreamExt};
 use kube::{
     Client, Config,
-    api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+    api::{
+        Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, WatchEvent,
+        WatchParams,
+    },
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::{Value, json};
@@ -86,6 +90,35 @@ impl Failure {
     }
 }
 
+/// What a watch saw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Created or changed: the object as it is now.
+    Applied(Value),
+    /// Deleted: the object as it was last.
+    Deleted(Value),
+    /// Nothing watched changed up to this resource version.
+    Bookmark(String),
+    /// The server no longer holds the changes since the version watched from (410 Expired,
+    /// after etcd's compaction): only a new listing is complete.
+    Expired,
+}
+
+/// The changes one watch delivers until the server ends it.
+pub type Changes = Pin<Box<dyn Stream<Item = Result<Change, Failure>> + Send>>;
+
+/// How long one watch lasts before the server ends it and it is made again (kube's default);
+/// the watching connection's read timeout is this and 5 s more.
+pub const WATCH_SECONDS: u32 = 290;
+
+/// One page of a listing: its objects, the token of the next page (None after the last) and
+/// the resource version the listing is consistent at.
+pub struct Page {
+    pub items: Vec<Value>,
+    pub next: Option<String>,
+    pub version: String,
+}
+
 /// What the cluster's Kueue serves of one API version.
 pub struct Served {
     api_version: &'static str,
@@ -116,6 +149,8 @@ pub struct Connection {
 
 pub struct Kube {
     client: Client,
+    /// The same connection settings but a read timeout that outlasts a watch.
+    watcher: Client,
     server: String,
     context: String,
     user: String,
@@ -138,8 +173,11 @@ impl Kube {
         // inside one call would only hide them.
         config.default_retry = false;
         let server = config.cluster_url.to_string();
+        let mut watching = config.clone();
+        watching.read_timeout = Some(Duration::from_secs(u64::from(WATCH_SECONDS) + 5));
         Ok(Self {
             client: Client::try_from(config)?,
+            watcher: Client::try_from(watching)?,
             server: server.trim_end_matches('/').to_owned(),
             context,
             user,
@@ -200,6 +238,15 @@ impl Kube {
     }
 
     fn api(&self, object: &ObjectRef, version: KueueVersion) -> Api<DynamicObject> {
+        self.api_through(&self.client, object, version)
+    }
+
+    fn api_through(
+        &self,
+        client: &Client,
+        object: &ObjectRef,
+        version: KueueVersion,
+    ) -> Api<DynamicObject> {
         let v = version.api_version().rsplit('/').next().unwrap_or_default();
         let resource = ApiResource {
             group: GROUP.to_owned(),
@@ -209,9 +256,9 @@ impl Kube {
             plural: object.plural(),
         };
         if object.namespaced() {
-            Api::namespaced_with(self.client.clone(), &object.namespace, &resource)
+            Api::namespaced_with(client.clone(), &object.namespace, &resource)
         } else {
-            Api::all_with(self.client.clone(), &resource)
+            Api::all_with(client.clone(), &resource)
         }
     }
 
@@ -230,13 +277,8 @@ impl Kube {
 
     /// Every object of `kind` (across namespaces for namespaced kinds).
     pub async fn list(&self, kind: &str, version: KueueVersion) -> Result<Vec<Value>, Failure> {
-        let any = ObjectRef {
-            kind: kind.to_owned(),
-            namespace: String::new(),
-            name: String::new(),
-        };
         let list = self
-            .api(&any, version)
+            .api(&every(kind), version)
             .list(&Default::default())
             .await
             .map_err(|e| Failure::of(e, &self.server))?;
@@ -244,33 +286,62 @@ impl Kube {
     }
 
     /// One page of at most `limit` objects of `kind` across namespaces, from `from` (the
-    /// previous page's continue token); the token of the next page, None after the last.
+    /// previous page's continue token).
     pub async fn list_page(
         &self,
         kind: &str,
         version: KueueVersion,
         limit: u32,
         from: Option<String>,
-    ) -> Result<(Vec<Value>, Option<String>), Failure> {
-        let any = ObjectRef {
-            kind: kind.to_owned(),
-            namespace: String::new(),
-            name: String::new(),
-        };
+    ) -> Result<Page, Failure> {
         let mut params = ListParams::default().limit(limit);
         params.continue_token = from;
         let list = self
-            .api(&any, version)
+            .api(&every(kind), version)
             .list(&params)
             .await
             .map_err(|e| Failure::of(e, &self.server))?;
-        let next = list.metadata.continue_.filter(|t| !t.is_empty());
-        let items = list
-            .items
-            .into_iter()
-            .map(to_value)
-            .collect::<Result<_, _>>()?;
-        Ok((items, next))
+        Ok(Page {
+            next: list.metadata.continue_.filter(|t| !t.is_empty()),
+            version: list.metadata.resource_version.unwrap_or_default(),
+            items: list
+                .items
+                .into_iter()
+                .map(to_value)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The changes to objects of `kind` across namespaces after resource version `from`, with
+    /// bookmarks, for [`WATCH_SECONDS`]. A 410 is [`Change::Expired`] whether the server
+    /// answers it at once or as the stream's error event.
+    pub async fn watch(
+        &self,
+        kind: &str,
+        version: KueueVersion,
+        from: &str,
+    ) -> Result<Changes, Failure> {
+        let params = WatchParams::default().timeout(WATCH_SECONDS);
+        let server = self.server.clone();
+        let events = match self
+            .api_through(&self.watcher, &every(kind), version)
+            .watch(&params, from)
+            .await
+        {
+            Ok(events) => events,
+            Err(kube::Error::Api(status)) if status.code == 410 => {
+                return Ok(Box::pin(futures_util::stream::iter([Ok(Change::Expired)])));
+            }
+            Err(err) => return Err(Failure::of(err, &server)),
+        };
+        Ok(Box::pin(events.map(move |event| match event {
+            Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => to_value(o).map(Change::Applied),
+            Ok(WatchEvent::Deleted(o)) => to_value(o).map(Change::Deleted),
+            Ok(WatchEvent::Bookmark(b)) => Ok(Change::Bookmark(b.metadata.resource_version)),
+            Ok(WatchEvent::Error(status)) if status.code == 410 => Ok(Change::Expired),
+            Ok(WatchEvent::Error(status)) => Err(Failure::of(kube::Error::Api(status), &server)),
+            Err(err) => Err(Failure::of(err, &server)),
+        })))
     }
 
     /// Server-side apply of `object` as `gpufleet`; the object as the server left it (or
@@ -307,6 +378,15 @@ impl Kube {
             .await
             .map(|_| ())
             .map_err(|e| Failure::of(e, &self.server))
+    }
+}
+
+/// Every object of `kind`: across namespaces for a namespaced kind.
+fn every(kind: &str) -> ObjectRef {
+    ObjectRef {
+        kind: kind.to_owned(),
+        namespace: String::new(),
+        name: String::new(),
     }
 }
 

@@ -1091,9 +1091,15 @@ async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
         let reply = delete(&rig, path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text());
     }
-    cluster::history::record(&rig.state)
-        .await
-        .expect("the workload history");
+    // The recorder: a listing, then a watch.
+    let recorder = cluster::history::spawn(rig.state.clone()).expect("a cluster is read");
+    for _ in 0..200 {
+        if asked(&double, "watch") > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    recorder.abort();
     let used: BTreeSet<(String, String)> = double
         .calls()
         .into_iter()
@@ -2031,4 +2037,161 @@ async fn a_budget_burnt_whole_holds_the_queue_once_an_approver_confirms(pool: Pg
 async fn decide_hold(rig: &Rig, who: &Session, id: i64, action: &str) -> Reply {
     let uri = format!("/api/chargeback/holds/{id}/{action}");
     call(rig, Method::POST, &uri, who, None).await
+}
+
+/// Polls the history alex reads of November 30 (every 50 ms, at most 10 s) until `check`
+/// holds of it.
+async fn history_until(
+    rig: &Rig,
+    what: &str,
+    check: impl Fn(&shared::cluster::workload::WorkloadHistory) -> bool,
+) -> shared::cluster::workload::WorkloadHistory {
+    for _ in 0..200 {
+        let seen = history(rig, NOV_30, &rig.alex).await.json();
+        if check(&seen) {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the history never showed {what}");
+}
+
+/// How many times the recorder asked the double to `verb` Workloads.
+fn asked(double: &KubeDouble, verb: &str) -> usize {
+    (double.calls().iter())
+        .filter(|c| c.resource == "workloads" && c.verb == verb)
+        .count()
+}
+
+fn named<'a>(
+    seen: &'a shared::cluster::workload::WorkloadHistory,
+    name: &str,
+) -> Option<&'a shared::cluster::workload::HistoryEntry> {
+    seen.workloads.iter().find(|w| w.workload.name == name)
+}
+
+/// The recorder as client-go's reflector works: one listing, then a watch from its resource
+/// version. What Kueue writes afterwards arrives as changes (no second listing); a deletion
+/// marks the row gone; a cluster that is down is watched again from where the watch was, so
+/// the deletion and the Workload made meanwhile arrive as changes; a bookmark moves the
+/// watch's version past other kinds' writes, so a compaction after it costs nothing; a watch
+/// from a version the server compacted away (410 Expired) lists once more. Nothing twice.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_workload_recorder_follows_kueue_by_watch_through_outages_bookmarks_and_compaction(
+    pool: PgPool,
+) {
+    let dir = scratch("history-watch");
+    let (double, _) = double_and_cluster(&dir, Duration::from_secs(5)).await;
+    let cluster = connect(&double, &dir, Duration::from_secs(5))
+        .await
+        .every(Duration::from_millis(100));
+    let rig = rig(&pool, "history-watch", |_| Arc::new(cluster)).await;
+    let kueue = |object: Value| {
+        double
+            .write_as_controller("kueue-controller", object)
+            .expect("a Workload as Kueue writes it");
+    };
+    let job = |name: &str, status: Value| {
+        workload(
+            "team-research",
+            name,
+            Some("research"),
+            "2026-11-30T08:00:00Z",
+            status,
+        )
+    };
+    kueue(job("job-a", json!({})));
+    let recorder = cluster::history::spawn(rig.state.clone()).expect("a cluster is read");
+    history_until(&rig, "job-a listed", |h| named(h, "job-a").is_some()).await;
+
+    let preempted = vec![condition(
+        "Evicted",
+        "True",
+        "Preempted",
+        "2026-11-30T10:30:00Z",
+    )];
+    kueue(job(
+        "job-a",
+        admitted("research", "2026-11-30T08:04:00Z", preempted, 1),
+    ));
+    kueue(job("job-b", json!({})));
+    let seen = history_until(&rig, "job-a evicted and job-b", |h| {
+        named(h, "job-a").is_some_and(|w| w.evictions_seen.len() == 1)
+            && named(h, "job-b").is_some()
+    })
+    .await;
+    assert!(seen.recorder.watched_at_ms.is_some(), "{:?}", seen.recorder);
+    assert!(double.delete("Workload", Some("team-research"), "job-b"));
+    history_until(&rig, "job-b gone", |h| {
+        named(h, "job-b").is_some_and(|w| w.gone_at_ms.is_some())
+    })
+    .await;
+    assert_eq!(asked(&double, "list"), 1, "changes came by watch");
+
+    // The cluster down: Kueue deletes job-a and makes job-c meanwhile.
+    double.set_fault(Some(Fault::Status(503)));
+    double.close_watches();
+    let down = history_until(&rig, "the outage", |h| h.recorder.last_error.is_some()).await;
+    assert!(
+        down.recorder
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("503")),
+        "{:?}",
+        down.recorder
+    );
+    assert_eq!(down.recorder.watched_at_ms, None);
+    assert!(double.delete("Workload", Some("team-research"), "job-a"));
+    kueue(job("job-c", json!({})));
+    double.set_fault(None);
+    let back = history_until(&rig, "job-a gone and job-c", |h| {
+        named(h, "job-a").is_some_and(|w| w.gone_at_ms.is_some()) && named(h, "job-c").is_some()
+    })
+    .await;
+    assert_eq!(asked(&double, "list"), 1, "watched again from where it was");
+    assert_eq!(back.recorder.last_error, None);
+
+    // Another kind's write, then a bookmark: the watch's version moves past it, so compacting
+    // the server's log up to now costs no listing.
+    double
+        .write_as_controller(
+            "kueue-controller",
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "elsewhere"}, "spec": {"resourceGroups": [{
+                "coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100-shared",
+                "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}}),
+        )
+        .expect("a ClusterQueue");
+    let before = back.recorder.watched_at_ms;
+    double.bookmark();
+    history_until(&rig, "the bookmark", |h| h.recorder.watched_at_ms > before).await;
+    double.compact();
+    double.close_watches();
+    kueue(job("job-d", json!({})));
+    history_until(&rig, "job-d", |h| named(h, "job-d").is_some()).await;
+    assert_eq!(asked(&double, "list"), 1, "the bookmark's version was kept");
+
+    // A watch from a version compacted away: 410 Expired, one listing, nothing lost.
+    double.set_fault(Some(Fault::Status(503)));
+    double.close_watches();
+    history_until(&rig, "the second outage", |h| {
+        h.recorder.last_error.is_some()
+    })
+    .await;
+    kueue(job("job-e", json!({})));
+    assert!(double.delete("Workload", Some("team-research"), "job-c"));
+    double.compact();
+    double.set_fault(None);
+    let relisted = history_until(&rig, "job-e and job-c gone", |h| {
+        named(h, "job-e").is_some() && named(h, "job-c").is_some_and(|w| w.gone_at_ms.is_some())
+    })
+    .await;
+    assert_eq!(asked(&double, "list"), 2, "listed again after 410 Expired");
+    let names: Vec<&str> = (relisted.workloads.iter())
+        .map(|w| w.workload.name.as_str())
+        .collect();
+    assert_eq!(names, ["job-a", "job-b", "job-c", "job-d", "job-e"]);
+    let a = named(&relisted, "job-a").expect("job-a");
+    assert_eq!(a.evictions_seen.len(), 1, "counted once");
+    recorder.abort();
 }

@@ -350,13 +350,18 @@ pub struct WorkloadHistory {
     pub truncated: bool,
 }
 
-/// The recorder's last listing of the cluster's Workloads.
+/// The recorder's state: its last complete listing of the cluster's Workloads, the watch that
+/// follows it, and its last failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecorderStatus {
     /// When the last complete listing ended, and how many Workloads it held.
     pub listed_at_ms: Option<i64>,
     pub listed: Option<u32>,
-    /// The last failed listing (cleared by a complete one): the cluster's own words.
+    /// When the watch that follows each listing last delivered a change or a bookmark: the
+    /// history is current to then (None while no watch is open).
+    pub watched_at_ms: Option<i64>,
+    /// The last failed listing or watch (cleared by a complete listing or a watch that
+    /// delivers): the cluster's own words.
     pub last_error: Option<String>,
     pub last_error_at_ms: Option<i64>,
 }

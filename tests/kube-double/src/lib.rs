@@ -3,7 +3,8 @@
 //! talk to it through an ordinary kubeconfig and nothing in the product knows:
 //!
 //! - discovery: `/version`, `/api`, `/api/v1`, `/apis`, each group and version;
-//! - GET, LIST (also across namespaces, in pages by `limit` and `continue`), POST, PUT,
+//! - GET, LIST (also across namespaces, in pages by `limit` and `continue`), WATCH (`watch.rs`:
+//!   from a resource version, bookmarks, 410 Expired after compaction), POST, PUT,
 //!   DELETE, and PATCH as server-side apply (`application/apply-patch+yaml`, field managers,
 //!   conflicts, `force`), JSON merge patch, with `resourceVersion`, `generation`,
 //!   `managedFields` and `dryRun=All`;
@@ -14,11 +15,12 @@
 //! - faults on demand: Kueue not installed (its group not served: 404), forbidden verbs (403),
 //!   any status (409, 500, 503, …), slow answers, refused connections.
 //!
-//! Not modelled: watches, conversion between Kueue versions (an object is stored as written),
+//! Not modelled: label and field selectors, conversion between Kueue versions (an object is stored as written),
 //! finalizers, admission webhooks, a controller of its own (tests write what Kueue's would:
 //! `set_status`, `write_as_controller`).
 
 pub mod schema;
+mod watch;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -81,7 +83,7 @@ struct Stored {
 
 type Key = (String, String, String, String); // group, plural, namespace, name
 
-struct World {
+pub(crate) struct World {
     crds: Vec<Crd>,
     served: BTreeMap<String, Vec<String>>,
     namespaces: BTreeSet<String>,
@@ -93,6 +95,8 @@ struct World {
     /// Kinds this server does not serve (as an older Kueue release lacks some).
     hidden: BTreeSet<String>,
     calls: Vec<Call>,
+    /// Every write since the last compaction, for watches.
+    log: watch::Log,
 }
 
 /// The API error as the server writes it: a `Status` object.
@@ -186,6 +190,7 @@ impl KubeDouble {
             forbidden: BTreeSet::new(),
             hidden: BTreeSet::new(),
             calls: Vec::new(),
+            log: watch::Log::default(),
         };
         let (ca_pem, tls) = tls_config().map_err(std::io::Error::other)?;
         let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -396,12 +401,16 @@ impl KubeDouble {
             if let Some(stored) = world.objects.get_mut(&key) {
                 stored.object["metadata"]["creationTimestamp"] = created.clone();
             }
+            if let Some(logged) = world.log.last_object_of(&key) {
+                logged["metadata"]["creationTimestamp"] = created.clone();
+            }
             shown["metadata"]["creationTimestamp"] = created;
         }
         Ok(shown)
     }
 
-    /// Sets an object's status, as Kueue's controller would (e.g. `admittedWorkloads`).
+    /// Sets an object's status, as Kueue's controller would (e.g. `admittedWorkloads`), through
+    /// the status subresource: a new resource version, and a change watches see.
     pub fn set_status(&self, kind: &str, namespace: Option<&str>, name: &str, status: Value) {
         let mut world = self.world();
         let Some(crd) = world.crds.iter().find(|c| c.kind == kind).cloned() else {
@@ -413,8 +422,15 @@ impl KubeDouble {
             namespace.unwrap_or_default().to_owned(),
             name.to_owned(),
         );
+        if !world.objects.contains_key(&key) {
+            return;
+        }
+        let version = world.next_version();
         if let Some(stored) = world.objects.get_mut(&key) {
             stored.object["status"] = status;
+            stored.object["metadata"]["resourceVersion"] = Value::from(version);
+            let shown = shown_object(stored);
+            world.log_change(watch::Event::Modified, key, shown);
         }
     }
 
@@ -430,7 +446,27 @@ impl KubeDouble {
             namespace.unwrap_or_default().to_owned(),
             name.to_owned(),
         );
-        world.objects.remove(&key).is_some()
+        world.remove(key).is_some()
+    }
+
+    /// Forgets every change so far, as etcd's compaction does: a watch from an older
+    /// resource version is answered 410 Expired.
+    pub fn compact(&self) {
+        let mut world = self.world();
+        let version = world.resource_version;
+        world.log.compact(version);
+    }
+
+    /// Ends every open watch, as an API server's restart does (clients watch again).
+    pub fn close_watches(&self) {
+        self.world().log.close_watches();
+    }
+
+    /// Sends a bookmark at the current resource version to every watch that allows them.
+    pub fn bookmark(&self) {
+        let mut world = self.world();
+        let version = world.resource_version;
+        world.log.bookmark(version);
     }
 }
 
@@ -583,6 +619,21 @@ impl World {
     fn next_version(&mut self) -> String {
         self.resource_version += 1;
         self.resource_version.to_string()
+    }
+
+    /// A write watches see, at the resource version it just made.
+    fn log_change(&mut self, event: watch::Event, key: Key, object: Value) {
+        self.log.push(self.resource_version, event, key, object);
+    }
+
+    /// Deletes the object at `key`: a new resource version, which its `DELETED` event carries.
+    fn remove(&mut self, key: Key) -> Option<Stored> {
+        let stored = self.objects.remove(&key)?;
+        let version = self.next_version();
+        let mut shown = shown_object(&stored);
+        shown["metadata"]["resourceVersion"] = Value::from(version);
+        self.log_change(watch::Event::Deleted, key, shown);
+        Some(stored)
     }
 
     /// Server-side apply of `applied` by `manager` (see `schema::fields` for what a field is).
@@ -791,7 +842,12 @@ impl World {
             StatusCode::CREATED
         };
         if !dry_run && !unchanged {
-            self.objects.insert(key, stored);
+            self.objects.insert(key.clone(), stored);
+            let event = match existing {
+                Some(_) => watch::Event::Modified,
+                None => watch::Event::Added,
+            };
+            self.log_change(event, key, shown.clone());
         }
         Ok((code, shown))
     }
@@ -1071,9 +1127,12 @@ async fn handle(
     if let Some(delay) = slow {
         tokio::time::sleep(delay).await;
     }
+    let shared = world.clone();
     let mut world = world.lock().unwrap_or_else(|e| e.into_inner());
-    resource(&mut world, &method, &uri, &headers, &body, &segments)
-        .unwrap_or_else(IntoResponse::into_response)
+    resource(
+        &shared, &mut world, &method, &uri, &headers, &body, &segments,
+    )
+    .unwrap_or_else(IntoResponse::into_response)
 }
 
 fn page_not_found() -> Status {
@@ -1084,6 +1143,7 @@ fn page_not_found() -> Status {
 }
 
 fn resource(
+    shared: &Arc<Mutex<World>>,
     world: &mut World,
     method: &Method,
     uri: &Uri,
@@ -1140,8 +1200,10 @@ fn resource(
     }
     let params = query(uri);
     let dry_run = params.get("dryRun").is_some_and(|v| v == "All");
+    let watching = params.get("watch").is_some_and(|v| v == "true" || v == "1");
     let verb = match (method.as_str(), name) {
         ("GET", Some(_)) => "get",
+        ("GET", None) if watching => "watch",
         ("GET", None) => "list",
         ("POST", None) => "create",
         ("PUT", Some(_)) => "update",
@@ -1199,6 +1261,8 @@ fn resource(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
+    let of_kind =
+        |(g, p, n, _): &Key| g == group && p == plural && (namespace.is_none() || *n == ns);
     let Some(name) = name else {
         if verb == "create" {
             let object = parse_body(headers, body)?;
@@ -1219,6 +1283,30 @@ fn resource(
             let created = world.update(&crd, version, key(&name), &manager, object, dry_run)?;
             return Ok(ok(StatusCode::CREATED, created));
         }
+        if verb == "watch" {
+            let current = world
+                .objects
+                .iter()
+                .filter(|(key, _)| of_kind(key))
+                .map(|(_, s)| shown_object(s))
+                .collect();
+            let follow = watch::Watch {
+                group: group.to_owned(),
+                plural: plural.to_owned(),
+                namespace: namespace.map(str::to_owned),
+                kind: crd.kind.clone(),
+                api_version: format!("{group}/{version}"),
+                bookmarks: params
+                    .get("allowWatchBookmarks")
+                    .is_some_and(|v| v == "true"),
+                timeout: params
+                    .get("timeoutSeconds")
+                    .and_then(|t| t.parse().ok())
+                    .map(Duration::from_secs),
+            };
+            let from = params.get("resourceVersion").and_then(|v| v.parse().ok());
+            return Ok(watch::start(shared, world, follow, from, current));
+        }
         // Pages as the API server hands them out: `limit` objects, then a `continue` token
         // (here how many were handed out before) from which the next page starts.
         let limit = params
@@ -1232,9 +1320,7 @@ fn resource(
         let mut page: Vec<&Stored> = world
             .objects
             .iter()
-            .filter(|((g, p, n, _), _)| {
-                g == group && p == plural && (namespace.is_none() || *n == ns)
-            })
+            .filter(|(key, _)| of_kind(key))
             .map(|(_, s)| s)
             .skip(skip)
             .take(limit.map_or(usize::MAX, |l| l + 1))
@@ -1283,8 +1369,7 @@ fn resource(
                 .cloned()
                 .ok_or_else(|| not_found(&crd, name))?;
             if !dry_run {
-                world.objects.remove(&key);
-                world.next_version();
+                world.remove(key);
             }
             Ok(ok(StatusCode::OK, shown_object(&stored)))
         }
@@ -1421,6 +1506,7 @@ mod tests {
             forbidden: BTreeSet::new(),
             hidden: BTreeSet::new(),
             calls: Vec::new(),
+            log: watch::Log::default(),
         };
         let crd = world
             .crds
