@@ -22,6 +22,7 @@ use super::{
 type HeadOrder = (bool, Reverse<i32>, u32, usize);
 
 /// One minute's admission state per queue.
+#[derive(Default)]
 struct Cycle {
     /// How far into its queue the heads have gone this minute.
     cursor: Vec<usize>,
@@ -30,9 +31,25 @@ struct Cycle {
     /// Per queue and flavor (`[team * flavors + flavor]`): the fewest slices a workload found
     /// inadmissible this minute asked for.
     failed_from: Vec<u64>,
+    /// The queues with heads left this minute (a done queue has none).
+    active: Vec<usize>,
+    /// This cycle's heads, in the order they are tried.
+    heads: Vec<(HeadOrder, usize)>,
 }
 
 impl Cycle {
+    /// A new minute's first cycle over `teams` queues of which `done` have no heads.
+    fn start(&mut self, teams: usize, flavors: usize, done: impl Fn(usize) -> bool) {
+        self.cursor.clear();
+        self.cursor.resize(teams, 0);
+        self.done.clear();
+        self.done.extend((0..teams).map(done));
+        self.failed_from.clear();
+        self.failed_from.resize(teams * flavors, u64::MAX);
+        self.active.clear();
+        self.active.extend((0..teams).filter(|&t| !self.done[t]));
+    }
+
     /// `team`'s head could not be admitted: the next workload of its queue heads it
     /// (BestEffortFIFO), or the queue waits for the next minute (StrictFIFO, or `exhausted`).
     fn pass(&mut self, team: usize, strict: bool, exhausted: bool) {
@@ -96,6 +113,11 @@ pub(super) struct Week {
     pub idle: u64,
     /// Minutes from arrival to first admission, per team (batch jobs).
     pub waits: Vec<Waits>,
+    /// A preemption's candidates, its own queue's and the others', in lists kept between
+    /// preemptions: a week tries millions.
+    candidates: (Vec<Admitted>, Vec<Admitted>),
+    /// The scheduling cycles' lists, kept from minute to minute.
+    cycle: Cycle,
 }
 
 impl Week {
@@ -122,6 +144,8 @@ impl Week {
             held: vec![Held::default(); teams],
             idle: 0,
             waits: vec![Waits::default(); teams],
+            candidates: (Vec::new(), Vec::new()),
+            cycle: Cycle::default(),
         }
     }
 
@@ -238,26 +262,28 @@ impl Week {
         if !(0..self.pending.len()).any(waiting) {
             return;
         }
+        let mut cycle = std::mem::take(&mut self.cycle);
+        let flavors = self.quotas.capacity.len();
+        cycle.start(self.pending.len(), flavors, |t| !waiting(t));
+        self.cycles(&mut cycle, minute);
+        self.cycle = cycle;
+    }
+
+    /// The minute's scheduling cycles, from `cycle`'s start until no queue has a head left.
+    fn cycles(&mut self, cycle: &mut Cycle, minute: u32) {
         let strict = self.policy.queueing == Queueing::StrictFifo;
         let flavors = self.quotas.capacity.len();
-        let mut cycle = Cycle {
-            cursor: vec![0; self.pending.len()],
-            done: (0..self.pending.len()).map(|t| !waiting(t)).collect(),
-            failed_from: vec![u64::MAX; self.pending.len() * flavors],
-        };
-        // The queues with heads left this minute (a done queue has none).
-        let mut active: Vec<usize> = (0..self.pending.len())
-            .filter(|&t| !cycle.done[t])
-            .collect();
-        let mut heads: Vec<(HeadOrder, usize)> = Vec::with_capacity(active.len());
+        let mut heads = std::mem::take(&mut cycle.heads);
         loop {
             heads.clear();
-            for &t in &active {
-                if let Some(head) = self.head(t, &mut cycle, strict, flavors) {
+            for i in 0..cycle.active.len() {
+                let t = cycle.active[i];
+                if let Some(head) = self.head(t, cycle, strict, flavors) {
                     heads.push((self.head_order(head), t));
                 }
             }
             if heads.is_empty() {
+                cycle.heads = heads;
                 return;
             }
             heads.sort_unstable();
@@ -292,7 +318,8 @@ impl Week {
                     cycle.pass(team, strict, exhausted);
                 }
             }
-            active.retain(|&t| !cycle.done[t]);
+            let done = &cycle.done;
+            cycle.active.retain(|&t| !done[t]);
         }
     }
 
@@ -473,14 +500,14 @@ impl Week {
     /// candidates alone, borrowing allowed. The fewest victims that make it fit are evicted;
     /// `false` (and nothing evicted) if none do.
     fn preempt_for(&mut self, head: &Queued, f: usize, minute: u32) -> bool {
+        let (mut own, mut others) = std::mem::take(&mut self.candidates);
         let (team, slices, priority) = (head.team, head.slices, head.priority);
         // Freeing as many slices of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
-        let own: Vec<Admitted> = if self.policy.preempt_lower_priority {
-            self.running[self.slot(team, f)].first(Some(priority), slices)
-        } else {
-            Vec::new()
-        };
+        own.clear();
+        if self.policy.preempt_lower_priority {
+            self.running[self.slot(team, f)].first(Some(priority), slices, &mut own);
+        }
         let own_slices: u64 = own.iter().map(|&(_, _, j)| self.jobs[j].slices).sum();
         // Other queues' borrowed workloads are candidates only while the job's queue is
         // strictly under its nominal quota (Kueue's `queueUnderNominalInResourcesNeedingPreemption`),
@@ -499,11 +526,11 @@ impl Week {
             // much of the lending pool, which is all the job can need of it (the pool is within
             // its cap, and the job adds at most its size), so any later one of that queue is
             // given back when the victims are trimmed, and no earlier decision depended on it.
-            let mut others: Vec<Admitted> = Vec::new();
+            others.clear();
             // (The job's own queue, under its nominal quota, is not among them.)
             for &t in &self.usage.borrowing[f] {
                 let borrowed = self.usage.held(t, f) - self.quotas.nominal(t, f);
-                others.extend(self.running[self.slot(t, f)].first(None, borrowed.min(slices)));
+                self.running[self.slot(t, f)].first(None, borrowed.min(slices), &mut others);
             }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
@@ -519,6 +546,7 @@ impl Week {
                 targets = self.fewest_victims(head, f, own.iter().map(|&(_, _, j)| j), true);
             }
         }
+        self.candidates = (own, others);
         let Some(targets) = targets else {
             return false;
         };
