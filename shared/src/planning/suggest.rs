@@ -575,6 +575,37 @@ fn summarise(
     weeks: u32,
     mut notes: Vec<String>,
 ) -> QuotaSuggestion {
+    let suggestion = QuotaSuggestion {
+        teams: team_suggestions(scenario, today, &limits, &week),
+        flavors: flavor_totals(scenario, &limits),
+        today: today.total.clone(),
+        suggested: week.total,
+        weeks_simulated: weeks,
+        notes: Vec::new(),
+    };
+    if suggestion.targets_met_today() > suggestion.targets_met_suggested() {
+        notes.push(format!(
+            "Today's quotas meet more targets ({} of {}) than the best suggestion found ({}); \
+             keep them, or raise the targets that are missed.",
+            suggestion.targets_met_today(),
+            suggestion.teams.len(),
+            suggestion.targets_met_suggested()
+        ));
+    }
+    QuotaSuggestion {
+        notes,
+        ..suggestion
+    }
+}
+
+/// Each team's lines (today's limits beside the suggested, on every flavor where either holds
+/// quota) and its week under each.
+fn team_suggestions(
+    scenario: &Scenario,
+    today: &Simulation,
+    limits: &[Vec<Limits>],
+    week: &Simulation,
+) -> Vec<TeamSuggestion> {
     let today_limits = |team: &crate::planning::scenario::Team, flavor: &str| Limits {
         nominal_gpus: team.nominal_gpus.get(flavor).copied().unwrap_or(0),
         borrowing_limit_gpus: if scenario.quota.cohort {
@@ -584,10 +615,10 @@ fn summarise(
         },
         lending_limit_gpus: team.lending_limit_gpus.get(flavor).copied(),
     };
-    let teams: Vec<TeamSuggestion> = scenario
+    scenario
         .teams
         .iter()
-        .zip(&limits)
+        .zip(limits)
         .zip(today.teams.iter().zip(week.teams.iter()))
         .map(|((team, row), (before, after))| TeamSuggestion {
             team: team.name.clone(),
@@ -612,8 +643,12 @@ fn summarise(
             today: before.clone(),
             suggested: after.clone(),
         })
-        .collect();
-    let flavors = scenario
+        .collect()
+}
+
+/// Per flavor: its cards, and the nominal quota today and suggested, and what is lendable.
+fn flavor_totals(scenario: &Scenario, limits: &[Vec<Limits>]) -> Vec<FlavorTotals> {
+    scenario
         .fleet
         .iter()
         .enumerate()
@@ -633,28 +668,7 @@ fn summarise(
                     .sum(),
             }
         })
-        .collect();
-    let suggestion = QuotaSuggestion {
-        teams,
-        flavors,
-        today: today.total.clone(),
-        suggested: week.total,
-        weeks_simulated: weeks,
-        notes: Vec::new(),
-    };
-    if suggestion.targets_met_today() > suggestion.targets_met_suggested() {
-        notes.push(format!(
-            "Today's quotas meet more targets ({} of {}) than the best suggestion found ({}); \
-             keep them, or raise the targets that are missed.",
-            suggestion.targets_met_today(),
-            suggestion.teams.len(),
-            suggestion.targets_met_suggested()
-        ));
-    }
-    QuotaSuggestion {
-        notes,
-        ..suggestion
-    }
+        .collect()
 }
 
 #[cfg(test)]
