@@ -286,10 +286,7 @@ impl Hours {
     /// in the API and the CSV.
     pub fn to_hundredths(self) -> String {
         // 10⁻² hours = 36,000,000 µs
-        let hundredths = div_round(self.0, 36_000_000);
-        let sign = if hundredths < 0 { "-" } else { "" };
-        let h = hundredths.abs();
-        format!("{sign}{}.{:02}", h / 100, h % 100)
+        crate::common::money::hundredths(div_round(self.0, 36_000_000))
     }
 }
 
@@ -1043,8 +1040,7 @@ impl Totals {
                     idle_gpu_hours: Hours(s.allocated - s.busy),
                     unobserved_allocated_gpu_hours: Hours(s.allocated - s.observed_of_allocated),
                     utilisation_pct: (s.allocated > 0).then(|| {
-                        let basis_points = div_round(s.busy * 10_000, s.allocated);
-                        format!("{}.{:02}", basis_points / 100, basis_points % 100)
+                        crate::common::money::hundredths(div_round(s.busy * 10_000, s.allocated))
                     }),
                     prompt_tokens: s.prompt,
                     generation_tokens: s.generation,

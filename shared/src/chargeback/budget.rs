@@ -441,10 +441,7 @@ pub fn burn(month: Day, now_ms: i64, line: &TeamLine, budget: &Budget) -> Budget
 
 /// `value` in percent of `limit`, two decimals, rounded half up.
 fn percent(value: i128, limit: i128) -> String {
-    let hundredths = div_round(value * 10_000, limit.max(1));
-    let sign = if hundredths < 0 { "-" } else { "" };
-    let abs = hundredths.abs();
-    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+    crate::common::money::hundredths(div_round(value * 10_000, limit.max(1)))
 }
 
 fn ms(day: Day) -> i64 {

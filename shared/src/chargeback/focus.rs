@@ -277,9 +277,7 @@ impl FocusHead {
 
 /// Whole cents as FOCUS's decimal amount (no currency sign, no grouping): `1234` → `12.34`, `-5` → `-0.05`.
 fn amount(cents: i64) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let abs = cents.unsigned_abs();
-    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+    crate::common::money::hundredths(cents.into())
 }
 
 /// A day's start as FOCUS writes a moment: `YYYY-MM-DDTHH:mm:ssZ`.

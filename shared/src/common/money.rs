@@ -56,6 +56,14 @@ pub fn dollars_plain(cents: i64) -> String {
     }
 }
 
+/// A count of hundredths as a decimal with two places: `1234` → `12.34`, `-5` → `-0.05`
+/// (hours, percents, rates and FOCUS's amounts, all kept as whole hundredths).
+pub fn hundredths(n: i128) -> String {
+    let sign = if n < 0 { "-" } else { "" };
+    let abs = n.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
 /// `2000` → `2,000`.
 pub fn thousands(n: i64) -> String {
     let sign = if n < 0 { "-" } else { "" };
@@ -86,6 +94,9 @@ mod tests {
             (99_999, "$999.99"),
         ] {
             assert_eq!(super::dollars(cents), text);
+        }
+        for (n, text) in [(0, "0.00"), (1234, "12.34"), (-5, "-0.05"), (-100, "-1.00")] {
+            assert_eq!(super::hundredths(n), text);
         }
         assert_eq!(super::whole_dollars(7_854_662_397), "$78,546,624");
         assert_eq!(super::whole_dollars(149), "$1");

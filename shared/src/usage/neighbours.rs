@@ -721,8 +721,7 @@ fn own_load_rose(quiet: &LatencyFigures, busy: &LatencyFigures) -> bool {
 }
 
 fn requests_per_minute(f: &LatencyFigures) -> String {
-    let c = f.requests_per_minute_centi();
-    format!("{}.{:02}", c / 100, c % 100)
+    crate::common::money::hundredths(f.requests_per_minute_centi().into())
 }
 
 #[cfg(test)]
