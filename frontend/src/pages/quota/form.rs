@@ -80,21 +80,148 @@ pub fn RequestForm(
     let spec = RwSignal::new(draft.map_or_else(|| starting_spec(&world, &team, today), |d| d.spec));
     let world = StoredValue::new(world);
     let team = StoredValue::new(team);
-    let checked = Memo::new(move |_| {
-        spec.with(|s| world.with_value(|w| team.with_value(|t| w.check(t, s, today))))
-    });
-    let server = RwSignal::new(None::<ApiError>);
+    let verdicts = Verdicts {
+        checked: Memo::new(move |_| {
+            spec.with(|s| world.with_value(|w| team.with_value(|t| w.check(t, s, today))))
+        }),
+        server: RwSignal::new(None),
+        bad: RwSignal::new(std::collections::BTreeSet::new()),
+    };
     // The server's verdict is on what was sent: any change makes it stale.
     Effect::new(move |_| {
         spec.track();
-        server.set(None);
+        verdicts.server.set(None);
     });
-    let bad = RwSignal::new(std::collections::BTreeSet::<String>::new());
-    provide_context(BadText(bad));
-    let Notice(saved) = expect_context::<Notice>();
-    let Sent(sent) = expect_context::<Sent>();
-    let busy = RwSignal::new(false);
-    let send = move |and_submit: bool| {
+    provide_context(verdicts);
+    let sending = Sending {
+        spec,
+        team,
+        editing_id,
+        busy: RwSignal::new(false),
+        server: verdicts.server,
+        changed,
+    };
+    let problems = verdicts.problems();
+    let blocked = move || sending.busy.get() || problems.with(|p| p.0 > 0);
+    view! {
+        <h2 data-test="request-heading">{heading}</h2>
+        <form data-test="request-form" on:submit=|ev| ev.prevent_default()>
+            <p class="muted" data-test="request-help">
+                "A request replaces the team's whole quota from its start date: every flavor, a line left at 0 is none of it. "
+                "On its end date the team's quota goes back to its latest approved request whose dates still hold, or to none. "
+                "Borrowing limit: blank is no limit (the team may borrow all that the rest of its cohort lends), 0 is never borrow. "
+                "Lending limit: blank lends all the team leaves unused."
+            </p>
+            <QuotaLines world spec/>
+            <Terms spec/>
+            <Warnings fields=Signal::derive(move || verdicts.checked.with(|c| c.warnings.clone()))/>
+            <p data-test="request-problems" class=move || if problems.with(|p| p.0 == 0) { "ok" } else { "bad" }>
+                {move || problems.with(|(n, elsewhere)| {
+                    let count = match n {
+                        0 => "Ready to send.".to_owned(),
+                        1 => "1 problem to fix before sending.".to_owned(),
+                        n => format!("{n} problems to fix before sending."),
+                    };
+                    [count, elsewhere.join(" ")].join(" ")
+                })}
+            </p>
+            {move || verdicts.server.get().filter(|e| e.fields.is_empty()).map(|error| view! { <ErrorBox error/> })}
+            <button type="button" data-test="save-draft" disabled=blocked on:click=move |_| sending.send(false)>"Save as draft"</button>
+            " "
+            <button type="button" data-test="submit-request" disabled=blocked on:click=move |_| sending.send(true)>"Submit for approval"</button>
+            {editing_id.map(|_| view! { " " <button type="button" data-test="cancel-edit" on:click=move |_| editing.set(None)>"Cancel editing"</button> })}
+        </form>
+    }
+}
+
+/// What the form knows of the request's problems: the rules' verdict (`QuotaWorld::check`, as
+/// the server runs it), the server's answer to what was last sent, and the rule paths of the
+/// boxes that hold text that is not a value (not sent; counted as problems).
+#[derive(Clone, Copy)]
+struct Verdicts {
+    checked: Memo<Checked>,
+    server: RwSignal<Option<ApiError>>,
+    bad: RwSignal<std::collections::BTreeSet<String>>,
+}
+
+impl Verdicts {
+    fn mark(self, path: &str, bad: bool) {
+        self.bad.update(|b| {
+            if bad {
+                b.insert(path.to_owned());
+            } else {
+                b.remove(path);
+            }
+        });
+    }
+
+    /// The problems the form shows: each field with an error once, each box holding bad text,
+    /// and the rules' errors that have no field here (listed under the count).
+    fn problems(self) -> Memo<(usize, Vec<String>)> {
+        Memo::new(move |_| {
+            self.checked.with(|c| {
+                self.bad.with(|b| {
+                    let mut at_fields: Vec<&str> = c
+                        .errors
+                        .iter()
+                        .map(|e| e.path.as_str())
+                        .filter(|p| has_field(p) && !b.contains(*p))
+                        .collect();
+                    at_fields.sort_unstable();
+                    at_fields.dedup();
+                    let elsewhere: Vec<String> = c
+                        .errors
+                        .iter()
+                        .filter(|e| !has_field(&e.path))
+                        .map(|e| e.message.clone())
+                        .collect();
+                    (at_fields.len() + b.len() + elsewhere.len(), elsewhere)
+                })
+            })
+        })
+    }
+}
+
+/// The error at `path`, if any. Where the box holds text that is not a value, the box says so;
+/// the rules' verdict is on the value it last held.
+fn error_at(path: String) -> impl IntoView {
+    let verdicts = expect_context::<Verdicts>();
+    move || {
+        if verdicts.bad.with(|b| b.contains(&path)) {
+            return None;
+        }
+        let message = verdicts
+            .checked
+            .with(|c| verdicts.server.with(|s| message_at(c, s, &path)));
+        message.map(|m| view! { <span class="field-error" role="alert">{m}</span> })
+    }
+}
+
+/// Sending the request: as a draft, or a draft then submitted for approval.
+#[derive(Clone, Copy)]
+struct Sending {
+    spec: RwSignal<QuotaSpec>,
+    team: StoredValue<String>,
+    /// The draft being edited: id and version.
+    editing_id: Option<(i64, i32)>,
+    busy: RwSignal<bool>,
+    server: RwSignal<Option<ApiError>>,
+    changed: Callback<()>,
+}
+
+impl Sending {
+    fn send(self, and_submit: bool) {
+        let Sending {
+            spec,
+            team,
+            editing_id,
+            busy,
+            server,
+            changed,
+        } = self;
+        let Notice(saved) = expect_context::<Notice>();
+        let Sent(sent) = expect_context::<Sent>();
+        let Editing(editing) = expect_context::<Editing>();
         busy.set(true);
         saved.set(None);
         let spec = spec.get_untracked();
@@ -134,229 +261,183 @@ pub fn RequestForm(
                 Err(err) => server.set(Some(err)),
             }
         });
-    };
-    let error_at = move |path: String| {
-        move || {
-            // Where the box holds text that is not a value, the box says so; the rules' verdict
-            // is on the value it last held.
-            if bad.with(|b| b.contains(&path)) {
-                return None;
-            }
-            let message = checked.with(|c| server.with(|s| message_at(c, s, &path)));
-            message.map(|m| view! { <span class="field-error" role="alert">{m}</span> })
-        }
-    };
-    // The problems the form shows: each field with an error once, each box holding bad text,
-    // and the rules' errors that have no field here (listed under the count).
-    let problems = Memo::new(move |_| {
-        checked.with(|c| {
-            bad.with(|b| {
-                let mut at_fields: Vec<&str> = c
-                    .errors
-                    .iter()
-                    .map(|e| e.path.as_str())
-                    .filter(|p| has_field(p) && !b.contains(*p))
-                    .collect();
-                at_fields.sort_unstable();
-                at_fields.dedup();
-                let elsewhere: Vec<String> = c
-                    .errors
-                    .iter()
-                    .filter(|e| !has_field(&e.path))
-                    .map(|e| e.message.clone())
-                    .collect();
-                (at_fields.len() + b.len() + elsewhere.len(), elsewhere)
-            })
-        })
-    });
-    let blocked = move || busy.get() || problems.with(|p| p.0 > 0);
+    }
+}
+
+/// One row per flavor resource: its hardware and capacity, and the nominal quota, borrowing
+/// and lending limits asked for.
+#[component]
+fn QuotaLines(world: StoredValue<QuotaWorld>, spec: RwSignal<QuotaSpec>) -> impl IntoView {
     let lines = spec.with_untracked(|s| s.lines.len());
     view! {
-        <h2 data-test="request-heading">{heading}</h2>
-        <form data-test="request-form" on:submit=|ev| ev.prevent_default()>
-            <p class="muted" data-test="request-help">
-                "A request replaces the team's whole quota from its start date: every flavor, a line left at 0 is none of it. "
-                "On its end date the team's quota goes back to its latest approved request whose dates still hold, or to none. "
-                "Borrowing limit: blank is no limit (the team may borrow all that the rest of its cohort lends), 0 is never borrow. "
-                "Lending limit: blank lends all the team leaves unused."
-            </p>
-            <table>
-                <thead>
-                    <tr>
-                        <th>"Flavor"</th><th>"Resource"</th><th>"Capacity"</th><th>"Nominal"</th>
-                        <th>"Borrowing limit"</th><th>"Lending limit"</th>
-                    </tr>
-                </thead>
-                <tbody>
-                    {(0..lines)
-                        .map(|i| {
-                            let line = spec.with_untracked(|s| s.lines[i].clone());
-                            let capacity = world.with_value(|w| {
-                                w.flavors
-                                    .iter()
-                                    .find(|f| f.name == line.flavor)
-                                    .and_then(|f| f.capacity(&line.resource))
-                                    .unwrap_or(0)
-                            });
-                            let id = |what: &str| format!("line-{i}-{what}");
-                            let hardware = world.with_value(|w| w.flavors.iter().find(|f| f.name == line.flavor).map(hardware)).unwrap_or_default();
-                            view! {
-                                <tr>
-                                    <td>{line.flavor.clone()}<br/><small class="muted">{hardware}</small></td>
-                                    <td>{unit(&line.resource)}</td>
-                                    <td class="num">{capacity}</td>
-                                    <td>
-                                        <label class="sr-only" for=id("nominal")>{format!("Nominal {} of {}", unit(&line.resource), line.flavor)}</label>
-                                        <Amount
-                                            id=id("nominal")
-                                            path=format!("lines[{i}].nominal")
-                                            value=Some(line.nominal)
-                                            optional=false
-                                            set=Callback::new(move |v: Option<i64>| spec.update(|s| s.lines[i].nominal = v.unwrap_or(0)))
-                                        />
-                                        {error_at(format!("lines[{i}].nominal"))}
-                                    </td>
-                                    <td>
-                                        <label class="sr-only" for=id("borrowing")>{format!("Borrowing limit of {}, blank for none", line.flavor)}</label>
-                                        <Amount
-                                            id=id("borrowing")
-                                            path=format!("lines[{i}].borrowing_limit")
-                                            blank="no limit"
-                                            value=line.borrowing_limit
-                                            optional=true
-                                            set=Callback::new(move |v| spec.update(|s| s.lines[i].borrowing_limit = v))
-                                        />
-                                        {error_at(format!("lines[{i}].borrowing_limit"))}
-                                    </td>
-                                    <td>
-                                        <label class="sr-only" for=id("lending")>{format!("Lending limit of {}, blank for all unused", line.flavor)}</label>
-                                        <Amount
-                                            id=id("lending")
-                                            path=format!("lines[{i}].lending_limit")
-                                            blank="all unused"
-                                            value=line.lending_limit
-                                            optional=true
-                                            set=Callback::new(move |v| spec.update(|s| s.lines[i].lending_limit = v))
-                                        />
-                                        {error_at(format!("lines[{i}].lending_limit"))}
-                                    </td>
-                                </tr>
-                            }
-                        })
-                        .collect_view()}
-                </tbody>
-            </table>
-            <div class="fields">
-                <Choice
-                    id="reclaim"
-                    label="Reclaim lent quota (reclaimWithinCohort)"
-                    help="When other teams borrow this team's unused quota and it wants it back: Never waits until their jobs end; LowerPriority evicts only their lower-priority jobs; Any evicts any of them."
-                    options=&[(Reclaim::Never, "Never"), (Reclaim::LowerPriority, "LowerPriority"), (Reclaim::Any, "Any")]
-                    selected=spec.with_untracked(|s| s.reclaim_within_cohort)
-                    set=Callback::new(move |v| spec.update(|s| s.reclaim_within_cohort = v))
-                />
-                <Choice
-                    id="within"
-                    label="Preempt inside the queue (withinClusterQueue)"
-                    help="May a new job of this team evict the team's own running jobs? Never; LowerPriority: only lower-priority ones; LowerOrNewerEqualPriority: those and newer jobs of the same priority."
-                    options=&[
-                        (WithinQueue::Never, "Never"),
-                        (WithinQueue::LowerPriority, "LowerPriority"),
-                        (WithinQueue::LowerOrNewerEqualPriority, "LowerOrNewerEqualPriority"),
-                    ]
-                    selected=spec.with_untracked(|s| s.within_cluster_queue)
-                    set=Callback::new(move |v| spec.update(|s| s.within_cluster_queue = v))
-                />
-                <Choice
-                    id="queueing"
-                    label="Queueing strategy"
-                    help="BestEffortFIFO: a job that does not fit yet lets the jobs behind it start; StrictFIFO: jobs start strictly in order, so a large one holds back the rest."
-                    options=&[(Queueing::BestEffortFifo, "BestEffortFIFO"), (Queueing::StrictFifo, "StrictFIFO")]
-                    selected=spec.with_untracked(|s| s.queueing)
-                    set=Callback::new(move |v| spec.update(|s| s.queueing = v))
-                />
-                <p>
-                    <label for="checkpoint">"Checkpoint interval of preemptible training (minutes)"</label>
-                    <Amount
-                        id="checkpoint".to_owned()
-                        path="checkpoint_interval_min".to_owned()
-                        blank="none"
-                        value=spec.with_untracked(|s| s.checkpoint_interval_min.map(i64::from))
-                        optional=true
-                        set=Callback::new(move |v: Option<i64>| spec.update(|s| s.checkpoint_interval_min = v.and_then(|v| u32::try_from(v).ok())))
-                    />
-                    {error_at("checkpoint_interval_min".to_owned())}
-                </p>
-                <p>
-                    <label for="starts-on">"Starts on (UTC, YYYY-MM-DD)"</label>
-                    <DayInput id="starts-on" path="starts_on" value=spec.with_untracked(|s| Some(s.starts_on)) optional=false set=Callback::new(move |d: Option<Day>| if let Some(d) = d { spec.update(|s| s.starts_on = d) })/>
-                    {error_at("starts_on".to_owned())}
-                </p>
-                <p>
-                    <label for="ends-on">"Ends on (inclusive; blank for open-ended)"</label>
-                    <DayInput id="ends-on" path="ends_on" value=spec.with_untracked(|s| s.ends_on) optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
-                    {error_at("ends_on".to_owned())}
-                </p>
-                <p>
-                    <label for="project">"Project (optional)"</label>
-                    <input
-                        id="project"
-                        data-test="project"
-                        size="40"
-                        placeholder="what the quota is for: a model, a product"
-                        prop:value=spec.with_untracked(|s| s.project.clone().unwrap_or_default())
-                        on:input=move |ev| {
-                            let text = event_target_value(&ev);
-                            spec.update(|s| s.project = (!text.trim().is_empty()).then_some(text));
+        <table>
+            <thead>
+                <tr>
+                    <th>"Flavor"</th><th>"Resource"</th><th>"Capacity"</th><th>"Nominal"</th>
+                    <th>"Borrowing limit"</th><th>"Lending limit"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {(0..lines)
+                    .map(|i| {
+                        let line = spec.with_untracked(|s| s.lines[i].clone());
+                        let capacity = world.with_value(|w| {
+                            w.flavors
+                                .iter()
+                                .find(|f| f.name == line.flavor)
+                                .and_then(|f| f.capacity(&line.resource))
+                                .unwrap_or(0)
+                        });
+                        let id = |what: &str| format!("line-{i}-{what}");
+                        let hardware = world.with_value(|w| w.flavors.iter().find(|f| f.name == line.flavor).map(hardware)).unwrap_or_default();
+                        view! {
+                            <tr>
+                                <td>{line.flavor.clone()}<br/><small class="muted">{hardware}</small></td>
+                                <td>{unit(&line.resource)}</td>
+                                <td class="num">{capacity}</td>
+                                <td>
+                                    <label class="sr-only" for=id("nominal")>{format!("Nominal {} of {}", unit(&line.resource), line.flavor)}</label>
+                                    <Amount
+                                        id=id("nominal")
+                                        path=format!("lines[{i}].nominal")
+                                        value=Some(line.nominal)
+                                        optional=false
+                                        set=Callback::new(move |v: Option<i64>| spec.update(|s| s.lines[i].nominal = v.unwrap_or(0)))
+                                    />
+                                    {error_at(format!("lines[{i}].nominal"))}
+                                </td>
+                                <td>
+                                    <label class="sr-only" for=id("borrowing")>{format!("Borrowing limit of {}, blank for none", line.flavor)}</label>
+                                    <Amount
+                                        id=id("borrowing")
+                                        path=format!("lines[{i}].borrowing_limit")
+                                        blank="no limit"
+                                        value=line.borrowing_limit
+                                        optional=true
+                                        set=Callback::new(move |v| spec.update(|s| s.lines[i].borrowing_limit = v))
+                                    />
+                                    {error_at(format!("lines[{i}].borrowing_limit"))}
+                                </td>
+                                <td>
+                                    <label class="sr-only" for=id("lending")>{format!("Lending limit of {}, blank for all unused", line.flavor)}</label>
+                                    <Amount
+                                        id=id("lending")
+                                        path=format!("lines[{i}].lending_limit")
+                                        blank="all unused"
+                                        value=line.lending_limit
+                                        optional=true
+                                        set=Callback::new(move |v| spec.update(|s| s.lines[i].lending_limit = v))
+                                    />
+                                    {error_at(format!("lines[{i}].lending_limit"))}
+                                </td>
+                            </tr>
                         }
-                    />
-                    {error_at("project".to_owned())}
-                </p>
-                <p>
-                    <label for="largest-job">"Largest job (GPUs at once, optional)"</label>
-                    <Amount
-                        id="largest-job".to_owned()
-                        path="largest_job_gpus".to_owned()
-                        blank="not known"
-                        value=spec.with_untracked(|s| s.largest_job_gpus.map(i64::from))
-                        optional=true
-                        set=Callback::new(move |v: Option<i64>| spec.update(|s| s.largest_job_gpus = v.map(|v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))))
-                    />
-                    <span class="muted">" Kueue starts a job only when all its GPUs fit the queue's quota at once."</span>
-                    {error_at("largest_job_gpus".to_owned())}
-                </p>
-                <p>
-                    <label for="justification">"Justification"</label>
-                    <textarea
-                        id="justification"
-                        data-test="justification"
-                        rows="3"
-                        prop:value=spec.with_untracked(|s| s.justification.clone())
-                        on:input=move |ev| {
-                            let text = event_target_value(&ev);
-                            spec.update(|s| s.justification = text);
-                        }
-                    ></textarea>
-                    {error_at("justification".to_owned())}
-                </p>
-            </div>
-            <Warnings fields=Signal::derive(move || checked.with(|c| c.warnings.clone()))/>
-            <p data-test="request-problems" class=move || if problems.with(|p| p.0 == 0) { "ok" } else { "bad" }>
-                {move || problems.with(|(n, elsewhere)| {
-                    let count = match n {
-                        0 => "Ready to send.".to_owned(),
-                        1 => "1 problem to fix before sending.".to_owned(),
-                        n => format!("{n} problems to fix before sending."),
-                    };
-                    [count, elsewhere.join(" ")].join(" ")
-                })}
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+/// Kueue's preemption and queueing terms, the checkpoint interval, the dates, the project,
+/// the largest job and the justification.
+#[component]
+fn Terms(spec: RwSignal<QuotaSpec>) -> impl IntoView {
+    view! {
+        <div class="fields">
+            <Choice
+                id="reclaim"
+                label="Reclaim lent quota (reclaimWithinCohort)"
+                help="When other teams borrow this team's unused quota and it wants it back: Never waits until their jobs end; LowerPriority evicts only their lower-priority jobs; Any evicts any of them."
+                options=&[(Reclaim::Never, "Never"), (Reclaim::LowerPriority, "LowerPriority"), (Reclaim::Any, "Any")]
+                selected=spec.with_untracked(|s| s.reclaim_within_cohort)
+                set=Callback::new(move |v| spec.update(|s| s.reclaim_within_cohort = v))
+            />
+            <Choice
+                id="within"
+                label="Preempt inside the queue (withinClusterQueue)"
+                help="May a new job of this team evict the team's own running jobs? Never; LowerPriority: only lower-priority ones; LowerOrNewerEqualPriority: those and newer jobs of the same priority."
+                options=&[
+                    (WithinQueue::Never, "Never"),
+                    (WithinQueue::LowerPriority, "LowerPriority"),
+                    (WithinQueue::LowerOrNewerEqualPriority, "LowerOrNewerEqualPriority"),
+                ]
+                selected=spec.with_untracked(|s| s.within_cluster_queue)
+                set=Callback::new(move |v| spec.update(|s| s.within_cluster_queue = v))
+            />
+            <Choice
+                id="queueing"
+                label="Queueing strategy"
+                help="BestEffortFIFO: a job that does not fit yet lets the jobs behind it start; StrictFIFO: jobs start strictly in order, so a large one holds back the rest."
+                options=&[(Queueing::BestEffortFifo, "BestEffortFIFO"), (Queueing::StrictFifo, "StrictFIFO")]
+                selected=spec.with_untracked(|s| s.queueing)
+                set=Callback::new(move |v| spec.update(|s| s.queueing = v))
+            />
+            <p>
+                <label for="checkpoint">"Checkpoint interval of preemptible training (minutes)"</label>
+                <Amount
+                    id="checkpoint".to_owned()
+                    path="checkpoint_interval_min".to_owned()
+                    blank="none"
+                    value=spec.with_untracked(|s| s.checkpoint_interval_min.map(i64::from))
+                    optional=true
+                    set=Callback::new(move |v: Option<i64>| spec.update(|s| s.checkpoint_interval_min = v.and_then(|v| u32::try_from(v).ok())))
+                />
+                {error_at("checkpoint_interval_min".to_owned())}
             </p>
-            {move || server.get().filter(|e| e.fields.is_empty()).map(|error| view! { <ErrorBox error/> })}
-            <button type="button" data-test="save-draft" disabled=blocked on:click=move |_| send(false)>"Save as draft"</button>
-            " "
-            <button type="button" data-test="submit-request" disabled=blocked on:click=move |_| send(true)>"Submit for approval"</button>
-            {editing_id.map(|_| view! { " " <button type="button" data-test="cancel-edit" on:click=move |_| editing.set(None)>"Cancel editing"</button> })}
-        </form>
+            <p>
+                <label for="starts-on">"Starts on (UTC, YYYY-MM-DD)"</label>
+                <DayInput id="starts-on" path="starts_on" value=spec.with_untracked(|s| Some(s.starts_on)) optional=false set=Callback::new(move |d: Option<Day>| if let Some(d) = d { spec.update(|s| s.starts_on = d) })/>
+                {error_at("starts_on".to_owned())}
+            </p>
+            <p>
+                <label for="ends-on">"Ends on (inclusive; blank for open-ended)"</label>
+                <DayInput id="ends-on" path="ends_on" value=spec.with_untracked(|s| s.ends_on) optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
+                {error_at("ends_on".to_owned())}
+            </p>
+            <p>
+                <label for="project">"Project (optional)"</label>
+                <input
+                    id="project"
+                    data-test="project"
+                    size="40"
+                    placeholder="what the quota is for: a model, a product"
+                    prop:value=spec.with_untracked(|s| s.project.clone().unwrap_or_default())
+                    on:input=move |ev| {
+                        let text = event_target_value(&ev);
+                        spec.update(|s| s.project = (!text.trim().is_empty()).then_some(text));
+                    }
+                />
+                {error_at("project".to_owned())}
+            </p>
+            <p>
+                <label for="largest-job">"Largest job (GPUs at once, optional)"</label>
+                <Amount
+                    id="largest-job".to_owned()
+                    path="largest_job_gpus".to_owned()
+                    blank="not known"
+                    value=spec.with_untracked(|s| s.largest_job_gpus.map(i64::from))
+                    optional=true
+                    set=Callback::new(move |v: Option<i64>| spec.update(|s| s.largest_job_gpus = v.map(|v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))))
+                />
+                <span class="muted">" Kueue starts a job only when all its GPUs fit the queue's quota at once."</span>
+                {error_at("largest_job_gpus".to_owned())}
+            </p>
+            <p>
+                <label for="justification">"Justification"</label>
+                <textarea
+                    id="justification"
+                    data-test="justification"
+                    rows="3"
+                    prop:value=spec.with_untracked(|s| s.justification.clone())
+                    on:input=move |ev| {
+                        let text = event_target_value(&ev);
+                        spec.update(|s| s.justification = text);
+                    }
+                ></textarea>
+                {error_at("justification".to_owned())}
+            </p>
+        </div>
     }
 }
 
@@ -378,24 +459,6 @@ fn Warnings(fields: Signal<Vec<FieldError>>) -> impl IntoView {
     }
 }
 
-/// A whole number; blank is `None` when `optional`. Bad text is refused here, in words.
-/// The rule paths of the boxes that hold text that is not a value (not sent; counted as
-/// problems).
-#[derive(Clone, Copy)]
-struct BadText(RwSignal<std::collections::BTreeSet<String>>);
-
-impl BadText {
-    fn mark(self, path: &str, bad: bool) {
-        self.0.update(|b| {
-            if bad {
-                b.insert(path.to_owned());
-            } else {
-                b.remove(path);
-            }
-        });
-    }
-}
-
 /// Whether the form has a box for an error at `path` (where the error is shown).
 fn has_field(path: &str) -> bool {
     matches!(
@@ -412,6 +475,7 @@ fn has_field(path: &str) -> bool {
             .any(|f| path.ends_with(f)))
 }
 
+/// A whole number; blank is `None` when `optional`. Bad text is refused here, in words.
 #[component]
 fn Amount(
     id: String,
@@ -424,7 +488,7 @@ fn Amount(
     set: Callback<Option<i64>>,
 ) -> impl IntoView {
     let wrong = RwSignal::new(None::<&'static str>);
-    let bad = expect_context::<BadText>();
+    let bad = expect_context::<Verdicts>();
     Effect::new(move |_| bad.mark(&path, wrong.get().is_some()));
     let placeholder = blank;
     view! {
@@ -461,7 +525,7 @@ fn DayInput(
     set: Callback<Option<Day>>,
 ) -> impl IntoView {
     let wrong = RwSignal::new(false);
-    let bad = expect_context::<BadText>();
+    let bad = expect_context::<Verdicts>();
     Effect::new(move |_| bad.mark(path, wrong.get()));
     view! {
         <input
