@@ -141,51 +141,7 @@ pub fn Plan() -> impl IntoView {
     provide_context(draft);
     provide_context(results);
     quotas::Suggestions::provide();
-    // Each settled draft gets a number; only the answer for the latest is shown.
-    let generation = StoredValue::new(0u64);
-    let evaluator = std::rc::Rc::new(evaluator::Evaluator::new("evaluate", move |id, answer| {
-        if id != generation.get_value() {
-            return; // the draft changed since: its own answer follows
-        }
-        match answer {
-            Ok((Ok(evaluation), ms)) => {
-                results.evaluation.set(Some(evaluation));
-                results.run.set(Run::Done { ms });
-            }
-            Ok((Err(problems), _)) => results.run.set(Run::Invalid {
-                problems: problems.len(),
-            }),
-            Err(failure) => results.run.set(Run::Failed(failure)),
-        }
-        results.settled.update(|n| *n += 1);
-    }));
-    Effect::new(move |_| {
-        draft.scenario.track();
-        let mine = generation.get_value() + 1;
-        generation.set_value(mine);
-        results.run.set(Run::Computing);
-        let evaluator = evaluator.clone();
-        set_timeout(
-            move || {
-                if generation.get_value() != mine {
-                    return; // edited again since: that edit's timer evaluates
-                }
-                let json = draft
-                    .scenario
-                    .with_untracked(serde_json::to_string)
-                    .unwrap_or_default();
-                keep_draft(&json);
-                match draft.problems.with_untracked(Vec::len) {
-                    0 => evaluator.submit(mine, json),
-                    problems => {
-                        results.run.set(Run::Invalid { problems });
-                        results.settled.update(|n| *n += 1);
-                    }
-                }
-            },
-            Duration::from_millis(SETTLE_MS),
-        );
-    });
+    evaluate_each_settled_draft(draft, results);
     let step = RwSignal::new(Step::Start);
     let list = saved::saved_list();
     let opened = RwSignal::new(None::<SavedSummary>);
@@ -206,25 +162,11 @@ pub fn Plan() -> impl IntoView {
         derived.set(String::new());
         true
     };
-    // A saved scenario opened by its URL (`/plan/{id}`) replaces the draft.
     let route = expect_context::<Route>();
-    Effect::new(move |_| {
-        let Some(id) = route.saved.get() else {
-            return;
-        };
-        if opened.with_untracked(|o| o.as_ref().is_some_and(|o| o.id.to_string() == id)) {
-            return; // just saved: the draft is that scenario already
+    open_saved_by_url(route, opened, notice, move |saved: SavedScenario| {
+        if replace(saved.scenario, Some(saved.summary)) {
+            step.set(Step::Results);
         }
-        spawn_local(async move {
-            match api::get::<SavedScenario>(&format!("/api/scenarios/{id}")).await {
-                Ok(saved) => {
-                    if replace(saved.scenario, Some(saved.summary)) {
-                        step.set(Step::Results);
-                    }
-                }
-                Err(err) => notice.set(Some(err)),
-            }
-        });
     });
     let on_saved = Callback::new(move |()| baseline.set(draft.scenario.get_untracked()));
     let start = Callback::new(move |(s, summary): (Scenario, Option<SavedSummary>)| {
@@ -271,6 +213,79 @@ pub fn Plan() -> impl IntoView {
             </div>
         </section>
     }
+}
+
+/// Each draft, once it has settled (no edit for [`SETTLE_MS`]), is kept in the browser and
+/// evaluated in the planner's worker; only the answer for the latest draft is shown.
+fn evaluate_each_settled_draft(draft: Draft, results: Results) {
+    // Each settled draft gets a number; only the answer for the latest is shown.
+    let generation = StoredValue::new(0u64);
+    let evaluator = std::rc::Rc::new(evaluator::Evaluator::new("evaluate", move |id, answer| {
+        if id != generation.get_value() {
+            return; // the draft changed since: its own answer follows
+        }
+        match answer {
+            Ok((Ok(evaluation), ms)) => {
+                results.evaluation.set(Some(evaluation));
+                results.run.set(Run::Done { ms });
+            }
+            Ok((Err(problems), _)) => results.run.set(Run::Invalid {
+                problems: problems.len(),
+            }),
+            Err(failure) => results.run.set(Run::Failed(failure)),
+        }
+        results.settled.update(|n| *n += 1);
+    }));
+    Effect::new(move |_| {
+        draft.scenario.track();
+        let mine = generation.get_value() + 1;
+        generation.set_value(mine);
+        results.run.set(Run::Computing);
+        let evaluator = evaluator.clone();
+        set_timeout(
+            move || {
+                if generation.get_value() != mine {
+                    return; // edited again since: that edit's timer evaluates
+                }
+                let json = draft
+                    .scenario
+                    .with_untracked(serde_json::to_string)
+                    .unwrap_or_default();
+                keep_draft(&json);
+                match draft.problems.with_untracked(Vec::len) {
+                    0 => evaluator.submit(mine, json),
+                    problems => {
+                        results.run.set(Run::Invalid { problems });
+                        results.settled.update(|n| *n += 1);
+                    }
+                }
+            },
+            Duration::from_millis(SETTLE_MS),
+        );
+    });
+}
+
+/// A saved scenario opened by its URL (`/plan/{id}`) is fetched and handed to `open`.
+fn open_saved_by_url(
+    route: Route,
+    opened: RwSignal<Option<SavedSummary>>,
+    notice: RwSignal<Option<ApiError>>,
+    open: impl Fn(SavedScenario) + Copy + 'static,
+) {
+    Effect::new(move |_| {
+        let Some(id) = route.saved.get() else {
+            return;
+        };
+        if opened.with_untracked(|o| o.as_ref().is_some_and(|o| o.id.to_string() == id)) {
+            return; // just saved: the draft is that scenario already
+        }
+        spawn_local(async move {
+            match api::get::<SavedScenario>(&format!("/api/scenarios/{id}")).await {
+                Ok(saved) => open(saved),
+                Err(err) => notice.set(Some(err)),
+            }
+        });
+    });
 }
 
 fn preset(json: &str) -> Scenario {

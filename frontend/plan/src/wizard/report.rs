@@ -91,22 +91,28 @@ fn demand_plot(s: &Scenario, sizing: Option<&Sizing>) -> String {
 
 #[component]
 pub fn Report(evaluation: Evaluation) -> impl IntoView {
+    let sensitivity = sensitivity_plot(&evaluation);
+    view! {
+        {recommendation(&evaluation)}
+        {sizing(&evaluation)}
+        <h2>"Where the utilisation comes from"</h2>
+        {utilisation_sources(&evaluation)}
+        {week(&evaluation)}
+        <h2>"Isolation"</h2>
+        <div inner_html=isolation_html(&evaluation)></div>
+        <MigLayouts mig=evaluation.mig.clone()/>
+        <Warnings evaluation=evaluation.clone()/>
+        <Chart id="sensitivity-chart" plot=Box::new(move || Some(sensitivity.clone()))/>
+        <h2>"Adoption plan"</h2>
+        {adoption(&evaluation)}
+    }
+}
+
+/// The recommended architecture with its reasons, what would change it, and each option's
+/// score under the manager's weights.
+fn recommendation(evaluation: &Evaluation) -> impl IntoView + use<> {
     let d = &evaluation.decision;
-    let (sep, shared_pool, gain) = (
-        &evaluation.sizing.separate_pools,
-        &evaluation.sizing.shared_pool,
-        &evaluation.sizing.gain,
-    );
-    let sim = &evaluation.simulation.total;
-    let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
-    let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
-    let (waterfall, scores, utilisation, teams, sensitivity) = (
-        waterfall_plot(&evaluation),
-        score_plot(&evaluation),
-        utilisation_plot(&evaluation),
-        team_plot(&evaluation),
-        sensitivity_plot(&evaluation),
-    );
+    let scores = score_plot(evaluation);
     view! {
         <h2>"Recommendation: " <span data-test="recommendation" title=d.recommendation.description()>{d.recommendation.label()}</span></h2>
         <ul class="reasons" data-test="reasons">
@@ -149,6 +155,21 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
             </div>
             <Chart id="scores-chart" plot=Box::new(move || Some(scores.clone()))/>
         </div>
+    }
+}
+
+/// Separate pools against one shared pool: the cards, utilisation and cost of each, and the
+/// gain in words.
+fn sizing(evaluation: &Evaluation) -> impl IntoView + use<> {
+    let (sep, shared_pool, gain) = (
+        &evaluation.sizing.separate_pools,
+        &evaluation.sizing.shared_pool,
+        &evaluation.sizing.gain,
+    );
+    let row = |label: &'static str, a: String, b: String| view! { <tr><td>{label}</td><td class="num">{a}</td><td class="num">{b}</td></tr> };
+    let cost_per_m = |v: Option<f64>| v.map_or("–".to_owned(), |c| format!("${:.2}", c / 100.0));
+    let utilisation = utilisation_plot(evaluation);
+    view! {
         <h2>"Sizing"</h2>
         <div class="two">
             <table data-test="sizing">
@@ -168,14 +189,22 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
             {format!(
                 "Busy utilisation {:.1}% → {:.1}%: {:.2}x the work per fixed cost. On the {} cards of separate pools that is {:.0} more busy-GPU equivalents, or {:.0} of those cards to retire for the same work: worth {} a year at the fleet's mean price (the busy share gained on the cards you have). Sized for the same peaks instead, a shared pool needs {} cards fewer than separate pools: {} a year less (the table's cost rows: the cards the week's peaks need).",
                 gain.from_pct, gain.to_pct, gain.work_per_cost_factor, thousands(gain.gpus as i64), gain.extra_busy_gpus, gain.retirable_gpus,
-                whole_dollars(d.gain_value_cents_per_year),
+                whole_dollars(evaluation.decision.gain_value_cents_per_year),
                 thousands(sep.gpus as i64 - shared_pool.gpus as i64),
                 whole_dollars(sep.cost_cents_per_year - shared_pool.cost_cents_per_year),
             )}
         </p>
-        <h2>"Where the utilisation comes from"</h2>
+    }
+}
+
+/// The waterfall from separate pools to the shared fleet, and what the week's replicas and
+/// evictions held.
+fn utilisation_sources(evaluation: &Evaluation) -> impl IntoView + use<> {
+    let sim = &evaluation.simulation.total;
+    let waterfall = waterfall_plot(evaluation);
+    view! {
         <div class="two">
-            <div inner_html=waterfall_html(&evaluation)></div>
+            <div inner_html=waterfall_html(evaluation)></div>
             <Chart id="waterfall-chart" plot=Box::new(move || Some(waterfall.clone()))/>
         </div>
         <p class="muted" data-test="rework">
@@ -186,8 +215,17 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
                 sim.rework_gpu_hours + sim.backlog_rework_gpu_hours,
             )}
         </p>
+    }
+}
+
+/// The demand, the fleet's flavors with their verdicts, and the simulated week in words and
+/// per team.
+fn week(evaluation: &Evaluation) -> impl IntoView + use<> {
+    let sim = &evaluation.simulation.total;
+    let teams = team_plot(evaluation);
+    view! {
         <DemandChart/>
-        <div inner_html=fleet_html(&evaluation)></div>
+        <div inner_html=fleet_html(evaluation)></div>
         <ul class="warnings" data-test="fleet-verdicts">
             {evaluation.sizing.by_flavor.iter().flat_map(|f| f.verdicts()).map(|v| view! { <li>{v}</li> }).collect_view()}
         </ul>
@@ -208,12 +246,12 @@ pub fn Report(evaluation: Evaluation) -> impl IntoView {
             )}
         </p>
         <Chart id="teams-chart" plot=Box::new(move || Some(teams.clone()))/>
-        <h2>"Isolation"</h2>
-        <div inner_html=isolation_html(&evaluation)></div>
-        <MigLayouts mig=evaluation.mig.clone()/>
-        <Warnings evaluation=evaluation.clone()/>
-        <Chart id="sensitivity-chart" plot=Box::new(move || Some(sensitivity.clone()))/>
-        <h2>"Adoption plan"</h2>
+    }
+}
+
+/// The adoption plan's steps, each with why and what it needs.
+fn adoption(evaluation: &Evaluation) -> impl IntoView + use<> {
+    view! {
         <ol class="adoption" data-test="adoption">
             {evaluation.adoption.iter().map(|step| view! {
                 <li>
