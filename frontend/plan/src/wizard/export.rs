@@ -18,54 +18,13 @@ pub fn ExportStep() -> impl IntoView {
     let files = Memo::new(move |_| {
         let valid = draft.problems.with(Vec::is_empty);
         let done = matches!(results.run.get(), Run::Done { .. });
+        let version = version.get();
         (valid && done).then(|| {
-            let mut files: Vec<(String, String, String)> = Vec::new();
             results.evaluation.with(|e| {
-                let Some(e) = e else { return };
-                let (objects, verdicts) = draft.scenario.with(|s| {
-                    let objects = manifests::export(s, &e.isolation, version.get());
-                    (objects, manifests::admission(s, &e.isolation))
-                });
-                files.extend(objects.into_iter().map(|f| {
-                    let what = format!("({} objects)", f.objects.len());
-                    (f.name, f.yaml, what)
-                }));
-                let never = verdicts
-                    .iter()
-                    .any(|v| v.admissible == shared::kueue::Admissible::Never);
-                let what = if never {
-                    "(some classes' pods would never start: read why)"
-                } else {
-                    "(whether each class's pod starts where the export puts it)"
-                };
-                files.push((
-                    manifests::CHECK_FILE.to_owned(),
-                    shared::kueue::report(&verdicts),
-                    what.to_owned(),
-                ));
-            });
-            {
-                results.evaluation.with(|e| {
-                    for m in e.iter().flat_map(|e| &e.mig) {
-                        if let Ok(plan) = &m.layout {
-                            files.push((
-                                format!("mig-parted-{}.yaml", m.flavor),
-                                plan.mig_parted_yaml.clone(),
-                                "(NVIDIA mig-parted: label each node nvidia.com/mig.config=<name>)"
-                                    .to_owned(),
-                            ));
-                        }
-                    }
-                    if let Some(hami) = e.as_ref().and_then(|e| e.hami_limits.clone()) {
-                        files.push((
-                            "hami-limits.yaml".to_owned(),
-                            hami,
-                            "(HAMi: each class's container limits)".to_owned(),
-                        ));
-                    }
-                });
-            }
-            files
+                e.as_ref().map_or_else(Vec::new, |e| {
+                    draft.scenario.with(|s| export_files(s, e, version))
+                })
+            })
         })
     });
     let status = RwSignal::new(None::<String>);
@@ -97,32 +56,89 @@ pub fn ExportStep() -> impl IntoView {
         {move || status.get().map(|s| view! { <p class="ok" role="status" data-test="export-status">{s}</p> })}
         {move || match files.get() {
             None => view! { <p class="problem" role="alert">"The manifests follow the scenario's evaluation (its isolation plan): fix the scenario's problems, if any, and they appear once it is evaluated."</p> }.into_any(),
-            Some(files) => files.into_iter().map(|(name, yaml, what)| {
-                let (for_download, for_copy) = ((name.clone(), yaml.clone()), yaml.clone());
-                view! {
-                    <section class="manifest" data-test="manifest" data-name=name.clone()>
-                        <h3>{name.clone()}" "<span class="muted">{what}</span></h3>
-                        <button type="button" on:click=move |_| {
-                            let (name, yaml) = &for_download;
-                            match download(name, &JsValue::from_str(yaml), "application/yaml") {
-                                Ok(()) => status.set(Some(format!("{name} downloaded"))),
-                                Err(err) => status.set(Some(format!("the download did not start: {err:?}"))),
-                            }
-                        }>"Download"</button>
-                        <button type="button" on:click=move |_| {
-                            let yaml = for_copy.clone();
-                            spawn_local(async move {
-                                status.set(Some(match copy(&yaml).await {
-                                    Ok(()) => "copied to the clipboard".to_owned(),
-                                    Err(_) => "this browser refused the clipboard: select the text and copy it".to_owned(),
-                                }))
-                            });
-                        }>"Copy"</button>
-                        <pre class="yaml">{yaml}</pre>
-                    </section>
-                }
-            }).collect_view().into_any(),
+            Some(files) => files.into_iter().map(|(name, yaml, what)| view! { <Manifest name yaml what status/> }).collect_view().into_any(),
         }}
+    }
+}
+
+/// The files of the export: the Kueue and KEDA objects, the admission check, then the MIG
+/// partitions and HAMi limits the evaluation laid out; each (name, YAML, what it holds).
+fn export_files(
+    scenario: &shared::planning::scenario::Scenario,
+    e: &shared::planning::Evaluation,
+    version: KueueVersion,
+) -> Vec<(String, String, String)> {
+    let objects = manifests::export(scenario, &e.isolation, version);
+    let verdicts = manifests::admission(scenario, &e.isolation);
+    let mut files: Vec<(String, String, String)> = objects
+        .into_iter()
+        .map(|f| {
+            let what = format!("({} objects)", f.objects.len());
+            (f.name, f.yaml, what)
+        })
+        .collect();
+    let never = verdicts
+        .iter()
+        .any(|v| v.admissible == shared::kueue::Admissible::Never);
+    let what = if never {
+        "(some classes' pods would never start: read why)"
+    } else {
+        "(whether each class's pod starts where the export puts it)"
+    };
+    files.push((
+        manifests::CHECK_FILE.to_owned(),
+        shared::kueue::report(&verdicts),
+        what.to_owned(),
+    ));
+    for m in &e.mig {
+        if let Ok(plan) = &m.layout {
+            files.push((
+                format!("mig-parted-{}.yaml", m.flavor),
+                plan.mig_parted_yaml.clone(),
+                "(NVIDIA mig-parted: label each node nvidia.com/mig.config=<name>)".to_owned(),
+            ));
+        }
+    }
+    if let Some(hami) = e.hami_limits.clone() {
+        files.push((
+            "hami-limits.yaml".to_owned(),
+            hami,
+            "(HAMi: each class's container limits)".to_owned(),
+        ));
+    }
+    files
+}
+
+/// One file of the export, shown, to download or copy; `status` says how that went.
+#[component]
+fn Manifest(
+    name: String,
+    yaml: String,
+    what: String,
+    status: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let (for_download, for_copy) = ((name.clone(), yaml.clone()), yaml.clone());
+    view! {
+        <section class="manifest" data-test="manifest" data-name=name.clone()>
+            <h3>{name.clone()}" "<span class="muted">{what}</span></h3>
+            <button type="button" on:click=move |_| {
+                let (name, yaml) = &for_download;
+                match download(name, &JsValue::from_str(yaml), "application/yaml") {
+                    Ok(()) => status.set(Some(format!("{name} downloaded"))),
+                    Err(err) => status.set(Some(format!("the download did not start: {err:?}"))),
+                }
+            }>"Download"</button>
+            <button type="button" on:click=move |_| {
+                let yaml = for_copy.clone();
+                spawn_local(async move {
+                    status.set(Some(match copy(&yaml).await {
+                        Ok(()) => "copied to the clipboard".to_owned(),
+                        Err(_) => "this browser refused the clipboard: select the text and copy it".to_owned(),
+                    }))
+                });
+            }>"Copy"</button>
+            <pre class="yaml">{yaml}</pre>
+        </section>
     }
 }
 

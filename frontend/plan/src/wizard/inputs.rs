@@ -315,62 +315,15 @@ fn WorkloadForm(t: usize, w: usize) -> impl IntoView {
                 .collect()
         })
     });
-    let mut shapes: Vec<(String, String)> = [
-        Preset::Flat,
-        Preset::BusinessHoursDiurnal,
-        Preset::WeeklyBatch,
-    ]
-    .into_iter()
-    .map(|p| {
-        (
-            serde_name(&p),
-            format!("{}: {}", p.label(), p.description()),
-        )
-    })
-    .collect();
-    shapes.push((HOURLY.to_owned(), "168 hourly values".to_owned()));
+    let shapes = demand_shapes();
     let shapes = Signal::derive(move || shapes.clone());
-    let mut isolation: Vec<(String, String)> = vec![(String::new(), "not known".to_owned())];
-    isolation.extend(
-        Mechanism::ALL
-            .into_iter()
-            .map(|m| (serde_name(&m), m.label().to_owned())),
-    );
-    let isolation = Signal::derive(move || isolation.clone());
-    let set_kind = move |s: &mut Scenario, v: &str| {
-        let Some(kind) = from_serde_name::<WorkloadKind>(v) else {
-            return;
-        };
-        if let Some(x) = work_mut(s, t, w) {
-            x.kind = kind;
-            if kind == WorkloadKind::Inference {
-                x.inference.get_or_insert_with(Inference::typical);
-                x.backlog_gpus = 0.0;
-            } else {
-                x.inference = None;
-            }
-        }
-    };
-    let set_shape = move |s: &mut Scenario, v: &str| {
-        let Some(x) = work_mut(s, t, w) else { return };
-        let values = x.demand.hourly();
-        x.demand = match from_serde_name::<Preset>(v) {
-            Some(preset) => Demand::Preset {
-                preset,
-                peak_gpus: values.iter().copied().fold(0.0, f64::max),
-            },
-            None => Demand::Hourly {
-                hourly_gpus: values,
-            },
-        };
-    };
     view! {
         <fieldset class="workload" data-test="workload">
             <legend>{move || draft.scenario.with(|s| work(s, t, w).map(|x| x.name.clone()))}</legend>
             <div class="row">
                 <Field label="Name" path=p("name") bind=bind_text(move |s| work(s, t, w).map(|x| x.name.clone()), move |s, v| if let Some(x) = work_mut(s, t, w) { v.clone_into(&mut x.name) })/>
                 <Choice label="Kind" path=p("kind") options=choices(WorkloadKind::ALL, |k| serde_name(&k))
-                    get=Arc::new(move |s| work(s, t, w).map(|x| serde_name(&x.kind)).unwrap_or_default()) set=Arc::new(set_kind)/>
+                    get=Arc::new(move |s| work(s, t, w).map(|x| serde_name(&x.kind)).unwrap_or_default()) set=Arc::new(move |s, v| set_kind(s, (t, w), v))/>
                 <Choice label="Runs on" path=p("flavor") options=flavors
                     get=Arc::new(move |s| work(s, t, w).map(|x| x.flavor.clone()).unwrap_or_default())
                     set=Arc::new(move |s, v| if let Some(x) = work_mut(s, t, w) { v.clone_into(&mut x.flavor) })/>
@@ -379,7 +332,7 @@ fn WorkloadForm(t: usize, w: usize) -> impl IntoView {
             <div class="row">
                 <Choice label="Demand" path=p("demand") options=shapes
                     get=Arc::new(move |s| work(s, t, w).map(|x| match &x.demand { Demand::Preset { preset, .. } => serde_name(preset), Demand::Hourly { .. } => HOURLY.to_owned() }).unwrap_or_default())
-                    set=Arc::new(set_shape)/>
+                    set=Arc::new(move |s, v| set_shape(s, (t, w), v))/>
                 {move || if hourly.get() { view! { <HourlyField t w/> }.into_any() } else { view! {
                     <Field label="Peak" unit="GPUs" path=p("demand") mode="decimal"
                         bind=bind_decimal(move |s| work(s, t, w).and_then(|x| match x.demand { Demand::Preset { peak_gpus, .. } => Some(peak_gpus), Demand::Hourly { .. } => None }),
@@ -399,31 +352,106 @@ fn WorkloadForm(t: usize, w: usize) -> impl IntoView {
             </div>
             {move || match kind.get() {
                 Some(WorkloadKind::Inference) => view! { <InferenceFields t w/> }.into_any(),
-                _ => view! {
-                    <div class="row">
-                        <Field label="Job length" unit="min" path=p("job_minutes") mode="numeric"
-                            bind=bind_whole(move |s| work(s, t, w).map(|x| x.job_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.job_minutes = v })/>
-                        <Field label="Checkpoint every" unit="min, 0: never" path=p("checkpoint_minutes") mode="numeric"
-                            bind=bind_whole(move |s| work(s, t, w).map(|x| x.checkpoint_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.checkpoint_minutes = v })/>
-                        <Field label="Restart after eviction" unit="min (image, checkpoint)" path=p("restart_minutes") mode="numeric"
-                            bind=bind_whole(move |s| work(s, t, w).map(|x| x.restart_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.restart_minutes = v })/>
-                        <Field label="Backlog" unit="GPUs always waiting" path=p("backlog_gpus") mode="decimal"
-                            bind=bind_decimal(move |s| work(s, t, w).map(|x| x.backlog_gpus), move |s, v| if let Some(x) = work_mut(s, t, w) { x.backlog_gpus = v })/>
-                    </div>
-                }.into_any(),
+                _ => view! { <BatchFields t w/> }.into_any(),
             }}
-            <div class="row">
-                <Check label="Preemptible" title="It expects to be evicted (borrowed quota, lower priority) and is checked for checkpoints."
-                    get=Arc::new(move |s| work(s, t, w).is_some_and(|x| x.preemptible)) set=Arc::new(move |s, on| if let Some(x) = work_mut(s, t, w) { x.preemptible = on })/>
-                <Check label="Latency SLO"
-                    get=Arc::new(move |s| work(s, t, w).is_some_and(|x| x.slo)) set=Arc::new(move |s, on| if let Some(x) = work_mut(s, t, w) { x.slo = on })/>
-                <Check label="Throughput over isolation (MPS)" title="One trusted team's work smaller than a GPU."
-                    get=Arc::new(move |s| work(s, t, w).is_some_and(|x| x.throughput)) set=Arc::new(move |s, on| if let Some(x) = work_mut(s, t, w) { x.throughput = on })/>
-                <Choice label="Isolated today by" path=p("current_isolation") options=isolation
-                    get=Arc::new(move |s| work(s, t, w).and_then(|x| x.current_isolation).map(|m| serde_name(&m)).unwrap_or_default())
-                    set=Arc::new(move |s, v| if let Some(x) = work_mut(s, t, w) { x.current_isolation = from_serde_name(v) })/>
-            </div>
+            <Traits t w/>
         </fieldset>
+    }
+}
+
+/// The demand shapes a class may follow: the presets, and hourly values.
+fn demand_shapes() -> Vec<(String, String)> {
+    let mut shapes: Vec<(String, String)> = [
+        Preset::Flat,
+        Preset::BusinessHoursDiurnal,
+        Preset::WeeklyBatch,
+    ]
+    .into_iter()
+    .map(|p| {
+        (
+            serde_name(&p),
+            format!("{}: {}", p.label(), p.description()),
+        )
+    })
+    .collect();
+    shapes.push((HOURLY.to_owned(), "168 hourly values".to_owned()));
+    shapes
+}
+
+/// A class becomes batch or inference: inference gets typical serving settings and no backlog.
+fn set_kind(s: &mut Scenario, (t, w): (usize, usize), v: &str) {
+    let Some(kind) = from_serde_name::<WorkloadKind>(v) else {
+        return;
+    };
+    if let Some(x) = work_mut(s, t, w) {
+        x.kind = kind;
+        if kind == WorkloadKind::Inference {
+            x.inference.get_or_insert_with(Inference::typical);
+            x.backlog_gpus = 0.0;
+        } else {
+            x.inference = None;
+        }
+    }
+}
+
+/// A class's demand takes a preset shape (peaking at its hourly values' peak) or becomes its
+/// hourly values.
+fn set_shape(s: &mut Scenario, (t, w): (usize, usize), v: &str) {
+    let Some(x) = work_mut(s, t, w) else { return };
+    let values = x.demand.hourly();
+    x.demand = match from_serde_name::<Preset>(v) {
+        Some(preset) => Demand::Preset {
+            preset,
+            peak_gpus: values.iter().copied().fold(0.0, f64::max),
+        },
+        None => Demand::Hourly {
+            hourly_gpus: values,
+        },
+    };
+}
+
+/// A batch class's job length, checkpoints, restart and backlog.
+#[component]
+fn BatchFields(t: usize, w: usize) -> impl IntoView {
+    let p = move |f: &str| format!("teams[{t}].workloads[{w}].{f}");
+    view! {
+        <div class="row">
+            <Field label="Job length" unit="min" path=p("job_minutes") mode="numeric"
+                bind=bind_whole(move |s| work(s, t, w).map(|x| x.job_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.job_minutes = v })/>
+            <Field label="Checkpoint every" unit="min, 0: never" path=p("checkpoint_minutes") mode="numeric"
+                bind=bind_whole(move |s| work(s, t, w).map(|x| x.checkpoint_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.checkpoint_minutes = v })/>
+            <Field label="Restart after eviction" unit="min (image, checkpoint)" path=p("restart_minutes") mode="numeric"
+                bind=bind_whole(move |s| work(s, t, w).map(|x| x.restart_minutes), move |s, v| if let Some(x) = work_mut(s, t, w) { x.restart_minutes = v })/>
+            <Field label="Backlog" unit="GPUs always waiting" path=p("backlog_gpus") mode="decimal"
+                bind=bind_decimal(move |s| work(s, t, w).map(|x| x.backlog_gpus), move |s, v| if let Some(x) = work_mut(s, t, w) { x.backlog_gpus = v })/>
+        </div>
+    }
+}
+
+/// What a class is like: preemptible, under a latency SLO, throughput before isolation, and
+/// how it is isolated today.
+#[component]
+fn Traits(t: usize, w: usize) -> impl IntoView {
+    let p = move |f: &str| format!("teams[{t}].workloads[{w}].{f}");
+    let mut isolation: Vec<(String, String)> = vec![(String::new(), "not known".to_owned())];
+    isolation.extend(
+        Mechanism::ALL
+            .into_iter()
+            .map(|m| (serde_name(&m), m.label().to_owned())),
+    );
+    let isolation = Signal::derive(move || isolation.clone());
+    view! {
+        <div class="row">
+            <Check label="Preemptible" title="It expects to be evicted (borrowed quota, lower priority) and is checked for checkpoints."
+                get=Arc::new(move |s| work(s, t, w).is_some_and(|x| x.preemptible)) set=Arc::new(move |s, on| if let Some(x) = work_mut(s, t, w) { x.preemptible = on })/>
+            <Check label="Latency SLO"
+                get=Arc::new(move |s| work(s, t, w).is_some_and(|x| x.slo)) set=Arc::new(move |s, on| if let Some(x) = work_mut(s, t, w) { x.slo = on })/>
+            <Check label="Throughput over isolation (MPS)" title="One trusted team's work smaller than a GPU."
+                get=Arc::new(move |s| work(s, t, w).is_some_and(|x| x.throughput)) set=Arc::new(move |s, on| if let Some(x) = work_mut(s, t, w) { x.throughput = on })/>
+            <Choice label="Isolated today by" path=p("current_isolation") options=isolation
+                get=Arc::new(move |s| work(s, t, w).and_then(|x| x.current_isolation).map(|m| serde_name(&m)).unwrap_or_default())
+                set=Arc::new(move |s, v| if let Some(x) = work_mut(s, t, w) { x.current_isolation = from_serde_name(v) })/>
+        </div>
     }
 }
 
