@@ -146,68 +146,92 @@ fn Statements() -> impl IntoView {
     let has = move |role: Role| me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&role)));
     // finance, approvers and admins read every team and the closed months; a team member
     // reads their teams' lines (the statement says which months are closed)
-    let reader = move || has(Role::Finance) || has(Role::Approver) || has(Role::Admin);
+    let reader =
+        Signal::derive(move || has(Role::Finance) || has(Role::Approver) || has(Role::Admin));
     // the month to date: what finance asks first (last month is one click away)
     let now = today();
-    let from = RwSignal::new(now.first_of_month().to_string());
-    let to = RwSignal::new(now.to_string());
-    let idle = RwSignal::new(IdleShare::Allocation);
-    let lend_credit = RwSignal::new("0".to_owned());
-    let shown = RwSignal::new(None::<Statement>);
-    let failure = RwSignal::new(None::<ApiError>);
-    let months = RwSignal::new(Vec::<ClosedMonth>::new());
-    let reason = RwSignal::new(String::new());
-    // closing: the month being confirmed, and what closing or reopening answered, shown by
-    // the buttons (not at the page's top, out of sight)
-    let confirming = RwSignal::new(None::<String>);
-    let month_failure = RwSignal::new(None::<ApiError>);
-    let load = move || {
-        let path = statement_path(
-            &from.get_untracked(),
-            &to.get_untracked(),
-            idle.get_untracked(),
-            &lend_credit.get_untracked(),
-            "json",
-        );
-        spawn_local(async move {
-            show(&path, shown, failure).await;
-            if let Ok(list) = api::get::<Vec<ClosedMonth>>("/api/chargeback/months").await {
-                months.set(list);
-            }
-        });
+    let period = Period {
+        from: RwSignal::new(now.first_of_month().to_string()),
+        to: RwSignal::new(now.to_string()),
+        idle: RwSignal::new(IdleShare::Allocation),
+        lend_credit: RwSignal::new("0".to_owned()),
+        shown: RwSignal::new(None),
+        failure: RwSignal::new(None),
+        months: RwSignal::new(Vec::new()),
     };
-    load();
-    // The month the period is, when it is exactly one whole month.
-    let whole_month = move || {
-        let (f, t) = (Day::parse(&from.get())?, Day::parse(&to.get())?);
-        (f == f.first_of_month() && t == f.next_month().plus(-1)).then(|| f.month_name())
-    };
-    let act = move |path: String, body: Option<Reopen>| {
-        spawn_local(async move {
-            let result: Result<Vec<ClosedMonth>, ApiError> = match body {
-                Some(b) => api::send(Method::POST, &path, Some(&b)).await,
-                None => api::send::<(), _>(Method::POST, &path, None).await,
-            };
-            confirming.set(None);
-            match result {
-                Ok(list) => {
-                    month_failure.set(None);
-                    months.set(list);
-                    load();
-                }
-                Err(err) => month_failure.set(Some(err)),
-            }
-        });
-    };
+    period.load();
     view! {
-        <form class="period" data-test="statement-form" on:submit=move |ev| { ev.prevent_default(); load(); }>
+        <PeriodForm period reader/>
+        {move || period.failure.get().map(|error| view! { <ErrorBox error/> })}
+        {move || period.shown.get().map(statement_view)}
+        <MonthState period reader/>
+    }
+}
+
+/// The statement asked for: its period and how idle time and lending are charged, and what
+/// the server answered (the statement, or why not, and the closed months).
+#[derive(Clone, Copy)]
+struct Period {
+    from: RwSignal<String>,
+    to: RwSignal<String>,
+    idle: RwSignal<IdleShare>,
+    lend_credit: RwSignal<String>,
+    shown: RwSignal<Option<Statement>>,
+    failure: RwSignal<Option<ApiError>>,
+    months: RwSignal<Vec<ClosedMonth>>,
+}
+
+impl Period {
+    /// The statement's path in `format` (`json`, `csv` or `focus`).
+    fn path(self, format: &str) -> String {
+        statement_path(
+            &self.from.get(),
+            &self.to.get(),
+            self.idle.get(),
+            &self.lend_credit.get(),
+            format,
+        )
+    }
+
+    /// Asks for the statement and the closed months again.
+    fn load(self) {
+        let path = untrack(|| self.path("json"));
+        spawn_local(async move {
+            show(&path, self.shown, self.failure).await;
+            if let Ok(list) = api::get::<Vec<ClosedMonth>>("/api/chargeback/months").await {
+                self.months.set(list);
+            }
+        });
+    }
+
+    /// The month the period is, when it is exactly one whole month.
+    fn whole_month(self) -> Option<String> {
+        let (f, t) = (Day::parse(&self.from.get())?, Day::parse(&self.to.get())?);
+        (f == f.first_of_month() && t == f.next_month().plus(-1)).then(|| f.month_name())
+    }
+}
+
+/// The period, and for readers of every team how idle time is shared and lenders credited;
+/// the statement's CSV and FOCUS CSV for the same.
+#[component]
+fn PeriodForm(period: Period, reader: Signal<bool>) -> impl IntoView {
+    let Period {
+        from,
+        to,
+        idle,
+        lend_credit,
+        ..
+    } = period;
+    let now = today();
+    view! {
+        <form class="period" data-test="statement-form" on:submit=move |ev| { ev.prevent_default(); period.load(); }>
             <label>"From (UTC) " <input type="text" placeholder="YYYY-MM-DD" name="from" prop:value=move || from.get()
                 on:change=move |ev| from.set(event_target_value(&ev))/></label>
             <label>" to " <input type="text" placeholder="YYYY-MM-DD" name="to" prop:value=move || to.get()
                 on:change=move |ev| to.set(event_target_value(&ev))/></label>
             // a team member's statement is their teams' lines, idle shared by allocation, no
             // lending credit: the other choices are finance's
-            {move || if reader() { Some(view! {
+            {move || if reader.get() { Some(view! {
             <label>" idle shared " <select name="idle" on:change=move |ev| {
                     if let Some(choice) = IdleShare::parse(&event_target_value(&ev)) { idle.set(choice) }
                 }>
@@ -224,23 +248,52 @@ fn Statements() -> impl IntoView {
             " " <button type="button" data-test="month-to-date" on:click=move |_| {
                     from.set(now.first_of_month().to_string());
                     to.set(now.to_string());
-                    load();
+                    period.load();
                 }>"Month to date"</button>
             " " <button type="button" data-test="last-month" on:click=move |_| {
                     let month = now.first_of_month().plus(-1).first_of_month();
                     from.set(month.to_string());
                     to.set(month.next_month().plus(-1).to_string());
-                    load();
+                    period.load();
                 }>"Last month"</button>
-            " " <a data-test="statement-csv" download=""
-                href=move || statement_path(&from.get(), &to.get(), idle.get(), &lend_credit.get(), "csv")>"Download CSV"</a>
+            " " <a data-test="statement-csv" download="" href=move || period.path("csv")>"Download CSV"</a>
             " " <a data-test="statement-focus" download="" title="FinOps FOCUS 1.2: each team's charge per flavor and day"
-                href=move || statement_path(&from.get(), &to.get(), idle.get(), &lend_credit.get(), "focus")>"FOCUS CSV"</a>
+                href=move || period.path("focus")>"FOCUS CSV"</a>
         </form>
-        {move || failure.get().map(|error| view! { <ErrorBox error/> })}
-        {move || shown.get().map(statement_view)}
-        {move || whole_month().filter(|_| reader()).map(|month| {
-            let closed = months.with(|m| m.iter().find(|c| c.month == month).cloned());
+    }
+}
+
+/// For a period of one whole month: whether it is closed, with closing (finance, admins) or
+/// reopening (admins, with a reason); what closing or reopening answered is shown by the
+/// buttons, not at the page's top, out of sight.
+#[component]
+fn MonthState(period: Period, reader: Signal<bool>) -> impl IntoView {
+    let me = use_me();
+    let has = move |role: Role| me.with(|m| m.as_ref().is_some_and(|m| m.roles.contains(&role)));
+    let reason = RwSignal::new(String::new());
+    // the month being confirmed
+    let confirming = RwSignal::new(None::<String>);
+    let month_failure = RwSignal::new(None::<ApiError>);
+    let act = move |path: String, body: Option<Reopen>| {
+        spawn_local(async move {
+            let result: Result<Vec<ClosedMonth>, ApiError> = match body {
+                Some(b) => api::send(Method::POST, &path, Some(&b)).await,
+                None => api::send::<(), _>(Method::POST, &path, None).await,
+            };
+            confirming.set(None);
+            match result {
+                Ok(list) => {
+                    month_failure.set(None);
+                    period.months.set(list);
+                    period.load();
+                }
+                Err(err) => month_failure.set(Some(err)),
+            }
+        });
+    };
+    view! {
+        {move || period.whole_month().filter(|_| reader.get()).map(|month| {
+            let closed = period.months.with(|m| m.iter().find(|c| c.month == month).cloned());
             match closed {
                 Some(c) => view! {
                     <p data-test="month-state">{format!("{} is closed ({} by {}): its figures are frozen.",
@@ -275,7 +328,6 @@ fn Statements() -> impl IntoView {
     }
 }
 
-/// `GET path` into `shown`, or its error into `failure`.
 async fn show<T: serde::de::DeserializeOwned + Send + Sync + 'static>(
     path: impl AsRef<str>,
     shown: RwSignal<Option<T>>,
