@@ -5,7 +5,7 @@
 // Reading fixtures is the test's job; the library never touches files (clippy.toml).
 #![allow(clippy::disallowed_methods)]
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use shared::{
     fleet::sharing::Mechanism,
     planning::decision::Verdict,
@@ -693,6 +693,29 @@ fn unknown_fields_and_wrong_types_are_refused_with_their_path() {
     assert!(!err.message.contains("u32"), "{err:?}");
     let err = with(&|v| v["teams"][0]["workloads"][0]["kind"] = "training".into());
     assert_eq!(err.path, "teams[0].workloads[0].kind");
+    // A demand is one of its two shapes, each read back as written; both at once, or a preset
+    // without its peak, is neither.
+    let demand = |d: Value| with(&move |v| v["teams"][0]["workloads"][0]["demand"] = d.clone());
+    for d in [
+        json!({"preset": "flat", "peak_gpus": 8.0, "hourly_gpus": [1.0]}),
+        json!({"preset": "flat"}),
+    ] {
+        let err = demand(d);
+        assert_eq!(err.path, "teams[0].workloads[0].demand");
+        assert!(err.message.contains("either hourly_gpus"), "{err:?}");
+    }
+    let err = demand(json!({"peak_gpus": 8.0, "shape": "flat"}));
+    assert!(err.message.starts_with("unknown field `shape`"), "{err:?}");
+    for d in [
+        json!({"preset": "weekly_batch", "peak_gpus": 8.5}),
+        json!({"hourly_gpus": vec![2.0; 168]}),
+    ] {
+        let mut v = valid.clone();
+        v["teams"][0]["workloads"][0]["demand"] = d.clone();
+        let read = planning::parse_scenario(&v.to_string()).expect("a demand as written");
+        let back = serde_json::to_value(&read.teams[0].workloads[0].demand).expect("json");
+        assert_eq!(back, d);
+    }
 }
 
 #[test]

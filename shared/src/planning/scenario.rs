@@ -214,12 +214,44 @@ fn is_zero(v: &f64) -> bool {
     *v == 0.0
 }
 
-/// GPUs wanted per hour over a week: given, or generated from a preset.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged, deny_unknown_fields)]
+/// GPUs wanted per hour over a week: given, or generated from a preset. Written as either of
+/// its variants' fields alone (`{"hourly_gpus": [...]}` or `{"preset": …, "peak_gpus": …}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum Demand {
     Hourly { hourly_gpus: Vec<f64> },
     Preset { preset: Preset, peak_gpus: f64 },
+}
+
+/// A demand as written: read as one record and then told apart, rather than as serde's
+/// untagged enum, which buffers the value to try each variant (and took the planner's worker
+/// ~5 KB gzip of buffering code).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DemandFields {
+    hourly_gpus: Option<Vec<f64>>,
+    preset: Option<Preset>,
+    peak_gpus: Option<f64>,
+}
+
+impl<'de> Deserialize<'de> for Demand {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match DemandFields::deserialize(d)? {
+            DemandFields {
+                hourly_gpus: Some(hourly_gpus),
+                preset: None,
+                peak_gpus: None,
+            } => Ok(Demand::Hourly { hourly_gpus }),
+            DemandFields {
+                hourly_gpus: None,
+                preset: Some(preset),
+                peak_gpus: Some(peak_gpus),
+            } => Ok(Demand::Preset { preset, peak_gpus }),
+            _ => Err(serde::de::Error::custom(
+                "a demand is either hourly_gpus (168 values) or a preset with its peak_gpus",
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
