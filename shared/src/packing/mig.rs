@@ -213,6 +213,35 @@ pub fn plan_until(
     {
         return Err(MigError::NoPlacement(gpu_model.to_owned()));
     }
+    let wanted = instances(gpu_model, &table, groups)?;
+    let gpus = first_fit(gpu_model, geometry, wanted, stop)?;
+    let used: Vec<&MigProfile> = gpus
+        .iter()
+        .flat_map(|g| &g.instances)
+        .filter_map(|i| table.iter().copied().find(|p| p.name == i.profile))
+        .collect();
+    let memory_slices: u32 = used.iter().map(|p| u32::from(p.placement_slices)).sum();
+    let compute_slices: u32 = used.iter().map(|p| u32::from(p.compute_slices)).sum();
+    let lower_bound_gpus = memory_slices
+        .div_ceil(u32::from(geometry.total_memory_slices))
+        .max(compute_slices.div_ceil(u32::from(geometry.total_compute_slices)));
+    Ok(MigPlan {
+        gpu_model: gpu_model.to_owned(),
+        total_memory_slices: geometry.total_memory_slices,
+        mig_parted_yaml: mig_parted(&gpus),
+        usable_memory_measured: used.iter().all(|p| p.mem_measured),
+        lower_bound_gpus,
+        gpus,
+    })
+}
+
+/// Every replica's instance (the smallest plain profile of `table` whose memory holds it),
+/// largest first, equal sizes by name so the layout is deterministic.
+fn instances<'a>(
+    gpu_model: &str,
+    table: &[&'a MigProfile],
+    groups: &'a [ReplicaGroup],
+) -> Result<Vec<(&'a MigProfile, &'a str)>, MigError> {
     let mut wanted: Vec<(&MigProfile, &str)> = Vec::new();
     for group in groups {
         if group.mem_mib == 0 {
@@ -233,13 +262,23 @@ pub fn plan_until(
             group.replicas as usize,
         ));
     }
-    // Largest first; equal sizes by name so the layout is deterministic.
     wanted.sort_unstable_by(|(a, an), (b, bn)| {
         (b.placement_slices, b.compute_slices)
             .cmp(&(a.placement_slices, a.compute_slices))
             .then(a.name.cmp(&b.name))
             .then(an.cmp(bn))
     });
+    Ok(wanted)
+}
+
+/// The instances placed in order, each at the first GPU and start slot where it is valid, a
+/// new GPU when none has room (first-fit decreasing).
+fn first_fit(
+    gpu_model: &str,
+    geometry: &MigGeometry,
+    wanted: Vec<(&MigProfile, &str)>,
+    stop: &dyn Interrupt,
+) -> Result<Vec<GpuLayout>, MigError> {
     let mut gpus: Vec<GpuLayout> = Vec::new();
     for (n, (profile, replica)) in wanted.into_iter().enumerate() {
         if n % 64 == 0 && stop.fired() {
@@ -260,24 +299,7 @@ pub fn plan_until(
             gpus.push(gpu);
         }
     }
-    let used: Vec<&MigProfile> = gpus
-        .iter()
-        .flat_map(|g| &g.instances)
-        .filter_map(|i| table.iter().copied().find(|p| p.name == i.profile))
-        .collect();
-    let memory_slices: u32 = used.iter().map(|p| u32::from(p.placement_slices)).sum();
-    let compute_slices: u32 = used.iter().map(|p| u32::from(p.compute_slices)).sum();
-    let lower_bound_gpus = memory_slices
-        .div_ceil(u32::from(geometry.total_memory_slices))
-        .max(compute_slices.div_ceil(u32::from(geometry.total_compute_slices)));
-    Ok(MigPlan {
-        gpu_model: gpu_model.to_owned(),
-        total_memory_slices: geometry.total_memory_slices,
-        mig_parted_yaml: mig_parted(&gpus),
-        usable_memory_measured: used.iter().all(|p| p.mem_measured),
-        lower_bound_gpus,
-        gpus,
-    })
+    Ok(gpus)
 }
 
 /// Whether one GPU of `gpu_model` holds `layout` (profile, instances) under the placement
