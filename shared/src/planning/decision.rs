@@ -605,88 +605,95 @@ type Toggle = (fn(&mut Facts), &'static str, &'static str, bool);
 /// the platform team, each constraint) and keep the changes under which it wins. Fleet sizes
 /// are searched to the exact card where the recommendation turns.
 pub fn what_would_change(facts: &Facts, weights: &Weights, winner: Architecture) -> Vec<Change> {
-    let wins = |f: &Facts, arch: Architecture| decide(f, weights).1 == arch;
     Architecture::ALL
         .into_iter()
         .filter(|&arch| arch != winner)
         .map(|arch| {
+            let wins = |f: &Facts| decide(f, weights).1 == arch;
             let mut would_win = Vec::new();
-            // The fleet size nearest today's at which it wins, then the turning card.
-            let nearest = SENSITIVITY_GPUS
-                .into_iter()
-                .filter(|&n| wins(&facts.at_size(n), arch))
-                .min_by_key(|&n| n.abs_diff(facts.gpus));
-            if let Some(far) = nearest {
-                let (mut lose, mut win) = (facts.gpus, far);
-                while lose.abs_diff(win) > 1 {
-                    let mid = lose.midpoint(win);
-                    if wins(&facts.at_size(mid), arch) {
-                        win = mid;
-                    } else {
-                        lose = mid;
-                    }
-                }
-                let n = thousands(win as i64);
-                would_win.push(if win > facts.gpus {
-                    format!("from {n} GPUs")
-                } else {
-                    format!("up to {n} GPUs")
-                });
-            }
-            let team = (0..=2 * OWN_PLATFORM_TEAM.max(facts.platform_team))
-                .filter(|&k| k != facts.platform_team)
-                .filter(|&k| {
-                    wins(
-                        &Facts {
-                            platform_team: k,
-                            ..facts.clone()
-                        },
-                        arch,
-                    )
-                })
-                .min_by_key(|&k| k.abs_diff(facts.platform_team));
-            if let Some(k) = team {
-                would_win.push(format!("with a platform team of {k}"));
-            }
-            let toggles: [Toggle; 4] = [
-                (
-                    |f| f.runs_own_models ^= true,
-                    "if you ran no model of your own",
-                    "if you ran models of your own",
-                    facts.runs_own_models,
-                ),
-                (
-                    |f| f.aws_only ^= true,
-                    "if the fleet were not on AWS only",
-                    "on AWS only",
-                    facts.aws_only,
-                ),
-                (
-                    |f| f.heterogeneous ^= true,
-                    "with a homogeneous NVIDIA fleet",
-                    "with a heterogeneous or on-prem fleet",
-                    facts.heterogeneous,
-                ),
-                (
-                    |f| f.software_fractions ^= true,
-                    "without software GPU fractions",
-                    "if software GPU fractions were required",
-                    facts.software_fractions,
-                ),
-            ];
-            for (flip, when_on, when_off, on) in toggles {
-                let mut changed = facts.clone();
-                flip(&mut changed);
-                if wins(&changed, arch) {
-                    would_win.push((if on { when_on } else { when_off }).to_owned());
-                }
-            }
+            would_win.extend(turning_size(facts, wins));
+            would_win.extend(platform_team(facts, wins));
+            flipped_constraints(facts, wins, &mut would_win);
             Change {
                 architecture: arch,
                 would_win,
             }
         })
         .collect()
+}
+
+/// The fleet size nearest today's at which an option `wins`, searched down to the turning card.
+fn turning_size(facts: &Facts, wins: impl Fn(&Facts) -> bool) -> Option<String> {
+    let far = SENSITIVITY_GPUS
+        .into_iter()
+        .filter(|&n| wins(&facts.at_size(n)))
+        .min_by_key(|&n| n.abs_diff(facts.gpus))?;
+    let (mut lose, mut win) = (facts.gpus, far);
+    while lose.abs_diff(win) > 1 {
+        let mid = lose.midpoint(win);
+        if wins(&facts.at_size(mid)) {
+            win = mid;
+        } else {
+            lose = mid;
+        }
+    }
+    let n = thousands(win as i64);
+    Some(if win > facts.gpus {
+        format!("from {n} GPUs")
+    } else {
+        format!("up to {n} GPUs")
+    })
+}
+
+/// The platform team's size nearest today's at which an option `wins`.
+fn platform_team(facts: &Facts, wins: impl Fn(&Facts) -> bool) -> Option<String> {
+    let k = (0..=2 * OWN_PLATFORM_TEAM.max(facts.platform_team))
+        .filter(|&k| k != facts.platform_team)
+        .filter(|&k| {
+            wins(&Facts {
+                platform_team: k,
+                ..facts.clone()
+            })
+        })
+        .min_by_key(|&k| k.abs_diff(facts.platform_team))?;
+    Some(format!("with a platform team of {k}"))
+}
+
+/// Adds to `would_win` each constraint that, flipped, lets an option win, in words.
+fn flipped_constraints(facts: &Facts, wins: impl Fn(&Facts) -> bool, would_win: &mut Vec<String>) {
+    let toggles: [Toggle; 4] = [
+        (
+            |f| f.runs_own_models ^= true,
+            "if you ran no model of your own",
+            "if you ran models of your own",
+            facts.runs_own_models,
+        ),
+        (
+            |f| f.aws_only ^= true,
+            "if the fleet were not on AWS only",
+            "on AWS only",
+            facts.aws_only,
+        ),
+        (
+            |f| f.heterogeneous ^= true,
+            "with a homogeneous NVIDIA fleet",
+            "with a heterogeneous or on-prem fleet",
+            facts.heterogeneous,
+        ),
+        (
+            |f| f.software_fractions ^= true,
+            "without software GPU fractions",
+            "if software GPU fractions were required",
+            facts.software_fractions,
+        ),
+    ];
+    for (flip, when_on, when_off, on) in toggles {
+        let mut changed = facts.clone();
+        flip(&mut changed);
+        if wins(&changed) {
+            would_win.push((if on { when_on } else { when_off }).to_owned());
+        }
+    }
 }
 
 pub fn evaluate(scenario: &Scenario, sizing: &Sizing) -> Decision {
