@@ -518,86 +518,26 @@ fn Rates() -> impl IntoView {
                 .is_some_and(|m| roles.iter().any(|r| m.roles.contains(r)))
         })
     };
-    let rates = RwSignal::new(Vec::<Rate>::new());
-    let failure = RwSignal::new(None::<ApiError>);
-    let saved = RwSignal::new(None::<String>);
-    let (flavor, from, dollars_text) = (
-        RwSignal::new(String::new()),
-        RwSignal::new(String::new()),
-        RwSignal::new(String::new()),
-    );
+    let book = RateBook {
+        rates: RwSignal::new(Vec::new()),
+        failure: RwSignal::new(None),
+        saved: RwSignal::new(None),
+    };
     Effect::new(move || {
         if has(&[Role::Approver, Role::Finance, Role::Admin]) {
             spawn_local(async move {
                 match api::get::<Vec<Rate>>("/api/chargeback/rates").await {
-                    Ok(list) => rates.set(list),
-                    Err(err) => failure.set(Some(err)),
+                    Ok(list) => book.rates.set(list),
+                    Err(err) => book.failure.set(Some(err)),
                 }
             });
         }
     });
-    let save = move || {
-        let (name, day, text) = (
-            flavor.get_untracked(),
-            from.get_untracked(),
-            dollars_text.get_untracked(),
-        );
-        let cents = match parse_dollars(&text) {
-            Ok(cents) => cents,
-            Err(why) => {
-                saved.set(Some(format!("Not saved: {why}")));
-                return;
-            }
-        };
-        let Some(day) = shared::common::day::Day::parse(&day) else {
-            saved.set(Some("Not saved: choose the day it applies from".to_owned()));
-            return;
-        };
-        let body = NewRate {
-            effective_from: day,
-            cents_per_gpu_hour: cents,
-        };
-        spawn_local(async move {
-            match api::send::<_, Vec<Rate>>(
-                Method::PUT,
-                &format!("/api/chargeback/rates/{name}"),
-                Some(&body),
-            )
-            .await
-            {
-                Ok(list) => {
-                    rates.set(list);
-                    failure.set(None);
-                    saved.set(Some(format!(
-                        "Saved: {name} at {} per GPU-hour from {day}.",
-                        dollars(cents)
-                    )));
-                }
-                Err(err) => failure.set(Some(err)),
-            }
-        });
-    };
-    // a rate entered by mistake: removed (a closed month's rate is refused, in words)
-    let remove = move |r: Rate| {
-        let path = format!("/api/chargeback/rates/{}/{}", r.flavor, r.effective_from);
-        spawn_local(async move {
-            match api::send::<(), Vec<Rate>>(Method::DELETE, &path, None).await {
-                Ok(list) => {
-                    rates.set(list);
-                    failure.set(None);
-                    saved.set(Some(format!(
-                        "Removed: {}'s rate from {}.",
-                        r.flavor, r.effective_from
-                    )));
-                }
-                Err(err) => failure.set(Some(err)),
-            }
-        });
-    };
     move || {
         has(&[Role::Approver, Role::Finance, Role::Admin]).then(|| {
             let admin = has(&[Role::Admin]);
-            let rows: Vec<_> = rates
+            let rows: Vec<_> = book
+                .rates
                 .get()
                 .into_iter()
                 .map(|r| {
@@ -609,37 +549,110 @@ fn Rates() -> impl IntoView {
                     };
                     let (flavor, cents) = (r.flavor.clone(), r.cents_per_gpu_hour);
                     let button = (admin && !start).then(|| view! {
-                        <button type="button" class="remove-rate" on:click=move |_| remove(r.clone())>"Remove"</button>
+                        <button type="button" class="remove-rate" on:click=move |_| book.remove(r.clone())>"Remove"</button>
                     });
                     view! { <tr><td>{flavor}</td><td>{from}</td><td class="num">{dollars(cents)}</td><td>{button}</td></tr> }
                 })
                 .collect();
-            let flavors: Vec<String> = {
-                let mut names: Vec<String> = rates.get().into_iter().map(|r| r.flavor).collect();
-                names.dedup();
-                names
-            };
             view! {
                 <h2>"Chargeback rates"</h2>
-                {move || failure.get().map(|error| view! { <ErrorBox error/> })}
+                {move || book.failure.get().map(|error| view! { <ErrorBox error/> })}
                 <table data-test="rates">
                     <thead><tr><th>"Flavor"</th><th>"From (UTC)"</th><th>"Per GPU-hour"</th><th></th></tr></thead>
                     <tbody>{rows}</tbody>
                 </table>
-                {has(&[Role::Admin]).then(|| view! {
-                    <form data-test="new-rate" on:submit=move |ev| { ev.prevent_default(); save(); }>
-                        <label>"Flavor " <select name="flavor" on:change=move |ev| flavor.set(event_target_value(&ev))>
-                            <option value="">"choose"</option>
-                            {flavors.into_iter().map(|f| view! { <option value=f.clone()>{f.clone()}</option> }).collect_view()}
-                        </select></label>
-                        <label>" from " <input type="text" placeholder="YYYY-MM-DD" name="from" title="A day that has a rate already: its rate is corrected" on:change=move |ev| from.set(event_target_value(&ev))/></label>
-                        <label>" at $ " <input type="text" name="price" placeholder="per GPU-hour"
-                            on:input=move |ev| dollars_text.set(event_target_value(&ev))/></label>
-                        " " <button type="submit">"Set the rate"</button>
-                        {move || saved.get().map(|text| view! { <span class="saved" data-test="rate-saved">" "{text}</span> })}
-                    </form>
-                })}
+                {admin.then(|| view! { <RateForm book/> })}
             }
         })
+    }
+}
+
+/// The rates per flavor and day, and what the last change answered.
+#[derive(Clone, Copy)]
+struct RateBook {
+    rates: RwSignal<Vec<Rate>>,
+    failure: RwSignal<Option<ApiError>>,
+    saved: RwSignal<Option<String>>,
+}
+
+impl RateBook {
+    /// Sets `flavor`'s rate from `day` to `text` dollars per GPU-hour (said in words when
+    /// either does not read).
+    fn save(self, flavor: String, day: &str, text: &str) {
+        let cents = match parse_dollars(text) {
+            Ok(cents) => cents,
+            Err(why) => {
+                self.saved.set(Some(format!("Not saved: {why}")));
+                return;
+            }
+        };
+        let Some(day) = shared::common::day::Day::parse(day) else {
+            self.saved
+                .set(Some("Not saved: choose the day it applies from".to_owned()));
+            return;
+        };
+        let body = NewRate {
+            effective_from: day,
+            cents_per_gpu_hour: cents,
+        };
+        let path = format!("/api/chargeback/rates/{flavor}");
+        let done = format!(
+            "Saved: {flavor} at {} per GPU-hour from {day}.",
+            dollars(cents)
+        );
+        spawn_local(async move {
+            self.answered(api::send(Method::PUT, &path, Some(&body)).await, done);
+        });
+    }
+
+    /// Removes a rate entered by mistake (a closed month's rate is refused, in words).
+    fn remove(self, r: Rate) {
+        let path = format!("/api/chargeback/rates/{}/{}", r.flavor, r.effective_from);
+        let done = format!("Removed: {}'s rate from {}.", r.flavor, r.effective_from);
+        spawn_local(async move {
+            self.answered(api::send::<(), _>(Method::DELETE, &path, None).await, done);
+        });
+    }
+
+    fn answered(self, result: Result<Vec<Rate>, ApiError>, done: String) {
+        match result {
+            Ok(list) => {
+                self.rates.set(list);
+                self.failure.set(None);
+                self.saved.set(Some(done));
+            }
+            Err(err) => self.failure.set(Some(err)),
+        }
+    }
+}
+
+/// An admin's new rate: a flavor, the day it applies from and its price per GPU-hour.
+#[component]
+fn RateForm(book: RateBook) -> impl IntoView {
+    let (flavor, from, dollars_text) = (
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+        RwSignal::new(String::new()),
+    );
+    let flavors: Vec<String> = {
+        let mut names: Vec<String> = book.rates.get().into_iter().map(|r| r.flavor).collect();
+        names.dedup();
+        names
+    };
+    view! {
+        <form data-test="new-rate" on:submit=move |ev| {
+            ev.prevent_default();
+            book.save(flavor.get_untracked(), &from.get_untracked(), &dollars_text.get_untracked());
+        }>
+            <label>"Flavor " <select name="flavor" on:change=move |ev| flavor.set(event_target_value(&ev))>
+                <option value="">"choose"</option>
+                {flavors.into_iter().map(|f| view! { <option value=f.clone()>{f.clone()}</option> }).collect_view()}
+            </select></label>
+            <label>" from " <input type="text" placeholder="YYYY-MM-DD" name="from" title="A day that has a rate already: its rate is corrected" on:change=move |ev| from.set(event_target_value(&ev))/></label>
+            <label>" at $ " <input type="text" name="price" placeholder="per GPU-hour"
+                on:input=move |ev| dollars_text.set(event_target_value(&ev))/></label>
+            " " <button type="submit">"Set the rate"</button>
+            {move || book.saved.get().map(|text| view! { <span class="saved" data-test="rate-saved">" "{text}</span> })}
+        </form>
     }
 }
