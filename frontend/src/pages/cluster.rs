@@ -67,23 +67,7 @@ pub fn ClusterPage() -> impl IntoView {
             }
         }
     });
-    let post = move |method: Method, path: String, body: Option<Reapply>| {
-        busy.set(true);
-        spawn_local(async move {
-            let result: Result<ClusterView, ApiError> = match body {
-                Some(b) => api::send(method, &path, Some(&b)).await,
-                None => api::send::<(), _>(method, &path, None).await,
-            };
-            busy.set(false);
-            match result {
-                Ok(view) => {
-                    failure.set(None);
-                    latest.set(Some(view));
-                }
-                Err(err) => failure.set(Some(err)),
-            }
-        });
-    };
+    let post = poster(latest, failure, busy);
     let reapply = move |object: Option<ObjectRef>, force: bool| {
         post(
             Method::POST,
@@ -106,31 +90,7 @@ pub fn ClusterPage() -> impl IntoView {
         <section>
             <h1>"Cluster"</h1>
             {move || failure.get().map(|error| view! { <ErrorBox error/> })}
-            {move || latest.get().map(|v| {
-                let target = match &v.target {
-                    Target::Cluster { server, context, identity } => format!(
-                        "Applying approved quota to {server} (context {context}) as {identity}, by server-side apply."
-                    ),
-                    Target::Gitops { dir } => format!(
-                        "GitOps mode: approved quota is written to {dir}, one file per object, for Argo CD or Flux to apply."
-                    ),
-                    Target::Off => "No cluster and no GitOps directory is configured: approved quota stays in the console.".to_owned(),
-                };
-                let r = v.reconciler.clone();
-                view! {
-                    <p data-test="cluster-target">{target}</p>
-                    <p>"Kueue API: "<code>{v.api_version.clone()}</code></p>
-                    {v.version_warning.clone().map(|w| view! { <p class="warning" data-test="version-warning">{w}</p> })}
-                    <p data-test="reconciler">
-                        {format!(
-                            "Last checked {}; {} drifted, {} failed, {} pending.",
-                            r.last_run_at.clone().unwrap_or_else(|| "never".to_owned()),
-                            r.drift_count, r.failed_count, r.pending_count
-                        )}
-                        {r.last_error.clone().map(|e| view! { <br/><span class="error">{e}</span> })}
-                    </p>
-                }
-            })}
+            {move || latest.with(|v| v.as_ref().map(target_and_reconciler))}
             // Outside the part each answer redraws, so a click never lands on a stale button.
             <p>
                 {move || can_act().then(|| view! {
@@ -150,6 +110,66 @@ pub fn ClusterPage() -> impl IntoView {
                     can_delete=Signal::derive(is_admin) busy reapply remove/>
             })}
         </section>
+    }
+}
+
+/// Sends a method to a cluster path (with a re-apply's body, if any): the answer is the page's
+/// view, or the failure shown; `busy` while it is under way.
+fn poster(
+    latest: RwSignal<Option<ClusterView>>,
+    failure: RwSignal<Option<ApiError>>,
+    busy: RwSignal<bool>,
+) -> impl Fn(Method, String, Option<Reapply>) + Copy + Send + Sync + 'static {
+    move |method: Method, path: String, body: Option<Reapply>| {
+        busy.set(true);
+        spawn_local(async move {
+            let result: Result<ClusterView, ApiError> = match body {
+                Some(b) => api::send(method, &path, Some(&b)).await,
+                None => api::send::<(), _>(method, &path, None).await,
+            };
+            busy.set(false);
+            match result {
+                Ok(view) => {
+                    failure.set(None);
+                    latest.set(Some(view));
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
+    }
+}
+
+/// Where approved quota goes, the Kueue API version, and the reconciler's last check.
+fn target_and_reconciler(v: &ClusterView) -> impl IntoView + use<> {
+    let target = match &v.target {
+        Target::Cluster {
+            server,
+            context,
+            identity,
+        } => format!(
+            "Applying approved quota to {server} (context {context}) as {identity}, by server-side apply."
+        ),
+        Target::Gitops { dir } => format!(
+            "GitOps mode: approved quota is written to {dir}, one file per object, for Argo CD or Flux to apply."
+        ),
+        Target::Off => {
+            "No cluster and no GitOps directory is configured: approved quota stays in the console."
+                .to_owned()
+        }
+    };
+    let r = v.reconciler.clone();
+    view! {
+        <p data-test="cluster-target">{target}</p>
+        <p>"Kueue API: "<code>{v.api_version.clone()}</code></p>
+        {v.version_warning.clone().map(|w| view! { <p class="warning" data-test="version-warning">{w}</p> })}
+        <p data-test="reconciler">
+            {format!(
+                "Last checked {}; {} drifted, {} failed, {} pending.",
+                r.last_run_at.clone().unwrap_or_else(|| "never".to_owned()),
+                r.drift_count, r.failed_count, r.pending_count
+            )}
+            {r.last_error.clone().map(|e| view! { <br/><span class="error">{e}</span> })}
+        </p>
     }
 }
 
