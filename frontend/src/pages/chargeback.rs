@@ -158,6 +158,7 @@ fn Statements() -> impl IntoView {
         shown: RwSignal::new(None),
         failure: RwSignal::new(None),
         months: RwSignal::new(Vec::new()),
+        asked: StoredValue::new(0),
     };
     period.load();
     view! {
@@ -179,6 +180,9 @@ struct Period {
     shown: RwSignal<Option<Statement>>,
     failure: RwSignal<Option<ApiError>>,
     months: RwSignal<Vec<ClosedMonth>>,
+    /// Statements asked for so far: only the last one asked for is shown, so an earlier
+    /// answer arriving late neither replaces it nor redraws the page under the reader's hands.
+    asked: StoredValue<u64>,
 }
 
 impl Period {
@@ -196,8 +200,20 @@ impl Period {
     /// Asks for the statement and the closed months again.
     fn load(self) {
         let path = untrack(|| self.path("json"));
+        let mine = self.asked.get_value() + 1;
+        self.asked.set_value(mine);
         spawn_local(async move {
-            show(&path, self.shown, self.failure).await;
+            let answer = api::get::<Statement>(&path).await;
+            if self.asked.get_value() != mine {
+                return; // asked again since: that answer is shown
+            }
+            match answer {
+                Ok(statement) => {
+                    self.failure.set(None);
+                    self.shown.set(Some(statement));
+                }
+                Err(err) => self.failure.set(Some(err)),
+            }
             if let Ok(list) = api::get::<Vec<ClosedMonth>>("/api/chargeback/months").await {
                 self.months.set(list);
             }
@@ -325,20 +341,6 @@ fn MonthState(period: Period, reader: Signal<bool>) -> impl IntoView {
             }
         })}
         <div data-test="month-error">{move || month_failure.get().map(|error| view! { <ErrorBox error/> })}</div>
-    }
-}
-
-async fn show<T: serde::de::DeserializeOwned + Send + Sync + 'static>(
-    path: impl AsRef<str>,
-    shown: RwSignal<Option<T>>,
-    failure: RwSignal<Option<ApiError>>,
-) {
-    match api::get::<T>(path.as_ref()).await {
-        Ok(value) => {
-            failure.set(None);
-            shown.set(Some(value));
-        }
-        Err(err) => failure.set(Some(err)),
     }
 }
 
