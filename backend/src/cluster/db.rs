@@ -305,7 +305,7 @@ pub async fn watched(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
 
 /// A listing or watch that failed: nothing is marked gone, and the error is shown until one
 /// succeeds.
-pub async fn listing_failed(db: impl PgExecutor<'_>, error: &str) -> sqlx::Result<()> {
+pub async fn recording_failed(db: impl PgExecutor<'_>, error: &str) -> sqlx::Result<()> {
     sqlx::query!(
         "update workload_recorder set last_error = $1, last_error_at = now(), watched_at = null",
         error

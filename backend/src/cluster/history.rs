@@ -190,7 +190,7 @@ async fn store(state: &AppState, objects: &[serde_json::Value], seen_at_ms: i64)
 
 async fn failed(state: &AppState, failure: &Failure) -> Error {
     let message = format!("following Kueue's Workloads: {}", failure.message());
-    match db::listing_failed(&state.pool, &message).await {
+    match db::recording_failed(&state.pool, &message).await {
         Ok(()) => Error::Unavailable,
         Err(err) => err.into(),
     }

@@ -1284,12 +1284,12 @@ fn resource(
             return Ok(ok(StatusCode::CREATED, created));
         }
         if verb == "watch" {
-            let current = world
-                .objects
-                .iter()
-                .filter(|(key, _)| of_kind(key))
-                .map(|(_, s)| shown_object(s))
-                .collect();
+            let current = || {
+                (world.objects.iter())
+                    .filter(|(key, _)| of_kind(key))
+                    .map(|(_, s)| shown_object(s))
+                    .collect()
+            };
             let follow = watch::Watch {
                 group: group.to_owned(),
                 plural: plural.to_owned(),

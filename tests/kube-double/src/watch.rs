@@ -167,14 +167,14 @@ impl Watch {
     }
 }
 
-/// The answer to a watch from `from` (the request's `resourceVersion`); `current` is each
+/// The answer to a watch from `from` (the request's `resourceVersion`); `current` gives each
 /// object there is now, as a GET shows it, for a watch that starts without a version.
 pub fn start(
     world: &Arc<Mutex<World>>,
     locked: &World,
     watch: Watch,
     from: Option<u64>,
-    current: Vec<Value>,
+    current: impl FnOnce() -> Vec<Value>,
 ) -> Response {
     let log = &locked.log;
     let mut first = String::new();
@@ -182,7 +182,7 @@ pub fn start(
     let mut done = false;
     match from.filter(|v| *v > 0) {
         None => {
-            for object in &current {
+            for object in &current() {
                 first.push_str(&watch.line(Event::Added, object, 0));
             }
         }
