@@ -129,16 +129,7 @@ pub fn SavedTable(list: SavedList) -> impl IntoView {
             return;
         };
         match what.as_str() {
-            "tick" => ticked.update(|t| {
-                if let Some(i) = t.iter().position(|x| *x == id) {
-                    t.remove(i);
-                } else {
-                    t.push(id);
-                    if t.len() > 2 {
-                        t.remove(0);
-                    }
-                }
-            }),
+            "tick" => ticked.update(|t| tick(t, id)),
             "duplicate" => act(Method::POST, format!("/api/scenarios/{id}/duplicate")),
             "delete" => {
                 let name = js::data_of(&ev, "name").unwrap_or_default();
@@ -160,33 +151,9 @@ pub fn SavedTable(list: SavedList) -> impl IntoView {
         None => r#"<p class="muted">Loading…</p>"#.to_owned(),
         Some(Err(error)) => format!(r#"<p class="error">{}</p>"#, js::escape(&error.to_string())),
         Some(Ok(rows)) if rows.is_empty() => r#"<p class="muted">None saved yet.</p>"#.to_owned(),
-        Some(Ok(rows)) => {
-            let me = me.get_untracked();
-            let body: String = rows
-                .iter()
-                .map(|r| {
-                    let name = js::escape(&r.name);
-                    let may_delete = me.as_ref().is_some_and(|m| {
-                        m.username == r.owner || m.roles.contains(&shared::accounts::Role::Admin)
-                    });
-                    let checked = if ticked.with_untracked(|t| t.contains(&r.id)) { " checked" } else { "" };
-                    let delete = if may_delete {
-                        format!(r#" <button type="button" data-test="delete" data-act="delete" data-id="{}" data-name="{name}">Delete</button>"#, r.id)
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        r#"<tr data-test="saved-{id}"><td><input type="checkbox" aria-label="Compare {name}" data-act="tick" data-id="{id}"{checked}></td><td><a href="/plan/{id}">{name}</a></td><td>{}</td><td>{}</td><td><button type="button" data-test="duplicate" data-act="duplicate" data-id="{id}">Duplicate</button>{delete}</td></tr>"#,
-                        js::escape(&r.owner),
-                        js::escape(&r.updated_at),
-                        id = r.id,
-                    )
-                })
-                .collect();
-            format!(
-                r#"<table><thead><tr><th>Compare</th><th>Name</th><th>Owner</th><th>Updated (UTC)</th><th></th></tr></thead><tbody>{body}</tbody></table>"#
-            )
-        }
+        Some(Ok(rows)) => me.with_untracked(|me| {
+            ticked.with_untracked(|ticked| saved_html(&rows, me.as_ref(), ticked))
+        }),
     };
     view! {
         <div data-test="saved-scenarios" on:click=on_click>
@@ -198,6 +165,47 @@ pub fn SavedTable(list: SavedList) -> impl IntoView {
             }}
         </div>
     }
+}
+
+/// Ticks `id` for comparison, or unticks it; at most the last two stay ticked.
+fn tick(ticked: &mut Vec<i64>, id: i64) {
+    if let Some(i) = ticked.iter().position(|x| *x == id) {
+        ticked.remove(i);
+    } else {
+        ticked.push(id);
+        if ticked.len() > 2 {
+            ticked.remove(0);
+        }
+    }
+}
+
+/// The saved scenarios as one table: each to tick for comparison, open, duplicate, and delete
+/// (its owner and admins).
+fn saved_html(rows: &[SavedSummary], me: Option<&shared::accounts::Me>, ticked: &[i64]) -> String {
+    let body: String = rows
+        .iter()
+        .map(|r| {
+            let name = js::escape(&r.name);
+            let may_delete = me.is_some_and(|m| {
+                m.username == r.owner || m.roles.contains(&shared::accounts::Role::Admin)
+            });
+            let checked = if ticked.contains(&r.id) { " checked" } else { "" };
+            let delete = if may_delete {
+                format!(r#" <button type="button" data-test="delete" data-act="delete" data-id="{}" data-name="{name}">Delete</button>"#, r.id)
+            } else {
+                String::new()
+            };
+            format!(
+                r#"<tr data-test="saved-{id}"><td><input type="checkbox" aria-label="Compare {name}" data-act="tick" data-id="{id}"{checked}></td><td><a href="/plan/{id}">{name}</a></td><td>{}</td><td>{}</td><td><button type="button" data-test="duplicate" data-act="duplicate" data-id="{id}">Duplicate</button>{delete}</td></tr>"#,
+                js::escape(&r.owner),
+                js::escape(&r.updated_at),
+                id = r.id,
+            )
+        })
+        .collect();
+    format!(
+        r#"<table><thead><tr><th>Compare</th><th>Name</th><th>Owner</th><th>Updated (UTC)</th><th></th></tr></thead><tbody>{body}</tbody></table>"#
+    )
 }
 
 /// Two saved scenarios side by side, each evaluated by the server (`POST /api/plan/evaluate`;
