@@ -32,15 +32,18 @@ fn csrf_token() -> String {
 
 /// `GET path`, decoded as `T`.
 pub async fn get<T: DeserializeOwned>(path: &str) -> ApiResult<T> {
-    let response = Request::get(path).send().await.map_err(network_error)?;
-    decode(response).await
+    read(&get_text(path).await?)
 }
 
 /// `GET path`, parsed by the browser's own `JSON.parse` and read with `js_sys`: for a view that
 /// shows a few fields of a large answer, without a serde decoder compiled for it.
 pub async fn get_js(path: &str) -> ApiResult<wasm_bindgen::JsValue> {
-    let response = Request::get(path).send().await.map_err(network_error)?;
-    parse_js(response).await
+    parse_js(&get_text(path).await?)
+}
+
+/// `GET path`'s JSON as text, unread: for an answer handed on whole (to the planner's worker).
+pub async fn get_text(path: &str) -> ApiResult<String> {
+    text_of(Request::get(path).send().await.map_err(network_error)?).await
 }
 
 /// A state-changing request whose answer the browser parses, as [`get_js`] reads it.
@@ -49,20 +52,7 @@ pub async fn send_js<B: Serialize>(
     path: &str,
     body: Option<&B>,
 ) -> ApiResult<wasm_bindgen::JsValue> {
-    parse_js(send_raw(method, path, body).await?).await
-}
-
-async fn parse_js(response: Response) -> ApiResult<wasm_bindgen::JsValue> {
-    if !response.ok() {
-        return Err(error_of(response).await);
-    }
-    let text = response.text().await.map_err(|err| decode_error(&err))?;
-    js_sys::JSON::parse(&text).map_err(|_| {
-        ApiError::new(
-            ErrorCode::Internal,
-            "unexpected answer from the server: not JSON",
-        )
-    })
+    parse_js(&text_of(send_raw(method, path, json_of(body)?.as_deref()).await?).await?)
 }
 
 /// A state-changing request whose body is JSON text as a person typed it (the server names
@@ -72,13 +62,7 @@ pub async fn send_text_js(
     path: &str,
     json: &str,
 ) -> ApiResult<wasm_bindgen::JsValue> {
-    let request = RequestBuilder::new(path)
-        .method(method)
-        .header("X-CSRF-Token", &csrf_token())
-        .header("Content-Type", "application/json")
-        .body(json)
-        .map_err(|err| decode_error(&err))?;
-    parse_js(request.send().await.map_err(network_error)?).await
+    parse_js(&text_of(send_raw(method, path, Some(json)).await?).await?)
 }
 
 /// A state-changing request with an optional JSON body, decoded as `T`.
@@ -87,7 +71,7 @@ pub async fn send<B: Serialize, T: DeserializeOwned>(
     path: &str,
     body: Option<&B>,
 ) -> ApiResult<T> {
-    decode(send_raw(method, path, body).await?).await
+    read(&text_of(send_raw(method, path, json_of(body)?.as_deref()).await?).await?)
 }
 
 /// A state-changing request whose answer has no body (204).
@@ -96,7 +80,7 @@ pub async fn send_no_content<B: Serialize>(
     path: &str,
     body: Option<&B>,
 ) -> ApiResult<()> {
-    let response = send_raw(method, path, body).await?;
+    let response = send_raw(method, path, json_of(body)?.as_deref()).await?;
     if response.ok() {
         Ok(())
     } else {
@@ -104,19 +88,49 @@ pub async fn send_no_content<B: Serialize>(
     }
 }
 
-async fn send_raw<B: Serialize>(
-    method: Method,
-    path: &str,
-    body: Option<&B>,
-) -> ApiResult<Response> {
+// What follows is written once for every type the bundle reads or sends: only [`read`] and
+// [`json_of`] are compiled for each.
+
+/// A successful answer's body; an error's [`ApiError`].
+async fn text_of(response: Response) -> ApiResult<String> {
+    if !response.ok() {
+        return Err(error_of(response).await);
+    }
+    response.text().await.map_err(|err| unexpected(&err))
+}
+
+/// An answer's JSON, decoded as `T`.
+fn read<T: DeserializeOwned>(text: &str) -> ApiResult<T> {
+    serde_json::from_str(text).map_err(|err| unexpected(&err))
+}
+
+fn parse_js(text: &str) -> ApiResult<wasm_bindgen::JsValue> {
+    js_sys::JSON::parse(text).map_err(|_| unexpected(&"not JSON"))
+}
+
+/// A request's body as JSON text.
+fn json_of<B: Serialize>(body: Option<&B>) -> ApiResult<Option<String>> {
+    body.map(serde_json::to_string)
+        .transpose()
+        .map_err(|err| unexpected(&err))
+}
+
+/// A state-changing request carrying the session's CSRF token and `json`, if any.
+async fn send_raw(method: Method, path: &str, json: Option<&str>) -> ApiResult<Response> {
     let builder = RequestBuilder::new(path)
         .method(method)
         .header("X-CSRF-Token", &csrf_token());
-    let request = match body {
-        Some(body) => builder.json(body).map_err(|err| decode_error(&err))?,
-        None => builder.build().map_err(|err| decode_error(&err))?,
+    let request = match json {
+        Some(json) => builder
+            .header("Content-Type", "application/json")
+            .body(json),
+        None => builder.build(),
     };
-    request.send().await.map_err(network_error)
+    request
+        .map_err(|err| unexpected(&err))?
+        .send()
+        .await
+        .map_err(network_error)
 }
 
 /// `GET /api/health`: its 503 carries a [`Health`] body too, so decode either.
@@ -126,21 +140,16 @@ pub async fn health() -> ApiResult<Health> {
         .await
         .map_err(network_error)?;
     if response.ok() || response.status() == 503 {
-        return response.json().await.map_err(|err| decode_error(&err));
+        let text = response.text().await.map_err(|err| unexpected(&err))?;
+        return read(&text);
     }
     Err(error_of(response).await)
 }
 
-async fn decode<T: DeserializeOwned>(response: Response) -> ApiResult<T> {
-    if !response.ok() {
-        return Err(error_of(response).await);
-    }
-    response.json().await.map_err(|err| decode_error(&err))
-}
-
 async fn error_of(response: Response) -> ApiError {
     let status = response.status();
-    let error = match response.json::<ApiError>().await {
+    let body = response.text().await.unwrap_or_default();
+    let error = match read::<ApiError>(&body) {
         Ok(err) => err,
         Err(_) => ApiError::new(
             ErrorCode::from_http_status(status),
@@ -164,7 +173,7 @@ fn network_error(err: gloo_net::Error) -> ApiError {
     )
 }
 
-fn decode_error(err: &gloo_net::Error) -> ApiError {
+fn unexpected(err: &dyn std::fmt::Display) -> ApiError {
     ApiError::new(
         ErrorCode::Internal,
         format!("unexpected answer from the server: {err}"),

@@ -160,46 +160,51 @@ impl JsonError {
 /// error names its line and column.
 pub fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, JsonError> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        let message = in_words(&inner.to_string());
-        match inner.classify() {
-            serde_json::error::Category::Data => JsonError::Data(FieldError {
-                path: if path == "." {
-                    "(top level)".to_owned()
-                } else {
-                    path
-                },
-                message,
-            }),
-            _ => JsonError::Syntax(FieldError {
-                path: format!("line {} column {}", inner.line(), inner.column()),
-                message,
-            }),
-        }
-    })
+    serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)
 }
 
-/// serde's message without its position, with Rust type names said as a person would.
+/// [`from_json`]'s error, said once for every type it reads (the browser's bundles carry one
+/// copy).
+fn json_error(err: serde_path_to_error::Error<serde_json::Error>) -> JsonError {
+    let path = err.path().to_string();
+    let inner = err.into_inner();
+    let message = inner.to_string();
+    let position = format!(" at line {} column {}", inner.line(), inner.column());
+    let message = in_words(message.strip_suffix(&position).unwrap_or(&message));
+    match inner.classify() {
+        serde_json::error::Category::Data => JsonError::Data(FieldError {
+            path: if path == "." {
+                "(top level)".to_owned()
+            } else {
+                path
+            },
+            message,
+        }),
+        _ => JsonError::Syntax(FieldError {
+            path: format!("line {} column {}", inner.line(), inner.column()),
+            message,
+        }),
+    }
+}
+
+/// serde's message (without its position), with Rust type names said as a person would.
 fn in_words(message: &str) -> String {
-    let message = match message.rfind(" at line ") {
-        Some(at) => &message[..at],
-        None => message,
-    };
     let mut out = message.to_owned();
     for (rust, words) in [
-        ("u8", "a whole number from 0 to 255"),
-        ("u16", "a whole number from 0 to 65,535"),
-        ("u32", "a whole number from 0 to 4,294,967,295"),
-        ("u64", "a whole number of 0 or more"),
-        ("usize", "a whole number of 0 or more"),
-        ("i32", "a whole number"),
-        ("i64", "a whole number"),
-        ("f64", "a number"),
-        ("a boolean", "true or false"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65,535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4,294,967,295",
+        ),
+        ("expected u64", "expected a whole number of 0 or more"),
+        ("expected usize", "expected a whole number of 0 or more"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a boolean", "expected true or false"),
     ] {
-        out = out.replace(&format!("expected {rust}"), &format!("expected {words}"));
+        out = out.replace(rust, words);
     }
     if let Some(at) = out.find("expected struct ") {
         out.replace_range(at.., "expected an object");

@@ -2,8 +2,6 @@
 //! rate their demand profile implies (Little's law), and inference replicas that an
 //! [`Autoscaler`] adds and removes.
 
-use std::collections::BTreeMap;
-
 use crate::{
     common::rng::Rng,
     planning::{
@@ -409,19 +407,25 @@ pub(super) fn replay_plan(scenario: &Scenario, recorded: &[Recorded]) -> Option<
         .flat_map(|(team, t)| t.workloads.iter().map(move |w| (team, w)))
         .collect();
     let mut plan = Plan::empty(scenario.teams.len());
-    let mut templates: BTreeMap<(usize, u32), u16> = BTreeMap::new();
+    // Each class's sizes seen so far, by GPUs, with their template.
+    let mut templates: Vec<Vec<(u32, u16)>> = vec![Vec::new(); workloads.len()];
     for r in recorded {
         let &(team, w) = workloads.get(r.class)?;
         if w.kind == WorkloadKind::Inference || r.minute >= MINUTES_PER_WEEK || r.gpus == 0 {
             return None;
         }
-        let next = u16::try_from(plan.classes.len()).ok()?;
-        let class = *templates.entry((r.class, r.gpus)).or_insert(next);
-        if class == next {
-            let flavor = scenario.fleet.iter().position(|a| a.flavor == w.flavor)?;
-            let job = batch_class(team, flavor, w, r.gpus, slices(r.gpus));
-            plan.classes.push(job);
-        }
+        let sizes = &mut templates[r.class];
+        let class = match sizes.binary_search_by_key(&r.gpus, |&(gpus, _)| gpus) {
+            Ok(at) => sizes[at].1,
+            Err(at) => {
+                let next = u16::try_from(plan.classes.len()).ok()?;
+                let flavor = scenario.fleet.iter().position(|a| a.flavor == w.flavor)?;
+                plan.classes
+                    .push(batch_class(team, flavor, w, r.gpus, slices(r.gpus)));
+                sizes.insert(at, (r.gpus, next));
+                next
+            }
+        };
         let in_week = r.length_min.min(MINUTES_PER_WEEK - r.minute);
         plan.wanted[team].0 += f64::from(r.gpus) * f64::from(in_week);
         plan.arrivals[r.minute as usize].push(Arrival {
