@@ -1566,6 +1566,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=request-2]", "submitted")
         .await;
     browser.click_css("[data-test=logout]").await;
+    research_ran_three_big_jobs(&pool).await;
 
     log_in(&browser, "alex", PASSWORD).await;
     browser
@@ -1612,9 +1613,7 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=others]", "search h100-shared GPUs 40 0 → 24")
         .await;
-    browser
-        .wait_for_text("[data-test=what-if]", "0 recorded workloads of")
-        .await;
+    the_what_if_replayed_here_is_the_servers(&browser).await;
     browser
         .wait_for_text("#impact-chart", "Cohort impact")
         .await;
@@ -1941,17 +1940,106 @@ async fn open_quota_view(browser: &Browser, server: &Server, tab: &str, label: &
 }
 
 /// `GET /api/quota/world` from inside the page, with its session.
+/// Research's recorded work of three days ago, on h100-shared where it holds no quota yet: three
+/// 16-GPU one-hour jobs created at 10:00, two admitted at once and the third at 11:00.
+async fn research_ran_three_big_jobs(pool: &PgPool) {
+    let day = backend::clock::today().plus(-3);
+    let created = (i64::from(day.days_since_epoch()) * 24 + 10) * 3_600_000;
+    let jobs: Vec<serde_json::Value> = (0..3)
+        .map(|i| {
+            let admitted = created + if i == 2 { 3_600_000 } else { 0 };
+            serde_json::json!({
+                "uid": format!("research-{i}"), "namespace": "team-research", "name": format!("tune-{i}"),
+                "local_queue": "research", "cluster_queue": "research", "priority": 0, "priority_class": null,
+                "pod_sets": [{"name": "main", "count": 2, "resources": {"nvidia.com/gpu": 16},
+                    "flavors": {"nvidia.com/gpu": "h100-shared"}}],
+                "created_at_ms": created, "quota_reserved_at_ms": admitted, "admitted_at_ms": admitted,
+                "evicted": null, "finished": {"at_ms": admitted + 3_600_000, "reason": "Succeeded", "detail": null},
+                "evictions": [], "problems": []
+            })
+        })
+        .collect();
+    backend::cluster::db::record_workloads(
+        pool,
+        &serde_json::Value::from(jobs).to_string(),
+        created,
+        false,
+    )
+    .await
+    .expect("research's history");
+}
+
+/// The review's what-if, replayed in the browser's planner worker from the server's input.
+/// By hand, as Kueue admits (its concepts, "Cohort": a ClusterQueue admits within its nominal
+/// quota or by borrowing what the cohort's other queues leave unused): before the approval
+/// research holds no quota on h100-shared and borrows search's idle 40 GPUs, so two of its
+/// 16-GPU jobs start at 10:00 and the third waits for one to end (wait p95 by nearest rank of
+/// 0, 0, 60: 60 minutes); with its 24 it holds 24 + 24 borrowed = 48 and all three start at
+/// once; 3 × 16 GPU-hours admitted either way, no evictions. Search ran nothing. Every figure
+/// also reads as the server's own replay of the same request (`GET …/what-if`).
+async fn the_what_if_replayed_here_is_the_servers(browser: &Browser) {
+    use shared::planning::replay::{Outcome, WhatIf};
+    for row in ["research 60.0 → 0.0 0 48", "search — 0 0"] {
+        browser.wait_for_text("[data-test=what-if]", row).await;
+    }
+    let server: WhatIf = api_json(browser, "/api/quota/teams/research/requests/2/what-if").await;
+    browser
+        .wait_for_text(
+            "[data-test=what-if]",
+            &format!(
+                "{} recorded workloads of {} to {} replayed",
+                server.workloads, server.from, server.to
+            ),
+        )
+        .await;
+    let side = |f: &dyn Fn(&Outcome) -> String, c: &shared::planning::replay::Change| {
+        let (a, b) = (f(&c.before), f(&c.after));
+        if a == b { a } else { format!("{a} → {b}") }
+    };
+    for change in &server.teams {
+        let row = format!(
+            "{} {} {} {}",
+            change.team,
+            side(
+                &|o| o
+                    .wait_p95_minutes
+                    .map_or("—".to_owned(), |w| format!("{w:.1}")),
+                change
+            ),
+            side(&|o| o.evictions.to_string(), change),
+            side(&|o| format!("{:.0}", o.admitted_gpu_hours), change),
+        );
+        browser.wait_for_text("[data-test=what-if]", &row).await;
+    }
+    let ms = browser
+        .wait_for_text("[data-test=what-if-ms]", "")
+        .await
+        .text()
+        .await
+        .expect("the replay's milliseconds");
+    std::fs::write(
+        repo_root().join("target/e2e/what-if-ms.txt"),
+        format!("what-if replayed in the browser's worker: {ms} ms\n"),
+    )
+    .expect("what-if timing");
+}
+
 async fn quota_world_from_page(browser: &Browser) -> shared::quota::QuotaWorld {
+    api_json(browser, "/api/quota/world").await
+}
+
+/// `GET path` as the signed-in page's own session reads it.
+async fn api_json<T: serde::de::DeserializeOwned>(browser: &Browser, path: &str) -> T {
     let value = browser
         .client
         .execute_async(
             "const done = arguments[arguments.length - 1];
-             fetch('/api/quota/world').then(r => r.json()).then(done, e => done(String(e)));",
-            vec![],
+             fetch(arguments[0]).then(r => r.json()).then(done, e => done(String(e)));",
+            vec![serde_json::Value::from(path)],
         )
         .await
-        .expect("fetch the quota world");
-    serde_json::from_value(value).expect("a quota world")
+        .unwrap_or_else(|err| panic!("fetch {path}: {err}"));
+    serde_json::from_value(value.clone()).unwrap_or_else(|err| panic!("{path}: {err}: {value}"))
 }
 
 /// An approver sees the cluster's own dry run of a request, approves it, and the Cluster page

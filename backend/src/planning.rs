@@ -297,9 +297,28 @@ pub async fn replayed(state: &AppState, from: shared::common::day::Day) -> Resul
 /// `team`, on the compute pool.
 pub async fn what_if(
     state: &AppState,
-    (id, team, spec): (i64, &str, shared::quota::QuotaSpec),
+    request: (i64, &str, shared::quota::QuotaSpec),
     weeks: u32,
 ) -> Result<replay::WhatIf> {
+    let input = what_if_input(state, request, weeks).await?;
+    state
+        .work
+        .compute
+        .run(move |stop| {
+            let replayed = input.replay.replay(stop)?;
+            Ok(input.answer(replayed))
+        })
+        .await?
+        .map_err(|_: shared::common::interrupt::Interrupted| Error::Unavailable)
+}
+
+/// [`what_if`] ready to replay, with nothing more to read: what the approver's browser replays
+/// in the planner's worker.
+pub async fn what_if_input(
+    state: &AppState,
+    (id, team, spec): (i64, &str, shared::quota::QuotaSpec),
+    weeks: u32,
+) -> Result<replay::WhatIfInput> {
     let (first, start, end) = replay::what_if_window(weeks, clock::today());
     let (_, derived, run) = derive(
         state,
@@ -308,17 +327,11 @@ pub async fn what_if(
         replay::WhatIfRun::add,
     )
     .await?;
-    let team = team.to_owned();
-    let mut what_if = state
-        .work
-        .compute
-        .run(move |stop| run.finish(&derived, (id, &team, &spec), stop))
-        .await?
-        .map_err(|_| Error::Unavailable)?;
+    let mut input = run.prepare(&derived, (id, team, &spec));
     if let Some(why) = cluster::history::unrecorded(state.cluster.mode()) {
-        what_if.problems.insert(0, why);
+        input.problems.insert(0, why);
     }
-    Ok(what_if)
+    Ok(input)
 }
 
 /// The days `from` to `end` read once, a page at a time: what the derivation reads besides the

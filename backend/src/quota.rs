@@ -30,7 +30,7 @@ use shared::{
     chargeback::worth::{self, Review},
     common::day::Day,
     kueue::KueueVersion,
-    planning::replay::{WhatIf, WhatIfQuery},
+    planning::replay::{WhatIf, WhatIfInput, WhatIfQuery},
     quota::{
         Action, Approved, Decision, EditRequest, Flavor, FlavorEdit, NewRequest, QueueNames,
         QuotaRequest, QuotaSpec, QuotaWorld, RequestView, State as RequestState, Submit, TeamQueue,
@@ -138,6 +138,12 @@ pub fn api() -> Api {
             "/quota/teams/{team}/requests/{id}/what-if",
             deciders,
             what_if,
+        )
+        .route(
+            Method::GET,
+            "/quota/teams/{team}/requests/{id}/what-if/input",
+            deciders,
+            what_if_input,
         )
         .route(Method::GET, "/quota/findings", deciders, findings::get)
         .route(
@@ -501,18 +507,39 @@ async fn show_request(
 /// work replayed before and after the request's approval (`shared::planning::replay`).
 async fn what_if(
     State(state): State<AppState>,
-    Path((team, id)): Path<(String, String)>,
+    Path(path): Path<(String, String)>,
     Query(query): Query<WhatIfQuery>,
 ) -> Result<Json<WhatIf>> {
-    let id = request_id(&id)?;
-    let weeks = query.checked().map_err(Error::Invalid)?;
-    let spec = {
-        let mut conn = state.pool.acquire().await?;
-        stored_spec(&mut conn, &team, id).await?
-    };
+    let ((id, team, spec), weeks) = what_if_asked(&state, path, &query).await?;
     Ok(Json(
         crate::planning::what_if(&state, (id, &team, spec), weeks).await?,
     ))
+}
+
+/// `GET /api/quota/teams/{team}/requests/{id}/what-if/input?weeks=N`: the same what-if, ready
+/// for the approver's browser to replay (`shared::planning::replay::WhatIfInput`).
+async fn what_if_input(
+    State(state): State<AppState>,
+    Path(path): Path<(String, String)>,
+    Query(query): Query<WhatIfQuery>,
+) -> Result<Json<WhatIfInput>> {
+    let ((id, team, spec), weeks) = what_if_asked(&state, path, &query).await?;
+    Ok(Json(
+        crate::planning::what_if_input(&state, (id, &team, spec), weeks).await?,
+    ))
+}
+
+/// The request a what-if is asked of (its id, team and stored spec), and its weeks.
+async fn what_if_asked(
+    state: &AppState,
+    (team, id): (String, String),
+    query: &WhatIfQuery,
+) -> Result<((i64, String, QuotaSpec), u32)> {
+    let id = request_id(&id)?;
+    let weeks = query.checked().map_err(Error::Invalid)?;
+    let mut conn = state.pool.acquire().await?;
+    let spec = stored_spec(&mut conn, &team, id).await?;
+    Ok(((id, team, spec), weeks))
 }
 
 /// The request's stored spec.

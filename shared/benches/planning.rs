@@ -1,13 +1,21 @@
 //! One week at 1-minute steps: 10,000 GPUs, 50 teams, 4 flavors, ~100,000 jobs, and ten times
 //! that; the ~10,000-card bank preset's whole evaluation; its quota suggestion (its own week
-//! plus each week it tries); and a scenario derived from four weeks of that fleet's recorded
-//! Workloads.
+//! plus each week it tries); a scenario derived from four weeks of that fleet's recorded
+//! Workloads; and a quota request's what-if over three of those weeks, as the approver's
+//! browser reads and replays it.
+
+use std::collections::BTreeMap;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use shared::{
+    cluster::workload::{HistoryEntry, PodSet, RecordedWorkload, Transition},
+    common::{day::Day, error::from_json, interrupt::Never},
+    planning::from_history::{Measured, scenario},
+    planning::replay::{WhatIfReplay, WhatIfRun},
     planning::scenario::{Scenario, Team, bench_scenario},
     planning::simulate::simulate,
     planning::{evaluate, isolation_plan, parse_scenario, suggest_quotas},
+    quota::{QuotaSpec, QuotaWorld},
 };
 
 fn week(c: &mut Criterion) {
@@ -100,14 +108,17 @@ fn suggestion(c: &mut Criterion) {
 
 /// Four weeks of the 10,000-GPU, 50-team fleet's Workloads: 400,000 jobs (about the
 /// benchmark week's 100,000 a week), each team's on its flavor at three priorities, one to
-/// eight GPUs, runs of 30 to 300 minutes, arriving through the day.
-fn from_history(c: &mut Criterion) {
-    use shared::{
-        cluster::workload::{HistoryEntry, PodSet, RecordedWorkload, Transition},
-        common::day::Day,
-        planning::from_history::{Measured, scenario},
-        quota::QuotaWorld,
-    };
+/// eight GPUs, runs of 30 to 300 minutes, arriving through the day. With the quotas' world
+/// (each team's own ClusterQueue in one cohort, its nominal quota the benchmark week's) and the
+/// flavors' prices.
+struct History {
+    world: QuotaWorld,
+    prices: BTreeMap<String, i64>,
+    from: Day,
+    entries: Vec<HistoryEntry>,
+}
+
+fn four_weeks_of_history() -> History {
     let bench = bench_scenario();
     let world: QuotaWorld = serde_json::from_value(serde_json::json!({
         "flavors": bench.fleet.iter().map(|a| serde_json::json!({"name": a.flavor,
@@ -115,20 +126,22 @@ fn from_history(c: &mut Criterion) {
         "teams": bench.teams.iter().map(|t| serde_json::json!({"team": t.name,
             "namespace": format!("ns-{}", t.name), "cluster_queue": t.name, "local_queue": t.name,
             "cohort": "all"})).collect::<Vec<_>>(),
-        "approved": []
+        "approved": bench.teams.iter().enumerate().map(|(i, t)| serde_json::json!({
+            "id": i + 1, "team": t.name, "order": i + 1, "spec": {
+                "lines": t.nominal_gpus.iter().map(|(flavor, n)| serde_json::json!({
+                    "flavor": flavor, "resource": "nvidia.com/gpu", "nominal": n})).collect::<Vec<_>>(),
+                "justification": "the bench's quota", "starts_on": "2026-01-01"}})).collect::<Vec<_>>()
     }))
-    .unwrap_or_default();
+    .expect("the bench's quota world");
     let prices = bench
         .fleet
         .iter()
         .map(|a| (a.flavor.clone(), a.price_cents_per_gpu_hour))
         .collect();
-    let Some(from) = Day::parse("2026-11-02") else {
-        return;
-    };
+    let from = Day::parse("2026-11-02").expect("a day");
     let start_ms = i64::from(from.days_since_epoch()) * 86_400_000;
     let resource = "nvidia.com/gpu".to_owned();
-    let history: Vec<HistoryEntry> = (0..400_000u32)
+    let entries = (0..400_000u32)
         .map(|i| {
             let team = &bench.teams[(i % 50) as usize];
             let flavor = team.workloads[0].flavor.clone();
@@ -169,21 +182,95 @@ fn from_history(c: &mut Criterion) {
             }
         })
         .collect();
-    let measured = Measured {
-        world: &world,
-        prices: &prices,
-        usage: &[],
-        tokens: &[],
+    History {
+        world,
+        prices,
         from,
-        end: from.plus(28),
-    };
+        entries,
+    }
+}
+
+impl History {
+    /// What the derivation reads besides the Workloads, over `days` from the first.
+    fn measured(&self, days: i32) -> Measured<'_> {
+        Measured {
+            world: &self.world,
+            prices: &self.prices,
+            usage: &[],
+            tokens: &[],
+            from: self.from,
+            end: self.from.plus(days),
+        }
+    }
+}
+
+fn from_history(c: &mut Criterion) {
+    let history = four_weeks_of_history();
+    let measured = history.measured(28);
     let mut group = c.benchmark_group("from_history");
     group.sample_size(10);
     group.bench_function("4_weeks_10000_gpus_50_teams_400000_workloads", |b| {
-        b.iter(|| scenario(&measured, &history))
+        b.iter(|| scenario(&measured, &history.entries))
     });
     group.finish();
 }
 
-criterion_group!(benches, week, evaluation, suggestion, from_history);
+/// The what-if of a request doubling the first team's quota, over the last three of those
+/// weeks (the first is the week before them, as the what-if reads it): what the approver's
+/// browser does, reading the server's input, then replaying it.
+#[allow(
+    clippy::print_stdout,
+    reason = "the size the browser downloads, beside its times"
+)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a bench, not the crate's code: it leaves its input for the wasm bench"
+)]
+fn what_if(c: &mut Criterion) {
+    let history = four_weeks_of_history();
+    let measured = history.measured(29);
+    let first = history.from.plus(7);
+    let mut run = WhatIfRun::new(first, 3, &history.world);
+    for entry in &history.entries {
+        run.add(entry);
+    }
+    let derived = scenario(&measured, &history.entries);
+    let team = &derived.scenario.teams[0];
+    let lines: Vec<serde_json::Value> = team
+        .nominal_gpus
+        .iter()
+        .map(|(flavor, n)| serde_json::json!({"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": 2 * n + 8}))
+        .collect();
+    let spec: QuotaSpec = serde_json::from_value(serde_json::json!({
+        "lines": lines, "justification": "twice", "starts_on": "2026-12-01"}))
+    .expect("a request's spec");
+    let input = run.prepare(&derived, (1, &team.name.clone(), &spec));
+    let json = serde_json::to_string(&input).expect("JSON");
+    // For the same input timed in the planner's wasm (frontend/planner/bench.mjs).
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/bench/what-if-input.json"
+    );
+    std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench"))
+        .and_then(|()| std::fs::write(file, &json))
+        .expect("the what-if input for the wasm bench");
+    println!(
+        "what-if input: {} jobs in {} weeks, {} bytes of JSON",
+        input.workloads,
+        input.replay.weeks.0.len(),
+        json.len()
+    );
+    // As the planner's worker reads it: the replay's part, by path.
+    let read = || from_json::<WhatIfReplay>(&json).expect("reads");
+    let replay = read();
+    let mut group = c.benchmark_group("what_if");
+    group.sample_size(10);
+    group.bench_function("read_3_weeks_10000_gpus_50_teams", |b| b.iter(read));
+    group.bench_function("replay_3_weeks_10000_gpus_50_teams", |b| {
+        b.iter(|| replay.replay(&Never).expect("never stopped"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, week, evaluation, suggestion, from_history, what_if);
 criterion_main!(benches);

@@ -144,6 +144,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "/quota/teams/{team}/requests/{id}/what-if",
         "approver admin",
     ),
+    (
+        "GET",
+        "/quota/teams/{team}/requests/{id}/what-if/input",
+        "approver admin",
+    ),
     ("GET", "/quota/audit", "approver finance admin"),
     ("GET", "/quota/audit.csv", "approver finance admin"),
     (

@@ -1717,7 +1717,10 @@ async fn search_standing(rig: &Rig, pool: &PgPool, today: shared::common::day::D
 /// so before the approval nothing of search's is admitted; after it both run at once, 2 × 8 ×
 /// 1 = 16 GPU-hours, waiting 0. Research (on its H200s) is the same before and after.
 async fn search_request_what_if(rig: &Rig, pool: &PgPool, today: shared::common::day::Day) {
-    use shared::planning::replay::WhatIf;
+    use shared::{
+        common::interrupt::Never,
+        planning::replay::{WhatIf, WhatIfInput},
+    };
     let created = (i64::from(today.plus(-3).days_since_epoch()) * 24 + 10) * 3_600_000;
     let jobs: Vec<Value> = (0..2)
         .map(|i| {
@@ -1773,15 +1776,45 @@ async fn search_request_what_if(rig: &Rig, pool: &PgPool, today: shared::common:
     );
     let research = team("research");
     assert_eq!(research.before, research.after);
+    // What the approver's browser replays: the same weeks, the two sides' scenarios, search's
+    // two recorded jobs among the demo's (8 GPUs, created at 10:00 of the last week's fifth
+    // day, an hour's run), and replayed as the browser's planner does it, the same answer.
+    let reply = history(rig, &format!("{path}/input"), &rig.alex).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let input: WhatIfInput = reply.json();
+    let classes = |team: &str| -> std::ops::Range<usize> {
+        let teams = &input.replay.before.teams;
+        let at = teams.iter().position(|t| t.name == team);
+        let at = at.expect("the team's classes");
+        let first = teams[..at].iter().map(|t| t.workloads.len()).sum();
+        first..first + teams[at].workloads.len()
+    };
+    let minute = (today.plus(-3).days_since_epoch() - what_if.from.days_since_epoch()) % 7;
+    let minute = (minute * 24 + 10) as u32 * 60;
+    let jobs: Vec<(u32, u32, u32, bool)> = input
+        .replay
+        .weeks
+        .0
+        .iter()
+        .flatten()
+        .filter(|j| classes("search").contains(&j.class))
+        .map(|j| (j.gpus, j.minute, j.length_min, j.running))
+        .collect();
+    assert_eq!(jobs, [(8, minute, 60, false); 2]);
+    assert_eq!(input.replay.weeks.0.len(), 4);
+    let replayed = input.replay.replay(&Never).expect("never stopped");
+    assert_eq!(input.answer(replayed), what_if);
     // Bad weeks, and who may ask.
-    let bad = history(rig, &format!("{path}?weeks=9"), &rig.alex).await;
-    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let err: shared::ApiError = bad.json();
-    assert_eq!(err.fields[0].path, "weeks");
-    assert_eq!(
-        history(rig, &path, &rig.rita).await.status,
-        StatusCode::FORBIDDEN
-    );
+    for path in [path.clone(), format!("{path}/input")] {
+        let bad = history(rig, &format!("{path}?weeks=9"), &rig.alex).await;
+        assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let err: shared::ApiError = bad.json();
+        assert_eq!(err.fields[0].path, "weeks");
+        assert_eq!(
+            history(rig, &path, &rig.rita).await.status,
+            StatusCode::FORBIDDEN
+        );
+    }
     // The CLI prints the same what-if, and names a bad flag.
     let cli = |args: &[&str]| {
         let mut all = vec!["quota", "what-if", "--team", "search"];

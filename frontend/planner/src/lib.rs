@@ -2,11 +2,17 @@
 //! fetched only by the Plan page, so the console's first load does not carry the simulation)
 //! in a Web Worker and calls [`evaluate_scenario`] with each settled draft, or
 //! [`suggest_quotas`] when the manager asks: a 10,000-GPU week that takes seconds to simulate
-//! never freezes the page.
+//! never freezes the page. The console's review of a quota request starts it too, with
+//! [`replay_what_if`]: the request's what-if replayed in the approver's browser.
 
 use serde::Serialize;
 use shared::{
     FieldError,
+    common::{
+        error::from_json,
+        interrupt::{Interrupted, Never},
+    },
+    planning::replay::{Replayed, WhatIfReplay},
     planning::suggest::QuotaSuggestion,
     planning::{self, Evaluation},
 };
@@ -30,22 +36,35 @@ pub fn evaluate_scenario(scenario_json: &str) -> String {
 /// [`planning::SuggestRequest`] JSON in, `Outcome<QuotaSuggestion>` JSON out.
 #[wasm_bindgen]
 pub fn suggest_quotas(request_json: &str) -> String {
-    let outcome: Outcome<QuotaSuggestion> =
-        shared::common::error::from_json::<planning::SuggestRequest>(request_json)
-            .map_err(|err| vec![err.into_field_error()])
-            .and_then(|r| planning::suggest_quotas_with(&r.scenario, r.today));
+    let outcome: Outcome<QuotaSuggestion> = from_json::<planning::SuggestRequest>(request_json)
+        .map_err(|err| vec![err.into_field_error()])
+        .and_then(|r| planning::suggest_quotas_with(&r.scenario, r.today));
+    answer(outcome)
+}
+
+/// A what-if's input JSON in (`GET …/what-if/input`, of which it reads the [`WhatIfReplay`]),
+/// `Outcome<Replayed>` JSON out: the weeks replayed before and after the approval, as the
+/// server replays them.
+#[wasm_bindgen]
+pub fn replay_what_if(input_json: &str) -> String {
+    let outcome: Outcome<Replayed> = from_json::<WhatIfReplay>(input_json)
+        .map_err(|err| vec![err.into_field_error()])
+        .and_then(WhatIfReplay::checked)
+        .and_then(|input| input.replay(&Never).map_err(|Interrupted| Vec::new()));
     answer(outcome)
 }
 
 fn answer<T: Serialize>(outcome: Outcome<T>) -> String {
-    serde_json::to_string(&outcome).unwrap_or_else(|err| {
-        // Unreachable for these types; say so rather than answer nothing.
-        let failure: Outcome<()> = Err(vec![FieldError {
-            path: String::new(),
-            message: format!("the result did not serialise: {err}"),
-        }]);
-        serde_json::to_string(&failure).unwrap_or_default()
-    })
+    serde_json::to_string(&outcome).unwrap_or_else(unserialised)
+}
+
+/// Unreachable for these types; said rather than answering nothing (one copy for every type).
+fn unserialised(err: serde_json::Error) -> String {
+    let failure: Outcome<()> = Err(vec![FieldError {
+        path: String::new(),
+        message: format!("the result did not serialise: {err}"),
+    }]);
+    serde_json::to_string(&failure).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -90,6 +109,61 @@ mod tests {
                 serde_json::from_str(&suggest_quotas(&json)).expect("the answer reads");
             assert_eq!(answer, native);
         }
+    }
+
+    /// A what-if's input as the server sends it (`GET …/what-if/input`): the worker's answer
+    /// reads back as the server's own replay of it; a week naming no class of the scenario is
+    /// said, not guessed; an input that is not one is refused by path.
+    #[test]
+    fn the_what_if_reads_back_as_the_native_replay() {
+        use shared::{
+            common::day::Day,
+            planning::{
+                replay::{RecordedWeeks, WhatIfInput},
+                simulate::Recorded,
+            },
+        };
+        let before = planning::parse_scenario(&preset("startup-40")).expect("parses");
+        let mut after = before.clone();
+        after.teams[0].nominal_gpus.insert("h100".to_owned(), 40);
+        let job = |class, minute| Recorded {
+            class,
+            gpus: 16,
+            minute,
+            length_min: 60,
+            running: false,
+        };
+        let from = Day::parse("2026-11-02").expect("a day");
+        let mut input = WhatIfInput {
+            request: 7,
+            team: "research".to_owned(),
+            from,
+            to: from.plus(6),
+            workloads: 3,
+            problems: vec!["a problem of the derivation".to_owned()],
+            replay: WhatIfReplay {
+                before,
+                after,
+                weeks: RecordedWeeks(vec![vec![job(0, 600), job(0, 600), job(1, 660)]]),
+            },
+        };
+        let read = |input: &WhatIfInput| -> Outcome<Replayed> {
+            let json = serde_json::to_string(input).expect("JSON");
+            serde_json::from_str(&replay_what_if(&json)).expect("the answer reads")
+        };
+        let native = input.replay.replay(&Never).expect("never stopped");
+        assert_eq!(native.teams.len(), 2);
+        assert!(native.problems.is_empty());
+        assert_eq!(read(&input), Ok(native));
+        input.replay.weeks.0[0].push(job(99, 0));
+        let answer = read(&input).expect("replayed");
+        assert!(
+            answer.problems[0].starts_with("week 1 of 1 could not be replayed"),
+            "{answer:?}"
+        );
+        let refused: Outcome<Replayed> =
+            serde_json::from_str(&replay_what_if(r#"{"before": 3}"#)).expect("reads");
+        assert_eq!(refused.expect_err("refused")[0].path, "before");
     }
 
     #[test]

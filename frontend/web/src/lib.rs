@@ -1,11 +1,12 @@
 //! What the console (`frontend/`) and the Plan page's own bundle (`frontend/plan/`) share: the
-//! one API client, the chart and error widgets, the signed-in user, and loading a script the
-//! first time a page needs it. Each bundle links its own copy; nothing here holds state across
-//! them except through the page's `window`.
+//! one API client, the chart and error widgets, the signed-in user, the planner's worker, and
+//! loading a script the first time a page needs it. Each bundle links its own copy; nothing
+//! here holds state across them except through the page's `window`.
 
 pub mod api;
 pub mod figure;
 pub mod js;
+pub mod planner;
 pub mod ui;
 
 use leptos::prelude::*;

@@ -445,56 +445,194 @@ impl WhatIfRun {
         }
     }
 
-    /// Replays every week under `derived`'s scenario (the quotas in force today) and under the
-    /// same with request `id` of `team` approved (its whole quota replaced by `spec`'s).
-    pub fn finish(
+    /// Everything the replay needs, with nothing more to read: `derived`'s scenario (the quotas
+    /// in force today), the same with request `id` of `team` approved (its whole quota replaced
+    /// by `spec`'s), and each week's recorded jobs.
+    pub fn prepare(
         self,
         derived: &FromHistory,
         (id, team, spec): (i64, &str, &QuotaSpec),
-        stop: &dyn Interrupt,
-    ) -> Result<WhatIf, Interrupted> {
-        let before = &derived.scenario;
+    ) -> WhatIfInput {
+        let before = derived.scenario.clone();
         let mut problems = derived.problems.clone();
         let mut after = before.clone();
         match after.teams.iter().position(|t| t.name == team) {
-            Some(t) => from_history::set_quota(&mut after.teams[t], spec, before, &mut problems),
+            Some(t) => from_history::set_quota(&mut after.teams[t], spec, &before, &mut problems),
             None => problems.push(format!("team {team} is not in the cohort's scenario")),
         }
         problems.push(
             "no inference replicas are recorded, so unserved traffic is not replayed".to_owned(),
         );
-        let teams = before.teams.len();
-        let mut sides = [Side::new(teams), Side::new(teams)];
-        let (from, weeks) = (self.first, self.weeks.len());
-        let mut workloads = 0;
         let mut left_out = 0;
-        for mut week in self.weeks {
-            let (recorded, _) = week.prepare(before);
-            left_out += week.left_out;
-            workloads += recorded.len() as u64;
-            for (side, scenario) in sides.iter_mut().zip([before, &after]) {
-                match simulate::replay_keeping_waits(scenario, &recorded, stop)? {
-                    Some((simulation, waits)) => side.add(&simulation, &waits),
-                    None => {
-                        problems.push(format!("the week from {} could not be replayed", week.from))
-                    }
-                }
-            }
-        }
+        let weeks: Vec<Vec<Recorded>> = self
+            .weeks
+            .into_iter()
+            .map(|mut week| {
+                let (jobs, _) = week.prepare(&before);
+                left_out += week.left_out;
+                jobs
+            })
+            .collect();
         if left_out > 0 {
             problems.push(format!(
                 "{left_out} Workload-weeks not replayed: in namespaces no team owns, or holding no whole GPUs of a flavor"
             ));
         }
-        let [b, a] = sides;
-        Ok(WhatIf {
+        WhatIfInput {
             request: id,
             team: team.to_owned(),
-            from,
-            to: from.plus(WEEK_DAYS * weeks as i32 - 1),
-            weeks: weeks as u32,
-            workloads,
-            teams: before
+            from: self.first,
+            to: self.first.plus(WEEK_DAYS * weeks.len() as i32 - 1),
+            workloads: weeks.iter().map(|w| w.len() as u64).sum(),
+            problems,
+            replay: WhatIfReplay {
+                before,
+                after,
+                weeks: RecordedWeeks(weeks),
+            },
+        }
+    }
+}
+
+/// A what-if ready to replay (`GET …/what-if/input`): what the answer says of itself, and what
+/// the week engine replays. The server replays it for the API and the CLI; the approver's
+/// browser replays the same in the planner's worker, which reads only [`WhatIfReplay`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WhatIfInput {
+    pub request: i64,
+    pub team: String,
+    /// The first week's first day.
+    pub from: Day,
+    /// The last week's last day, included.
+    pub to: Day,
+    /// Workloads to replay, over all weeks.
+    pub workloads: u64,
+    /// What could not be derived or will not be replayed, in words.
+    pub problems: Vec<String>,
+    #[serde(flatten)]
+    pub replay: WhatIfReplay,
+}
+
+impl WhatIfInput {
+    /// The what-if: this input's account of itself, with what its replay found.
+    pub fn answer(self, replayed: Replayed) -> WhatIf {
+        let mut problems = self.problems;
+        problems.extend(replayed.problems);
+        WhatIf {
+            request: self.request,
+            team: self.team,
+            from: self.from,
+            to: self.to,
+            weeks: self.replay.weeks.0.len() as u32,
+            workloads: self.workloads,
+            teams: replayed.teams,
+            problems,
+        }
+    }
+}
+
+/// What the week engine replays: the cohort's scenario under the quotas in force today and with
+/// the request approved, and each week's recorded jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WhatIfReplay {
+    pub before: Scenario,
+    pub after: Scenario,
+    pub weeks: RecordedWeeks,
+}
+
+/// Each week's recorded jobs. In JSON one list of whole numbers: for each week, its number of
+/// jobs, then five numbers a job (class, GPUs, minute, length in minutes, 1 when it runs as the
+/// week starts, else 0). A what-if carries hundreds of thousands of jobs to the browser, which
+/// reads them with the least code this way.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<u32>")]
+pub struct RecordedWeeks(pub Vec<Vec<Recorded>>);
+
+impl TryFrom<Vec<u32>> for RecordedWeeks {
+    type Error = &'static str;
+
+    fn try_from(numbers: Vec<u32>) -> Result<Self, &'static str> {
+        let mut weeks = Vec::new();
+        let mut rest = &numbers[..];
+        while let Some((&jobs, after)) = rest.split_first() {
+            let (week, after) = after
+                .split_at_checked(jobs as usize * 5)
+                .ok_or("a week holds fewer jobs than it says")?;
+            let job = |n: &[u32]| Recorded {
+                class: n[0] as usize,
+                gpus: n[1],
+                minute: n[2],
+                length_min: n[3],
+                running: n[4] != 0,
+            };
+            weeks.push(week.chunks_exact(5).map(job).collect());
+            rest = after;
+        }
+        Ok(RecordedWeeks(weeks))
+    }
+}
+
+impl Serialize for RecordedWeeks {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let number = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        s.collect_seq(self.0.iter().flat_map(|week| {
+            let jobs = week.iter().flat_map(|r| {
+                [
+                    number(r.class),
+                    r.gpus,
+                    r.minute,
+                    r.length_min,
+                    u32::from(r.running),
+                ]
+            });
+            std::iter::once(number(week.len())).chain(jobs)
+        }))
+    }
+}
+
+/// What a what-if's replay found: per team of the cohort, before and after; the weeks it could
+/// not replay, in words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replayed {
+    pub teams: Vec<Change>,
+    pub problems: Vec<String>,
+}
+
+impl WhatIfReplay {
+    /// Checks what a browser is handed before it replays it, as any scenario is checked: the
+    /// scenario before the approval, then after it.
+    pub fn checked(self) -> Result<WhatIfReplay, Vec<FieldError>> {
+        self.before.validate()?;
+        self.after.validate()?;
+        Ok(self)
+    }
+
+    /// Replays every week before and after the approval.
+    pub fn replay(&self, stop: &dyn Interrupt) -> Result<Replayed, Interrupted> {
+        let teams = self.before.teams.len();
+        let (mut b, mut a) = (Side::new(teams), Side::new(teams));
+        let mut problems = Vec::new();
+        let weeks = &self.weeks.0;
+        for (n, jobs) in weeks.iter().enumerate() {
+            let before = simulate::replay_keeping_waits(&self.before, jobs, stop)?;
+            let after = simulate::replay_keeping_waits(&self.after, jobs, stop)?;
+            // A week counts on both sides or on neither.
+            match (before, after) {
+                (Some(before), Some(after)) => {
+                    b.add(&before.0, &before.1);
+                    a.add(&after.0, &after.1);
+                }
+                _ => problems.push(format!(
+                    "week {} of {} could not be replayed: a job names no batch class of the scenario, or its jobs come in more than {} class and size pairs",
+                    n + 1,
+                    weeks.len(),
+                    simulate::MAX_REPLAY_TEMPLATES
+                )),
+            }
+        }
+        Ok(Replayed {
+            teams: self
+                .before
                 .teams
                 .iter()
                 .enumerate()
@@ -958,9 +1096,9 @@ mod tests {
             "lines": [{"flavor": "h100", "resource": "nvidia.com/gpu", "nominal": 8}],
             "justification": "more", "starts_on": "2026-12-07"}))
         .expect("a request's spec");
-        let what_if = run
-            .finish(&derivation.finish(), (9, "research", &spec), &Never)
-            .expect("never interrupted");
+        let input = run.prepare(&derivation.finish(), (9, "research", &spec));
+        let replayed = input.replay.replay(&Never).expect("never interrupted");
+        let what_if = input.answer(replayed);
         assert_eq!((what_if.workloads, what_if.weeks), (3, 1));
         let [research, vision] = [&what_if.teams[0], &what_if.teams[1]];
         let outcome = |o: &Outcome| (o.wait_p95_minutes, o.evictions, o.admitted_gpu_hours);

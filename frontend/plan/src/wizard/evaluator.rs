@@ -10,10 +10,11 @@ use std::{
     rc::Rc,
 };
 
+use gpufleet_web::planner;
 use serde::de::DeserializeOwned;
 use shared::{FieldError, planning::Evaluation};
 use wasm_bindgen::{JsCast, JsValue, closure::Closure};
-use web_sys::{MessageEvent, Worker, WorkerOptions, WorkerType};
+use web_sys::{MessageEvent, Worker};
 
 /// What the planner answers (`gpufleet_planner::Outcome`, read back as the same type).
 pub type Outcome<T = Evaluation> = Result<T, Vec<FieldError>>;
@@ -35,9 +36,7 @@ pub struct Evaluator<T = Evaluation> {
 impl<T: DeserializeOwned + 'static> Evaluator<T> {
     pub fn new(task: &'static str, on_answer: impl Fn(u64, Answer<T>) + 'static) -> Evaluator<T> {
         let on_answer: Rc<dyn Fn(u64, Answer<T>)> = Rc::new(on_answer);
-        let options = WorkerOptions::new();
-        options.set_type(WorkerType::Module);
-        let worker = Worker::new_with_options("/plan-worker.js", &options).ok();
+        let worker = planner::start();
         let in_flight = Rc::new(Cell::new(false));
         let waiting: Rc<RefCell<Option<(u64, String)>>> = Rc::new(RefCell::new(None));
         let on_message = worker.as_ref().map(|target| {
@@ -52,7 +51,7 @@ impl<T: DeserializeOwned + 'static> Evaluator<T> {
                 // The next draft goes before this answer is shown, so the worker is never idle
                 // while one waits.
                 match waiting.borrow_mut().take() {
-                    Some((next, json)) => post(&worker, task, next, &json),
+                    Some((next, json)) => planner::post(&worker, task, next, &json),
                     None => in_flight.set(false),
                 }
                 on_answer(id, answer);
@@ -73,13 +72,13 @@ impl<T: DeserializeOwned + 'static> Evaluator<T> {
     /// Evaluates the scenario `json` as draft number `id`.
     pub fn submit(&self, id: u64, json: String) {
         let Some(worker) = &self.worker else {
-            (self.on_answer)(id, Err("this browser did not start the planner's Web Worker (module workers are needed)".to_owned()));
+            (self.on_answer)(id, Err(planner::NO_WORKER.to_owned()));
             return;
         };
         if self.in_flight.replace(true) {
             *self.waiting.borrow_mut() = Some((id, json));
         } else {
-            post(worker, self.task, id, &json);
+            planner::post(worker, self.task, id, &json);
         }
     }
 }
@@ -92,28 +91,12 @@ impl<T> Drop for Evaluator<T> {
     }
 }
 
-fn post(worker: &Worker, task: &str, id: u64, json: &str) {
-    let message = js_sys::Object::new();
-    let _ = js_sys::Reflect::set(&message, &"id".into(), &JsValue::from_f64(id as f64));
-    let _ = js_sys::Reflect::set(&message, &"task".into(), &JsValue::from_str(task));
-    let _ = js_sys::Reflect::set(&message, &"scenario".into(), &JsValue::from_str(json));
-    let _ = worker.post_message(&message);
-}
-
 fn read_answer<T: DeserializeOwned>(data: &JsValue) -> (u64, Answer<T>) {
-    let field = |name: &str| js_sys::Reflect::get(data, &name.into()).unwrap_or(JsValue::UNDEFINED);
-    let id = field("id").as_f64().unwrap_or(0.0) as u64;
-    if let Some(failed) = field("failed").as_string() {
-        return (id, Err(format!("the planner stopped: {failed}")));
-    }
-    let ms = field("ms").as_f64().unwrap_or(0.0);
-    let answer = field("outcome")
-        .as_string()
-        .ok_or_else(|| "the planner answered nothing".to_owned())
-        .and_then(|json| {
-            serde_json::from_str::<Outcome<T>>(&json)
-                .map_err(|err| format!("the planner's answer did not read: {err}"))
-        })
-        .map(|outcome| (outcome, ms));
+    let (id, answer) = planner::read(data);
+    let answer = answer.and_then(|(json, ms)| {
+        serde_json::from_str::<Outcome<T>>(&json)
+            .map(|outcome| (outcome, ms))
+            .map_err(|err| format!("the planner's answer did not read: {err}"))
+    });
     (id, answer)
 }

@@ -7,7 +7,7 @@
 use gloo_net::http::Method;
 use gpufleet_web::{
     figure::{Bars, Figure},
-    js,
+    js, planner,
 };
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
@@ -107,9 +107,12 @@ fn Review(request: QuotaRequest, can_decide: bool, decided: Callback<()>) -> imp
             }
             Err(err) => failure.set(Some(err)),
         }
-        what_if.set(match api::get_js(&format!("{path}/what-if")).await {
-            Ok(v) => what_if_html(&v),
-            Err(err) => format!(r#"<p class="muted">{}</p>"#, js::escape(&err.message)),
+    });
+    spawn_local(async move {
+        let input = format!("{}/what-if/input", path.get_value());
+        what_if.set(match replay_what_if(&input).await {
+            Ok((v, ms)) => what_if_html(&v, ms),
+            Err(why) => format!(r#"<p class="muted">{}</p>"#, js::escape(&why)),
         });
     });
     let comment = RwSignal::new(String::new());
@@ -314,8 +317,33 @@ fn others_html(impact: &js_sys::Array, team: &str) -> String {
     )
 }
 
+/// The what-if read from `path` (`WhatIfInput`) and replayed in the planner's worker, as
+/// `GET …/what-if` answers it (`WhatIf`, parsed by the browser): the input's own account of its
+/// weeks with the replay's teams and problems; and the milliseconds the replay took.
+async fn replay_what_if(path: &str) -> Result<(JsValue, f64), String> {
+    let input = api::get_text(path).await.map_err(|err| err.message)?;
+    let (answer, ms) = planner::ask("what_if", &input).await?;
+    let outcome = js_sys::JSON::parse(&answer).unwrap_or(JsValue::NULL);
+    let replayed = js::at(&outcome, "Ok");
+    if !replayed.is_object() {
+        let said: Vec<String> = js::each(&outcome, "Err")
+            .iter()
+            .map(|e| js::at(&e, "message").as_string().unwrap_or_default())
+            .collect();
+        return Err(format!(
+            "the weeks could not be replayed: {}",
+            said.join("; ")
+        ));
+    }
+    let what_if = js_sys::JSON::parse(&input).unwrap_or(JsValue::NULL);
+    let problems = js::each(&what_if, "problems").concat(&js::each(&replayed, "problems"));
+    let _ = js_sys::Reflect::set(&what_if, &"teams".into(), &js::at(&replayed, "teams"));
+    let _ = js_sys::Reflect::set(&what_if, &"problems".into(), &problems);
+    Ok((what_if, ms))
+}
+
 /// The what-if answer: per team of the cohort, the replayed weeks before → after.
-fn what_if_html(v: &JsValue) -> String {
+fn what_if_html(v: &JsValue, ms: f64) -> String {
     let side = |c: &JsValue, key: &str, f: &dyn Fn(&JsValue) -> String| {
         let (a, b) = (
             f(&js::at(&js::at(c, "before"), key)),
@@ -343,7 +371,7 @@ fn what_if_html(v: &JsValue) -> String {
         .collect();
     let problems = js::problems(v);
     format!(
-        r#"<p>{} recorded workloads of {} to {} replayed through the week engine under the quotas in force today, then with this request approved.</p>{}{}"#,
+        r#"<p>{} recorded workloads of {} to {} replayed through the week engine under the quotas in force today, then with this request approved (in this browser, <span data-test="what-if-ms">{ms:.0}</span> ms).</p>{}{}"#,
         js::text(v, "workloads"),
         js::text(v, "from"),
         js::text(v, "to"),
