@@ -48,6 +48,11 @@ impl Pending {
         self.queued().get(at)
     }
 
+    /// The workloads from `at` places from the front on.
+    pub fn rest(&self, at: usize) -> &[Queued] {
+        self.queued().get(at..).unwrap_or(&[])
+    }
+
     /// Where `job` is in the queue.
     pub fn position(&self, job: usize) -> Option<usize> {
         self.queued().iter().position(|q| q.job == job)

@@ -333,18 +333,32 @@ impl Week {
         strict: bool,
         flavors: usize,
     ) -> Option<&Queued> {
-        let queue = &self.pending[team];
-        while !cycle.done[team] {
-            let Some(q) = queue.get(cycle.cursor[team]) else {
-                cycle.done[team] = true;
-                break;
-            };
-            if q.slices < cycle.failed_from[team * flavors + q.model] {
-                return Some(q);
-            }
-            cycle.pass(team, strict, false);
+        if cycle.done[team] {
+            return None;
         }
-        None
+        // One walk over the queue's rest (a long queue's known-failing entries are passed
+        // every minute it stays blocked): StrictFIFO looks at its first only.
+        let queue = self.pending[team].rest(cycle.cursor[team]);
+        let failed = &cycle.failed_from[team * flavors..(team + 1) * flavors];
+        let admissible = |q: &Queued| q.slices < failed[q.model];
+        let at = if strict {
+            queue.first().filter(|q| admissible(q)).map(|_| 0)
+        } else {
+            queue.iter().position(admissible)
+        };
+        match at {
+            Some(at) => {
+                cycle.cursor[team] += at;
+                Some(&queue[at])
+            }
+            None => {
+                if !strict {
+                    cycle.cursor[team] += queue.len();
+                }
+                cycle.done[team] = true;
+                None
+            }
+        }
     }
 
     /// Where a head sorts among the cycle's heads (Kueue's `makeClassicalIterator`): one that
