@@ -1811,29 +1811,13 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     // page starts from that history.
     let from = backend::clock::today().plus(-28);
     let from_ms = i64::from(from.days_since_epoch()) * 86_400_000;
-    let waited: Vec<serde_json::Value> = (0..20)
+    let waited: Vec<(i64, i64)> = (0..20)
         .map(|i| {
             let created = from_ms + i * 3_600_000;
-            let admitted = created + (40 + 5 * i) * 60_000;
-            serde_json::json!({
-                "uid": format!("search-{i}"), "namespace": "team-search", "name": format!("job-{i}"),
-                "local_queue": "search", "cluster_queue": "search", "priority": 0, "priority_class": null,
-                "pod_sets": [{"name": "main", "count": 1, "resources": {"nvidia.com/gpu": 2},
-                    "flavors": {"nvidia.com/gpu": "h100-shared"}}],
-                "created_at_ms": created, "quota_reserved_at_ms": admitted, "admitted_at_ms": admitted,
-                "evicted": null, "finished": {"at_ms": admitted + 3_600_000, "reason": "Succeeded", "detail": null},
-                "evictions": [], "problems": []
-            })
+            (created, created + (40 + 5 * i) * 60_000)
         })
         .collect();
-    backend::cluster::db::record_workloads(
-        &pool,
-        &serde_json::Value::from(waited).to_string(),
-        from_ms,
-        false,
-    )
-    .await
-    .expect("search's history");
+    record_finished(&pool, "search", &waited, (1, 2)).await;
     open_quota_view(&browser, &server, "findings", "Findings").await;
     browser
         .wait_for_text(
@@ -1939,19 +1923,27 @@ async fn open_quota_view(browser: &Browser, server: &Server, tab: &str, label: &
     browser.click_css(&css).await;
 }
 
-/// `GET /api/quota/world` from inside the page, with its session.
 /// Research's recorded work of three days ago, on h100-shared where it holds no quota yet: three
 /// 16-GPU one-hour jobs created at 10:00, two admitted at once and the third at 11:00.
 async fn research_ran_three_big_jobs(pool: &PgPool) {
     let day = backend::clock::today().plus(-3);
     let created = (i64::from(day.days_since_epoch()) * 24 + 10) * 3_600_000;
-    let jobs: Vec<serde_json::Value> = (0..3)
-        .map(|i| {
-            let admitted = created + if i == 2 { 3_600_000 } else { 0 };
+    let jobs = [created, created, created + 3_600_000].map(|admitted| (created, admitted));
+    record_finished(pool, "research", &jobs, (2, 16)).await;
+}
+
+/// Records `team`'s Workloads on h100-shared as the workload recorder stores them, each
+/// `(created, admitted)` (ms since the epoch) with `pods` pods holding `gpus` GPUs in all,
+/// finished an hour after admission.
+async fn record_finished(pool: &PgPool, team: &str, jobs: &[(i64, i64)], (pods, gpus): (u32, u64)) {
+    let workloads: Vec<serde_json::Value> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, &(created, admitted))| {
             serde_json::json!({
-                "uid": format!("research-{i}"), "namespace": "team-research", "name": format!("tune-{i}"),
-                "local_queue": "research", "cluster_queue": "research", "priority": 0, "priority_class": null,
-                "pod_sets": [{"name": "main", "count": 2, "resources": {"nvidia.com/gpu": 16},
+                "uid": format!("{team}-{i}"), "namespace": format!("team-{team}"), "name": format!("job-{i}"),
+                "local_queue": team, "cluster_queue": team, "priority": 0, "priority_class": null,
+                "pod_sets": [{"name": "main", "count": pods, "resources": {"nvidia.com/gpu": gpus},
                     "flavors": {"nvidia.com/gpu": "h100-shared"}}],
                 "created_at_ms": created, "quota_reserved_at_ms": admitted, "admitted_at_ms": admitted,
                 "evicted": null, "finished": {"at_ms": admitted + 3_600_000, "reason": "Succeeded", "detail": null},
@@ -1959,14 +1951,15 @@ async fn research_ran_three_big_jobs(pool: &PgPool) {
             })
         })
         .collect();
+    let seen_at = jobs.first().map_or(0, |&(created, _)| created);
     backend::cluster::db::record_workloads(
         pool,
-        &serde_json::Value::from(jobs).to_string(),
-        created,
+        &serde_json::Value::from(workloads).to_string(),
+        seen_at,
         false,
     )
     .await
-    .expect("research's history");
+    .unwrap_or_else(|err| panic!("{team}'s history: {err:?}"));
 }
 
 /// The review's what-if, replayed in the browser's planner worker from the server's input.
@@ -2024,6 +2017,7 @@ async fn the_what_if_replayed_here_is_the_servers(browser: &Browser) {
     .expect("what-if timing");
 }
 
+/// `GET /api/quota/world` from inside the page, with its session.
 async fn quota_world_from_page(browser: &Browser) -> shared::quota::QuotaWorld {
     api_json(browser, "/api/quota/world").await
 }
