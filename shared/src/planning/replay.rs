@@ -555,8 +555,9 @@ impl TryFrom<Vec<u32>> for RecordedWeeks {
         let mut weeks = Vec::new();
         let mut rest = &numbers[..];
         while let Some((&jobs, after)) = rest.split_first() {
-            let (week, after) = after
-                .split_at_checked(jobs as usize * 5)
+            let (week, after) = (jobs as usize)
+                .checked_mul(5)
+                .and_then(|n| after.split_at_checked(n))
                 .ok_or("a week holds fewer jobs than it says")?;
             let job = |n: &[u32]| Recorded {
                 class: n[0] as usize,
@@ -1128,6 +1129,31 @@ mod tests {
             figure(research, Figure::AdmittedGpuHours),
             (Some(8.0), Some(8.0))
         );
+    }
+
+    /// The jobs' wire form: each week's count, then five numbers a job; a week may be empty;
+    /// a count larger than what follows is refused, not read short.
+    #[test]
+    fn recorded_weeks_read_as_counted_lists_of_five_numbers() {
+        let job = Recorded {
+            class: 3,
+            gpus: 8,
+            minute: 600,
+            length_min: 60,
+            running: true,
+        };
+        let weeks: RecordedWeeks = serde_json::from_str("[1, 3, 8, 600, 60, 1, 0]").expect("reads");
+        assert_eq!(weeks, RecordedWeeks(vec![vec![job], vec![]]));
+        assert_eq!(
+            serde_json::to_string(&weeks).expect("JSON"),
+            "[1,3,8,600,60,1,0]"
+        );
+        for short in ["[2, 3, 8, 600, 60, 1]", "[4294967295, 1]"] {
+            assert!(
+                serde_json::from_str::<RecordedWeeks>(short).is_err(),
+                "{short}"
+            );
+        }
     }
 
     #[test]
