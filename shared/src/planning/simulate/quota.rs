@@ -120,10 +120,14 @@ impl Quotas {
         }
     }
 
+    // `inline(always)` on these reads: a week makes millions of them, and the planner's
+    // size-optimised wasm would otherwise call each (docs/performance.md, what-if in V8).
+    #[inline(always)]
     fn quota(&self, team: usize, f: usize) -> &Quota {
         &self.quota[team * self.capacity.len() + f]
     }
 
+    #[inline(always)]
     pub fn nominal(&self, team: usize, f: usize) -> u64 {
         self.quota(team, f).nominal
     }
@@ -134,6 +138,7 @@ impl Quotas {
     }
 
     /// The most `team` may hold of flavor `f`: nominal plus its borrowing limit.
+    #[inline(always)]
     pub fn limit(&self, team: usize, f: usize) -> u64 {
         self.quota(team, f).limit
     }
@@ -176,6 +181,7 @@ impl Usage {
         }
     }
 
+    #[inline(always)]
     pub fn held(&self, team: usize, f: usize) -> u64 {
         self.held[team * self.pool.len() + f]
     }

@@ -337,15 +337,18 @@ impl Week {
             return None;
         }
         // One walk over the queue's rest (a long queue's known-failing entries are passed
-        // every minute it stays blocked): StrictFIFO looks at its first only.
+        // every minute it stays blocked): StrictFIFO looks at its first only. A plain loop:
+        // a predicate given to `position` stays a call per entry in the size-optimised wasm.
         let queue = self.pending[team].rest(cycle.cursor[team]);
         let failed = &cycle.failed_from[team * flavors..(team + 1) * flavors];
-        let admissible = |q: &Queued| q.slices < failed[q.model];
-        let at = if strict {
-            queue.first().filter(|q| admissible(q)).map(|_| 0)
-        } else {
-            queue.iter().position(admissible)
-        };
+        let walked = if strict { queue.len().min(1) } else { queue.len() };
+        let mut at = None;
+        for (i, q) in queue[..walked].iter().enumerate() {
+            if q.slices < failed[q.model] {
+                at = Some(i);
+                break;
+            }
+        }
         match at {
             Some(at) => {
                 cycle.cursor[team] += at;
