@@ -2012,7 +2012,7 @@ async fn the_what_if_replayed_here_is_the_servers(browser: &Browser) {
         .expect("the replay's milliseconds");
     std::fs::write(
         repo_root().join("target/e2e/what-if-ms.txt"),
-        format!("what-if replayed in the browser's worker: {ms} ms\n"),
+        format!("what-if replayed in the browser's two workers, from the posts to the joined answer: {ms} ms\n"),
     )
     .expect("what-if timing");
 }

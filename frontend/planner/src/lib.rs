@@ -2,8 +2,12 @@
 //! fetched only by the Plan page, so the console's first load does not carry the simulation)
 //! in a Web Worker and calls [`evaluate_scenario`] with each settled draft, or
 //! [`suggest_quotas`] when the manager asks: a 10,000-GPU week that takes seconds to simulate
-//! never freezes the page. The console's review of a quota request starts it too, with
-//! [`replay_what_if`]: the request's what-if replayed in the approver's browser.
+//! never freezes the page. The console's review of a quota request starts it too, in two
+//! workers at once (`public/planner-client.js`), each with [`replay_what_if_side`]: the
+//! request's what-if replayed in the approver's browser, before and after the approval.
+//!
+//! The exports' comments are `//`, not `///`: wasm-bindgen copies doc comments into the
+//! worker's JS, which the browser downloads.
 
 use serde::Serialize;
 use shared::{
@@ -12,7 +16,7 @@ use shared::{
         error::from_json,
         interrupt::{Interrupted, Never},
     },
-    planning::replay::{Replayed, WhatIfReplay},
+    planning::replay::{Side, SideReplayed, WhatIfReplay},
     planning::suggest::QuotaSuggestion,
     planning::{self, Evaluation},
 };
@@ -27,13 +31,13 @@ static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_all
 /// What the worker answers for one scenario; the page reads it back with the same type.
 pub type Outcome<T = Evaluation> = Result<T, Vec<FieldError>>;
 
-/// Scenario JSON in, [`Outcome`] JSON out.
+// Scenario JSON in, [`Outcome`] JSON out.
 #[wasm_bindgen]
 pub fn evaluate_scenario(scenario_json: &str) -> String {
     answer(planning::parse_scenario(scenario_json).and_then(|s| planning::evaluate(&s)))
 }
 
-/// [`planning::SuggestRequest`] JSON in, `Outcome<QuotaSuggestion>` JSON out.
+// [`planning::SuggestRequest`] JSON in, `Outcome<QuotaSuggestion>` JSON out.
 #[wasm_bindgen]
 pub fn suggest_quotas(request_json: &str) -> String {
     let outcome: Outcome<QuotaSuggestion> = from_json::<planning::SuggestRequest>(request_json)
@@ -42,15 +46,21 @@ pub fn suggest_quotas(request_json: &str) -> String {
     answer(outcome)
 }
 
-/// A what-if's input JSON in (`GET …/what-if/input`, of which it reads the [`WhatIfReplay`]),
-/// `Outcome<Replayed>` JSON out: the weeks replayed before and after the approval, as the
-/// server replays them.
+// A what-if's input JSON in (`GET …/what-if/input`, of which it reads the [`WhatIfReplay`]),
+// `Outcome<SideReplayed>` JSON out: every week replayed under the quotas in force today or,
+// with `after`, with the request approved, as the server replays them. The client joins the
+// two sides as `Replayed::join` does.
 #[wasm_bindgen]
-pub fn replay_what_if(input_json: &str) -> String {
-    let outcome: Outcome<Replayed> = from_json::<WhatIfReplay>(input_json)
+pub fn replay_what_if_side(input_json: &str, after: bool) -> String {
+    let side = if after { Side::After } else { Side::Before };
+    let outcome: Outcome<SideReplayed> = from_json::<WhatIfReplay>(input_json)
         .map_err(|err| vec![err.into_field_error()])
         .and_then(WhatIfReplay::checked)
-        .and_then(|input| input.replay(&Never).map_err(|Interrupted| Vec::new()));
+        .and_then(|input| {
+            input
+                .replay_side(side, &Never)
+                .map_err(|Interrupted| Vec::new())
+        });
     answer(outcome)
 }
 
@@ -111,15 +121,16 @@ mod tests {
         }
     }
 
-    /// A what-if's input as the server sends it (`GET …/what-if/input`): the worker's answer
-    /// reads back as the server's own replay of it; a week naming no class of the scenario is
-    /// said, not guessed; an input that is not one is refused by path.
+    /// A what-if's input as the server sends it (`GET …/what-if/input`): the two workers'
+    /// answers, joined as the client joins them, read back as the server's own replay of it;
+    /// a week naming no class of the scenario is said on both sides, not guessed; an input
+    /// that is not one, or whose two scenarios differ in their classes, is refused by path.
     #[test]
     fn the_what_if_reads_back_as_the_native_replay() {
         use shared::{
             common::day::Day,
             planning::{
-                replay::{RecordedWeeks, WhatIfInput},
+                replay::{RecordedWeeks, Replayed, WhatIfInput},
                 simulate::Recorded,
             },
         };
@@ -147,23 +158,31 @@ mod tests {
                 weeks: RecordedWeeks(vec![vec![job(0, 600), job(0, 600), job(1, 660)]]),
             },
         };
+        let side = |json: &str, after| -> Outcome<SideReplayed> {
+            serde_json::from_str(&replay_what_if_side(json, after)).expect("the answer reads")
+        };
         let read = |input: &WhatIfInput| -> Outcome<Replayed> {
             let json = serde_json::to_string(input).expect("JSON");
-            serde_json::from_str(&replay_what_if(&json)).expect("the answer reads")
+            Ok(Replayed::join(side(&json, false)?, side(&json, true)?))
         };
         let native = input.replay.replay(&Never).expect("never stopped");
         assert_eq!(native.teams.len(), 2);
         assert!(native.problems.is_empty());
         assert_eq!(read(&input), Ok(native));
         input.replay.weeks.0[0].push(job(99, 0));
-        let answer = read(&input).expect("replayed");
-        assert!(
-            answer.problems[0].starts_with("week 1 of 1 could not be replayed"),
-            "{answer:?}"
-        );
-        let refused: Outcome<Replayed> =
-            serde_json::from_str(&replay_what_if(r#"{"before": 3}"#)).expect("reads");
-        assert_eq!(refused.expect_err("refused")[0].path, "before");
+        let json = serde_json::to_string(&input).expect("JSON");
+        for after in [false, true] {
+            let answer = side(&json, after).expect("replayed");
+            assert!(
+                answer.problems[0].starts_with("week 1 of 1 could not be replayed"),
+                "{answer:?}"
+            );
+        }
+        let refused = side(r#"{"before": 3}"#, false).expect_err("refused");
+        assert_eq!(refused[0].path, "before");
+        input.replay.after.teams[0].workloads.pop();
+        let json = serde_json::to_string(&input).expect("JSON");
+        assert_eq!(side(&json, true).expect_err("refused")[0].path, "after");
     }
 
     #[test]

@@ -49,9 +49,16 @@ extern "C" {
     async fn ask_once(task: &str, json: &str) -> JsValue;
 }
 
-/// `task` on `json` in a worker of its own (for a page that asks once: the worker and its
-/// client are loaded the first time, the page's bundle carries none of it).
-pub async fn ask(task: &str, json: &str) -> Result<(String, f64), String> {
+/// Loads `public/planner-client.js`, which starts its workers as it loads, without waiting: a
+/// page that will ask soon calls this as it starts fetching the task's input, so the workers
+/// load the planner meanwhile.
+pub fn preload() {
+    wasm_bindgen_futures::spawn_local(async {
+        let _ = load_client().await;
+    });
+}
+
+async fn load_client() -> Result<(), JsValue> {
     load_script(
         "planner-client-js",
         "/planner-client.js",
@@ -59,6 +66,11 @@ pub async fn ask(task: &str, json: &str) -> Result<(String, f64), String> {
         None,
     )
     .await
-    .map_err(|_| NO_WORKER.to_owned())?;
+}
+
+/// `task` on `json` in a worker of its own (for a page that asks once: the worker and its
+/// client are loaded the first time, the page's bundle carries none of it).
+pub async fn ask(task: &str, json: &str) -> Result<(String, f64), String> {
+    load_client().await.map_err(|_| NO_WORKER.to_owned())?;
     read(&ask_once(task, json).await).1
 }

@@ -599,31 +599,97 @@ pub struct Replayed {
     pub problems: Vec<String>,
 }
 
+/// Which scenario of a what-if a replay runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The quotas in force today.
+    Before,
+    /// With the request approved.
+    After,
+}
+
+/// One side of a what-if replayed over every week (the approver's browser replays the two at
+/// once, one worker each): per team of the cohort, in the scenario's order, its name and what
+/// the weeks did to it; the weeks that could not be replayed, in words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideReplayed {
+    pub teams: Vec<(String, Outcome)>,
+    pub problems: Vec<String>,
+}
+
+impl Replayed {
+    /// The two sides of one what-if, team by team: replayed from one input, they name the same
+    /// teams in the same order and leave out the same weeks.
+    pub fn join(before: SideReplayed, after: SideReplayed) -> Replayed {
+        let teams = before.teams.into_iter().zip(after.teams);
+        Replayed {
+            teams: teams
+                .map(|((team, before), (_, after))| Change {
+                    team,
+                    before,
+                    after,
+                })
+                .collect(),
+            problems: before.problems,
+        }
+    }
+}
+
 impl WhatIfReplay {
     /// Checks what a browser is handed before it replays it, as any scenario is checked: the
-    /// scenario before the approval, then after it.
+    /// scenario before the approval, then after it. Whether a week can be replayed depends on
+    /// the fleet's flavors and the teams' classes (their kinds and flavors), so the two
+    /// scenarios must share those: a week then replays on both sides or on neither.
     pub fn checked(self) -> Result<WhatIfReplay, Vec<FieldError>> {
         self.before.validate()?;
         self.after.validate()?;
+        let classes = |s: &Scenario| -> Vec<(usize, WorkloadKind, String)> {
+            let teams = s.teams.iter().enumerate();
+            teams
+                .flat_map(|(t, team)| {
+                    team.workloads
+                        .iter()
+                        .map(move |w| (t, w.kind, w.flavor.clone()))
+                })
+                .collect()
+        };
+        let flavors = |s: &Scenario| s.fleet.iter().map(|a| a.flavor.clone()).collect::<Vec<_>>();
+        if classes(&self.before) != classes(&self.after)
+            || flavors(&self.before) != flavors(&self.after)
+        {
+            return Err(vec![FieldError {
+                path: "after".to_owned(),
+                message: "the scenario after the approval must have the fleet's flavors and the teams' classes of the one before it".to_owned(),
+            }]);
+        }
         Ok(self)
     }
 
     /// Replays every week before and after the approval.
     pub fn replay(&self, stop: &dyn Interrupt) -> Result<Replayed, Interrupted> {
-        let teams = self.before.teams.len();
-        let (mut b, mut a) = (Side::new(teams), Side::new(teams));
+        let before = self.replay_side(Side::Before, stop)?;
+        Ok(Replayed::join(before, self.replay_side(Side::After, stop)?))
+    }
+
+    /// Replays every week under one side's scenario. Whether a week can be replayed depends
+    /// on the fleet and the classes only, which the two sides share ([`WhatIfReplay::checked`]):
+    /// a week counts on both sides or on neither.
+    pub fn replay_side(
+        &self,
+        side: Side,
+        stop: &dyn Interrupt,
+    ) -> Result<SideReplayed, Interrupted> {
+        let scenario = match side {
+            Side::Before => &self.before,
+            Side::After => &self.after,
+        };
+        let mut sum = Sum::new(scenario.teams.len());
         let mut problems = Vec::new();
         let weeks = &self.weeks.0;
         for (n, jobs) in weeks.iter().enumerate() {
-            let before = simulate::replay_keeping_waits(&self.before, jobs, stop)?;
-            let after = simulate::replay_keeping_waits(&self.after, jobs, stop)?;
-            // A week counts on both sides or on neither.
-            match (before, after) {
-                (Some(before), Some(after)) => {
-                    b.add(&before.0, &before.1);
-                    a.add(&after.0, &after.1);
-                }
-                _ => problems.push(format!(
+            match simulate::replay_keeping_waits(scenario, jobs, stop)? {
+                Some((week, waits)) => sum.add(&week, &waits),
+                None => problems.push(format!(
                     "week {} of {} could not be replayed: a job names no batch class of the scenario, or its jobs come in more than {} class and size pairs",
                     n + 1,
                     weeks.len(),
@@ -631,33 +697,26 @@ impl WhatIfReplay {
                 )),
             }
         }
-        Ok(Replayed {
-            teams: self
-                .before
-                .teams
-                .iter()
-                .enumerate()
-                .map(|(t, team)| Change {
-                    team: team.name.clone(),
-                    before: b.outcome(t),
-                    after: a.outcome(t),
-                })
+        let teams = scenario.teams.iter().enumerate();
+        Ok(SideReplayed {
+            teams: teams
+                .map(|(t, team)| (team.name.clone(), sum.outcome(t)))
                 .collect(),
             problems,
         })
     }
 }
 
-/// One side of the what-if (before or after), summed over the weeks.
-struct Side {
+/// One side of the what-if, summed over the weeks.
+struct Sum {
     waits: Vec<Waits>,
     evictions: Vec<u64>,
     admitted_gpu_minutes: Vec<f64>,
 }
 
-impl Side {
+impl Sum {
     fn new(teams: usize) -> Self {
-        Side {
+        Sum {
             waits: vec![Waits::default(); teams],
             evictions: vec![0; teams],
             admitted_gpu_minutes: vec![0.0; teams],

@@ -317,10 +317,12 @@ fn others_html(impact: &js_sys::Array, team: &str) -> String {
     )
 }
 
-/// The what-if read from `path` (`WhatIfInput`) and replayed in the planner's worker, as
-/// `GET …/what-if` answers it (`WhatIf`, parsed by the browser): the input's own account of its
-/// weeks with the replay's teams and problems; and the milliseconds the replay took.
+/// The what-if read from `path` (`WhatIfInput`) and replayed in two of the planner's workers
+/// (started as the input downloads), as `GET …/what-if` answers it (`WhatIf`, parsed by the
+/// browser): the input's own account of its weeks with the replay's teams and problems; and
+/// the milliseconds the replay took.
 async fn replay_what_if(path: &str) -> Result<(JsValue, f64), String> {
+    planner::preload();
     let input = api::get_text(path).await.map_err(|err| err.message)?;
     let (answer, ms) = planner::ask("what_if", &input).await?;
     let outcome = js_sys::JSON::parse(&answer).unwrap_or(JsValue::NULL);

@@ -341,7 +341,11 @@ impl Week {
         // a predicate given to `position` stays a call per entry in the size-optimised wasm.
         let queue = self.pending[team].rest(cycle.cursor[team]);
         let failed = &cycle.failed_from[team * flavors..(team + 1) * flavors];
-        let walked = if strict { queue.len().min(1) } else { queue.len() };
+        let walked = if strict {
+            queue.len().min(1)
+        } else {
+            queue.len()
+        };
         let mut at = None;
         for (i, q) in queue[..walked].iter().enumerate() {
             if q.slices < failed[q.model] {
