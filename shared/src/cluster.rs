@@ -8,7 +8,6 @@
 //! metadata; GitOps output is the same bytes for the same objects. `workload` reads what Kueue
 //! ran: its Workload objects, as the history the planner learns from.
 
-pub mod demo;
 pub mod workload;
 
 use serde::{Deserialize, Serialize};

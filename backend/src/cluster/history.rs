@@ -21,12 +21,9 @@ use axum::{
 };
 use futures_util::{StreamExt, TryStreamExt};
 use shared::{
-    cluster::{
-        demo::DemoQueue,
-        workload::{
-            self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecordedWorkload,
-            RecorderStatus, Transition, WorkloadHistory,
-        },
+    cluster::workload::{
+        self, HistoryEntry, HistoryQuery, MAX_HISTORY_WORKLOADS, RecordedWorkload, RecorderStatus,
+        Transition, WorkloadHistory,
     },
     common::day::Day,
 };
@@ -199,12 +196,14 @@ async fn failed(state: &AppState, failure: &Failure) -> Error {
 /// Days of demo history `gpufleet demo` writes: four weeks and today.
 pub(crate) const DEMO_DAYS: i32 = 28;
 
-/// The demo's workload history (`shared::cluster::demo`): four weeks up to now for every team
-/// with whole GPUs in force today outside the inference pools (what serves there is the
-/// demo's vLLM replicas, counted by vLLM's metrics, not batch jobs), written as the recorder
+/// The demo's workload history (`shared::usage::demo::workloads`): four weeks up to now for
+/// every team with whole GPUs in force today outside the inference pools (what serves there is
+/// the demo's vLLM replicas, counted by vLLM's metrics, not batch jobs), doing the training the
+/// demo exporter's metrics show (`shared::usage::demo::training`), written as the recorder
 /// would have seen it and marked demo.
 /// Only into an empty history: how many Workloads, or None when it held some.
 pub async fn load_demo(pool: &PgPool) -> Result<Option<usize>> {
+    use shared::usage::demo::{self, workloads::DemoQueue};
     if db::has_workloads(pool).await? {
         return Ok(None);
     }
@@ -228,16 +227,19 @@ pub async fn load_demo(pool: &PgPool) -> Result<Option<usize>> {
                 cluster_queue: t.cluster_queue.clone(),
                 flavor: line.flavor.clone(),
                 resource: line.resource.clone(),
-                nominal: u32::try_from(line.nominal).unwrap_or(u32::MAX),
             })
         })
         .collect();
+    let (pools, teams) = crate::usage::demo::fleet(pool).await?;
+    let metrics = |q: &DemoQueue, at_ms: i64| {
+        demo::training(&pools, &teams, (&q.cluster_queue, &q.flavor), at_ms)
+    };
     let now_ms = clock::now_ms();
     let from_ms = i64::from(today.plus(-DEMO_DAYS).days_since_epoch()) * 86_400_000;
-    let demo = shared::cluster::demo::history(
+    let demo = demo::workloads::history(
         &queues,
-        from_ms,
-        DEMO_DAYS.unsigned_abs() + 1,
+        &metrics,
+        (from_ms, DEMO_DAYS.unsigned_abs() + 1),
         now_ms,
         shared::common::rng::DEFAULT_SEED,
     );

@@ -1562,10 +1562,10 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
             .await
             .json();
     assert_eq!(seen.workloads.len(), written);
-    assert!(
-        written > 20 * 12,
-        "a business hour of every weekday brings a job"
-    );
+    // Research trains on its 48 H200s around the clock, as the demo exporter shows: six
+    // one-node jobs at once of 2 to 6 hours' work each, so 28 days bring between 28 × 24 × 6 / 6
+    // = 672 and 29 × 24 × 6 / 2 = 2,088 of them, and an evaluation job each weekday.
+    assert!((672..=2_088 + 21).contains(&written), "{written}");
     assert!(seen.unrecorded.is_some(), "no cluster: said so");
     for w in &seen.workloads {
         assert!(w.demo && w.team.as_deref() == Some("research"), "{w:?}");
@@ -1593,8 +1593,12 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
         .expect("research");
     assert_ne!(research.workloads[0].name, "no-recorded-work");
     assert!(derived.scenario.validate().is_ok());
-    // The re-plan findings read it too: research's weekday afternoons wait 30-119 minutes,
-    // a fifth of its work, so its p95 is above the 30-minute target.
+    // The re-plan findings read it too. Research asks for more than its quota (the exporter's
+    // training demand, 77 to 91 of the pool's 96 GPUs, 84 on average, against 48 held), so
+    // about 36 GPUs' worth waits, kept as whole 8-GPU jobs: at most 8 more. By Little's law
+    // its jobs wait on average (GPUs waiting) × (mean work, 240 min) / (GPUs held, 48): 180
+    // to 220 minutes, the backlog's waits alike, so its p50 is near that and its p95 above the
+    // 30-minute target.
     let found: shared::planning::findings::Findings =
         history(&rig, "/api/quota/findings", &rig.alex).await.json();
     assert!(found.demo_workloads > 0 && found.demo_workloads == found.workloads_read);
@@ -1606,7 +1610,10 @@ async fn the_demo_records_four_weeks_of_history_marked_demo_once(pool: PgPool) {
         .expect("research waits");
     assert_eq!(waiting.team, "research");
     let wait = waiting.wait.as_ref().expect("figures");
-    assert!(wait.p95_minutes >= 30 && wait.p95_minutes < 120, "{wait:?}");
+    let mean_gpus_waiting = wait.mean_gpus_waiting.expect("measured");
+    assert!((36.0..=44.0).contains(&mean_gpus_waiting), "{wait:?}");
+    assert!((150..=250).contains(&wait.p50_minutes), "{wait:?}");
+    assert!(wait.p95_minutes >= 30, "{wait:?}");
     assert!(waiting.draft.is_some(), "{waiting:?}");
     demo_week_replayed(&rig, today).await;
     search_request_what_if(&rig, &pool, today).await;
@@ -1891,7 +1898,7 @@ async fn demo_week_replayed(rig: &Rig, today: shared::common::day::Day) {
     };
     assert_eq!(replay.workloads, replayed);
     assert_eq!(figure(Figure::WaitP95Minutes).measured, Some(p95));
-    assert!((30.0..120.0).contains(&p95), "the demo's afternoons: {p95}");
+    assert!(p95 >= 30.0, "research's backlog waits: {p95}");
     assert_eq!(
         figure(Figure::AdmittedGpuHours).measured,
         Some(gpu_minutes as f64 / 60.0)

@@ -25,6 +25,8 @@
 
 use std::f64::consts::PI;
 
+pub mod workloads;
+
 use crate::{
     common::{
         day::Day,
@@ -169,8 +171,8 @@ pub fn samples(pools: &[DemoPool], teams: &[DemoTeam], at_ms: i64) -> Vec<DemoSa
     let Some(trainer) = teams.first() else {
         return out;
     };
-    let servers: &[DemoTeam] = if teams.len() > 1 { &teams[1..] } else { teams };
-    let roles = Roles { trainer, servers };
+    let roles = Roles::of(trainer, teams);
+    let servers = roles.servers;
     let mut kueue = Kueue::default();
     let mut serving = 0i64;
     let mut sandbox_placed = false;
@@ -211,10 +213,16 @@ struct Roles<'a> {
     servers: &'a [DemoTeam],
 }
 
-impl Roles<'_> {
+impl<'a> Roles<'a> {
+    /// The first of `teams` trains, the others serve (a lone team does both).
+    fn of(trainer: &'a DemoTeam, teams: &'a [DemoTeam]) -> Self {
+        let servers = if teams.len() > 1 { &teams[1..] } else { teams };
+        Roles { trainer, servers }
+    }
+
     /// Every team once, in the order the demo's Kueue admits them: the servers first (serving
     /// preempts training), then the trainer.
-    fn admission_order(&self) -> Vec<&DemoTeam> {
+    fn admission_order(&self) -> Vec<&'a DemoTeam> {
         let mut order: Vec<&DemoTeam> = self.servers.iter().collect();
         if !order
             .iter()
@@ -344,13 +352,90 @@ fn admit(quotas: &[Quota], capacity: i64) -> Vec<i64> {
     admitted
 }
 
-/// One pool of whole GPUs at an instant. What the teams ask for: a training pool runs the
-/// trainer's backlog (95% of its GPUs, 80% at the traffic peak), an inference pool the servers'
-/// models (20% + 70% × traffic), a shared pool both (serving 15% + 60% × traffic, training
-/// 70% − 60% × traffic: it borrows the servers' idle quota at night). Kueue admits it under the
-/// quotas in force ([`admit`]); the GPUs' DCGM samples follow, and two GPUs of the first
-/// shared pool are held by the sandbox when `sandbox_free` and two are left. Returns the GPUs
-/// serving, and whether the sandbox was placed here.
+/// What a team's training on one pool of whole GPUs is at an instant, as the demo's metrics
+/// show it ([`workloads`] records Workloads that do the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Training {
+    /// GPUs its admitted training holds.
+    pub held: i64,
+    /// GPUs more its training asks for and Kueue does not admit: waiting.
+    pub waiting: i64,
+}
+
+/// `cluster_queue`'s training on the pool of whole GPUs of `flavor` at `at_ms` (none where no
+/// such pool or team is).
+pub fn training(
+    pools: &[DemoPool],
+    teams: &[DemoTeam],
+    (cluster_queue, flavor): (&str, &str),
+    at_ms: i64,
+) -> Training {
+    let none = Training {
+        held: 0,
+        waiting: 0,
+    };
+    let (Some(trainer), Some(pool)) = (
+        teams.first(),
+        pools
+            .iter()
+            .find(|p| p.flavor == flavor && p.mig_layout.is_empty()),
+    ) else {
+        return none;
+    };
+    let roles = Roles::of(trainer, teams);
+    let admitted = pool_admission(pool, &roles, at_ms, &mut Kueue::default());
+    admitted
+        .into_iter()
+        .find(|(team, _, _)| team.cluster_queue == cluster_queue)
+        .map_or(none, |(_, (serves, trains), n)| {
+            let held = n - n.min(serves);
+            Training {
+                held,
+                waiting: trains - held,
+            }
+        })
+}
+
+/// What the teams ask of one pool of whole GPUs at an instant, and what Kueue admits of it:
+/// per team in [`Roles::admission_order`], (team, (serving, training) asked, admitted). A
+/// training pool runs the trainer's backlog (95% of its GPUs, 80% at the traffic peak), an
+/// inference pool the servers' models (20% + 70% × traffic), a shared pool both (serving
+/// 15% plus 60% × traffic, training 70% − 60% × traffic: it borrows the servers' idle quota
+/// at night). Kueue admits it under the quotas in force ([`admit`]).
+fn pool_admission<'t>(
+    pool: &DemoPool,
+    roles: &Roles<'t>,
+    at_ms: i64,
+    kueue: &mut Kueue,
+) -> Vec<(&'t DemoTeam, (i64, i64), i64)> {
+    let d = traffic(at_ms);
+    let gpus = pool.nodes * pool.gpus_per_node;
+    let share = |f: f64| (f * gpus as f64).round() as i64;
+    let (training, inference) = match (
+        pool.flavor.contains("train"),
+        pool.flavor.contains("inference"),
+    ) {
+        (true, _) => (share(0.95 - 0.15 * d), 0),
+        (_, true) => (0, share(0.2 + 0.7 * d)),
+        _ => (share(0.7 - 0.6 * d), share(0.15 + 0.6 * d)),
+    };
+    let asks: Vec<(&DemoTeam, (i64, i64))> = roles
+        .admission_order()
+        .into_iter()
+        .map(|t| (t, roles.demand(t, training, inference)))
+        .collect();
+    let totals: Vec<(&DemoTeam, i64)> = asks.iter().map(|(t, (s, r))| (*t, s + r)).collect();
+    let admitted = kueue.admit((&pool.flavor, "nvidia.com/gpu"), &totals, gpus, at_ms);
+    asks.into_iter()
+        .zip(admitted)
+        .map(|((team, asked), n)| (team, asked, n))
+        .collect()
+}
+
+/// One pool of whole GPUs at an instant, admitted as [`pool_admission`] says; the GPUs' DCGM
+/// samples follow, and two GPUs of the first shared pool are held by the sandbox when
+/// `sandbox_free` and two are left. Returns the GPUs serving, and whether the sandbox was
+/// placed here.
 fn whole_gpu_pool(
     (p, pool): (usize, &DemoPool),
     roles: &Roles,
@@ -359,36 +444,19 @@ fn whole_gpu_pool(
     out: &mut Vec<DemoSample>,
     kueue: &mut Kueue,
 ) -> (i64, bool) {
-    let d = traffic(at_ms);
-    let gpus = pool.nodes * pool.gpus_per_node;
-    let share = |f: f64| (f * gpus as f64).round() as i64;
-    let (kind_train, kind_inference) = (
-        pool.flavor.contains("train"),
-        pool.flavor.contains("inference"),
-    );
-    let (training, inference) = match (kind_train, kind_inference) {
-        (true, _) => (share(0.95 - 0.15 * d), 0),
-        (_, true) => (0, share(0.2 + 0.7 * d)),
-        _ => (share(0.7 - 0.6 * d), share(0.15 + 0.6 * d)),
-    };
-    let order = roles.admission_order();
-    let asks: Vec<(&DemoTeam, (i64, i64))> = order
-        .iter()
-        .map(|t| (*t, roles.demand(t, training, inference)))
-        .collect();
-    let totals: Vec<(&DemoTeam, i64)> = asks.iter().map(|(t, (s, r))| (*t, s + r)).collect();
-    let admitted = kueue.admit((&pool.flavor, "nvidia.com/gpu"), &totals, gpus, at_ms);
     // each team's admitted GPUs serve first, then train; training blocks first in the pool
     let mut blocks: Vec<Block> = Vec::new();
     let mut serving = Vec::new();
-    for ((team, (serves, _)), n) in asks.iter().zip(admitted) {
-        let inference = n.min(*serves);
+    for (team, (serves, _), n) in pool_admission(pool, roles, at_ms, kueue) {
+        let inference = n.min(serves);
         blocks.push(Block::new(Work::Training, &team.namespace, n - inference));
         serving.push(Block::new(Work::Inference, &team.namespace, inference));
     }
     blocks.extend(serving);
     let held: i64 = blocks.iter().map(|b| b.gpus).sum();
-    let sandbox = sandbox_free && !kind_train && !kind_inference && gpus - held >= 2;
+    let shared_pool = !pool.flavor.contains("train") && !pool.flavor.contains("inference");
+    let gpus = pool.nodes * pool.gpus_per_node;
+    let sandbox = sandbox_free && shared_pool && gpus - held >= 2;
     if sandbox {
         blocks.push(Block::new(Work::Notebook, SANDBOX, 2));
     }
