@@ -197,6 +197,78 @@ pub struct PodRequest {
     pub tolerations: Vec<Toleration>,
 }
 
+/// The flavors of the resource group that covers every resource `wanted` (Kueue takes one
+/// group per pod set), or why none does.
+fn covering_flavors<'g>(
+    groups: &'g [(Vec<String>, Vec<String>)],
+    wanted: &[(&String, i64)],
+    cluster_queue: &str,
+) -> Result<&'g [String], String> {
+    let mut group: Option<&(Vec<String>, Vec<String>)> = None;
+    for (resource, _) in wanted {
+        match groups
+            .iter()
+            .find(|(covered, _)| covered.contains(resource))
+        {
+            Some(g) => group = Some(g),
+            None => {
+                return Err(format!(
+                    "resource {resource} unavailable in ClusterQueue {cluster_queue}"
+                ));
+            }
+        }
+    }
+    group
+        .map(|(_, flavors)| flavors.as_slice())
+        .ok_or_else(|| "the pod requests nothing the ClusterQueue governs".to_owned())
+}
+
+/// Why `flavor` cannot take `pod` (its node labels, its taints, or the queue's quota of it),
+/// or `None` when it can.
+fn flavor_refusal(
+    flavor: &FlavorObject,
+    pod: &PodRequest,
+    queue: &Queue,
+    wanted: &[(&String, i64)],
+) -> Option<String> {
+    if let Some((key, value)) = flavor
+        .node_labels
+        .iter()
+        .find(|(k, v)| pod.node_selector.get(*k).is_some_and(|want| want != *v))
+    {
+        return Some(format!(
+            "its nodes carry {key}={value}, the pod selects another"
+        ));
+    }
+    let untolerated = flavor.node_taints.iter().find(|taint| {
+        !pod.tolerations
+            .iter()
+            .chain(&flavor.tolerations)
+            .any(|t| tolerates(t, taint))
+    });
+    if let Some(taint) = untolerated {
+        return Some(format!("untolerated taint {}", taint.key));
+    }
+    let short = wanted.iter().find(|(resource, amount)| {
+        let quota = queue
+            .quotas
+            .iter()
+            .find(|q| q.flavor == flavor.name && q.resource == **resource);
+        let nominal = quota.map_or(0, |q| q.nominal);
+        // In a cohort it may borrow up to its borrowing limit (none: no limit).
+        let ceiling = match (&queue.cohort, quota.and_then(|q| q.borrowing_limit)) {
+            (None, _) => Some(nominal),
+            (Some(_), limit) => limit.map(|b| nominal + b),
+        };
+        ceiling.is_some_and(|c| *amount > c)
+    });
+    short.map(|(resource, amount)| {
+        format!(
+            "{amount} {resource} is more than the ClusterQueue may hold, its nominal quota and what it may borrow"
+        )
+    })
+}
+
 /// Whether a toleration tolerates a taint (Kubernetes' rule).
 fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     let key = t.key.is_empty() || t.key == taint.key;
@@ -442,69 +514,16 @@ impl Setup {
             .ok_or_else(|| format!("LocalQueue {queue_name} doesn't exist in {}", pod.namespace))?;
         let counted = config.quota_requests(&pod.requests);
         let wanted: Vec<(&String, i64)> = counted.iter().map(|(r, n)| (r, *n)).collect();
-        let mut group: Option<&(Vec<String>, Vec<String>)> = None;
-        for (resource, _) in &wanted {
-            match groups
-                .iter()
-                .find(|(covered, _)| covered.contains(resource))
-            {
-                Some(g) => group = Some(g),
-                None => {
-                    return Err(format!(
-                        "resource {resource} unavailable in ClusterQueue {}",
-                        queue.cluster_queue
-                    ));
-                }
-            }
-        }
-        let Some((_, flavors)) = group else {
-            return Err("the pod requests nothing the ClusterQueue governs".to_owned());
-        };
+        let flavors = covering_flavors(groups, &wanted, &queue.cluster_queue)?;
         let mut reasons = Vec::new();
         for name in flavors {
             let Some(flavor) = self.flavors.iter().find(|f| f.name == *name) else {
                 continue;
             };
-            if let Some((key, value)) = flavor
-                .node_labels
-                .iter()
-                .find(|(k, v)| pod.node_selector.get(*k).is_some_and(|want| want != *v))
-            {
-                reasons.push(format!(
-                    "flavor {name}: its nodes carry {key}={value}, the pod selects another"
-                ));
-                continue;
+            match flavor_refusal(flavor, pod, queue, &wanted) {
+                Some(reason) => reasons.push(format!("flavor {name}: {reason}")),
+                None => return Ok(name.clone()),
             }
-            let untolerated = flavor.node_taints.iter().find(|taint| {
-                !pod.tolerations
-                    .iter()
-                    .chain(&flavor.tolerations)
-                    .any(|t| tolerates(t, taint))
-            });
-            if let Some(taint) = untolerated {
-                reasons.push(format!("flavor {name}: untolerated taint {}", taint.key));
-                continue;
-            }
-            let short = wanted.iter().find(|(resource, amount)| {
-                let quota = queue
-                    .quotas
-                    .iter()
-                    .find(|q| q.flavor == *name && q.resource == **resource);
-                let nominal = quota.map_or(0, |q| q.nominal);
-                // In a cohort it may borrow up to its borrowing limit (none: no limit).
-                let ceiling = match (&queue.cohort, quota.and_then(|q| q.borrowing_limit)) {
-                    (None, _) => Some(nominal),
-                    (Some(_), limit) => limit.map(|b| nominal + b),
-                };
-                ceiling.is_some_and(|c| *amount > c)
-            });
-            if let Some((resource, amount)) = short {
-                reasons.push(format!(
-                    "flavor {name}: {amount} {resource} is more than the ClusterQueue may hold, its nominal quota and what it may borrow"
-                ));
-                continue;
-            }
-            return Ok(name.clone());
         }
         Err(reasons.join("; "))
     }

@@ -1039,77 +1039,8 @@ pub fn bench_scenario() -> Scenario {
     let teams = (0..50)
         .map(|t| {
             let (flavor, count, _) = flavors[t % 4];
-            let share = count / (50 / 4 + u32::from(t % 4 < 50 % 4));
-            let nominal = [(flavor.to_owned(), share * 9 / 10)].into_iter().collect();
-            let batch = |name: &str, kind, peak: f64, gpus, minutes| Workload {
-                name: name.to_owned(),
-                kind,
-                flavor: flavor.to_owned(),
-                demand: Demand::Preset {
-                    preset: Preset::WeeklyBatch,
-                    peak_gpus: peak,
-                },
-                gpus_per_job: gpus,
-                job_minutes: minutes,
-                checkpoint_minutes: 30,
-                restart_minutes: default_restart_minutes(),
-                priority: 10,
-                preemptible: true,
-                busy_pct: 90,
-                tenants: 1,
-                slo: false,
-                inference: None,
-                backlog_gpus: 0.0,
-                mem_mib_per_job: None,
-                throughput: false,
-                current_isolation: None,
-            };
-            let serving = Workload {
-                name: "serve".to_owned(),
-                kind: WorkloadKind::Inference,
-                demand: Demand::Preset {
-                    preset: Preset::BusinessHoursDiurnal,
-                    peak_gpus: f64::from(share) * 0.25,
-                },
-                gpus_per_job: 1,
-                priority: 1000,
-                preemptible: false,
-                inference: Some(Inference {
-                    tokens_per_s_per_gpu: 2000,
-                    cold_start_s: 120,
-                    warm_cache_cold_start_s: Some(20),
-                    min_replicas: 1,
-                    max_replicas: share,
-                    threshold_pct: 70,
-                    activation_threshold_pct: 5,
-                    cooldown_s: 300,
-                }),
-                ..batch("serve", WorkloadKind::Inference, 0.0, 1, 60)
-            };
-            Team {
-                name: format!("team-{t:02}"),
-                nominal_gpus: nominal,
-                borrowing_limit_gpus: Default::default(),
-                lending_limit_gpus: Default::default(),
-                queue_wait_target_min: DEFAULT_QUEUE_WAIT_TARGET_MIN,
-                workloads: vec![
-                    batch(
-                        "train",
-                        WorkloadKind::PreTraining,
-                        f64::from(share) * 0.6,
-                        8,
-                        240,
-                    ),
-                    batch(
-                        "tune",
-                        WorkloadKind::FineTuning,
-                        f64::from(share) * 0.3,
-                        2,
-                        120,
-                    ),
-                    serving,
-                ],
-            }
+            // The flavor's cards shared among the teams on it.
+            bench_team(t, flavor, count / (50 / 4 + u32::from(t % 4 < 50 % 4)))
         })
         .collect();
     let mut s = Scenario::starting_from("benchmark: 10,000 GPUs, 50 teams, 4 flavors", fleet);
@@ -1117,6 +1048,82 @@ pub fn bench_scenario() -> Scenario {
     s.constraints.platform_team_size = 10;
     s.constraints.platform_engineer_cost_cents_per_year = 25_000_000;
     s
+}
+
+/// Benchmark team `t` on `flavor` with `share` of its cards: 90% of them its nominal quota,
+/// pre-training (8-GPU, 4-hour jobs) and fine-tuning (2-GPU, 2-hour) batch work peaking at 60%
+/// and 30% of them, and a model served on up to all of them, a quarter at its peak.
+fn bench_team(t: usize, flavor: &str, share: u32) -> Team {
+    let nominal = [(flavor.to_owned(), share * 9 / 10)].into_iter().collect();
+    let batch = |name: &str, kind, peak: f64, gpus, minutes| Workload {
+        name: name.to_owned(),
+        kind,
+        flavor: flavor.to_owned(),
+        demand: Demand::Preset {
+            preset: Preset::WeeklyBatch,
+            peak_gpus: peak,
+        },
+        gpus_per_job: gpus,
+        job_minutes: minutes,
+        checkpoint_minutes: 30,
+        restart_minutes: default_restart_minutes(),
+        priority: 10,
+        preemptible: true,
+        busy_pct: 90,
+        tenants: 1,
+        slo: false,
+        inference: None,
+        backlog_gpus: 0.0,
+        mem_mib_per_job: None,
+        throughput: false,
+        current_isolation: None,
+    };
+    let serving = Workload {
+        name: "serve".to_owned(),
+        kind: WorkloadKind::Inference,
+        demand: Demand::Preset {
+            preset: Preset::BusinessHoursDiurnal,
+            peak_gpus: f64::from(share) * 0.25,
+        },
+        gpus_per_job: 1,
+        priority: 1000,
+        preemptible: false,
+        inference: Some(Inference {
+            tokens_per_s_per_gpu: 2000,
+            cold_start_s: 120,
+            warm_cache_cold_start_s: Some(20),
+            min_replicas: 1,
+            max_replicas: share,
+            threshold_pct: 70,
+            activation_threshold_pct: 5,
+            cooldown_s: 300,
+        }),
+        ..batch("serve", WorkloadKind::Inference, 0.0, 1, 60)
+    };
+    Team {
+        name: format!("team-{t:02}"),
+        nominal_gpus: nominal,
+        borrowing_limit_gpus: Default::default(),
+        lending_limit_gpus: Default::default(),
+        queue_wait_target_min: DEFAULT_QUEUE_WAIT_TARGET_MIN,
+        workloads: vec![
+            batch(
+                "train",
+                WorkloadKind::PreTraining,
+                f64::from(share) * 0.6,
+                8,
+                240,
+            ),
+            batch(
+                "tune",
+                WorkloadKind::FineTuning,
+                f64::from(share) * 0.3,
+                2,
+                120,
+            ),
+            serving,
+        ],
+    }
 }
 
 /// The inventory as a planning scenario's fleet: one flavor per pool with nodes (its name

@@ -318,16 +318,7 @@ impl SettingsText {
             }
         }
         for (n, line) in lines(&self.node_taints) {
-            let parsed = line.rsplit_once(':').and_then(|(head, e)| {
-                let effect = effect(e.trim())?;
-                let (key, value) = head.split_once('=').unwrap_or((head, ""));
-                Some(Taint {
-                    key: key.trim().to_owned(),
-                    value: value.trim().to_owned(),
-                    effect,
-                })
-            });
-            match parsed {
+            match taint(line) {
                 Some(t) => settings.node_taints.push(t),
                 None => errors.push(field(
                     "node_taints",
@@ -336,32 +327,13 @@ impl SettingsText {
             }
         }
         for (n, line) in lines(&self.tolerations) {
-            let (head, effect_text) = match line.rsplit_once(':') {
-                Some((h, e)) => (h.trim(), Some(e.trim())),
-                None => (line, None),
-            };
-            let effect_of = effect_text.map(effect);
-            if effect_of == Some(None) {
-                errors.push(field(
+            match toleration(line) {
+                Ok(t) => settings.tolerations.push(t),
+                Err(effect) => errors.push(field(
                     "tolerations",
-                    format!(
-                        "line {n}: the effect must be {EFFECTS}, not {:?}",
-                        effect_text.unwrap_or_default()
-                    ),
-                ));
-                continue;
+                    format!("line {n}: the effect must be {EFFECTS}, not {effect:?}"),
+                )),
             }
-            let (key, value, operator) = match head.split_once('=') {
-                Some((k, v)) => (k.trim(), v.trim(), TolerationOperator::Equal),
-                None if head == "*" => ("", "", TolerationOperator::Exists),
-                None => (head, "", TolerationOperator::Exists),
-            };
-            settings.tolerations.push(Toleration {
-                key: key.to_owned(),
-                operator,
-                value: value.to_owned(),
-                effect: effect_of.flatten(),
-            });
         }
         for (n, line) in lines(&self.mig_layout) {
             match line
@@ -393,6 +365,42 @@ impl SettingsText {
             Err(errors)
         }
     }
+}
+
+/// A node taint line, `key=value:Effect` or `key:Effect`.
+fn taint(line: &str) -> Option<Taint> {
+    let (head, e) = line.rsplit_once(':')?;
+    let effect = effect(e.trim())?;
+    let (key, value) = head.split_once('=').unwrap_or((head, ""));
+    Some(Taint {
+        key: key.trim().to_owned(),
+        value: value.trim().to_owned(),
+        effect,
+    })
+}
+
+/// A toleration line: `key=value[:Effect]` (Equal), `key[:Effect]` or `*` (Exists); the
+/// effect text when it names no effect.
+fn toleration(line: &str) -> Result<Toleration, &str> {
+    let (head, effect_text) = match line.rsplit_once(':') {
+        Some((h, e)) => (h.trim(), Some(e.trim())),
+        None => (line, None),
+    };
+    let effect = match effect_text.map(effect) {
+        Some(None) => return Err(effect_text.unwrap_or_default()),
+        parsed => parsed.flatten(),
+    };
+    let (key, value, operator) = match head.split_once('=') {
+        Some((k, v)) => (k.trim(), v.trim(), TolerationOperator::Equal),
+        None if head == "*" => ("", "", TolerationOperator::Exists),
+        None => (head, "", TolerationOperator::Exists),
+    };
+    Ok(Toleration {
+        key: key.to_owned(),
+        operator,
+        value: value.to_owned(),
+        effect,
+    })
 }
 
 pub const LABEL_VALUE_RULE: &str = "must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";

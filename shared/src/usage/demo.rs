@@ -781,30 +781,30 @@ fn gpu_labels(p: usize, pool: &DemoPool, g: i64) -> Vec<(&'static str, String)> 
     ]
 }
 
-/// A MIG pool's instances at `at_ms`: the serving teams ask for `25% + 60% × traffic` of them,
-/// GPU by GPU, and Kueue admits them per profile under the quotas in force ([`admit`]); each
-/// admitted instance is busy 11-79% with traffic, the rest idle.
-fn mig_samples(
-    (p, pool): (usize, &DemoPool),
-    roles: &Roles,
-    at_ms: i64,
-    out: &mut Vec<DemoSample>,
-    kueue: &mut Kueue,
-) {
-    let slots: Vec<&str> = pool
-        .mig_layout
+/// A MIG GPU's instances, each by its profile, in the layout's order.
+fn mig_slots(pool: &DemoPool) -> Vec<&str> {
+    pool.mig_layout
         .iter()
         .flat_map(|(profile, n)| std::iter::repeat_n(profile.as_str(), *n as usize))
-        .collect();
+        .collect()
+}
+
+/// What the servers ask of a MIG pool's instances (25% + 60% × traffic of them, by profile in
+/// the layout's order) and Kueue admits: per profile, the instances each team may hold, in
+/// admission order.
+fn mig_admission<'t>(
+    pool: &'t DemoPool,
+    roles: &Roles<'t>,
+    at_ms: i64,
+    kueue: &mut Kueue,
+) -> Vec<(&'t str, Vec<(&'t DemoTeam, i64)>)> {
+    let slots = mig_slots(pool);
     let gpus = pool.nodes * pool.gpus_per_node;
     let instances = gpus * slots.len() as i64;
-    let d = traffic(at_ms);
-    let minute = at_ms.div_euclid(MINUTE_MS);
-    let wanted = ((0.25 + 0.6 * d) * instances as f64).round() as i64;
+    let wanted = ((0.25 + 0.6 * traffic(at_ms)) * instances as f64).round() as i64;
     let profile_of = |j: i64| slots[(j % slots.len() as i64) as usize];
     let order = roles.admission_order();
-    // per profile, the instances each team may hold, in admission order
-    let mut allowed: Vec<(&str, Vec<(&DemoTeam, i64)>)> = Vec::new();
+    let mut allowed = Vec::new();
     for (profile, per_gpu) in &pool.mig_layout {
         let asked = (0..wanted).filter(|j| profile_of(*j) == profile).count() as i64;
         let asks: Vec<(&DemoTeam, i64)> = order
@@ -821,6 +821,24 @@ fn mig_samples(
         let teams = asks.iter().map(|(t, _)| *t).zip(admitted).collect();
         allowed.push((profile.as_str(), teams));
     }
+    allowed
+}
+
+/// A MIG pool's instances at `at_ms`: the serving teams ask for `25% + 60% × traffic` of them,
+/// GPU by GPU, and Kueue admits them per profile under the quotas in force ([`admit`]); each
+/// admitted instance is busy 11-79% with traffic, the rest idle.
+fn mig_samples(
+    (p, pool): (usize, &DemoPool),
+    roles: &Roles,
+    at_ms: i64,
+    out: &mut Vec<DemoSample>,
+    kueue: &mut Kueue,
+) {
+    let slots = mig_slots(pool);
+    let instances = pool.nodes * pool.gpus_per_node * slots.len() as i64;
+    let d = traffic(at_ms);
+    let minute = at_ms.div_euclid(MINUTE_MS);
+    let mut allowed = mig_admission(pool, roles, at_ms, kueue);
     let model = crate::fleet::catalogue::find(&pool.gpu_model).ok();
     for j in 0..instances {
         let (g, s) = (j / slots.len() as i64, (j % slots.len() as i64) as usize);
