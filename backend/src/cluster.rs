@@ -825,21 +825,7 @@ async fn delete_queue(
     UrlPath((kind, name)): UrlPath<(String, String)>,
     axum::extract::Query(scope): axum::extract::Query<Scope>,
 ) -> Result<Json<ClusterView>> {
-    if kind != "ClusterQueue" && kind != "LocalQueue" {
-        return Err(Error::Invalid(vec![shared::FieldError {
-            path: "kind".to_owned(),
-            message: "only a ClusterQueue or a LocalQueue can be deleted here".to_owned(),
-        }]));
-    }
-    let id = ObjectRef {
-        namespace: if kind == "LocalQueue" {
-            scope.namespace.unwrap_or_default()
-        } else {
-            String::new()
-        },
-        kind,
-        name,
-    };
+    let id = queue_ref(kind, name, scope)?;
     let Sink::Kube(kube) = &state.cluster.sink else {
         return Err(Error::Conflict(
             "no cluster is configured: there is nothing to delete".to_owned(),
@@ -867,6 +853,46 @@ async fn delete_queue(
         .await
         .map_err(cluster_error)?
         .ok_or(Error::NotFound)?;
+    ours_and_idle(&id, &live)?;
+    kube.delete(&id, version).await.map_err(cluster_error)?;
+    audit::record(
+        &mut *conn,
+        Actor::User(&caller),
+        Kind::ClusterObject,
+        "delete",
+        &id.to_string(),
+        None,
+        Some(&json!({"spec": live["spec"]})),
+        None,
+    )
+    .await?;
+    drop(conn);
+    run_now(&state, None).await?;
+    Ok(Json(view(&state).await?))
+}
+
+/// The queue a delete names: a ClusterQueue, or a LocalQueue in `scope`'s namespace.
+fn queue_ref(kind: String, name: String, scope: Scope) -> Result<ObjectRef> {
+    if kind != "ClusterQueue" && kind != "LocalQueue" {
+        return Err(Error::Invalid(vec![shared::FieldError {
+            path: "kind".to_owned(),
+            message: "only a ClusterQueue or a LocalQueue can be deleted here".to_owned(),
+        }]));
+    }
+    Ok(ObjectRef {
+        namespace: if kind == "LocalQueue" {
+            scope.namespace.unwrap_or_default()
+        } else {
+            String::new()
+        },
+        kind,
+        name,
+    })
+}
+
+/// Refuses to delete `live` unless gpufleet applied it (its managed fields name our field
+/// manager) and Kueue reports no workload admitted through it.
+fn ours_and_idle(id: &ObjectRef, live: &Value) -> Result<()> {
     let ours = live["metadata"]["managedFields"]
         .as_array()
         .into_iter()
@@ -884,21 +910,7 @@ async fn delete_queue(
             if admitted == 1 { "" } else { "s" }
         )));
     }
-    kube.delete(&id, version).await.map_err(cluster_error)?;
-    audit::record(
-        &mut *conn,
-        Actor::User(&caller),
-        Kind::ClusterObject,
-        "delete",
-        &id.to_string(),
-        None,
-        Some(&json!({"spec": live["spec"]})),
-        None,
-    )
-    .await?;
-    drop(conn);
-    run_now(&state, None).await?;
-    Ok(Json(view(&state).await?))
+    Ok(())
 }
 
 /// The approved objects as GitOps files, zipped on the compute pool.

@@ -28,15 +28,15 @@ pub fn results_markdown(
     seeds: &[u64],
     command: &str,
 ) -> String {
-    let fmt = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.2}"));
-    let find = |list: &str, policy: Policy| {
-        published_name(policy).and_then(|name| {
-            published
-                .iter()
-                .find(|p| p.list == list && p.policy == name)
-        })
-    };
     let mut md = String::new();
+    preamble(&mut md, run, seeds, command);
+    summary_table(&mut md, run, published);
+    paired(&mut md, run);
+    md
+}
+
+/// The document's title, protocol, how to regenerate it, and what to read into it.
+fn preamble(md: &mut String, run: &ProtocolRun, seeds: &[u64], command: &str) {
     let _ = writeln!(
         md,
         "# Packing on the Alibaba openb trace: gpufleet vs. the published results\n"
@@ -73,6 +73,18 @@ pub fn results_markdown(
          `fgd` seed by seed below. The random sequence differs \
          from the artifact's (Go's generator), so only the statistics compare.\n"
     );
+}
+
+/// Each list and policy: ours at 100% and 130% arrival beside the published medians.
+fn summary_table(md: &mut String, run: &ProtocolRun, published: &[Published]) {
+    let fmt = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.2}"));
+    let find = |list: &str, policy: Policy| {
+        published_name(policy).and_then(|name| {
+            published
+                .iter()
+                .find(|p| p.list == list && p.policy == name)
+        })
+    };
     let _ = writeln!(
         md,
         "| list | policy | ours @100 (IQR) | published @100 | Δ | ours @130 | published @130 | frag amount @100 | failed pods |"
@@ -100,8 +112,6 @@ pub fn results_markdown(
             fmt(s.pods_failed_median),
         );
     }
-    paired(&mut md, run);
-    md
 }
 
 /// `fgd_stranding` against `fgd`, seed by seed, per list.
