@@ -151,6 +151,23 @@ fn toggled<T: Clone + PartialEq>(list: &[T], item: &T, on: bool) -> Vec<T> {
     out
 }
 
+/// A box that gives `user` the `role` or takes it away.
+fn role_box(user: &User, role: Role, done: Done) -> impl IntoView + use<> {
+    let (name, roles) = (user.username.clone(), user.roles.clone());
+    let checked = roles.contains(&role);
+    view! {
+        <label class="check">
+            <input type="checkbox" prop:checked=checked on:change=move |ev| {
+                let on = event_target_checked(&ev);
+                let what = format!("{} {}", role.label(), if on { "added" } else { "removed" });
+                let roles = toggled(&roles, &role, on);
+                patch_user(name.clone(), UserPatch { roles: Some(roles), ..Default::default() }, what, done);
+            }/>
+            {role.label()}
+        </label>
+    }
+}
+
 #[component]
 fn UserTable(users: Vec<User>, team_names: Signal<Vec<String>>, done: Done) -> impl IntoView {
     let rows = users
@@ -158,21 +175,7 @@ fn UserTable(users: Vec<User>, team_names: Signal<Vec<String>>, done: Done) -> i
         .map(|user| {
             let role_boxes = Role::ALL
                 .into_iter()
-                .map(|role| {
-                    let (name, roles) = (user.username.clone(), user.roles.clone());
-                    let checked = roles.contains(&role);
-                    view! {
-                        <label class="check">
-                            <input type="checkbox" prop:checked=checked on:change=move |ev| {
-                                let on = event_target_checked(&ev);
-                                let what = format!("{} {}", role.label(), if on { "added" } else { "removed" });
-                                let roles = toggled(&roles, &role, on);
-                                patch_user(name.clone(), UserPatch { roles: Some(roles), ..Default::default() }, what, done);
-                            }/>
-                            {role.label()}
-                        </label>
-                    }
-                })
+                .map(|role| role_box(&user, role, done))
                 .collect_view();
             let (name, teams) = (user.username.clone(), user.teams.clone());
             let team_boxes = move || {
@@ -352,6 +355,62 @@ fn NewUserForm(team_names: Signal<Vec<String>>, done: Done) -> impl IntoView {
     }
 }
 
+/// Adds the member chosen in `select` to `team_name` (read from the element when clicked, so
+/// what is shown is what is added, even after the list reloads).
+fn add_member(
+    team_name: String,
+    row: String,
+    select: NodeRef<Select>,
+    done: Done,
+) -> impl Fn(leptos::ev::MouseEvent) + Clone + 'static {
+    move |_| {
+        let who = select.get().map(|s| s.value()).unwrap_or_default();
+        let key = row.clone();
+        if who.is_empty() {
+            done.run(Outcome {
+                key,
+                result: Err(ApiError::new(
+                    shared::ErrorCode::Invalid,
+                    "choose a member to add",
+                )),
+            });
+            return;
+        }
+        let path = format!("/api/teams/{team_name}/members/{who}");
+        leptos::task::spawn_local(async move {
+            let result = api::send_no_content::<()>(Method::PUT, &path, None)
+                .await
+                .map(|()| format!("{who} added"));
+            if result.is_ok()
+                && let Some(select) = select.get_untracked()
+            {
+                select.set_value("");
+            }
+            done.run(Outcome { key, result });
+        });
+    }
+}
+
+/// A member of `team` with the button that removes them (asked first).
+fn member_chip(team: &str, member: &str, key: &str, done: Done) -> impl IntoView + use<> {
+    let path = format!("/api/teams/{team}/members/{member}");
+    let (member, team_name, key) = (member.to_owned(), team.to_owned(), key.to_owned());
+    view! {
+        <span class="chip">{member.clone()}
+            <button class="link" title="remove" on:click=move |_| {
+                if !confirm(&format!("Remove {member} from {team_name}?")) {
+                    return;
+                }
+                let (path, key, what) = (path.clone(), key.clone(), format!("{member} removed"));
+                leptos::task::spawn_local(async move {
+                    let result = api::send_no_content::<()>(Method::DELETE, &path, None).await.map(|()| what);
+                    done.run(Outcome { key, result });
+                });
+            }>"×"</button>
+        </span>
+    }
+}
+
 #[component]
 fn TeamTable(teams: Vec<Team>, usernames: Vec<String>, done: Done) -> impl IntoView {
     let rows = teams
@@ -374,57 +433,15 @@ fn TeamTable(teams: Vec<Team>, usernames: Vec<String>, done: Done) -> impl IntoV
             let members = team
                 .members
                 .iter()
-                .map(|member| {
-                    let path = format!("/api/teams/{}/members/{member}", team.name);
-                    let (member, team_name, key) = (member.clone(), team.name.clone(), key.clone());
-                    view! {
-                        <span class="chip">{member.clone()}
-                            <button class="link" title="remove" on:click=move |_| {
-                                if !confirm(&format!("Remove {member} from {team_name}?")) {
-                                    return;
-                                }
-                                let (path, key, what) = (path.clone(), key.clone(), format!("{member} removed"));
-                                leptos::task::spawn_local(async move {
-                                    let result = api::send_no_content::<()>(Method::DELETE, &path, None).await.map(|()| what);
-                                    done.run(Outcome { key, result });
-                                });
-                            }>"×"</button>
-                        </span>
-                    }
-                })
+                .map(|member| member_chip(&team.name, member, &key, done))
                 .collect_view();
             let options = usernames
                 .iter()
                 .filter(|u| !team.members.contains(u))
                 .map(|u| view! { <option value=u.clone()>{u.clone()}</option> })
                 .collect_view();
-            // The choice is read from the element itself when Add is clicked, so what is shown
-            // is what is added, even after the list reloads.
             let select = NodeRef::<Select>::new();
-            let (team_name, row) = (team.name.clone(), key.clone());
-            let add = move |_| {
-                let who = select.get().map(|s| s.value()).unwrap_or_default();
-                let key = row.clone();
-                if who.is_empty() {
-                    done.run(Outcome {
-                        key,
-                        result: Err(ApiError::new(shared::ErrorCode::Invalid, "choose a member to add")),
-                    });
-                    return;
-                }
-                let path = format!("/api/teams/{team_name}/members/{who}");
-                leptos::task::spawn_local(async move {
-                    let result = api::send_no_content::<()>(Method::PUT, &path, None)
-                        .await
-                        .map(|()| format!("{who} added"));
-                    if result.is_ok()
-                        && let Some(select) = select.get_untracked()
-                    {
-                        select.set_value("");
-                    }
-                    done.run(Outcome { key, result });
-                });
-            };
+            let add = add_member(team.name.clone(), key.clone(), select, done);
             view! {
                 <tr data-test=format!("team-{}", team.name)>
                     <td>{team.name.clone()}</td>

@@ -10,7 +10,9 @@ use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError,
     accounts::Role,
-    chargeback::{ClosedMonth, Hours, IdleShare, Reopen, Statement, budget::NewBudget},
+    chargeback::{
+        ClosedMonth, Hours, IdleShare, ModelLine, Reopen, Statement, TeamLine, budget::NewBudget,
+    },
     common::day::Day,
     common::money::{dollars, parse_dollars},
     usage::{
@@ -376,31 +378,46 @@ fn idle_pool_words(idle: IdleShare, lend_credit_pct: u8) -> String {
     )
 }
 
+/// One team's line of the statement.
+fn team_row(t: &TeamLine) -> impl IntoView + use<> {
+    view! {
+        <tr data-team=t.team.clone()>
+            <td>{t.team.clone()}</td><td>{t.cost_centre.clone()}</td>
+            <td class="num charge">{dollars(t.charge_cents)}</td>
+            <td class="num">{t.allocated_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.busy_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.idle_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.unobserved_allocated_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.utilisation_pct.clone().map(|u| format!("{u}%")).unwrap_or_default()}</td>
+            <td class="num">{dollars(t.cost_by_allocation_cents)}</td>
+            <td class="num">{dollars(t.cost_by_use_cents)}</td>
+            <td class="num">{dollars(t.idle_cost_cents)}</td>
+            <td class="num">{dollars(t.idle_share_cents)}</td>
+            <td class="num">{t.borrowed_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.lent_gpu_hours.to_hundredths()}</td>
+            <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
+        </tr>
+    }
+}
+
+/// One served model's cost per million tokens, by use and by allocation.
+fn model_row(m: &ModelLine) -> impl IntoView + use<> {
+    let per_million = |c: Option<i64>| c.map(dollars).unwrap_or_else(|| "—".to_owned());
+    view! {
+        <tr data-model=m.model.clone()>
+            <td>{m.team.clone()}</td><td>{m.model.clone()}</td>
+            <td class="num" title=m.shared_by.words()>{format!("{:.1}%", m.share_of_team_ppm as f64 / 10_000.0)}</td>
+            <td class="num">{m.prompt_tokens}</td><td class="num">{m.generation_tokens}</td>
+            <td class="num">{per_million(m.input_cents_per_million_by_use)}</td>
+            <td class="num">{per_million(m.output_cents_per_million_by_use)}</td>
+            <td class="num">{per_million(m.input_cents_per_million_by_allocation)}</td>
+            <td class="num">{per_million(m.output_cents_per_million_by_allocation)}</td>
+        </tr>
+    }
+}
+
 fn statement_view(s: Statement) -> impl IntoView {
-    let rows: Vec<_> = s
-        .teams
-        .iter()
-        .map(|t| {
-            view! {
-                <tr data-team=t.team.clone()>
-                    <td>{t.team.clone()}</td><td>{t.cost_centre.clone()}</td>
-                    <td class="num charge">{dollars(t.charge_cents)}</td>
-                    <td class="num">{t.allocated_gpu_hours.to_hundredths()}</td>
-                    <td class="num">{t.busy_gpu_hours.to_hundredths()}</td>
-                    <td class="num">{t.idle_gpu_hours.to_hundredths()}</td>
-                    <td class="num">{t.unobserved_allocated_gpu_hours.to_hundredths()}</td>
-                    <td class="num">{t.utilisation_pct.clone().map(|u| format!("{u}%")).unwrap_or_default()}</td>
-                    <td class="num">{dollars(t.cost_by_allocation_cents)}</td>
-                    <td class="num">{dollars(t.cost_by_use_cents)}</td>
-                    <td class="num">{dollars(t.idle_cost_cents)}</td>
-                    <td class="num">{dollars(t.idle_share_cents)}</td>
-                    <td class="num">{t.borrowed_gpu_hours.to_hundredths()}</td>
-                    <td class="num">{t.lent_gpu_hours.to_hundredths()}</td>
-                    <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
-                </tr>
-            }
-        })
-        .collect();
+    let rows: Vec<_> = s.teams.iter().map(team_row).collect();
     let fleet = s.fleet.clone().map(|f| {
         view! {
             <p data-test="fleet-line">{format!(
@@ -431,24 +448,7 @@ fn statement_view(s: Statement) -> impl IntoView {
         .iter()
         .map(|n| view! { <li>{n.clone()}</li> })
         .collect();
-    let per_million = |c: Option<i64>| c.map(dollars).unwrap_or_else(|| "—".to_owned());
-    let models: Vec<_> = s
-        .models
-        .iter()
-        .map(|m| {
-            view! {
-                <tr data-model=m.model.clone()>
-                    <td>{m.team.clone()}</td><td>{m.model.clone()}</td>
-                    <td class="num" title=m.shared_by.words()>{format!("{:.1}%", m.share_of_team_ppm as f64 / 10_000.0)}</td>
-                    <td class="num">{m.prompt_tokens}</td><td class="num">{m.generation_tokens}</td>
-                    <td class="num">{per_million(m.input_cents_per_million_by_use)}</td>
-                    <td class="num">{per_million(m.output_cents_per_million_by_use)}</td>
-                    <td class="num">{per_million(m.input_cents_per_million_by_allocation)}</td>
-                    <td class="num">{per_million(m.output_cents_per_million_by_allocation)}</td>
-                </tr>
-            }
-        })
-        .collect();
+    let models: Vec<_> = s.models.iter().map(model_row).collect();
     view! {
         <div class="wide" tabindex="0" role="region" aria-label="The statement per team">
         <table class="statement" data-test="statement">
@@ -757,22 +757,9 @@ fn Budgets() -> impl IntoView {
     );
     let save = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let text = amount.get_untracked();
-        let mut new = NewBudget {
-            basis: Some(basis.get_untracked()),
-            ..NewBudget::default()
-        };
-        // a bad amount goes as an impossible one: the API names the field
-        if unit.get_untracked() == "cents" {
-            new.limit_cents = Some(parse_dollars(&text).unwrap_or(-1));
-        } else {
-            new.limit_gpu_hours = Some(text.trim().parse().unwrap_or(-1));
-        }
-        let path = format!(
-            "/api/chargeback/budgets/{}/{}",
-            js_sys::encode_uri_component(&team.get_untracked()),
-            month.get_untracked()
-        );
+        let [team, month, amount, unit, basis] =
+            [team, month, amount, unit, basis].map(|s| s.get_untracked());
+        let (path, new) = budget_put(&team, &month, (&amount, &unit, basis));
         spawn_local(async move {
             match api::send_no_content(Method::PUT, &path, Some(&new)).await {
                 Ok(()) => load(),
@@ -803,6 +790,30 @@ fn Budgets() -> impl IntoView {
             </form>
         })}
     }
+}
+
+/// The request the form says: where to PUT it (`team`'s budget of `month`), and the budget,
+/// `amount` in dollars (`unit` "cents") or GPU-hours, on `basis`. A bad amount goes as an
+/// impossible one, so the API names the field.
+fn budget_put(
+    team: &str,
+    month: &str,
+    (amount, unit, basis): (&str, &str, String),
+) -> (String, NewBudget) {
+    let path = format!(
+        "/api/chargeback/budgets/{}/{month}",
+        js_sys::encode_uri_component(team)
+    );
+    let mut new = NewBudget {
+        basis: Some(basis),
+        ..NewBudget::default()
+    };
+    if unit == "cents" {
+        new.limit_cents = Some(parse_dollars(amount).unwrap_or(-1));
+    } else {
+        new.limit_gpu_hours = Some(amount.trim().parse().unwrap_or(-1));
+    }
+    (path, new)
 }
 
 /// A `Budgets` answer as HTML: each team's limit, burn and forecast on both bases, the alerts

@@ -203,6 +203,26 @@ fn Admission(verdicts: Vec<shared::kueue::Verdict>) -> impl IntoView {
     }
 }
 
+/// An object's changes against what is approved, both as YAML, and what went wrong.
+fn object_details(o: &ObjectStatus, gitops: bool) -> impl IntoView + use<> {
+    view! {
+        {changes_list(&o.changes)}
+        <details>
+            <summary>{if gitops { "Approved and written" } else { "Approved and live" }}</summary>
+            <div class="two">
+                <div><h4>"Approved"</h4><pre class="yaml">{o.desired_yaml.clone()}</pre></div>
+                <div><h4>{if gitops { "In the GitOps directory" } else { "Live" }}</h4><pre class="yaml">{
+                    if o.live_yaml.is_empty() { "(not on the cluster)".to_owned() } else { o.live_yaml.clone() }
+                }</pre></div>
+            </div>
+        </details>
+        {o.error.clone().map(|e| view! { <p class="error">{e}</p> })}
+        {(!o.conflicts.is_empty()).then(|| view! {
+            <p>"Owned by another manager: "{o.conflicts.join(", ")}</p>
+        })}
+    }
+}
+
 #[component]
 fn ObjectTable(
     objects: Vec<ObjectStatus>,
@@ -234,22 +254,7 @@ fn ObjectTable(
                     <td class=format!("state {}", o.state.as_str())>{
                         if gitops && o.state == ObjectState::InSync { "written, not applied by gpufleet" } else { state_label(o.state) }
                     }</td>
-                    <td>
-                        {changes_list(&o.changes)}
-                        <details>
-                            <summary>{if gitops { "Approved and written" } else { "Approved and live" }}</summary>
-                            <div class="two">
-                                <div><h4>"Approved"</h4><pre class="yaml">{o.desired_yaml.clone()}</pre></div>
-                                <div><h4>{if gitops { "In the GitOps directory" } else { "Live" }}</h4><pre class="yaml">{
-                                    if o.live_yaml.is_empty() { "(not on the cluster)".to_owned() } else { o.live_yaml.clone() }
-                                }</pre></div>
-                            </div>
-                        </details>
-                        {o.error.clone().map(|e| view! { <p class="error">{e}</p> })}
-                        {(!o.conflicts.is_empty()).then(|| view! {
-                            <p>"Owned by another manager: "{o.conflicts.join(", ")}</p>
-                        })}
-                    </td>
+                    <td>{object_details(&o, gitops)}</td>
                     <td>{o.applied_at.clone().unwrap_or_default()}</td>
                     <td>
                         {move || (can_act.get() && can_reapply).then(|| {

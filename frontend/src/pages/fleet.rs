@@ -243,6 +243,43 @@ fn FleetSettings(world: QuotaWorld, saved: Callback<()>) -> impl IntoView {
     }
 }
 
+/// One of a flavor's settings as lines of text, read by `get` and written by `set`.
+fn settings_area(
+    id: String,
+    label: &'static str,
+    text: RwSignal<SettingsText>,
+    get: fn(&SettingsText) -> String,
+    set: fn(&mut SettingsText, String),
+) -> impl IntoView {
+    view! {
+        <p class="field">
+            <label for=id.clone()>{label}</label>
+            <textarea id=id rows="3" cols="40"
+                prop:value=move || text.with(get)
+                on:input=move |ev| { let v = event_target_value(&ev); text.update(|t| set(t, v)); }
+            ></textarea>
+        </p>
+    }
+}
+
+/// How pods share a device of the flavor.
+fn sharing_choice(id: String, text: RwSignal<SettingsText>) -> impl IntoView {
+    view! {
+        <p class="field">
+            <label for=id.clone()>"Pods share a device by"</label>
+            <select id=id
+                prop:value=move || text.with(|t| t.sharing.clone())
+                on:change=move |ev| { let v = event_target_value(&ev); text.update(|t| t.sharing = v); }
+            >
+                <option value="">"— (not shared, or not said)"</option>
+                <option value="time_slicing">"time-slicing"</option>
+                <option value="mps">"MPS"</option>
+                <option value="hami_fractions">"HAMi fractions"</option>
+            </select>
+        </p>
+    }
+}
+
 #[component]
 fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
     let last = expect_context::<RwSignal<Option<Result<String, ApiError>>>>();
@@ -297,16 +334,7 @@ fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
                      label: &'static str,
                      get: fn(&SettingsText) -> String,
                      set: fn(&mut SettingsText, String)| {
-        let id = id(what);
-        view! {
-            <p class="field">
-                <label for=id.clone()>{label}</label>
-                <textarea id=id rows="3" cols="40"
-                    prop:value=move || text.with(get)
-                    on:input=move |ev| { let v = event_target_value(&ev); text.update(|t| set(t, v)); }
-                ></textarea>
-            </p>
-        }
+        settings_area(id(what), label, text, get, set)
     };
     view! {
         <details class="team" data-test=format!("flavor-{}", flavor.name)>
@@ -316,18 +344,7 @@ fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
                 {area("taints", "Node taints", |t| t.node_taints.clone(), |t, v| t.node_taints = v)}
                 {area("tolerations", "Tolerations", |t| t.tolerations.clone(), |t, v| t.tolerations = v)}
                 {area("mig", "MIG layout", |t| t.mig_layout.clone(), |t, v| t.mig_layout = v)}
-                <p class="field">
-                    <label for=id("sharing")>"Pods share a device by"</label>
-                    <select id=id("sharing")
-                        prop:value=move || text.with(|t| t.sharing.clone())
-                        on:change=move |ev| { let v = event_target_value(&ev); text.update(|t| t.sharing = v); }
-                    >
-                        <option value="">"— (not shared, or not said)"</option>
-                        <option value="time_slicing">"time-slicing"</option>
-                        <option value="mps">"MPS"</option>
-                        <option value="hami_fractions">"HAMi fractions"</option>
-                    </select>
-                </p>
+                {sharing_choice(id("sharing"), text)}
             </div>
             <button type="button" data-test="preview-flavor" on:click=ask>"Show what it changes on the cluster"</button>
             " "

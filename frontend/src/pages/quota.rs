@@ -349,6 +349,56 @@ pub fn spec_summary(spec: &QuotaSpec) -> String {
     }
 }
 
+/// A request's state in words; an approved one in force says whether it is on the cluster.
+fn request_state(r: &QuotaRequest) -> String {
+    match (r.in_force, &r.applied_at, &r.apply_error) {
+        (true, _, Some(error)) => format!("approved, in force; not on the cluster yet: {error}"),
+        (true, Some(at), None) => format!(
+            "approved, in force; {} {at}",
+            r.applied_to.as_deref().unwrap_or("applied")
+        ),
+        (true, None, None) => "approved, in force; applying…".to_owned(),
+        _ => r.state.as_str().to_owned(),
+    }
+}
+
+/// One request of the history, with the team's own steps on it (`step(request, action)`).
+fn history_row(
+    r: QuotaRequest,
+    step: impl Fn(QuotaRequest, &'static str) + Copy + 'static,
+) -> impl IntoView {
+    let state = request_state(&r);
+    let draft = (r.state == State::Draft).then(|| {
+        let (r, open) = (r.clone(), r.clone());
+        let Editing(editing) = expect_context::<Editing>();
+        view! {
+            <button type="button" data-test="edit-draft" on:click=move |_| editing.set(Some(open.clone()))>"Edit"</button>
+            " "
+            <button type="button" data-test="submit-draft" on:click=move |_| step(r.clone(), "submit")>"Submit"</button>
+        }
+    });
+    let submitted = (r.state == State::Submitted).then(|| {
+        let r = r.clone();
+        view! {
+            <button type="button" data-test="withdraw" title="Back to a draft, out of the approvers' inbox"
+                on:click=move |_| step(r.clone(), "withdraw")>"Withdraw"</button>
+        }
+    });
+    view! {
+        <tr data-test=format!("request-{}", r.id)>
+            <td class="num">{r.id}</td>
+            <td>{state}</td>
+            <td>{spec_summary(&r.spec)}</td>
+            <td>{r.spec.starts_on.to_string()}</td>
+            <td>{r.spec.ends_on.map_or("—".to_owned(), |d| d.to_string())}</td>
+            <td>{r.created_by.clone()}</td>
+            <td>{r.decided_by.clone().unwrap_or_default()}</td>
+            <td>{r.comment.clone().unwrap_or_default()}</td>
+            <td>{draft}{submitted}</td>
+        </tr>
+    }
+}
+
 /// The team's requests, newest first; drafts can be submitted from here.
 #[component]
 fn History(team: String, changed: Callback<()>) -> impl IntoView {
@@ -394,46 +444,7 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                         </tr>
                     </thead>
                     <tbody>
-                        {list
-                            .into_iter()
-                            .map(|r| {
-                                let state = match (r.in_force, &r.applied_at, &r.apply_error) {
-                                    (true, _, Some(error)) => format!("approved, in force; not on the cluster yet: {error}"),
-                                    (true, Some(at), None) => format!("approved, in force; {} {at}", r.applied_to.as_deref().unwrap_or("applied")),
-                                    (true, None, None) => "approved, in force; applying…".to_owned(),
-                                    _ => r.state.as_str().to_owned(),
-                                };
-                                let draft = (r.state == State::Draft).then(|| {
-                                    let (r, open) = (r.clone(), r.clone());
-                                    let Editing(editing) = expect_context::<Editing>();
-                                    view! {
-                                        <button type="button" data-test="edit-draft" on:click=move |_| editing.set(Some(open.clone()))>"Edit"</button>
-                                        " "
-                                        <button type="button" data-test="submit-draft" on:click=move |_| step(r.clone(), "submit")>"Submit"</button>
-                                    }
-                                });
-                                let submitted = (r.state == State::Submitted).then(|| {
-                                    let r = r.clone();
-                                    view! {
-                                        <button type="button" data-test="withdraw" title="Back to a draft, out of the approvers' inbox"
-                                            on:click=move |_| step(r.clone(), "withdraw")>"Withdraw"</button>
-                                    }
-                                });
-                                view! {
-                                    <tr data-test=format!("request-{}", r.id)>
-                                        <td class="num">{r.id}</td>
-                                        <td>{state}</td>
-                                        <td>{spec_summary(&r.spec)}</td>
-                                        <td>{r.spec.starts_on.to_string()}</td>
-                                        <td>{r.spec.ends_on.map_or("—".to_owned(), |d| d.to_string())}</td>
-                                        <td>{r.created_by.clone()}</td>
-                                        <td>{r.decided_by.clone().unwrap_or_default()}</td>
-                                        <td>{r.comment.clone().unwrap_or_default()}</td>
-                                        <td>{draft}{submitted}</td>
-                                    </tr>
-                                }
-                            })
-                            .collect_view()}
+                        {list.into_iter().map(|r| history_row(r, step)).collect_view()}
                     </tbody>
                 </table>
             }

@@ -78,23 +78,25 @@ pub fn AuditLog(teams: Vec<String>) -> impl IntoView {
         {move || match entries.get() {
             None => view! { <p class="muted">"loading…"</p> }.into_any(),
             Some(Err(error)) => view! { <ErrorBox error/> }.into_any(),
-            Some(Ok(p)) => {
-                let number = |key: &str| js::at(&p, key).as_f64().unwrap_or(0.0) as i64;
-                let (total, per_page) = (number("total"), number("per_page").max(1));
-                let pages = u32::try_from((total.max(1) + per_page - 1) / per_page).unwrap_or(1);
-                let current = u32::try_from(number("page")).unwrap_or(1);
-                view! {
-                    <p data-test="audit-count">{format!("{total} entries; page {current} of {pages}")}</p>
-                    <div inner_html=entries_html(&p)/>
-                    <p data-test="audit-pager">
-                        <button type="button" disabled={current <= 1} on:click=move |_| page.update(|p| *p -= 1)>"Previous page"</button>
-                        " "
-                        <button type="button" disabled={current >= pages} on:click=move |_| page.update(|p| *p += 1)>"Next page"</button>
-                    </p>
-                }
-                .into_any()
-            }
+            Some(Ok(p)) => entries_page(&p, page).into_any(),
         }}
+    }
+}
+
+/// A page of entries with its count and the buttons to the pages either side.
+fn entries_page(p: &JsValue, page: RwSignal<u32>) -> impl IntoView {
+    let number = |key: &str| js::at(p, key).as_f64().unwrap_or(0.0) as i64;
+    let (total, per_page) = (number("total"), number("per_page").max(1));
+    let pages = u32::try_from((total.max(1) + per_page - 1) / per_page).unwrap_or(1);
+    let current = u32::try_from(number("page")).unwrap_or(1);
+    view! {
+        <p data-test="audit-count">{format!("{total} entries; page {current} of {pages}")}</p>
+        <div inner_html=entries_html(p)/>
+        <p data-test="audit-pager">
+            <button type="button" disabled={current <= 1} on:click=move |_| page.update(|p| *p -= 1)>"Previous page"</button>
+            " "
+            <button type="button" disabled={current >= pages} on:click=move |_| page.update(|p| *p += 1)>"Next page"</button>
+        </p>
     }
 }
 

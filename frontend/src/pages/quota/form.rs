@@ -339,40 +339,47 @@ fn QuotaLines(world: StoredValue<QuotaWorld>, spec: RwSignal<QuotaSpec>) -> impl
     }
 }
 
+/// Kueue's preemption and queueing terms of the team's ClusterQueue.
+fn kueue_terms(spec: RwSignal<QuotaSpec>) -> impl IntoView {
+    view! {
+        <Choice
+            id="reclaim"
+            label="Reclaim lent quota (reclaimWithinCohort)"
+            help="When other teams borrow this team's unused quota and it wants it back: Never waits until their jobs end; LowerPriority evicts only their lower-priority jobs; Any evicts any of them."
+            options=&[(Reclaim::Never, "Never"), (Reclaim::LowerPriority, "LowerPriority"), (Reclaim::Any, "Any")]
+            selected=spec.with_untracked(|s| s.reclaim_within_cohort)
+            set=Callback::new(move |v| spec.update(|s| s.reclaim_within_cohort = v))
+        />
+        <Choice
+            id="within"
+            label="Preempt inside the queue (withinClusterQueue)"
+            help="May a new job of this team evict the team's own running jobs? Never; LowerPriority: only lower-priority ones; LowerOrNewerEqualPriority: those and newer jobs of the same priority."
+            options=&[
+                (WithinQueue::Never, "Never"),
+                (WithinQueue::LowerPriority, "LowerPriority"),
+                (WithinQueue::LowerOrNewerEqualPriority, "LowerOrNewerEqualPriority"),
+            ]
+            selected=spec.with_untracked(|s| s.within_cluster_queue)
+            set=Callback::new(move |v| spec.update(|s| s.within_cluster_queue = v))
+        />
+        <Choice
+            id="queueing"
+            label="Queueing strategy"
+            help="BestEffortFIFO: a job that does not fit yet lets the jobs behind it start; StrictFIFO: jobs start strictly in order, so a large one holds back the rest."
+            options=&[(Queueing::BestEffortFifo, "BestEffortFIFO"), (Queueing::StrictFifo, "StrictFIFO")]
+            selected=spec.with_untracked(|s| s.queueing)
+            set=Callback::new(move |v| spec.update(|s| s.queueing = v))
+        />
+    }
+}
+
 /// Kueue's preemption and queueing terms, the checkpoint interval, the dates, the project,
 /// the largest job and the justification.
 #[component]
 fn Terms(spec: RwSignal<QuotaSpec>) -> impl IntoView {
     view! {
         <div class="fields">
-            <Choice
-                id="reclaim"
-                label="Reclaim lent quota (reclaimWithinCohort)"
-                help="When other teams borrow this team's unused quota and it wants it back: Never waits until their jobs end; LowerPriority evicts only their lower-priority jobs; Any evicts any of them."
-                options=&[(Reclaim::Never, "Never"), (Reclaim::LowerPriority, "LowerPriority"), (Reclaim::Any, "Any")]
-                selected=spec.with_untracked(|s| s.reclaim_within_cohort)
-                set=Callback::new(move |v| spec.update(|s| s.reclaim_within_cohort = v))
-            />
-            <Choice
-                id="within"
-                label="Preempt inside the queue (withinClusterQueue)"
-                help="May a new job of this team evict the team's own running jobs? Never; LowerPriority: only lower-priority ones; LowerOrNewerEqualPriority: those and newer jobs of the same priority."
-                options=&[
-                    (WithinQueue::Never, "Never"),
-                    (WithinQueue::LowerPriority, "LowerPriority"),
-                    (WithinQueue::LowerOrNewerEqualPriority, "LowerOrNewerEqualPriority"),
-                ]
-                selected=spec.with_untracked(|s| s.within_cluster_queue)
-                set=Callback::new(move |v| spec.update(|s| s.within_cluster_queue = v))
-            />
-            <Choice
-                id="queueing"
-                label="Queueing strategy"
-                help="BestEffortFIFO: a job that does not fit yet lets the jobs behind it start; StrictFIFO: jobs start strictly in order, so a large one holds back the rest."
-                options=&[(Queueing::BestEffortFifo, "BestEffortFIFO"), (Queueing::StrictFifo, "StrictFIFO")]
-                selected=spec.with_untracked(|s| s.queueing)
-                set=Callback::new(move |v| spec.update(|s| s.queueing = v))
-            />
+            {kueue_terms(spec)}
             <p>
                 <label for="checkpoint">"Checkpoint interval of preemptible training (minutes)"</label>
                 <Amount

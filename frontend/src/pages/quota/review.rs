@@ -99,21 +99,14 @@ fn Review(request: QuotaRequest, can_decide: bool, decided: Callback<()>) -> imp
                 let impact = js::each(&v, "impact");
                 weighed.set(weighed_html(&v, &team));
                 plot.set(Some(impact_plot(&impact, &team)));
-                queues.set(format!(
-                    r#"<h3>The team's ClusterQueue</h3><div class="two"><div><h4>Now</h4><pre class="yaml" data-test="queue-now">{}</pre></div><div><h4>After approval</h4><pre class="yaml" data-test="queue-after">{}</pre></div></div>"#,
-                    js::text(&v, "queue_now_yaml"),
-                    js::text(&v, "queue_after_yaml")
-                ));
+                queues.set(queues_html(&v));
             }
             Err(err) => failure.set(Some(err)),
         }
     });
     spawn_local(async move {
         let input = format!("{}/what-if/input", path.get_value());
-        what_if.set(match replay_what_if(&input).await {
-            Ok((v, ms)) => what_if_html(&v, ms),
-            Err(why) => format!(r#"<p class="muted">{}</p>"#, js::escape(&why)),
-        });
+        what_if.set(replayed_html(&input).await);
     });
     let comment = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
@@ -315,6 +308,23 @@ fn others_html(impact: &js_sys::Array, team: &str) -> String {
     format!(
         r#"<table data-test="others"><caption>Each other team it changes</caption><thead><tr><th>Team</th><th>Flavor</th><th class="num">Nominal</th><th class="num">May borrow</th></tr></thead><tbody>{rows}</tbody></table>"#
     )
+}
+
+/// The team's ClusterQueue now and after approval, from a `RequestView`.
+fn queues_html(v: &JsValue) -> String {
+    format!(
+        r#"<h3>The team's ClusterQueue</h3><div class="two"><div><h4>Now</h4><pre class="yaml" data-test="queue-now">{}</pre></div><div><h4>After approval</h4><pre class="yaml" data-test="queue-after">{}</pre></div></div>"#,
+        js::text(v, "queue_now_yaml"),
+        js::text(v, "queue_after_yaml")
+    )
+}
+
+/// The what-if at `path` replayed in this browser, as HTML: its table, or why there is none.
+async fn replayed_html(path: &str) -> String {
+    match replay_what_if(path).await {
+        Ok((v, ms)) => what_if_html(&v, ms),
+        Err(why) => format!(r#"<p class="muted">{}</p>"#, js::escape(&why)),
+    }
 }
 
 /// The what-if read from `path` (`WhatIfInput`) and replayed in two of the planner's workers
