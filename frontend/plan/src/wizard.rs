@@ -187,12 +187,7 @@ pub fn Plan() -> impl IntoView {
     view! {
         <section class="plan">
             <h1>"Plan"</h1>
-            <nav class="steps" aria-label="Wizard steps">
-                {STEPS.iter().map(|&(s, name, words)| view! {
-                    <button type="button" data-test=format!("step-{name}") aria-current=move || (step.get() == s).then_some("step")
-                        on:click=move |_| step.set(s)>{words}</button>
-                }).collect_view()}
-            </nav>
+            {steps_nav(step)}
             <Summary on_problem=Callback::new(move |path: String| step.set(step_of(&path)))/>
             {move || notice.get().map(|error| view! { <ErrorBox error/> })}
             <div inner_html=derived></div>
@@ -200,18 +195,41 @@ pub fn Plan() -> impl IntoView {
             // being written) never moves it.
             <saved::SaveForm opened list on_saved/>
             <div class="step">
-                {move || match step.get() {
-                    Step::Start => view! { <StartStep replace=start derived notice list/> }.into_any(),
-                    Step::Fleet => view! { <inputs::FleetStep/> }.into_any(),
-                    Step::Teams => view! { <inputs::TeamsStep/> }.into_any(),
-                    Step::Constraints => view! { <inputs::ConstraintsStep/> }.into_any(),
-                    Step::Results => view! { <ResultsStep/> }.into_any(),
-                    Step::Quotas => view! { <quotas::QuotasStep/> }.into_any(),
-                    Step::Export => view! { <export::ExportStep/> }.into_any(),
-                    Step::Json => view! { <JsonStep/> }.into_any(),
-                }}
+                {move || step_view(step.get(), start, derived, notice, list)}
             </div>
         </section>
+    }
+}
+
+/// The wizard's steps, the current one marked.
+fn steps_nav(step: RwSignal<Step>) -> impl IntoView {
+    view! {
+        <nav class="steps" aria-label="Wizard steps">
+            {STEPS.iter().map(|&(s, name, words)| view! {
+                <button type="button" data-test=format!("step-{name}") aria-current=move || (step.get() == s).then_some("step")
+                    on:click=move |_| step.set(s)>{words}</button>
+            }).collect_view()}
+        </nav>
+    }
+}
+
+/// Step `s`'s page; the start step with what it starts a draft with.
+fn step_view(
+    s: Step,
+    replace: Callback<(Scenario, Option<SavedSummary>)>,
+    derived: RwSignal<String>,
+    notice: RwSignal<Option<ApiError>>,
+    list: saved::SavedList,
+) -> AnyView {
+    match s {
+        Step::Start => view! { <StartStep replace derived notice list/> }.into_any(),
+        Step::Fleet => view! { <inputs::FleetStep/> }.into_any(),
+        Step::Teams => view! { <inputs::TeamsStep/> }.into_any(),
+        Step::Constraints => view! { <inputs::ConstraintsStep/> }.into_any(),
+        Step::Results => view! { <ResultsStep/> }.into_any(),
+        Step::Quotas => view! { <quotas::QuotasStep/> }.into_any(),
+        Step::Export => view! { <export::ExportStep/> }.into_any(),
+        Step::Json => view! { <JsonStep/> }.into_any(),
     }
 }
 

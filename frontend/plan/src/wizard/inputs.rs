@@ -178,24 +178,23 @@ pub fn TeamsStep() -> impl IntoView {
     }
 }
 
+/// A closed team in one line: its classes and its nominal quota.
+fn team_summary(team: &Team) -> String {
+    let nominal: u32 = team.nominal_gpus.values().sum();
+    format!(
+        "{} — {} workload classes, {} GPUs of nominal quota",
+        team.name,
+        team.workloads.len(),
+        nominal
+    )
+}
+
 #[component]
 fn TeamForm(t: usize, opened: RwSignal<Option<usize>>) -> impl IntoView {
     let draft = use_draft();
     // Only an open team renders its inputs: the bank's 90 classes would be 1,500 of them.
     let open = Memo::new(move |_| opened.get() == Some(t));
-    let summary = Memo::new(move |_| {
-        draft.scenario.with(|s| {
-            s.teams.get(t).map(|team| {
-                let nominal: u32 = team.nominal_gpus.values().sum();
-                format!(
-                    "{} — {} workload classes, {} GPUs of nominal quota",
-                    team.name,
-                    team.workloads.len(),
-                    nominal
-                )
-            })
-        })
-    });
+    let summary = Memo::new(move |_| draft.scenario.with(|s| s.teams.get(t).map(team_summary)));
     let bad = move || {
         draft.problems.with(|all| {
             let prefix = format!("teams[{t}]");

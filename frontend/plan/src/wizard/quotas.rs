@@ -151,19 +151,98 @@ pub fn QuotasStep() -> impl IntoView {
     }
 }
 
+/// `a`, or `a → b` where they differ.
+fn change(a: String, b: String) -> String {
+    if a == b { a } else { format!("{a} → {b}") }
+}
+
+fn limit(v: Option<u32>, none: &str) -> String {
+    v.map_or(none.to_owned(), |v| v.to_string())
+}
+
+fn wait(s: &TeamStats) -> String {
+    s.queue_wait_p95_min
+        .map_or("–".to_owned(), |w| format!("{w:.0} min"))
+}
+
+fn unstarted(s: &TeamStats) -> String {
+    (s.jobs_submitted - s.jobs_admitted.min(s.jobs_submitted)).to_string()
+}
+
+fn met(m: bool) -> &'static str {
+    if m { "yes" } else { "no" }
+}
+
+/// A team's rows of the suggestion: one per flavor of its quota, its week's figures today
+/// and with the suggestion beside the first.
+fn team_rows(t: &suggest::TeamSuggestion) -> Vec<impl IntoView + use<>> {
+    let rows = t.lines.len().max(1);
+    let week = (
+        format!(
+            "{} ({} min)",
+            change(wait(&t.today), wait(&t.suggested)),
+            t.queue_wait_target_min
+        ),
+        change(unstarted(&t.today), unstarted(&t.suggested)),
+        change(
+            t.today.preemptions.to_string(),
+            t.suggested.preemptions.to_string(),
+        ),
+        change(met(t.met_today).to_owned(), met(t.met_suggested).to_owned()),
+    );
+    let lines: Vec<(String, Option<(Limits, Limits)>)> = if t.lines.is_empty() {
+        vec![("–".to_owned(), None)]
+    } else {
+        t.lines
+            .iter()
+            .map(|l| {
+                (
+                    l.flavor.clone(),
+                    Some((l.today.clone(), l.suggested.clone())),
+                )
+            })
+            .collect()
+    };
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, (flavor, q))| {
+            let first = i == 0;
+            let (nominal, borrow, lend) = q.map_or_else(Default::default, |(a, b)| {
+                (
+                    change(a.nominal_gpus.to_string(), b.nominal_gpus.to_string()),
+                    change(
+                        limit(a.borrowing_limit_gpus, "no limit"),
+                        limit(b.borrowing_limit_gpus, "no limit"),
+                    ),
+                    change(
+                        limit(a.lending_limit_gpus, "all idle"),
+                        limit(b.lending_limit_gpus, "all idle"),
+                    ),
+                )
+            });
+            let week = week.clone();
+            view! {
+                <tr data-test="suggestion-row">
+                    {first.then(|| view! { <td rowspan=rows>{t.team.clone()}</td> })}
+                    <td>{flavor}</td>
+                    <td class="num" data-test="nominal">{nominal}</td>
+                    <td class="num">{borrow}</td>
+                    <td class="num">{lend}</td>
+                    {first.then(|| view! {
+                        <td class="num" rowspan=rows>{week.0}</td>
+                        <td class="num" rowspan=rows>{week.1}</td>
+                        <td class="num" rowspan=rows>{week.2}</td>
+                        <td rowspan=rows>{week.3}</td>
+                    })}
+                </tr>
+            }
+        })
+        .collect::<Vec<_>>()
+}
+
 #[component]
 fn SuggestionTables(suggestion: QuotaSuggestion) -> impl IntoView {
-    let limit = |v: Option<u32>, none: &str| v.map_or(none.to_owned(), |v| v.to_string());
-    let change = |a: String, b: String| {
-        if a == b { a } else { format!("{a} → {b}") }
-    };
-    let wait = |s: &TeamStats| {
-        s.queue_wait_p95_min
-            .map_or("–".to_owned(), |w| format!("{w:.0} min"))
-    };
-    let unstarted =
-        |s: &TeamStats| (s.jobs_submitted - s.jobs_admitted.min(s.jobs_submitted)).to_string();
-    let met = |m: bool| if m { "yes" } else { "no" };
     let plot = wait_plot(&suggestion);
     let (today, after) = (&suggestion.today, &suggestion.suggested);
     view! {
@@ -184,44 +263,7 @@ fn SuggestionTables(suggestion: QuotaSuggestion) -> impl IntoView {
                 <th class="num">"Preemptions"</th><th>"Target met"</th>
             </tr></thead>
             <tbody>
-                {suggestion.teams.iter().flat_map(|t| {
-                    let rows = t.lines.len().max(1);
-                    let week = (
-                        format!("{} ({} min)", change(wait(&t.today), wait(&t.suggested)), t.queue_wait_target_min),
-                        change(unstarted(&t.today), unstarted(&t.suggested)),
-                        change(t.today.preemptions.to_string(), t.suggested.preemptions.to_string()),
-                        change(met(t.met_today).to_owned(), met(t.met_suggested).to_owned()),
-                    );
-                    let lines: Vec<(String, Option<(Limits, Limits)>)> = if t.lines.is_empty() {
-                        vec![("–".to_owned(), None)]
-                    } else {
-                        t.lines.iter().map(|l| (l.flavor.clone(), Some((l.today.clone(), l.suggested.clone())))).collect()
-                    };
-                    lines.into_iter().enumerate().map(|(i, (flavor, q))| {
-                        let first = i == 0;
-                        let (nominal, borrow, lend) = q.map_or_else(Default::default, |(a, b)| (
-                            change(a.nominal_gpus.to_string(), b.nominal_gpus.to_string()),
-                            change(limit(a.borrowing_limit_gpus, "no limit"), limit(b.borrowing_limit_gpus, "no limit")),
-                            change(limit(a.lending_limit_gpus, "all idle"), limit(b.lending_limit_gpus, "all idle")),
-                        ));
-                        let week = week.clone();
-                        view! {
-                            <tr data-test="suggestion-row">
-                                {first.then(|| view! { <td rowspan=rows>{t.team.clone()}</td> })}
-                                <td>{flavor}</td>
-                                <td class="num" data-test="nominal">{nominal}</td>
-                                <td class="num">{borrow}</td>
-                                <td class="num">{lend}</td>
-                                {first.then(|| view! {
-                                    <td class="num" rowspan=rows>{week.0}</td>
-                                    <td class="num" rowspan=rows>{week.1}</td>
-                                    <td class="num" rowspan=rows>{week.2}</td>
-                                    <td rowspan=rows>{week.3}</td>
-                                })}
-                            </tr>
-                        }
-                    }).collect::<Vec<_>>()
-                }).collect_view()}
+                {suggestion.teams.iter().flat_map(team_rows).collect_view()}
             </tbody>
         </table>
         <table data-test="suggestion-flavors">
