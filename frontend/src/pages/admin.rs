@@ -237,6 +237,14 @@ fn UserTable(users: Vec<User>, team_names: Signal<Vec<String>>, done: Done) -> i
     }
 }
 
+/// Row `key` says what the page refused before asking the API.
+fn refused(done: Done, key: String, message: &str) {
+    done.run(Outcome {
+        key,
+        result: Err(ApiError::new(shared::ErrorCode::Invalid, message)),
+    });
+}
+
 /// Sets a new password for a user (which ends their sessions), typed twice.
 #[component]
 fn PasswordResetButton(username: String, done: Done) -> impl IntoView {
@@ -248,13 +256,7 @@ fn PasswordResetButton(username: String, done: Done) -> impl IntoView {
         ev.prevent_default();
         let key = key.clone();
         if password.get() != again.get() {
-            done.run(Outcome {
-                key,
-                result: Err(ApiError::new(
-                    shared::ErrorCode::Invalid,
-                    "the two passwords differ",
-                )),
-            });
+            refused(done, key, "the two passwords differ");
             return;
         }
         let path = format!("/api/users/{username}/password");
@@ -367,13 +369,7 @@ fn add_member(
         let who = select.get().map(|s| s.value()).unwrap_or_default();
         let key = row.clone();
         if who.is_empty() {
-            done.run(Outcome {
-                key,
-                result: Err(ApiError::new(
-                    shared::ErrorCode::Invalid,
-                    "choose a member to add",
-                )),
-            });
+            refused(done, key, "choose a member to add");
             return;
         }
         let path = format!("/api/teams/{team_name}/members/{who}");
