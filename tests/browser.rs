@@ -238,12 +238,12 @@ async fn the_console_renders_shows_health_and_navigates(pool: PgPool) {
 async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
     let (server, browser) = signed_in(&pool, "ada", Role::Admin).await;
-    // The wizard is its own bundle: signing in and the start page never fetch it.
+    // The wizard is a chunk of its own: signing in and the start page never fetch it.
     let fetched_plan_page = || async {
         browser
             .client
             .execute(
-                "return performance.getEntriesByType('resource').some(e => e.name.endsWith('/pkg/plan_bg.wasm'))",
+                "return performance.getEntriesByType('resource').some(e => e.name.includes('/pkg/split___plan_route_view_'))",
                 vec![],
             )
             .await
@@ -2187,7 +2187,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
 /// them is disabled and says why, instead of failing each team after a click.
 async fn an_approver_in_no_team_drafts_nothing(browser: &Browser, server: &Server) {
     browser.goto(&server.url("/plan")).await;
-    // the page's own bundle loads, and evaluates its first scenario
+    // the page's chunks load, and it evaluates its first scenario
     browser
         .wait_for_text("[data-test=took]", "evaluated in")
         .await;

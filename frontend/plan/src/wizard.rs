@@ -15,6 +15,7 @@ mod saved;
 use std::time::Duration;
 
 use leptos::{prelude::*, task::spawn_local};
+use leptos_router::hooks::{use_navigate, use_params_map};
 use shared::{
     ApiError, FieldError,
     common::day::Day,
@@ -26,7 +27,6 @@ use shared::{
 
 use self::fields::Draft;
 use gpufleet_web::{api, ui::ErrorBox};
-use wasm_bindgen::JsValue;
 
 const PRESETS: [(&str, &str); 4] = [
     (
@@ -87,19 +87,32 @@ fn step_of(path: &str) -> Step {
     }
 }
 
-/// Where the wizard is: the saved scenario the URL names, and the console's navigation.
+/// Where the wizard is: the saved scenario the URL names (`/plan/{id}`), and the router's
+/// navigation (so the URL and the console's links agree).
 #[derive(Clone, Copy)]
 pub struct Route {
-    pub saved: RwSignal<Option<String>>,
-    pub navigate: StoredValue<js_sys::Function, LocalStorage>,
+    pub saved: Memo<Option<String>>,
+    navigate: StoredValue<Navigate, LocalStorage>,
 }
 
+/// The router's navigation to a path.
+type Navigate = Box<dyn Fn(&str)>;
+
 impl Route {
-    /// Sends the console (its router, so the URL and the navigation agree) to `path`.
+    fn from_router() -> Self {
+        let params = use_params_map();
+        let navigate = use_navigate();
+        Self {
+            saved: Memo::new(move |_| params.read().get("id")),
+            navigate: StoredValue::new_local(Box::new(move |path: &str| {
+                navigate(path, Default::default())
+            })),
+        }
+    }
+
+    /// Sends the console to `path`.
     pub fn go(&self, path: &str) {
-        self.navigate.with_value(|navigate| {
-            let _ = navigate.call1(&JsValue::NULL, &JsValue::from_str(path));
-        });
+        self.navigate.with_value(|navigate| navigate(path));
     }
 }
 
@@ -138,6 +151,8 @@ pub fn Plan() -> impl IntoView {
         run: RwSignal::new(Run::Computing),
         settled: RwSignal::new(0),
     };
+    let route = Route::from_router();
+    provide_context(route);
     provide_context(draft);
     provide_context(results);
     quotas::Suggestions::provide();
@@ -162,7 +177,6 @@ pub fn Plan() -> impl IntoView {
         derived.set(String::new());
         true
     };
-    let route = expect_context::<Route>();
     open_saved_by_url(route, opened, notice, move |saved: SavedScenario| {
         if replace(saved.scenario, Some(saved.summary)) {
             step.set(Step::Results);

@@ -1,7 +1,6 @@
-//! What the console (`frontend/`) and the Plan page's own bundle (`frontend/plan/`) share: the
-//! one API client, the chart and error widgets, the signed-in user, the planner's worker, and
-//! loading a script the first time a page needs it. Each bundle links its own copy; nothing
-//! here holds state across them except through the page's `window`.
+//! What the console's pages (`frontend/console/`, `frontend/plan/`) share: the one API client,
+//! the chart and error widgets, the signed-in user, the planner's worker, and loading a script
+//! the first time a page needs it.
 
 pub mod api;
 pub mod figure;
@@ -12,7 +11,7 @@ pub mod ui;
 use leptos::prelude::*;
 use shared::accounts::Me;
 
-/// The signed-in user, provided by the bundle's root.
+/// The signed-in user, provided by the console's root.
 pub fn use_me() -> RwSignal<Option<Me>> {
     expect_context::<RwSignal<Option<Me>>>()
 }

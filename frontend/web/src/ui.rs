@@ -35,7 +35,7 @@ pub fn Chart(id: &'static str, plot: Box<dyn Fn() -> Option<String>>) -> impl In
 }
 
 /// Where ./dev puts the partial plotly.js bundle (from npm; no CDN).
-const PLOTLY_JS: &str = "/vendor/plotly-cartesian.min.js";
+const PLOTLY_JS: &str = "/vendor/plotly-basic.min.js";
 
 #[wasm_bindgen]
 extern "C" {

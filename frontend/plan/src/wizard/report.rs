@@ -450,7 +450,7 @@ fn isolation_html(evaluation: &Evaluation) -> String {
 }
 
 /// [`waterfall_steps`] as bars: each lever's bar floats on an invisible one that lifts it to
-/// where the previous bar ended (plotly's cartesian bundle has no waterfall trace).
+/// where the previous bar ended (plotly's basic bundle has no waterfall trace).
 fn waterfall_plot(evaluation: &Evaluation) -> String {
     let (mut names, mut lifts, mut heights, mut texts) = (vec![], vec![], vec![], vec![]);
     let mut level = 0.0;

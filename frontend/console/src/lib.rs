@@ -8,6 +8,7 @@ mod ui;
 use gpufleet_web::api;
 use leptos::prelude::*;
 use leptos_router::{
+    Lazy,
     components::{A, Route, Router, Routes},
     path,
 };
@@ -90,15 +91,15 @@ fn Shell(me: Me) -> impl IntoView {
             <Routes fallback=pages::NotFound>
                 <Route path=path!("/") view=pages::Home/>
                 <Route path=path!("/login") view=pages::Home/>
-                <Route path=path!("/plan/:id?") view=move || view! { <ui::Guard page=Page::Plan><pages::Plan/></ui::Guard> }/>
-                <Route path=path!("/quotas") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>
+                <Route path=path!("/plan/:id?") view={Lazy::<pages::PlanRoute>::new()}/>
+                <Route path=path!("/quotas") view={Lazy::<pages::QuotasRoute>::new()}/>
                 // Deep links into sections still being built land on the section, which says so.
-                <Route path=path!("/quotas/*any") view=move || view! { <ui::Guard page=Page::Quotas><pages::Quotas/></ui::Guard> }/>
-                <Route path=path!("/chargeback") view=move || view! { <ui::Guard page=Page::Chargeback><pages::Chargeback/></ui::Guard> }/>
-                <Route path=path!("/chargeback/*any") view=move || view! { <ui::Guard page=Page::Chargeback><pages::Chargeback/></ui::Guard> }/>
-                <Route path=path!("/cluster") view=pages::ClusterPage/>
-                <Route path=path!("/fleet") view=pages::FleetPage/>
-                <Route path=path!("/admin") view=move || view! { <ui::Guard page=Page::Admin><pages::Admin/></ui::Guard> }/>
+                <Route path=path!("/quotas/*any") view={Lazy::<pages::QuotasRoute>::new()}/>
+                <Route path=path!("/chargeback") view={Lazy::<pages::ChargebackRoute>::new()}/>
+                <Route path=path!("/chargeback/*any") view={Lazy::<pages::ChargebackRoute>::new()}/>
+                <Route path=path!("/cluster") view={Lazy::<pages::ClusterRoute>::new()}/>
+                <Route path=path!("/fleet") view={Lazy::<pages::FleetRoute>::new()}/>
+                <Route path=path!("/admin") view={Lazy::<pages::AdminRoute>::new()}/>
             </Routes>
         </main>
     }
