@@ -201,23 +201,25 @@ impl Browser {
         self.click_found(Locator::Css(css), css).await;
     }
 
-    /// Clicks what `locator` finds. The page may render the element anew between finding and
+    /// Clicks what `locator` finds, as a person would once it shows. The page may not show it yet
+    /// (a page or a step whose chunk is still loading), or render it anew between finding and
     /// clicking it (WebDriver's "stale element reference": a reactive view replaced the node);
-    /// then it is found again and clicked, for up to 5 s.
+    /// then it is looked for again, for up to 5 s.
     async fn click_found(&self, locator: Locator<'_>, what: &str) {
         let started = Instant::now();
+        let patient = || started.elapsed() < Duration::from_secs(5);
         loop {
-            let element = self
-                .client
-                .find(locator)
-                .await
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let element = match self.client.find(locator).await {
+                Ok(element) => element,
+                Err(e) if e.is_no_such_element() && patient() => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Err(e) => panic!("{what}: {e}"),
+            };
             match element.click().await {
                 Ok(_) => return,
-                Err(e)
-                    if e.is_stale_element_reference()
-                        && started.elapsed() < Duration::from_secs(5) =>
-                {
+                Err(e) if e.is_stale_element_reference() && patient() => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => panic!("click {what}: {e}"),

@@ -14,7 +14,7 @@ mod saved;
 
 use std::time::Duration;
 
-use leptos::{prelude::*, task::spawn_local};
+use leptos::{prelude::*, task::spawn_local, wasm_split::wasm_split};
 use leptos_router::hooks::{use_navigate, use_params_map};
 use shared::{
     ApiError, FieldError,
@@ -238,13 +238,43 @@ fn step_view(
     match s {
         Step::Start => view! { <StartStep replace derived notice list/> }.into_any(),
         Step::Fleet => view! { <inputs::FleetStep/> }.into_any(),
-        Step::Teams => view! { <inputs::TeamsStep/> }.into_any(),
-        Step::Constraints => view! { <inputs::ConstraintsStep/> }.into_any(),
         Step::Results => view! { <ResultsStep/> }.into_any(),
-        Step::Quotas => view! { <quotas::QuotasStep/> }.into_any(),
-        Step::Export => view! { <export::ExportStep/> }.into_any(),
-        Step::Json => view! { <JsonStep/> }.into_any(),
+        Step::Teams => Suspend::new(teams_step()).into_any(),
+        Step::Constraints => Suspend::new(constraints_step()).into_any(),
+        Step::Quotas => Suspend::new(quotas_step()).into_any(),
+        Step::Export => Suspend::new(export_step()).into_any(),
+        Step::Json => Suspend::new(json_step()).into_any(),
     }
+}
+
+// The steps a first look at a plan's results does not pass through (a preset opens on the Fleet
+// step, its results a click away): one chunk of their own (`plan_steps`), split off like the
+// console's pages and fetched the first time someone opens one of them. One chunk, not one per
+// step: each split point multiplies the chunks the code they share is cut into.
+
+#[wasm_split(plan_steps, wasm_split_path = ::leptos::wasm_split)]
+fn teams_step() -> AnyView {
+    view! { <inputs::TeamsStep/> }.into_any()
+}
+
+#[wasm_split(plan_steps, wasm_split_path = ::leptos::wasm_split)]
+fn constraints_step() -> AnyView {
+    view! { <inputs::ConstraintsStep/> }.into_any()
+}
+
+#[wasm_split(plan_steps, wasm_split_path = ::leptos::wasm_split)]
+fn quotas_step() -> AnyView {
+    view! { <quotas::QuotasStep/> }.into_any()
+}
+
+#[wasm_split(plan_steps, wasm_split_path = ::leptos::wasm_split)]
+fn export_step() -> AnyView {
+    view! { <export::ExportStep/> }.into_any()
+}
+
+#[wasm_split(plan_steps, wasm_split_path = ::leptos::wasm_split)]
+fn json_step() -> AnyView {
+    view! { <JsonStep/> }.into_any()
 }
 
 /// Each draft, once it has settled (no edit for [`SETTLE_MS`]), is kept in the browser and
@@ -322,7 +352,14 @@ fn open_saved_by_url(
 
 fn preset(json: &str) -> Scenario {
     // The presets are part of the build and tested to parse (shared's planning tests).
-    planning::parse_scenario(json).unwrap_or_else(|_| Scenario::blank())
+    scenario_from(json).unwrap_or_else(Scenario::blank)
+}
+
+/// A scenario from JSON no person typed (a preset, the draft this browser kept, the server's
+/// answer): nobody reads why it would not parse, so it is read without the field paths the JSON
+/// step names (their code stays out of the chunks a first look at the results loads).
+fn scenario_from(json: &str) -> Option<Scenario> {
+    serde_json::from_str(json).ok()
 }
 
 fn confirm(question: &str) -> bool {
@@ -486,7 +523,7 @@ fn storage() -> Option<web_sys::Storage> {
 /// The draft left in this browser, if it still reads.
 fn stored_draft() -> Option<Scenario> {
     let text = storage()?.get_item(DRAFT_KEY).ok().flatten()?;
-    planning::parse_scenario(&text).ok()
+    scenario_from(&text)
 }
 
 fn keep_draft(json: &str) {

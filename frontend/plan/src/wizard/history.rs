@@ -10,7 +10,7 @@
 use leptos::{prelude::*, task::spawn_local};
 use shared::{
     ApiError, ErrorCode,
-    planning::{parse_scenario, saved::SavedSummary, scenario::Scenario},
+    planning::{saved::SavedSummary, scenario::Scenario},
 };
 use wasm_bindgen::JsValue;
 
@@ -39,7 +39,7 @@ pub fn start(
                 .ok()
                 .and_then(|s| s.as_string())
                 .unwrap_or_default();
-            let scenario = parse_scenario(&json).map_err(|_| {
+            let scenario = super::scenario_from(&json).ok_or_else(|| {
                 ApiError::new(
                     ErrorCode::Internal,
                     "unexpected answer from the server: no scenario",
