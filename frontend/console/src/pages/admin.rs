@@ -4,6 +4,7 @@
 
 use gloo_net::http::Method;
 use leptos::{ev::SubmitEvent, html::Select, prelude::*};
+use serde::{Serialize, de::DeserializeOwned};
 use shared::{
     ApiError,
     accounts::{
@@ -287,6 +288,33 @@ fn PasswordResetButton(username: String, done: Done) -> impl IntoView {
     }
 }
 
+/// Creates a user or a team (`POST path`): once it is saved, `clear` empties the form; either
+/// way `done` hears what happened, under the form's `key`.
+fn create<New, Created>(
+    path: &'static str,
+    key: &'static str,
+    new: New,
+    created: fn(Created) -> String,
+    clear: impl FnOnce() + 'static,
+    done: Done,
+) where
+    New: Serialize + 'static,
+    Created: DeserializeOwned + 'static,
+{
+    leptos::task::spawn_local(async move {
+        let result = api::send::<_, Created>(Method::POST, path, Some(&new))
+            .await
+            .map(created);
+        if result.is_ok() {
+            clear();
+        }
+        done.run(Outcome {
+            key: key.to_owned(),
+            result,
+        });
+    });
+}
+
 const NEW_USER_FIELDS: &[&str] = &["username", "display_name", "password", "roles", "teams"];
 
 #[component]
@@ -305,22 +333,15 @@ fn NewUserForm(team_names: Signal<Vec<String>>, done: Done) -> impl IntoView {
             roles: roles.get(),
             teams: teams.get(),
         };
-        leptos::task::spawn_local(async move {
-            let result = api::send::<_, User>(Method::POST, "/api/users", Some(&new))
-                .await
-                .map(|user| format!("user {} created", user.username));
-            if result.is_ok() {
-                for field in [username, display_name, password] {
-                    field.set(String::new());
-                }
-                roles.set(Vec::new());
-                teams.set(Vec::new());
+        let clear = move || {
+            for field in [username, display_name, password] {
+                field.set(String::new());
             }
-            done.run(Outcome {
-                key: "new-user".to_owned(),
-                result,
-            });
-        });
+            roles.set(Vec::new());
+            teams.set(Vec::new());
+        };
+        let created = |user: User| format!("user {} created", user.username);
+        create("/api/users", "new-user", new, created, clear, done);
     };
     view! {
         <form class="inline" on:submit=submit data-test="new-user">
@@ -479,20 +500,13 @@ fn NewTeamForm(done: Done) -> impl IntoView {
             namespace: namespace.get(),
             cost_centre: cost_centre.get(),
         };
-        leptos::task::spawn_local(async move {
-            let result = api::send::<_, Team>(Method::POST, "/api/teams", Some(&new))
-                .await
-                .map(|team| format!("team {} created", team.name));
-            if result.is_ok() {
-                for field in [name, namespace, cost_centre] {
-                    field.set(String::new());
-                }
+        let clear = move || {
+            for field in [name, namespace, cost_centre] {
+                field.set(String::new());
             }
-            done.run(Outcome {
-                key: "new-team".to_owned(),
-                result,
-            });
-        });
+        };
+        let created = |team: Team| format!("team {} created", team.name);
+        create("/api/teams", "new-team", new, created, clear, done);
     };
     view! {
         <form class="inline" on:submit=submit data-test="new-team">
