@@ -190,6 +190,22 @@ impl Browser {
         }
     }
 
+    /// Waits for the script (a JavaScript function body) to return `true`: for what a page
+    /// shows that no text says, such as a box ticked or how many rows there are.
+    pub async fn wait_for_script(&self, script: &str, what: &str) {
+        let started = Instant::now();
+        loop {
+            let got = self.client.execute(script, vec![]).await;
+            if matches!(got, Ok(serde_json::Value::Bool(true))) {
+                return;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!("{what}: still not so after 30 s (the script last returned {got:?})");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Clicks the link with this text.
     pub async fn click(&self, link_text: &str) {
         self.click_found(Locator::LinkText(link_text), link_text)
