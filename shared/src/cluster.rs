@@ -13,7 +13,7 @@ pub mod workload;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::common::yaml::to_yaml;
+use crate::common::{quantity, yaml::to_yaml};
 
 /// One object by identity.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -110,6 +110,8 @@ fn one_sided(desired: &Value, live: Option<&Value>, path: &str, out: &mut Vec<Fi
                 one_sided(w, Some(h), &format!("{path}[{i}]"), out);
             }
         }
+        // A quantity the server rewrote (`0` applied, `"0"` stored) is the same quantity.
+        (want, Some(have)) if quantity::same(want, have) => {}
         (want, have) if have != Some(want) => out.push(FieldChange {
             path: path.to_owned(),
             live: have.cloned(),
@@ -180,6 +182,7 @@ fn two_sided(live: Option<&Value>, want: Option<&Value>, path: &str, out: &mut V
                 two_sided(Some(x), Some(y), &format!("{path}[{i}]"), out);
             }
         }
+        (Some(a), Some(b)) if quantity::same(a, b) => {}
         (a, b) if a != b => out.push(FieldChange {
             path: path.to_owned(),
             live: a.cloned(),
@@ -391,6 +394,10 @@ mod tests {
         live["spec"]["queueingStrategy"] = json!("BestEffortFIFO");
         live["metadata"]["resourceVersion"] = json!("1042");
         assert_eq!(drift(&desired, Some(&live)), []);
+        // Kueue's webhook stores the quantity as a string on create: the same quantity.
+        live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+            json!("48");
+        assert_eq!(drift(&desired, Some(&live)), []);
         live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = json!(64);
         assert_eq!(
             drift(&desired, Some(&live)),
@@ -409,6 +416,10 @@ mod tests {
     fn a_dry_run_diff_covers_both_sides_but_not_server_metadata() {
         let mut live = queue(32);
         live["metadata"]["resourceVersion"] = json!("7");
+        // as Kueue's webhook stored it: the same quantity as the 32 the server would keep
+        live["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] =
+            json!("32");
+        assert_eq!(changes(Some(&live), &queue(32)), []);
         live["spec"]["stopPolicy"] = json!("Hold");
         let would_be = queue(48);
         let paths: Vec<String> = changes(Some(&live), &would_be)

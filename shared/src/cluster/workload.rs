@@ -288,16 +288,11 @@ fn is_extended(resource: &str) -> bool {
 
 /// A quantity that is a whole number (`8`, `"8"`, `"8000m"`); None otherwise.
 fn whole_quantity(quantity: &Value) -> Option<u64> {
-    if let Some(n) = quantity.as_u64() {
-        return Some(n);
-    }
-    let text = quantity.as_str()?;
-    match text.strip_suffix('m') {
-        Some(milli) => {
-            let milli: u64 = milli.parse().ok()?;
-            milli.is_multiple_of(1000).then_some(milli / 1000)
-        }
-        None => text.parse().ok(),
+    let milli = crate::common::quantity::milli(quantity)?;
+    if milli % 1000 == 0 {
+        u64::try_from(milli / 1000).ok()
+    } else {
+        None
     }
 }
 
