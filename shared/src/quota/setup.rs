@@ -64,8 +64,15 @@ impl QuotaWorld {
     /// rules on these objects, and the flavor's labels against those GPU Feature Discovery
     /// writes on a node of its pools ([`Flavor::node_labels`]).
     pub fn admission(&self, day: Day) -> Vec<Verdict> {
-        let setup = self.kueue_setup(day);
-        let config = ManagerConfig::accelerators_only();
+        self.kueue_setup(day).check_all(
+            &self.admission_trials(day),
+            &ManagerConfig::accelerators_only(),
+        )
+    }
+
+    /// The pods [`QuotaWorld::admission`] puts through Kueue's rules, one per team and flavor
+    /// resource its quota in force on `day` holds.
+    pub fn admission_trials(&self, day: Day) -> Vec<Trial> {
         let effective = self.effective_on(day);
         let mut trials = Vec::new();
         for team in &self.teams {
@@ -109,7 +116,7 @@ impl QuotaWorld {
                 });
             }
         }
-        setup.check_all(&trials, &config)
+        trials
     }
 
     /// The Kueue objects of the quota in force on `day`.
