@@ -13,11 +13,15 @@
 //! - TLS with a certificate made at start (the kubeconfig carries its CA), bearer-token
 //!   authentication (401), namespaces that must exist (404), Tables for `kubectl get`;
 //! - faults on demand: Kueue not installed (its group not served: 404), forbidden verbs (403),
-//!   any status (409, 500, 503, …), slow answers, refused connections.
+//!   any status (409, 500, 503, …), slow answers, refused connections;
+//! - the CRDs' structural defaults; finalizers (a delete they hold marks the object, the last
+//!   one removed deletes it); what Kueue's create webhooks write (a ClusterQueue's quotas as
+//!   canonical quantity strings, a ResourceFlavor's empty `spec`);
 //!
-//! Not modelled: label and field selectors, conversion between Kueue versions (an object is stored as written),
-//! finalizers, admission webhooks, a controller of its own (tests write what Kueue's would:
-//! `set_status`, `write_as_controller`).
+//! all checked against a real kube-apiserver with Kueue (`backend/tests/it/real_cluster.rs`, the
+//! same calls answered alike). Not modelled: label and field selectors, conversion between
+//! Kueue versions (an object is stored as written), Kueue's controller (tests write what it
+//! would: `set_status`, `write_as_controller`).
 
 pub mod schema;
 mod watch;
@@ -534,7 +538,10 @@ fn shown_object(stored: &Stored) -> Value {
             })
         })
         .collect();
-    object["metadata"]["managedFields"] = Value::Array(managed);
+    // The API server leaves the list out when no manager owns anything.
+    if !managed.is_empty() {
+        object["metadata"]["managedFields"] = Value::Array(managed);
+    }
     object
 }
 
@@ -663,11 +670,12 @@ impl World {
             None => (Value::Object(Map::new()), Vec::new()),
         };
         // Conflicts: a field another manager owns, set here to a different value.
-        let mut conflicts: Vec<(String, String)> = Vec::new();
+        let mut conflicts: Vec<(String, String, String)> = Vec::new();
         for other in managers.iter().filter(|m| m.name != manager) {
             for path in wanted.intersection(&other.fields) {
                 if schema::get(&object, path) != schema::get(&applied, path) {
-                    conflicts.push((other.name.clone(), schema::display(path)));
+                    let field = schema::display(path);
+                    conflicts.push((other.name.clone(), other.api_version.clone(), field));
                 }
             }
         }
@@ -794,6 +802,10 @@ impl World {
         }
         object["metadata"] = Value::Object(metadata);
         let schema = crd.schema(version).cloned().unwrap_or(Value::Null);
+        schema::default(&schema, &mut object);
+        if old.is_none() {
+            kueue_create_webhook(&crd.kind, &mut object);
+        }
         let mut causes = Vec::new();
         schema::validate(&schema, &object, "", &mut causes);
         causes.extend(schema::cel(&crd.kind, version, &object, old));
@@ -803,7 +815,10 @@ impl World {
         let (uid, created, generation) = match old {
             Some(old) => {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
-                let spec_changed = old.get("spec") != object.get("spec");
+                // as the API server counts: the spec changed, or deletion began
+                let spec_changed = old.get("spec") != object.get("spec")
+                    || old["metadata"].get("deletionTimestamp")
+                        != object["metadata"].get("deletionTimestamp");
                 (
                     old["metadata"]["uid"].clone(),
                     old["metadata"]["creationTimestamp"].clone(),
@@ -842,6 +857,14 @@ impl World {
             StatusCode::CREATED
         };
         if !dry_run && !unchanged {
+            if stored.object["metadata"].get("deletionTimestamp").is_some()
+                && !has_finalizers(&stored.object)
+            {
+                // The last finalizer gone: the object goes.
+                self.objects.insert(key.clone(), stored);
+                self.remove(key);
+                return Ok((code, shown));
+            }
             self.objects.insert(key.clone(), stored);
             let event = match existing {
                 Some(_) => watch::Event::Modified,
@@ -851,6 +874,51 @@ impl World {
         }
         Ok((code, shown))
     }
+}
+
+/// What Kueue's mutating webhooks do on create (`mclusterqueue.kb.io`,
+/// `mresourceflavor.kb.io`, CREATE only): the object is decoded into Kueue's Go types and
+/// written back, so a ResourceFlavor gains an empty `spec` and each ClusterQueue quota, a
+/// `resource.Quantity`, is stored in its canonical string form (`8` → `"8"`, `2000` → `"2k"`),
+/// as a real kube-apiserver with Kueue v0.17.0 stores them.
+fn kueue_create_webhook(kind: &str, object: &mut Value) {
+    if kind == "ResourceFlavor" && object.get("spec").is_none() {
+        object["spec"] = json!({});
+    }
+    if kind != "ClusterQueue" {
+        return;
+    }
+    let resources = object["spec"]["resourceGroups"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["flavors"].as_array_mut().into_iter().flatten())
+        .flat_map(|f| f["resources"].as_array_mut().into_iter().flatten());
+    for resource in resources {
+        for field in ["nominalQuota", "borrowingLimit", "lendingLimit"] {
+            if let Some(n) = resource.get(field).and_then(Value::as_i64) {
+                resource[field] = Value::from(canonical_quantity(n));
+            }
+        }
+    }
+}
+
+/// A whole number as `resource.Quantity` writes it in decimal SI (`2000` → `"2k"`).
+fn canonical_quantity(mut n: i64) -> String {
+    let mut suffixes = ["", "k", "M", "G", "T", "P", "E"].into_iter();
+    let mut suffix = suffixes.next().unwrap_or_default();
+    while n != 0 && n % 1000 == 0 {
+        let Some(next) = suffixes.next() else { break };
+        n /= 1000;
+        suffix = next;
+    }
+    format!("{n}{suffix}")
+}
+
+fn has_finalizers(object: &Value) -> bool {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty())
 }
 
 fn same_managers(a: &[Manager], b: &[Manager]) -> bool {
@@ -876,24 +944,32 @@ fn strip_server_fields(object: &Value) -> Value {
     object
 }
 
-fn conflict(api_version: &str, conflicts: &[(String, String)]) -> Status {
-    let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (manager, field) in conflicts {
-        by_manager.entry(manager).or_default().push(field);
+/// The 409 of a server-side apply, worded as kube-apiserver words it: `conflict with "m"`,
+/// and ` using <apiVersion>` only where the other manager wrote another version than this
+/// request's (a real server, `backend/tests/it/real_cluster.rs`). `conflicts`: the other
+/// manager, the version it wrote, the field.
+fn conflict(api_version: &str, conflicts: &[(String, String, String)]) -> Status {
+    let with = |manager: &str, version: &str| {
+        if version == api_version {
+            format!("\"{manager}\"")
+        } else {
+            format!("\"{manager}\" using {version}")
+        }
+    };
+    let mut by_manager: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (manager, version, field) in conflicts {
+        by_manager
+            .entry(with(manager, version))
+            .or_default()
+            .push(field);
     }
     let parts: Vec<String> = by_manager
         .iter()
         .map(|(manager, fields)| {
             if fields.len() == 1 {
-                format!(
-                    "conflict with \"{manager}\" using {api_version}: {}",
-                    fields[0]
-                )
+                format!("conflict with {manager}: {}", fields[0])
             } else {
-                format!(
-                    "conflicts with \"{manager}\" using {api_version}:\n- {}",
-                    fields.join("\n- ")
-                )
+                format!("conflicts with {manager}:\n- {}", fields.join("\n- "))
             }
         })
         .collect();
@@ -907,9 +983,9 @@ fn conflict(api_version: &str, conflicts: &[(String, String)]) -> Status {
             parts.join("\n")
         ),
     );
-    status.details = json!({"causes": conflicts.iter().map(|(manager, field)| json!({
+    status.details = json!({"causes": conflicts.iter().map(|(manager, version, field)| json!({
         "reason": "FieldManagerConflict",
-        "message": format!("conflict with \"{manager}\" using {api_version}"),
+        "message": format!("conflict with {}", with(manager, version)),
         "field": field,
     })).collect::<Vec<_>>()});
     status
@@ -1368,6 +1444,19 @@ fn resource(
                 .get(&key)
                 .cloned()
                 .ok_or_else(|| not_found(&crd, name))?;
+            if has_finalizers(&stored.object) {
+                // Held: marked for deletion (a new generation), deleted once the last
+                // finalizer goes.
+                let mut object = stored.object.clone();
+                if object["metadata"].get("deletionTimestamp").is_none() {
+                    object["metadata"]["deletionTimestamp"] = Value::from(now());
+                    object["metadata"]["deletionGracePeriodSeconds"] = Value::from(0);
+                }
+                let managers = stored.managers.clone();
+                let (_, shown) =
+                    world.store(&crd, version, key, object, managers, Some(stored), dry_run)?;
+                return Ok(ok(StatusCode::OK, shown));
+            }
             if !dry_run {
                 world.remove(key);
             }
@@ -1537,12 +1626,21 @@ mod tests {
         };
         let (created, first) = apply(&mut world, "gpufleet", false).expect("created");
         assert_eq!(created, StatusCode::CREATED);
+        // Kueue's create webhook stored the quota as "8"; the first apply again writes the
+        // number once (generation 2, as a real kube-apiserver with Kueue answers), the next
+        // changes nothing.
+        assert_eq!(
+            first["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"],
+            "8"
+        );
+        let (_, first) = apply(&mut world, "gpufleet", false).expect("the number");
+        assert_eq!(first["metadata"]["generation"], 2);
         let (_, again) = apply(&mut world, "gpufleet", false).expect("again");
         assert_eq!(
             again["metadata"]["resourceVersion"],
             first["metadata"]["resourceVersion"]
         );
-        assert_eq!(again["metadata"]["generation"], 1);
+        assert_eq!(again["metadata"]["generation"], 2);
         // The same values from a second manager: shared ownership, no conflict.
         let (_, shared) = apply(&mut world, "other", false).expect("shared");
         let managers: Vec<&Value> = shared["metadata"]["managedFields"]
@@ -1552,7 +1650,7 @@ mod tests {
             .map(|m| &m["manager"])
             .collect();
         assert_eq!(managers, ["gpufleet", "other"]);
-        assert_eq!(shared["metadata"]["generation"], 1);
+        assert_eq!(shared["metadata"]["generation"], 2);
     }
 
     #[test]

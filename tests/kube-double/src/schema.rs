@@ -112,6 +112,33 @@ fn shown(value: &Value) -> String {
 /// additionalProperties, x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields).
 /// Unknown fields are refused, as the API server does under strict field validation.
 /// `path` is the field path so far (`spec.resourceGroups[0]`); the object's root is `""`.
+/// Structural defaulting, as the API server does for a CRD: each property missing from an
+/// object whose schema gives a `default` gets it, then its properties are defaulted in turn
+/// (so `flavorFungibility: {}` gains `whenCanBorrow: MayStopSearch`), and so are list items.
+pub fn default(schema: &Value, value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            for (key, property) in properties {
+                if let (None, Some(default)) = (map.get(key), property.get("default")) {
+                    map.insert(key.clone(), default.clone());
+                }
+                if let Some(child) = map.get_mut(key) {
+                    self::default(property, child);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = schema.get("items") {
+                items.iter_mut().for_each(|v| self::default(item, v));
+            }
+        }
+        _ => {}
+    }
+}
+
 pub fn validate(schema: &Value, value: &Value, path: &str, causes: &mut Vec<Cause>) {
     let Some(schema) = schema.as_object() else {
         return;
@@ -308,11 +335,15 @@ fn join(path: &str, key: &str) -> String {
 pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Vec<Cause> {
     let spec = &object["spec"];
     let mut causes = Vec::new();
-    let mut fail = |field: &str, shown: &str, message: &str| {
+    // As kube-apiserver 1.36 words a CEL rule's failure: a scalar's value is shown, an object's
+    // or a list's is not (`Invalid value: borrowingLimit must be nil …`), as the real server
+    // answers in backend/tests/it/real_cluster.rs.
+    let mut fail = |field: &str, scalar: Option<&Value>, message: &str| {
+        let shown = scalar.map_or_else(String::new, |v| format!("{v}: "));
         causes.push(Cause::new(
             "FieldValueInvalid",
             field,
-            format!("Invalid value: {shown:?}: {message}"),
+            format!("Invalid value: {shown}{message}"),
         ));
     };
     let groups = spec["resourceGroups"]
@@ -329,7 +360,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     &format!("spec.resourceGroups[{i}]"),
-                    "object",
+                    None,
                     "flavors must have the same number of resources as the coveredResources",
                 );
             }
@@ -350,7 +381,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     "",
-                    "object",
+                    None,
                     "podSetAssignments must have the same number of podSets as the spec",
                 );
             }
@@ -373,7 +404,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             if spec.get(cohort).is_none() && borrows {
                 fail(
                     "spec",
-                    "object",
+                    None,
                     "borrowingLimit must be nil when cohort is empty",
                 );
             }
@@ -384,7 +415,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     "spec.preemption",
-                    "object",
+                    None,
                     "reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never",
                 );
             }
@@ -395,7 +426,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     "spec.flavorFungibility",
-                    "object",
+                    None,
                     "preference can only be set when both whenCanBorrow and whenCanPreempt are TryNextFlavor",
                 );
             }
@@ -409,7 +440,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     "spec.nodeTaints",
-                    "array",
+                    None,
                     "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', 'NoExecute'",
                 );
             }
@@ -420,7 +451,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     "spec.tolerations",
-                    "array",
+                    None,
                     "operator must be Exists when 'key' is empty, which means 'match all values and all keys'",
                 );
             }
@@ -430,7 +461,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     "spec.tolerations",
-                    "array",
+                    None,
                     "effect must be 'NoExecute' when 'tolerationSeconds' is set",
                 );
             }
@@ -439,7 +470,7 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             {
                 fail(
                     "spec",
-                    "object",
+                    None,
                     "at least one nodeLabel is required when topology is set",
                 );
             }
@@ -448,7 +479,11 @@ pub fn cel(kind: &str, version: &str, object: &Value, old: Option<&Value>) -> Ve
             if let Some(old) = old
                 && old["spec"]["clusterQueue"] != spec["clusterQueue"]
             {
-                fail("spec.clusterQueue", "string", "field is immutable");
+                fail(
+                    "spec.clusterQueue",
+                    Some(&spec["clusterQueue"]),
+                    "field is immutable",
+                );
             }
         }
         _ => {}
@@ -481,6 +516,14 @@ pub fn fields(schema: &Value, object: &Value) -> BTreeSet<FieldPath> {
         match key.as_str() {
             "apiVersion" | "kind" | "status" => {}
             "metadata" => {
+                // finalizers: a set (listType=set in ObjectMeta), each member owned alone
+                for finalizer in value["finalizers"].as_array().into_iter().flatten() {
+                    out.insert(vec![
+                        Step::Field("metadata".into()),
+                        Step::Field("finalizers".into()),
+                        Step::Member(finalizer.to_string()),
+                    ]);
+                }
                 for part in ["labels", "annotations"] {
                     if let Some(entries) = value.get(part).and_then(Value::as_object) {
                         for name in entries.keys() {
@@ -674,7 +717,9 @@ pub fn fields_v1(fields: &BTreeSet<FieldPath>) -> Value {
                 Step::Key(key) => format!("k:{key}"),
                 Step::Member(member) => format!("v:{member}"),
             };
-            let is_item = !matches!(step, Step::Field(_));
+            // A keyed list item has a `.` of its own; a set member is a leaf (as the API
+            // server writes `"v:\"x\"": {}`).
+            let is_item = matches!(step, Step::Key(_));
             let Some(map) = node.as_object_mut() else {
                 break;
             };
@@ -810,7 +855,7 @@ mod tests {
         let causes = cel("ClusterQueue", "v1beta2", &object, None);
         assert_eq!(
             causes[0].message,
-            "Invalid value: \"object\": borrowingLimit must be nil when cohort is empty"
+            "Invalid value: borrowingLimit must be nil when cohort is empty"
         );
         object["spec"]["resourceGroups"][0]["coveredResources"] = json!(["nvidia.com/gpu", "cpu"]);
         assert_eq!(cel("ClusterQueue", "v1beta2", &object, None).len(), 2);
@@ -821,7 +866,7 @@ mod tests {
         let new = json!({"spec": {"clusterQueue": "b"}});
         assert_eq!(
             cel("LocalQueue", "v1beta2", &new, Some(&old))[0].message,
-            "Invalid value: \"string\": field is immutable"
+            "Invalid value: \"b\": field is immutable"
         );
         assert_eq!(cel("LocalQueue", "v1beta2", &old, Some(&old)), []);
     }
