@@ -18,6 +18,7 @@ use sqlx::{PgPool, postgres::PgPoolOptions};
 use tower::ServiceExt;
 
 pub mod prometheus;
+pub mod real_cluster;
 pub mod teams;
 
 pub const PASSWORD: &str = "a long test password";

@@ -15,5 +15,6 @@ mod live;
 mod packing;
 mod planning;
 mod quota;
+mod real_cluster;
 mod robustness;
 mod usage;

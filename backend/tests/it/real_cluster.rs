@@ -1,0 +1,1049 @@
+//! Approved quota on a real kube-apiserver with a real Kueue (`common::real_cluster`): what
+//! gpufleet applies, what it calls drift, what the server's dry run and conflicts say, whether
+//! a hold really stops admission, whether the Cluster page's "starts" is what Kueue does, and
+//! whether the workload recorder keeps what Kueue really ran. The expectations are Kubernetes'
+//! and Kueue's own behaviour, observed on the live objects; nothing here is the double.
+//!
+//! Each test names its flavors, queues, cohort and namespaces after itself (`Names`), so the
+//! tests share the one cluster side by side; objects of other tests are, to each, ones gpufleet
+//! did not approve.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::http::{Method, StatusCode};
+use backend::{
+    AppState,
+    audit::Actor,
+    cluster::{Cluster, k8s::Connection},
+    config::HttpSettings,
+};
+use serde_json::{Value, json};
+use shared::{
+    accounts::Role,
+    cluster::{ClusterView, DryRun, ObjectState},
+    kueue::KueueVersion,
+};
+use sqlx::PgPool;
+
+use crate::{
+    cluster::{Rig, call, decide, object, reapply, reconcile, submitted},
+    common::{
+        PASSWORD, login, public_fixture,
+        real_cluster::{Names, eventually, real},
+        user,
+    },
+};
+
+/// The demo inventory with every name the cluster sees made the test's own: flavors (and so
+/// ResourceFlavors), the teams' namespaces, ClusterQueues and cohort.
+fn inventory(names: &Names) -> shared::inventory::Inventory {
+    let mut inventory = backend::fleet::demo_inventory().expect("demo inventory");
+    for flavor in &mut inventory.flavors {
+        flavor.name = names.of(&flavor.name);
+    }
+    for pool in &mut inventory.pools {
+        pool.flavor = pool.flavor.as_ref().map(|f| names.of(f));
+    }
+    for team in &mut inventory.teams {
+        team.namespace = names.of(&team.name);
+        team.cluster_queue = Some(names.of(&team.name));
+        team.cohort = Some(names.prefix.clone());
+    }
+    inventory
+}
+
+/// The console over a fresh database, its inventory named after the test, reconciling to the
+/// real cluster through an ordinary kubeconfig.
+async fn real_rig(pool: &PgPool, names: &Names) -> Rig {
+    real_rig_with(pool, &inventory(names), real().kubeconfig()).await
+}
+
+/// [`real_rig`] with this inventory, through the API server `kubeconfig` names.
+async fn real_rig_with(
+    pool: &PgPool,
+    inventory: &shared::inventory::Inventory,
+    kubeconfig: std::path::PathBuf,
+) -> Rig {
+    backend::fleet::inventory::apply(pool, inventory, Actor::Console, false)
+        .await
+        .expect("inventory");
+    let cluster = real();
+    for team in &inventory.teams {
+        cluster.create_namespace(&team.namespace).await;
+    }
+    user(pool, "rita", &[Role::Requester], &["research"]).await;
+    user(pool, "sam", &[Role::Requester], &["search"]).await;
+    user(pool, "alex", &[Role::Approver], &[]).await;
+    user(pool, "ada", &[Role::Admin], &[]).await;
+    let connection = Connection {
+        kubeconfig: Some(kubeconfig),
+        context: None,
+        timeout: Duration::from_secs(10),
+    };
+    let kube = Cluster::kube(&connection, KueueVersion::V1beta2)
+        .await
+        .expect("connect")
+        .every(Duration::from_millis(200));
+    let state = AppState::new(pool.clone()).with_cluster(Arc::new(kube));
+    let router = backend::app(
+        state.clone(),
+        &HttpSettings {
+            public_dir: public_fixture(),
+            ..Default::default()
+        },
+    );
+    Rig {
+        rita: login(&router, "rita", PASSWORD).await,
+        sam: login(&router, "sam", PASSWORD).await,
+        alex: login(&router, "alex", PASSWORD).await,
+        ada: login(&router, "ada", PASSWORD).await,
+        router,
+        state,
+    }
+}
+
+/// The objects this test's console approves that are not in sync with the cluster (other
+/// tests' queues on the shared cluster are, to it, not approved): kind, name, state, changes.
+fn out_of_sync(view: &ClusterView, names: &Names) -> Vec<String> {
+    view.objects
+        .iter()
+        .filter(|o| o.state != ObjectState::Unapproved || o.object.name.starts_with(&names.prefix))
+        .filter(|o| o.state != ObjectState::InSync)
+        .map(|o| {
+            format!(
+                "{} {}: {:?} {:?} {:?}",
+                o.object.kind, o.object.name, o.state, o.changes, o.error
+            )
+        })
+        .collect()
+}
+
+/// The nominal quota of `flavor` in the ClusterQueue `queue` as the server holds it, in GPUs
+/// (Kueue's webhook stores the quantity as a string on create, `"0"`).
+async fn live_nominal(queue: &str, flavor: &str) -> Option<i128> {
+    let cq = real()
+        .object("ClusterQueue", None, queue)
+        .await
+        .expect("live queue");
+    let quantity = cq["spec"]["resourceGroups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["flavors"].as_array().into_iter().flatten())
+        .find(|f| f["name"] == flavor)
+        .map(|f| f["resources"][0]["nominalQuota"].clone())?;
+    Some(shared::common::quantity::milli(&quantity)? / 1000)
+}
+
+/// The field managers of an object's spec (status writers left out).
+fn spec_managers(object: &Value) -> Vec<String> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .filter(|m| m.get("subresource").is_none())
+        .map(|m| m["manager"].as_str().expect("manager").to_owned())
+        .collect()
+}
+
+/// Approval to live objects on real Kueue: the review's dry run is the server's own and stores
+/// nothing; the approved ClusterQueue lands by server-side apply and reads back in sync (the
+/// defaults the API server and Kueue's webhook add are not drift); a `kubectl patch` is drift,
+/// re-applying it meets the server's own 409 naming kubectl's manager, and taking ownership
+/// wins the field back; another manager applying our field gets the real 409 too.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn approved_quota_lands_on_real_kueue_and_drift_and_conflicts_are_the_servers(pool: PgPool) {
+    let names = Names::new("apply");
+    let rig = real_rig(&pool, &names).await;
+    let (queue, flavor) = (names.of("search"), names.of("h100-shared"));
+    let view = reconcile(&rig).await;
+    assert_eq!(out_of_sync(&view, &names), Vec::<String>::new());
+    assert_eq!(live_nominal(&queue, &flavor).await, Some(0));
+
+    // The review's dry run, asked of the real server.
+    let (id, version) = submitted(&rig, &rig.sam, "search", &flavor, 32).await;
+    let reply = call(
+        &rig,
+        Method::GET,
+        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
+        &rig.alex,
+        None,
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let dry: DryRun = reply.json();
+    assert_eq!(
+        (dry.against.as_str(), dry.error.as_deref()),
+        ("server", None)
+    );
+    let changed: Vec<(&str, &str)> = dry
+        .objects
+        .iter()
+        .map(|o| (o.object.kind.as_str(), o.object.name.as_str()))
+        .collect();
+    assert_eq!(changed, [("ClusterQueue", queue.as_str())], "{dry:#?}");
+    assert!(
+        dry.objects[0]
+            .changes
+            .iter()
+            .any(|c| c.path.ends_with("nominalQuota")
+                && c.live.as_ref().and_then(shared::common::quantity::milli) == Some(0)
+                && c.desired == Some(json!(32))),
+        "{:#?}",
+        dry.objects[0].changes
+    );
+    assert_eq!(
+        live_nominal(&queue, &flavor).await,
+        Some(0),
+        "a dry run stores nothing"
+    );
+
+    decide(&rig, "search", id, "approve", version).await;
+    let view = reconcile(&rig).await;
+    assert_eq!(out_of_sync(&view, &names), Vec::<String>::new());
+    assert_eq!(live_nominal(&queue, &flavor).await, Some(32));
+    let live = real()
+        .object("ClusterQueue", None, &queue)
+        .await
+        .expect("queue");
+    assert_eq!(live["spec"]["cohortName"], json!(names.prefix));
+    assert_eq!(spec_managers(&live), ["gpufleet"]);
+    let again = reconcile(&rig).await;
+    assert_eq!(
+        object(&again, "ClusterQueue", &queue).state,
+        ObjectState::InSync
+    );
+
+    // kubectl changes the nominal quota: drift, reported, not reverted.
+    let group = live["spec"]["resourceGroups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .position(|g| {
+            g["flavors"]
+                .as_array()
+                .expect("flavors")
+                .iter()
+                .any(|f| f["name"] == json!(flavor))
+        })
+        .expect("the flavor's group");
+    let at = live["spec"]["resourceGroups"][group]["flavors"]
+        .as_array()
+        .expect("flavors")
+        .iter()
+        .position(|f| f["name"] == json!(flavor))
+        .expect("flavor");
+    let path = format!("/spec/resourceGroups/{group}/flavors/{at}/resources/0/nominalQuota");
+    real().kubectl_ok(&[
+        "patch",
+        "clusterqueue",
+        &queue,
+        "--type",
+        "json",
+        "-p",
+        &json!([{"op": "replace", "path": path, "value": 80}]).to_string(),
+    ]);
+    let view = reconcile(&rig).await;
+    let drifted = object(&view, "ClusterQueue", &queue);
+    assert_eq!(drifted.state, ObjectState::Drifted, "{drifted:#?}");
+    assert_eq!(drifted.changes.len(), 1, "{:#?}", drifted.changes);
+    assert_eq!(
+        (
+            drifted.changes[0].live.clone(),
+            drifted.changes[0].desired.clone()
+        ),
+        (Some(json!(80)), Some(json!(32)))
+    );
+    assert_eq!(live_nominal(&queue, &flavor).await, Some(80));
+
+    // Re-applying meets kubectl's ownership: the server's 409, shown, nothing overwritten.
+    let target = json!({"objects": [{"kind": "ClusterQueue", "name": queue}]});
+    let view: ClusterView = reapply(&rig, &rig.alex, target.clone()).await.json();
+    let conflict = object(&view, "ClusterQueue", &queue);
+    assert_eq!(conflict.state, ObjectState::Conflict, "{conflict:#?}");
+    assert!(
+        conflict
+            .conflicts
+            .iter()
+            .all(|c| c.starts_with("kubectl-patch: "))
+            && !conflict.conflicts.is_empty(),
+        "{:?}",
+        conflict.conflicts
+    );
+    assert!(
+        conflict.error.as_deref().is_some_and(
+            |e| e.starts_with("Apply failed with 1 conflict: conflict with \"kubectl-patch\"")
+        ),
+        "{:?}",
+        conflict.error
+    );
+    assert_eq!(live_nominal(&queue, &flavor).await, Some(80));
+
+    // Take ownership: forced, and the field is gpufleet's again.
+    let mut force = target;
+    force["force"] = json!(true);
+    let view: ClusterView = reapply(&rig, &rig.alex, force).await.json();
+    assert_eq!(
+        object(&view, "ClusterQueue", &queue).state,
+        ObjectState::InSync
+    );
+    assert_eq!(live_nominal(&queue, &flavor).await, Some(32));
+    let live = real()
+        .object("ClusterQueue", None, &queue)
+        .await
+        .expect("queue");
+    assert!(
+        !spec_managers(&live).contains(&"kubectl-patch".to_owned()),
+        "{:?}",
+        spec_managers(&live)
+    );
+
+    // Another manager applying a field gpufleet owns: the server's own 409.
+    let mut theirs = live.clone();
+    theirs["metadata"] = json!({"name": queue});
+    theirs.as_object_mut().expect("object").remove("status");
+    theirs["spec"]["resourceGroups"][group]["flavors"][at]["resources"][0]["nominalQuota"] =
+        json!(5);
+    let err = real()
+        .apply("someone-else", theirs)
+        .await
+        .expect_err("a conflict");
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert!(
+        status.message.contains("conflict with \"gpufleet\""),
+        "{}",
+        status.message
+    );
+}
+
+/// Submits `lines` for `team` as `who` and has alex approve them.
+async fn approve(rig: &Rig, who: &crate::common::Session, team: &str, lines: Value) {
+    let spec = json!({"lines": lines, "checkpoint_interval_min": 20,
+        "justification": "checked on a real Kueue", "starts_on": "2026-01-01"});
+    let reply = call(
+        rig,
+        Method::POST,
+        &format!("/api/quota/teams/{team}/requests"),
+        who,
+        Some(json!({"spec": spec})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
+    let view: shared::quota::RequestView = reply.json();
+    let id = view.request.id;
+    let reply = call(
+        rig,
+        Method::POST,
+        &format!("/api/quota/teams/{team}/requests/{id}/submit"),
+        who,
+        Some(json!({"version": view.request.version})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let version = reply.json::<shared::quota::RequestView>().request.version;
+    decide(rig, team, id, "approve", version).await;
+}
+
+/// A Workload of one pod set (`count` pods, each asking `requests`: resource and quantity in
+/// Kubernetes' notation), at `priority`, in `queue`.
+fn workload(
+    namespace: &str,
+    name: &str,
+    queue: &str,
+    count: u32,
+    requests: Value,
+    priority: i32,
+) -> Value {
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"queueName": queue, "priority": priority, "podSets": [{"name": "main", "count": count,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "probe",
+                "resources": {"requests": requests, "limits": requests}}]}}}]}})
+}
+
+/// What Kueue decided of a Workload: `Ok` with the flavor of each resource it reserved quota
+/// on, or `Err` with its reason to keep it pending (`QuotaReserved` False).
+async fn decided(namespace: &str, name: &str) -> Result<Value, String> {
+    eventually(30, &format!("{name} decided by Kueue"), async || {
+        let wl = real().object("Workload", Some(namespace), name).await?;
+        let reserved = wl["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "QuotaReserved")?
+            .clone();
+        if reserved["status"] == "True" {
+            Some(Ok(
+                wl["status"]["admission"]["podSetAssignments"][0]["flavors"].clone(),
+            ))
+        } else {
+            reserved["message"]
+                .as_str()
+                .filter(|m| !m.is_empty())
+                .map(|m| Err(m.to_owned()))
+        }
+    })
+    .await
+}
+
+/// Waits until Kueue reports the ClusterQueue stopped (`Active` False, reason `Stopped`), or
+/// active again.
+async fn stopped(queue: &str, held: bool) {
+    eventually(30, &format!("{queue} seen held: {held}"), async || {
+        let cq = real().object("ClusterQueue", None, queue).await?;
+        let active = cq["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Active")?
+            .clone();
+        let seen = active["status"] == "False" && active["reason"] == "Stopped";
+        (seen == held).then_some(())
+    })
+    .await;
+}
+
+/// Whether the Workload holds quota now (`QuotaReserved` True).
+async fn holds_quota(namespace: &str, name: &str) -> bool {
+    let wl = real()
+        .object("Workload", Some(namespace), name)
+        .await
+        .expect("workload");
+    wl["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "QuotaReserved" && c["status"] == "True")
+}
+
+/// A hold is Kueue's `stopPolicy: Hold`: once an approver confirms it, real Kueue admits no new
+/// Workload into the team's queue while the one it admitted before keeps its quota; releasing
+/// it admits the waiting one (Kueue's ClusterQueue docs, "StopPolicy": Hold stops admitting,
+/// HoldAndDrain would also evict).
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_confirmed_hold_stops_real_kueue_admitting_and_release_resumes(pool: PgPool) {
+    use backend::chargeback::budget;
+    let names = Names::new("hold");
+    let rig = real_rig(&pool, &names).await;
+    let (ns, queue) = (names.of("research"), "research");
+    approve(
+        &rig,
+        &rig.rita,
+        "research",
+        json!([{"flavor": names.of("h200-train"), "resource": "nvidia.com/gpu", "nominal": 48}]),
+    )
+    .await;
+    reconcile(&rig).await;
+    let gpus = json!({"nvidia.com/gpu": "8"});
+    real()
+        .apply(
+            "test",
+            workload(&ns, "before-hold", queue, 1, gpus.clone(), 10),
+        )
+        .await
+        .expect("workload");
+    assert!(decided(&ns, "before-hold").await.is_ok());
+
+    // November burnt past a $700.00 budget: a hold proposed, then confirmed.
+    sqlx::query(
+        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
+             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
+             fb_used_mib_minutes, minutes)
+         select 'day', d, t.namespace, '', $1, t.id, 10 * 3600000000::bigint,
+                5 * 3600000000::bigint, 10 * 3600000000::bigint, 0, 1440
+         from generate_series('2026-11-01'::timestamptz, '2026-11-09', interval '1 day') d,
+              teams t where t.name = 'research'",
+    )
+    .bind(names.of("h100-shared"))
+    .execute(&pool)
+    .await
+    .expect("rollups");
+    let reply = call(
+        &rig,
+        Method::PUT,
+        "/api/chargeback/budgets/research/2026-11",
+        &rig.ada,
+        Some(json!({"limit_cents": 70_000})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(
+        budget::evaluate(&pool, crate::budgets::NOV_10)
+            .await
+            .expect("evaluate")
+            .holds,
+        1
+    );
+    let hold: shared::chargeback::budget::Budgets = call(
+        &rig,
+        Method::GET,
+        "/api/chargeback/budgets?month=2026-11",
+        &rig.alex,
+        None,
+    )
+    .await
+    .json();
+    let id = hold.holds[0].id;
+    let confirmed = crate::cluster::decide_hold(&rig, &rig.alex, id, "confirm").await;
+    assert_eq!(confirmed.status, StatusCode::OK, "{}", confirmed.text());
+    reconcile(&rig).await;
+    let live = real()
+        .object("ClusterQueue", None, &names.of("research"))
+        .await
+        .expect("queue");
+    assert_eq!(live["spec"]["stopPolicy"], "Hold");
+    // Kueue says so on the queue (condition Active False, reason Stopped) once it has seen it.
+    stopped(&names.of("research"), true).await;
+
+    // Held: a new Workload waits with quota to spare; the admitted one keeps its quota.
+    real()
+        .apply("test", workload(&ns, "during-hold", queue, 1, gpus, 10))
+        .await
+        .expect("workload");
+    let waiting = decided(&ns, "during-hold").await;
+    assert!(waiting.is_err(), "{waiting:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !holds_quota(&ns, "during-hold").await,
+        "nothing admitted while held"
+    );
+    assert!(
+        holds_quota(&ns, "before-hold").await,
+        "admitted work keeps running"
+    );
+
+    let released = crate::cluster::decide_hold(&rig, &rig.alex, id, "release").await;
+    assert_eq!(released.status, StatusCode::OK, "{}", released.text());
+    reconcile(&rig).await;
+    eventually(30, "admitted after the release", async || {
+        holds_quota(&ns, "during-hold").await.then_some(())
+    })
+    .await;
+}
+
+/// Quantities of a trial pod in Kubernetes' notation (cpu in millicores, the rest in units).
+fn quantities(pod: &shared::kueue::PodRequest) -> Value {
+    pod.requests
+        .iter()
+        .map(|(resource, amount)| {
+            let quantity = if resource == "cpu" {
+                format!("{amount}m")
+            } else {
+                amount.to_string()
+            };
+            (resource.clone(), json!(quantity))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// The Cluster page's "starts" / "never starts" against real Kueue: for every team × flavor
+/// line of quota in force on the demo fleet (whole H200s and H100s, MIG instances, and a flavor
+/// shared by HAMi, whose per-vGPU resources the queues do not cover), the pod the check puts
+/// through Kueue's rules is created as a probe Workload in the team's LocalQueue: Kueue
+/// reserves quota on exactly the flavor the check names, or keeps it pending where the check
+/// says Kueue refuses it.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn would_pods_start_is_what_real_kueue_does_with_the_same_pod(pool: PgPool) {
+    let names = Names::new("admission");
+    let mut inventory = inventory(&names);
+    let rtx = names.of("rtx-inference");
+    let hami = inventory
+        .flavors
+        .iter_mut()
+        .find(|f| f.name == rtx)
+        .expect("rtx");
+    hami.settings.sharing = Some(shared::fleet::sharing::Mechanism::HamiFractions);
+    let rig = real_rig_with(&pool, &inventory, real().kubeconfig()).await;
+    approve(
+        &rig,
+        &rig.rita,
+        "research",
+        json!([
+        {"flavor": names.of("h200-train"), "resource": "nvidia.com/gpu", "nominal": 48},
+        {"flavor": names.of("h100-mig"), "resource": "nvidia.com/mig-1g.10gb", "nominal": 14}]),
+    )
+    .await;
+    approve(
+        &rig,
+        &rig.sam,
+        "search",
+        json!([
+        {"flavor": names.of("h100-shared"), "resource": "nvidia.com/gpu", "nominal": 16},
+        {"flavor": rtx, "resource": "nvidia.com/gpu", "nominal": 8}]),
+    )
+    .await;
+    let view = reconcile(&rig).await;
+    let world = backend::quota::world(&mut pool.acquire().await.expect("conn"))
+        .await
+        .expect("world");
+    let trials = world.admission_trials(backend::clock::today());
+    assert_eq!(trials.len(), 4);
+    assert_eq!(view.admission.len(), trials.len());
+    let mut table = Vec::new();
+    for (i, (trial, verdict)) in trials.iter().zip(&view.admission).enumerate() {
+        assert_eq!(trial.subject, verdict.subject);
+        let pod = &trial.pod;
+        let name = format!("probe-{i}");
+        let queue = pod.queue_name.as_deref().expect("queue");
+        let mut probe = workload(&pod.namespace, &name, queue, 1, quantities(pod), 0);
+        probe["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] =
+            serde_json::to_value(&pod.node_selector).expect("selector");
+        assert!(pod.tolerations.is_empty());
+        real().apply("test", probe).await.expect("probe");
+        let kueue = decided(&pod.namespace, &name).await;
+        let gpu = &pod.requests[0].0;
+        let on = kueue
+            .as_ref()
+            .ok()
+            .and_then(|f| f[gpu].as_str().map(str::to_owned));
+        table.push((
+            trial.subject.clone(),
+            verdict.flavor.clone(),
+            on,
+            format!("{verdict:?} / {kueue:?}"),
+        ));
+    }
+    let agree = table.iter().all(|(_, check, kueue, _)| check == kueue);
+    assert!(
+        agree,
+        "subject, the check's flavor, Kueue's flavor:\n{table:#?}"
+    );
+    let refused: Vec<&str> = table
+        .iter()
+        .filter(|row| row.2.is_none())
+        .map(|row| row.0.as_str())
+        .collect();
+    assert_eq!(
+        refused,
+        [format!("search nvidia.com/gpu on {rtx}")],
+        "the HAMi flavor's pod asks what no queue covers: {table:#?}"
+    );
+}
+
+/// A Job of one pod asking `gpus` GPUs, for Kueue's Job integration: created unsuspended and
+/// suspended by Kueue's webhook, its Workload made by Kueue.
+fn job(namespace: &str, name: &str, gpus: u32, priority_class: &str) -> Value {
+    let gpus = json!({"nvidia.com/gpu": gpus.to_string()});
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {
+            "kueue.x-k8s.io/queue-name": "research", "kueue.x-k8s.io/priority-class": priority_class}},
+        "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "train", "image": "train", "resources": {"requests": gpus, "limits": gpus}}]}}}})
+}
+
+/// What a Job controller and kubelet would write when its one pod succeeded (there is neither
+/// here): `SuccessCriteriaMet`, then `Complete` (batch/v1's rules since Kubernetes 1.31).
+async fn complete(job: &Value) {
+    let now = k8s_now();
+    let condition = |kind: &str| {
+        json!({"type": kind, "status": "True", "reason": "CompletionsReached",
+        "message": "Reached expected number of succeeded pods", "lastTransitionTime": now, "lastProbeTime": now})
+    };
+    let live = real()
+        .get(
+            "batch/v1",
+            "Job",
+            job["metadata"]["namespace"].as_str(),
+            job["metadata"]["name"].as_str().expect("name"),
+        )
+        .await
+        .expect("job");
+    let started = live["status"]["startTime"]
+        .as_str()
+        .map_or(now.clone(), str::to_owned);
+    real()
+        .patch_status(
+            job,
+            json!({"startTime": started, "completionTime": now, "succeeded": 1,
+        "conditions": [condition("SuccessCriteriaMet"), condition("Complete")]}),
+        )
+        .await
+        .expect("the Job completed");
+}
+
+/// Now, as Kubernetes writes times (whole seconds, UTC).
+fn k8s_now() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    shared::common::utc::format_rfc3339(i64::try_from(ms / 1000 * 1000).expect("ms"))
+}
+
+/// The history of today as alex reads it, once `check` holds of it (at most 30 s).
+async fn recorded(
+    rig: &Rig,
+    what: &str,
+    check: impl Fn(&shared::cluster::workload::WorkloadHistory) -> bool,
+) -> shared::cluster::workload::WorkloadHistory {
+    let today = backend::clock::today();
+    let path = format!("/api/cluster/workloads?from={today}&to={today}");
+    eventually(30, what, async || {
+        let seen: shared::cluster::workload::WorkloadHistory =
+            call(rig, Method::GET, &path, &rig.alex, None).await.json();
+        check(&seen).then_some(seen)
+    })
+    .await
+}
+
+/// The recorded Workload of the Job `job` (Kueue names it `job-<name>-<hash>`).
+fn of_job<'a>(
+    history: &'a shared::cluster::workload::WorkloadHistory,
+    namespace: &str,
+    job: &str,
+) -> Option<&'a shared::cluster::workload::HistoryEntry> {
+    let prefix = format!("job-{job}-");
+    history
+        .workloads
+        .iter()
+        .find(|w| w.workload.namespace == namespace && w.workload.name.starts_with(&prefix))
+}
+
+/// The recorder on real Kueue: a training Job admitted, preempted inside its ClusterQueue by an
+/// evaluation Job of priority 100 (Kueue evicts it, suspends the Job and requeues it), then
+/// re-admitted when the evaluation completes; each admission, the eviction with Kueue's own
+/// reasons, and each finish recorded once, through a kube-apiserver restart (watches end, and a
+/// watch from before it may be answered 410 Gone) and a Job made while the console looked away.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_recorder_keeps_what_real_kueue_ran_through_preemption_and_an_apiserver_restart(
+    pool: PgPool,
+) {
+    let names = Names::new("history");
+    // Through the spare API server, the one this test restarts.
+    let rig = real_rig_with(&pool, &inventory(&names), real().spare_kubeconfig()).await;
+    let ns = names.of("research");
+    approve(&rig, &rig.rita, "research",
+        json!([{"flavor": names.of("h200-train"), "resource": "nvidia.com/gpu", "nominal": 8, "borrowing_limit": 0}])).await;
+    reconcile(&rig).await;
+    let recorder = backend::cluster::history::spawn(rig.state.clone()).expect("a cluster is read");
+
+    let train = job(&ns, "train", 8, "priority-10");
+    real().apply("test", train.clone()).await.expect("train");
+    let seen = recorded(&rig, "train admitted", |h| {
+        of_job(h, &ns, "train").is_some_and(|w| w.workload.admitted_at_ms.is_some())
+    })
+    .await;
+    let first_admission = of_job(&seen, &ns, "train")
+        .expect("train")
+        .workload
+        .admitted_at_ms;
+
+    let eval = job(&ns, "eval", 8, "priority-100");
+    real().apply("test", eval.clone()).await.expect("eval");
+    let seen = recorded(&rig, "train preempted and eval admitted", |h| {
+        of_job(h, &ns, "train").is_some_and(|w| w.evictions_seen.len() == 1)
+            && of_job(h, &ns, "eval").is_some_and(|w| w.workload.admitted_at_ms.is_some())
+    })
+    .await;
+    let evicted = &of_job(&seen, &ns, "train").expect("train").evictions_seen[0];
+    assert_eq!(
+        (evicted.reason.as_str(), evicted.detail.as_deref()),
+        ("Preempted", Some("InClusterQueue"))
+    );
+    let eval_wl = of_job(&seen, &ns, "eval").expect("eval");
+    assert_eq!(eval_wl.workload.priority, 100);
+    assert_eq!(
+        eval_wl.workload.pod_sets[0].resources.get("nvidia.com/gpu"),
+        Some(&8)
+    );
+    assert_eq!(
+        eval_wl.workload.pod_sets[0].flavors.get("nvidia.com/gpu"),
+        Some(&names.of("h200-train"))
+    );
+
+    // kube-apiserver restarts: the recorder's watch ends, and it carries on.
+    real().restart_apiserver();
+    complete(&eval).await;
+    let seen = recorded(&rig, "eval finished, train admitted again", |h| {
+        of_job(h, &ns, "eval").is_some_and(|w| w.workload.finished.is_some())
+            && of_job(h, &ns, "train").is_some_and(|w| {
+                w.workload.quota_reserved_at_ms.is_some() && w.workload.evicted.is_none()
+            })
+    })
+    .await;
+    let train_wl = of_job(&seen, &ns, "train").expect("train");
+    assert_eq!(
+        train_wl.workload.admitted_at_ms, first_admission,
+        "the first admission is kept"
+    );
+    assert_eq!(
+        of_job(&seen, &ns, "eval")
+            .expect("eval")
+            .workload
+            .finished
+            .as_ref()
+            .map(|f| f.reason.as_str()),
+        Some("Succeeded")
+    );
+
+    // The console away while a Job runs and finishes; back, it lists and loses nothing.
+    recorder.abort();
+    complete(&train).await;
+    let late = job(&ns, "late", 8, "priority-10");
+    real().apply("test", late.clone()).await.expect("late");
+    eventually(30, "late admitted", async || {
+        let wl = real().get("batch/v1", "Job", Some(&ns), "late").await?;
+        (wl["spec"]["suspend"] == json!(false)).then_some(())
+    })
+    .await;
+    let recorder = backend::cluster::history::spawn(rig.state.clone()).expect("a cluster is read");
+    let seen = recorded(&rig, "train finished and late admitted", |h| {
+        of_job(h, &ns, "train").is_some_and(|w| w.workload.finished.is_some())
+            && of_job(h, &ns, "late").is_some_and(|w| w.workload.admitted_at_ms.is_some())
+    })
+    .await;
+    let ours: Vec<&str> = seen
+        .workloads
+        .iter()
+        .filter(|w| w.workload.namespace == ns)
+        .map(|w| w.workload.name.as_str())
+        .collect();
+    assert_eq!(ours.len(), 3, "one row per Workload: {ours:?}");
+    let train_wl = of_job(&seen, &ns, "train").expect("train");
+    assert_eq!(
+        train_wl.evictions_seen.len(),
+        1,
+        "the eviction counted once"
+    );
+    assert_eq!(
+        train_wl
+            .workload
+            .evictions
+            .iter()
+            .map(|e| e.count)
+            .sum::<u32>(),
+        1,
+        "{:?}",
+        train_wl.workload.evictions
+    );
+    recorder.abort();
+}
+
+/// One call of the protocol sequence: method, path, content type and body.
+struct Step {
+    what: &'static str,
+    method: &'static str,
+    path: String,
+    content_type: &'static str,
+    body: Option<Value>,
+}
+
+/// Sends a step raw (any status is an answer): its status code and JSON body.
+async fn send_raw(client: &kube::Client, step: &Step) -> (u16, Value) {
+    let body = step
+        .body
+        .as_ref()
+        .map_or_else(Vec::new, |b| b.to_string().into_bytes());
+    let request = http::Request::builder()
+        .method(step.method)
+        .uri(&step.path)
+        .header(http::header::CONTENT_TYPE, step.content_type)
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(body))
+        .expect("request");
+    let response = client.send(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes))),
+    )
+}
+
+/// What two servers may answer differently and still agree: identities, times, versions, the
+/// status a controller writes, the finalizers Kueue's controller adds.
+fn comparable(mut body: Value) -> Value {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for key in [
+                    "uid",
+                    "resourceVersion",
+                    "creationTimestamp",
+                    "time",
+                    "deletionTimestamp",
+                    "status",
+                ] {
+                    if key != "status" || map.contains_key("spec") {
+                        map.remove(key);
+                    }
+                }
+                // The test's own managers' entries (Kueue's controller writes status and its
+                // finalizers, which leaves an entry of its own)
+                if let Some(Value::Array(managers)) = map.get_mut("managedFields") {
+                    managers
+                        .retain(|m| m["manager"] == "gpufleet" || m["manager"] == "someone-else");
+                    if managers.is_empty() {
+                        map.remove("managedFields");
+                    }
+                }
+                if let Some(Value::Array(finalizers)) = map.get_mut("finalizers") {
+                    finalizers
+                        .retain(|f| !f.as_str().is_some_and(|f| f.starts_with("kueue.x-k8s.io/")));
+                    if finalizers.is_empty() {
+                        map.remove("finalizers");
+                    }
+                }
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut body);
+    body
+}
+
+/// The double against the real server: the same sequence of calls — apply (create, then the
+/// same again), another manager's conflicting apply, a dry run and a read after it, an object
+/// the CRD's CEL rules refuse, a namespace that does not exist, a delete that a finalizer holds,
+/// the finalizer removed, the object gone — answered alike, status codes and bodies, but for
+/// identities, times and what Kueue's controller writes (status, its finalizers).
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_double_answers_the_protocol_as_the_real_server_does(_pool: PgPool) {
+    let names = Names::new("double");
+    let double = kube_double::KubeDouble::start().await.expect("double");
+    let dir = crate::cluster::scratch("double-vs-real");
+    double
+        .write_kubeconfig(&dir.join("kubeconfig"))
+        .expect("kubeconfig");
+    let double_client = {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(dir.join("kubeconfig")).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("config");
+        kube::Client::try_from(config).expect("client")
+    };
+    let ns = names.of("team");
+    double.create_namespace(&ns);
+    real().create_namespace(&ns).await;
+    let (flavor, queue, lq) = (names.of("f1"), names.of("cq"), names.of("lq"));
+    let kueue = "/apis/kueue.x-k8s.io/v1beta2";
+    let apply = "application/apply-patch+yaml";
+    let cq = |manager: &str, nominal: u32, extra: &str| Step {
+        what: "apply ClusterQueue",
+        method: "PATCH",
+        path: format!("{kueue}/clusterqueues/{queue}?fieldManager={manager}{extra}"),
+        content_type: apply,
+        body: Some(
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": queue},
+            "spec": {"cohortName": names.prefix, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal, "borrowingLimit": 2}]}]}]}}),
+        ),
+    };
+    let local_queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": lq, "namespace": ns, "finalizers": ["gpufleet.test/keep"]}, "spec": {"clusterQueue": queue}});
+    let lq_path = format!("{kueue}/namespaces/{ns}/localqueues/{lq}");
+    let steps = [
+        Step {
+            what: "apply ResourceFlavor (create)",
+            method: "PATCH",
+            path: format!("{kueue}/resourceflavors/{flavor}?fieldManager=gpufleet"),
+            content_type: apply,
+            body: Some(
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}}),
+            ),
+        },
+        Step {
+            what: "apply ResourceFlavor (unchanged)",
+            method: "PATCH",
+            path: format!("{kueue}/resourceflavors/{flavor}?fieldManager=gpufleet"),
+            content_type: apply,
+            body: Some(
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}}),
+            ),
+        },
+        cq("gpufleet", 8, ""),
+        cq("someone-else", 5, ""),
+        cq("gpufleet", 9, "&dryRun=All"),
+        Step {
+            what: "read after the dry run",
+            method: "GET",
+            path: format!("{kueue}/clusterqueues/{queue}"),
+            content_type: "application/json",
+            body: None,
+        },
+        Step {
+            what: "apply an invalid ClusterQueue",
+            method: "PATCH",
+            path: format!(
+                "{kueue}/clusterqueues/{}?fieldManager=gpufleet",
+                names.of("loner")
+            ),
+            content_type: apply,
+            body: Some(
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": names.of("loner")},
+                "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": flavor,
+                    "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}]}]}}),
+            ),
+        },
+        Step {
+            what: "apply into a namespace that does not exist",
+            method: "PATCH",
+            path: format!(
+                "{kueue}/namespaces/{}/localqueues/{lq}?fieldManager=gpufleet",
+                names.of("nowhere")
+            ),
+            content_type: apply,
+            body: Some(
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": {"name": lq, "namespace": names.of("nowhere")}, "spec": {"clusterQueue": queue}}),
+            ),
+        },
+        Step {
+            what: "apply a LocalQueue with a finalizer",
+            method: "PATCH",
+            path: format!("{lq_path}?fieldManager=gpufleet"),
+            content_type: apply,
+            body: Some(local_queue),
+        },
+        Step {
+            what: "delete it: held by its finalizer",
+            method: "DELETE",
+            path: lq_path.clone(),
+            content_type: "application/json",
+            body: None,
+        },
+        Step {
+            what: "read it while held",
+            method: "GET",
+            path: lq_path.clone(),
+            content_type: "application/json",
+            body: None,
+        },
+        Step {
+            what: "remove the finalizer",
+            method: "PATCH",
+            path: lq_path.clone(),
+            content_type: "application/merge-patch+json",
+            body: Some(json!({"metadata": {"finalizers": null}})),
+        },
+        Step {
+            what: "read it once gone",
+            method: "GET",
+            path: lq_path,
+            content_type: "application/json",
+            body: None,
+        },
+    ];
+    let client = real().client().await;
+    let mut differences = Vec::new();
+    for step in &steps {
+        let (real_code, real_body) = send_raw(&client, step).await;
+        let (double_code, double_body) = send_raw(&double_client, step).await;
+        let (real_body, double_body) = (comparable(real_body), comparable(double_body));
+        if (real_code, &real_body) != (double_code, &double_body) {
+            differences.push(format!(
+                "{}: the real server answered {real_code} {real_body:#}\nthe double {double_code} {double_body:#}",
+                step.what
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n\n"));
+}
