@@ -67,6 +67,10 @@ pub struct DemoArgs {
     /// Also write the demo users' passwords to this file (mode 600) when they are created.
     #[arg(long)]
     pub credentials_file: Option<PathBuf>,
+    /// Leave the workload history empty: a real cluster's Kueue will fill it (`./dev run
+    /// --cluster`) instead of the demo's four generated weeks.
+    #[arg(long)]
+    pub without_workload_history: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -115,7 +115,9 @@ pub async fn demo(args: DemoArgs) -> Result<(), CliError> {
     if crate::quota::load_demo(&pool).await? {
         tracing::info!("loaded the demo quota requests (two approved, one waiting)");
     }
-    if let Some(workloads) = crate::cluster::history::load_demo(&pool).await? {
+    if args.without_workload_history {
+        tracing::info!("demo workload history not loaded: a cluster's Kueue records it");
+    } else if let Some(workloads) = crate::cluster::history::load_demo(&pool).await? {
         tracing::info!(workloads, "loaded the demo's workload history (four weeks)");
     }
     pool.close().await;

@@ -77,7 +77,7 @@ impl RealCluster {
         let env = std::fs::read_to_string(self.dir.join("env")).expect("the cluster's env file");
         env.lines()
             .filter_map(|line| line.strip_prefix(key)?.strip_prefix('='))
-            .last()
+            .next_back()
             .unwrap_or_else(|| panic!("no {key} in the cluster's env file"))
             .to_owned()
     }
@@ -181,6 +181,30 @@ impl RealCluster {
             )
             .await?;
         Ok(serde_json::to_value(patched).expect("json"))
+    }
+
+    /// What Kueue's metrics endpoint serves now (HTTPS, as the cluster's admin: Kueue checks
+    /// the bearer token with a TokenReview and a SubjectAccessReview).
+    pub fn kueue_metrics(&self) -> String {
+        let token = std::fs::read_to_string(self.dir.join("pki/admin.token")).expect("token");
+        let url = format!(
+            "https://127.0.0.1:{}/metrics",
+            self.env("KUEUE_METRICS_PORT")
+        );
+        let out = Command::new("curl")
+            .args(["-sS", "--fail", "--max-time", "10", "--cacert"])
+            .arg(self.env("METRICS_CA"))
+            .arg("-H")
+            .arg(format!("Authorization: Bearer {}", token.trim()))
+            .arg(url)
+            .output()
+            .expect("curl runs");
+        assert!(
+            out.status.success(),
+            "Kueue's metrics: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Stops the spare kube-apiserver and starts it again on the same port and etcd (its

@@ -1047,3 +1047,133 @@ async fn the_double_answers_the_protocol_as_the_real_server_does(_pool: PgPool) 
     }
     assert!(differences.is_empty(), "{}", differences.join("\n\n"));
 }
+
+/// The lines of Kueue's exposition for one metric and ClusterQueue: their labels, verbatim, and
+/// value.
+fn exposed<'a>(text: &'a str, metric: &str, queue: &str) -> Vec<(&'a str, &'a str)> {
+    let queue = format!("cluster_queue=\"{queue}\"");
+    text.lines()
+        .filter_map(|line| line.strip_prefix(metric)?.strip_prefix('{'))
+        .filter_map(|rest| rest.split_once("} "))
+        .filter(|(labels, _)| labels.contains(&queue))
+        .collect()
+}
+
+/// Kueue's own queue metrics, through a real Prometheus, into the usage rows: with two 8-GPU
+/// Workloads admitted into research's queue of 48 H200s, real Kueue exposes
+/// `kueue_cluster_queue_resource_usage` 16 and `kueue_cluster_queue_nominal_quota` 48 (its
+/// labels as it writes them); those series, stamped every 15 s over ten past minutes, loaded
+/// into Prometheus (`promtool tsdb create-blocks-from openmetrics`) and ingested, give every
+/// minute 16 GPU-minutes allocated and 48 nominal for the team (its namespace, the queue's
+/// owner) and flavor: what was admitted and approved.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn kueues_own_queue_metrics_flow_through_prometheus_into_the_usage_rows(pool: PgPool) {
+    use crate::common::prometheus::{PromServer, backfill_file, scratch};
+    use shared::common::utc::MINUTE_MS;
+    let names = Names::new("metrics");
+    let rig = real_rig(&pool, &names).await;
+    let (ns, queue, flavor) = (
+        names.of("research"),
+        names.of("research"),
+        names.of("h200-train"),
+    );
+    approve(
+        &rig,
+        &rig.rita,
+        "research",
+        json!([{"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": 48}]),
+    )
+    .await;
+    reconcile(&rig).await;
+    for name in ["train-a", "train-b"] {
+        let gpus = json!({"nvidia.com/gpu": "8"});
+        real()
+            .apply("test", workload(&ns, name, "research", 1, gpus, 10))
+            .await
+            .expect("workload");
+        assert!(decided(&ns, name).await.is_ok());
+    }
+    let usage = "kueue_cluster_queue_resource_usage";
+    let nominal = "kueue_cluster_queue_nominal_quota";
+    let text = eventually(30, "Kueue's metrics at 16 GPUs in use", async || {
+        let text = real().kueue_metrics();
+        let gpus = exposed(&text, usage, &queue)
+            .into_iter()
+            .any(|(labels, value)| labels.contains("resource=\"nvidia.com/gpu\"") && value == "16");
+        gpus.then_some(text)
+    })
+    .await;
+    let series: Vec<(&str, (&str, &str))> = [usage, nominal]
+        .into_iter()
+        .flat_map(|metric| {
+            exposed(&text, metric, &queue)
+                .into_iter()
+                .map(move |s| (metric, s))
+        })
+        // the queue's series of the approved flavor's GPUs (Kueue exposes every flavor it lists)
+        .filter(|(_, (labels, _))| {
+            labels.contains(&format!("flavor=\"{flavor}\""))
+                && labels.contains("resource=\"nvidia.com/gpu\"")
+        })
+        .collect();
+    assert_eq!(series.len(), 2, "{series:?}");
+
+    let t0 = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("now")
+        .as_millis() as i64)
+        / MINUTE_MS
+        * MINUTE_MS
+        - 12 * MINUTE_MS;
+    let mut om = String::new();
+    for metric in [usage, nominal] {
+        om.push_str(&format!("# TYPE {metric} gauge\n"));
+        for k in -1..40_i64 {
+            for (_, (labels, value)) in series.iter().filter(|(m, _)| *m == metric) {
+                let at = t0 + k * 15_000;
+                om.push_str(&format!(
+                    "{metric}{{{labels}}} {value} {}.{:03}\n",
+                    at.div_euclid(1000),
+                    at.rem_euclid(1000)
+                ));
+            }
+        }
+    }
+    om.push_str("# EOF\n");
+    let dir = scratch(&names.prefix);
+    let input = dir.join("kueue.om");
+    std::fs::write(&input, om).expect("openmetrics");
+    backfill_file(&dir, &input);
+    let prom = PromServer::start(&dir, &[]).await;
+    let window = shared::usage::Window::new(t0, t0 + 10 * MINUTE_MS).expect("window");
+    let settings = backend::usage::IngestSettings::default();
+    backend::usage::ingest(
+        &pool,
+        &prom.client(),
+        &settings,
+        backend::usage::Source::Kueue,
+        window,
+    )
+    .await
+    .expect("ingest");
+    let rows: Vec<(i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+        "select (extract(epoch from minute) * 1000)::bigint, allocated_gpu_microseconds, nominal_gpu_microseconds
+         from usage_minutes where namespace = $1 and flavor = $2 order by minute",
+    )
+    .bind(&ns)
+    .bind(&flavor)
+    .fetch_all(&pool)
+    .await
+    .expect("rows");
+    let gpu_minute = 60_000_000_i64;
+    let expected: Vec<(i64, Option<i64>, Option<i64>)> = (0..10)
+        .map(|m| {
+            (
+                t0 + m * MINUTE_MS,
+                Some(16 * gpu_minute),
+                Some(48 * gpu_minute),
+            )
+        })
+        .collect();
+    assert_eq!(rows, expected);
+}
