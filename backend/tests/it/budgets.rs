@@ -32,15 +32,21 @@ async fn november(pool: &PgPool) {
 /// research allocated 10 H100 GPU-hours ($86.00 at the demo's rate) on each of 2026-11-01 to
 /// 11-09: $774.00 by 2026-11-10.
 pub async fn research_burns_november(pool: &PgPool) {
+    research_burns_november_on(pool, "h100-shared").await;
+}
+
+/// [`research_burns_november`] on `flavor`.
+pub async fn research_burns_november_on(pool: &PgPool, flavor: &str) {
     sqlx::query(
         "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
              allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
              fb_used_mib_minutes, minutes)
-         select 'day', d, t.namespace, '', 'h100-shared', t.id, 10 * 3600000000::bigint,
+         select 'day', d, t.namespace, '', $1, t.id, 10 * 3600000000::bigint,
                 5 * 3600000000::bigint, 10 * 3600000000::bigint, 0, 1440
          from generate_series('2026-11-01'::timestamptz, '2026-11-09', interval '1 day') d,
               teams t where t.name = 'research'",
     )
+    .bind(flavor)
     .execute(pool)
     .await
     .expect("rollups");

@@ -52,12 +52,21 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
 
 async fn rig(pool: &PgPool, name: &str, cluster: impl FnOnce(&PathBuf) -> Arc<Cluster>) -> Rig {
     backend::fleet::load_demo(pool).await.expect("demo fleet");
+    let dir = scratch(name);
+    signed_in(
+        pool,
+        AppState::new(pool.clone()).with_cluster(cluster(&dir)),
+    )
+    .await
+}
+
+/// The console over `state` and its four users (rita of research and sam of search,
+/// requesters; alex, approver; ada, admin), each signed in.
+pub(crate) async fn signed_in(pool: &PgPool, state: AppState) -> Rig {
     user(pool, "rita", &[Role::Requester], &["research"]).await;
     user(pool, "sam", &[Role::Requester], &["search"]).await;
     user(pool, "alex", &[Role::Approver], &[]).await;
     user(pool, "ada", &[Role::Admin], &[]).await;
-    let dir = scratch(name);
-    let state = AppState::new(pool.clone()).with_cluster(cluster(&dir));
     let router = backend::app(
         state.clone(),
         &HttpSettings {
@@ -127,8 +136,20 @@ pub(crate) async fn submitted(
     flavor: &str,
     nominal: i64,
 ) -> (i64, i32) {
+    let line = json!({"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": nominal, "borrowing_limit": 8});
+    submitted_lines(rig, who, team, json!([line])).await
+}
+
+/// A request of these quota `lines` for `team`, drafted and submitted by `who`; its id and
+/// version.
+pub(crate) async fn submitted_lines(
+    rig: &Rig,
+    who: &Session,
+    team: &str,
+    lines: Value,
+) -> (i64, i32) {
     let spec = json!({
-        "lines": [{"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": nominal, "borrowing_limit": 8}],
+        "lines": lines,
         "checkpoint_interval_min": 20,
         "justification": "pre-training of the 8B model",
         "starts_on": "2026-01-01",
@@ -205,20 +226,25 @@ fn states(view: &ClusterView) -> BTreeSet<ObjectState> {
     view.objects.iter().map(|o| o.state).collect()
 }
 
-/// The live nominal quota of `flavor` in `queue`'s ClusterQueue on the double, in GPUs (as
-/// Kueue's webhook stores it on create: a quantity string, `"0"`).
+/// The live nominal quota of `flavor` in `queue`'s ClusterQueue on the double, in GPUs.
 fn nominal(double: &KubeDouble, queue: &str, flavor: &str) -> Option<i128> {
     let cq = double
         .object("ClusterQueue", None, queue)
         .expect("live queue");
-    let quantity = cq["spec"]["resourceGroups"]
+    nominal_of(&cq, flavor)
+}
+
+/// The nominal quota of `flavor` in a live ClusterQueue, in GPUs (Kueue's webhook stores it on
+/// create as a quantity string, `"0"`).
+pub(crate) fn nominal_of(cluster_queue: &Value, flavor: &str) -> Option<i128> {
+    let quantity = cluster_queue["spec"]["resourceGroups"]
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|g| g["flavors"].as_array().into_iter().flatten())
         .find(|f| f["name"] == flavor)
-        .map(|f| f["resources"][0]["nominalQuota"].clone())?;
-    Some(shared::common::quantity::milli(&quantity)? / 1000)
+        .map(|f| &f["resources"][0]["nominalQuota"])?;
+    Some(shared::common::quantity::milli(quantity)? / 1000)
 }
 
 /// 4 ResourceFlavors, the gpufleet Cohort, 2 × (ClusterQueue + LocalQueue), and the training
@@ -627,14 +653,7 @@ async fn an_approver_sees_the_server_side_dry_run_before_approving(pool: PgPool)
     reconcile(&rig).await;
     let (id, _) = submitted(&rig, &rig.sam, "search", "h100-shared", 32).await;
     double.clear_calls();
-    let reply = call(
-        &rig,
-        Method::GET,
-        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
-        &rig.alex,
-        None,
-    )
-    .await;
+    let reply = dry_run(&rig, &rig.alex, id).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     let dry: DryRun = reply.json();
     assert_eq!(dry.against, "server");
@@ -680,34 +699,13 @@ async fn an_approver_sees_the_server_side_dry_run_before_approving(pool: PgPool)
     );
     assert_eq!(nominal(&double, "search", "h100-shared"), Some(0));
     // The team's own requester may look; another team's may not.
-    let reply = call(
-        &rig,
-        Method::GET,
-        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
-        &rig.sam,
-        None,
-    )
-    .await;
+    let reply = dry_run(&rig, &rig.sam, id).await;
     assert_eq!(reply.status, StatusCode::OK);
-    let reply = call(
-        &rig,
-        Method::GET,
-        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
-        &rig.rita,
-        None,
-    )
-    .await;
+    let reply = dry_run(&rig, &rig.rita, id).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
     // Kueue gone: the approver still sees the change, against the approved objects, and why.
     double.serve_versions("kueue.x-k8s.io", &[]);
-    let reply = call(
-        &rig,
-        Method::GET,
-        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
-        &rig.alex,
-        None,
-    )
-    .await;
+    let reply = dry_run(&rig, &rig.alex, id).await;
     let dry: DryRun = reply.json();
     assert_eq!(dry.against, "files");
     assert_eq!(dry.objects.len(), 1);
@@ -959,6 +957,12 @@ async fn rename_search_queues(rig: &Rig) {
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
 }
 
+/// The review's dry run of search's request `id` (`GET …/dry-run`) as `who`.
+pub(crate) async fn dry_run(rig: &Rig, who: &Session, id: i64) -> Reply {
+    let uri = format!("/api/quota/teams/search/requests/{id}/dry-run");
+    call(rig, Method::GET, &uri, who, None).await
+}
+
 /// `POST /api/cluster/apply` as `who`.
 pub(crate) async fn reapply(rig: &Rig, who: &Session, body: Value) -> Reply {
     call(rig, Method::POST, "/api/cluster/apply", who, Some(body)).await
@@ -1089,14 +1093,7 @@ async fn the_cluster_role_grants_exactly_what_the_client_calls(pool: PgPool) {
     let (rig, double) = kube_rig(&pool, "rbac", Duration::from_secs(5)).await;
     reconcile(&rig).await;
     let (id, version) = submitted(&rig, &rig.sam, "search", "h100-shared", 32).await;
-    call(
-        &rig,
-        Method::GET,
-        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
-        &rig.alex,
-        None,
-    )
-    .await;
+    dry_run(&rig, &rig.alex, id).await;
     decide(&rig, "search", id, "approve", version).await;
     reconcile(&rig).await;
     reapply(&rig, &rig.alex, json!({"force": true})).await;
@@ -1965,17 +1962,7 @@ async fn a_budget_burnt_whole_holds_the_queue_once_an_approver_confirms(pool: Pg
     let (rig, double) = kube_rig(&pool, "hold", Duration::from_secs(5)).await;
     let (id, version) = submitted(&rig, &rig.rita, "research", "h200-train", 48).await;
     decide(&rig, "research", id, "approve", version).await;
-    // $774.00 by allocation by November 10 against a $700.00 budget: 110.57%
-    crate::budgets::research_burns_november(&pool).await;
-    let reply = call(
-        &rig,
-        Method::PUT,
-        "/api/chargeback/budgets/research/2026-11",
-        &rig.ada,
-        Some(json!({"limit_cents": 70_000})),
-    )
-    .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    research_over_budget(&rig, &pool, "h100-shared").await;
     let stop_policy = |queue: &str| {
         double.object("ClusterQueue", None, queue).expect("queue")["spec"]["stopPolicy"].clone()
     };
@@ -2094,6 +2081,21 @@ async fn a_budget_burnt_whole_holds_the_queue_once_an_approver_confirms(pool: Pg
             ("alex", "release ClusterQueue")
         ]
     );
+}
+
+/// research's November on `flavor` costs $774.00 by allocation by November 10, and ada sets a
+/// budget of $700.00 (110.57%).
+pub(crate) async fn research_over_budget(rig: &Rig, pool: &PgPool, flavor: &str) {
+    crate::budgets::research_burns_november_on(pool, flavor).await;
+    let reply = call(
+        rig,
+        Method::PUT,
+        "/api/chargeback/budgets/research/2026-11",
+        &rig.ada,
+        Some(json!({"limit_cents": 70_000})),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
 }
 
 pub(crate) async fn decide_hold(rig: &Rig, who: &Session, id: i64, action: &str) -> Reply {

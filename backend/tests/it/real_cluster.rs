@@ -15,23 +15,20 @@ use backend::{
     AppState,
     audit::Actor,
     cluster::{Cluster, k8s::Connection},
-    config::HttpSettings,
 };
 use serde_json::{Value, json};
 use shared::{
-    accounts::Role,
     cluster::{ClusterView, DryRun, ObjectState},
     kueue::KueueVersion,
 };
 use sqlx::PgPool;
 
 use crate::{
-    cluster::{Rig, call, decide, object, reapply, reconcile, submitted},
-    common::{
-        PASSWORD, login, public_fixture,
-        real_cluster::{Names, eventually, real},
-        user,
+    cluster::{
+        Rig, call, decide, dry_run, nominal_of, object, reapply, reconcile, signed_in, submitted,
+        submitted_lines,
     },
+    common::real_cluster::{self, Names, eventually, real},
 };
 
 /// The demo inventory with every name the cluster sees made the test's own: flavors (and so
@@ -71,10 +68,6 @@ async fn real_rig_with(
     for team in &inventory.teams {
         cluster.create_namespace(&team.namespace).await;
     }
-    user(pool, "rita", &[Role::Requester], &["research"]).await;
-    user(pool, "sam", &[Role::Requester], &["search"]).await;
-    user(pool, "alex", &[Role::Approver], &[]).await;
-    user(pool, "ada", &[Role::Admin], &[]).await;
     let connection = Connection {
         kubeconfig: Some(kubeconfig),
         context: None,
@@ -84,22 +77,11 @@ async fn real_rig_with(
         .await
         .expect("connect")
         .every(Duration::from_millis(200));
-    let state = AppState::new(pool.clone()).with_cluster(Arc::new(kube));
-    let router = backend::app(
-        state.clone(),
-        &HttpSettings {
-            public_dir: public_fixture(),
-            ..Default::default()
-        },
-    );
-    Rig {
-        rita: login(&router, "rita", PASSWORD).await,
-        sam: login(&router, "sam", PASSWORD).await,
-        alex: login(&router, "alex", PASSWORD).await,
-        ada: login(&router, "ada", PASSWORD).await,
-        router,
-        state,
-    }
+    signed_in(
+        pool,
+        AppState::new(pool.clone()).with_cluster(Arc::new(kube)),
+    )
+    .await
 }
 
 /// The objects this test's console approves that are not in sync with the cluster (other
@@ -118,21 +100,13 @@ fn out_of_sync(view: &ClusterView, names: &Names) -> Vec<String> {
         .collect()
 }
 
-/// The nominal quota of `flavor` in the ClusterQueue `queue` as the server holds it, in GPUs
-/// (Kueue's webhook stores the quantity as a string on create, `"0"`).
+/// The nominal quota of `flavor` in the ClusterQueue `queue` as the server holds it, in GPUs.
 async fn live_nominal(queue: &str, flavor: &str) -> Option<i128> {
     let cq = real()
         .object("ClusterQueue", None, queue)
         .await
         .expect("live queue");
-    let quantity = cq["spec"]["resourceGroups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|g| g["flavors"].as_array().into_iter().flatten())
-        .find(|f| f["name"] == flavor)
-        .map(|f| f["resources"][0]["nominalQuota"].clone())?;
-    Some(shared::common::quantity::milli(&quantity)? / 1000)
+    nominal_of(&cq, flavor)
 }
 
 /// The field managers of an object's spec (status writers left out).
@@ -162,14 +136,7 @@ async fn approved_quota_lands_on_real_kueue_and_drift_and_conflicts_are_the_serv
 
     // The review's dry run, asked of the real server.
     let (id, version) = submitted(&rig, &rig.sam, "search", &flavor, 32).await;
-    let reply = call(
-        &rig,
-        Method::GET,
-        &format!("/api/quota/teams/search/requests/{id}/dry-run"),
-        &rig.alex,
-        None,
-    )
-    .await;
+    let reply = dry_run(&rig, &rig.alex, id).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     let dry: DryRun = reply.json();
     assert_eq!(
@@ -321,29 +288,7 @@ async fn approved_quota_lands_on_real_kueue_and_drift_and_conflicts_are_the_serv
 
 /// Submits `lines` for `team` as `who` and has alex approve them.
 async fn approve(rig: &Rig, who: &crate::common::Session, team: &str, lines: Value) {
-    let spec = json!({"lines": lines, "checkpoint_interval_min": 20,
-        "justification": "checked on a real Kueue", "starts_on": "2026-01-01"});
-    let reply = call(
-        rig,
-        Method::POST,
-        &format!("/api/quota/teams/{team}/requests"),
-        who,
-        Some(json!({"spec": spec})),
-    )
-    .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text());
-    let view: shared::quota::RequestView = reply.json();
-    let id = view.request.id;
-    let reply = call(
-        rig,
-        Method::POST,
-        &format!("/api/quota/teams/{team}/requests/{id}/submit"),
-        who,
-        Some(json!({"version": view.request.version})),
-    )
-    .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
-    let version = reply.json::<shared::quota::RequestView>().request.version;
+    let (id, version) = submitted_lines(rig, who, team, lines).await;
     decide(rig, team, id, "approve", version).await;
 }
 
@@ -446,28 +391,7 @@ async fn a_confirmed_hold_stops_real_kueue_admitting_and_release_resumes(pool: P
     assert!(decided(&ns, "before-hold").await.is_ok());
 
     // November burnt past a $700.00 budget: a hold proposed, then confirmed.
-    sqlx::query(
-        "insert into usage_rollups (grain, period, namespace, cluster_queue, flavor, team_id,
-             allocated_gpu_microseconds, busy_gpu_microseconds, observed_gpu_microseconds,
-             fb_used_mib_minutes, minutes)
-         select 'day', d, t.namespace, '', $1, t.id, 10 * 3600000000::bigint,
-                5 * 3600000000::bigint, 10 * 3600000000::bigint, 0, 1440
-         from generate_series('2026-11-01'::timestamptz, '2026-11-09', interval '1 day') d,
-              teams t where t.name = 'research'",
-    )
-    .bind(names.of("h100-shared"))
-    .execute(&pool)
-    .await
-    .expect("rollups");
-    let reply = call(
-        &rig,
-        Method::PUT,
-        "/api/chargeback/budgets/research/2026-11",
-        &rig.ada,
-        Some(json!({"limit_cents": 70_000})),
-    )
-    .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    crate::cluster::research_over_budget(&rig, &pool, &names.of("h100-shared")).await;
     assert_eq!(
         budget::evaluate(&pool, crate::budgets::NOV_10)
             .await
@@ -830,6 +754,39 @@ struct Step {
     body: Option<Value>,
 }
 
+impl Step {
+    /// A call without a body (GET, DELETE) of `path`.
+    fn bare(what: &'static str, method: &'static str, path: &str) -> Self {
+        let content_type = "application/json";
+        let path = path.to_owned();
+        Self {
+            what,
+            method,
+            path,
+            content_type,
+            body: None,
+        }
+    }
+
+    /// Server-side apply of a Kueue `object` by `manager` (`extra`: more query parameters).
+    fn apply(what: &'static str, object: Value, manager: &str, extra: &str) -> Self {
+        let resource = real_cluster::kueue(object["kind"].as_str().expect("kind"));
+        let name = object["metadata"]["name"].as_str().expect("name");
+        let namespace = object["metadata"]["namespace"].as_str();
+        let within = namespace.map_or_else(String::new, |ns| format!("/namespaces/{ns}"));
+        Self {
+            what,
+            method: "PATCH",
+            path: format!(
+                "/apis/kueue.x-k8s.io/v1beta2{within}/{}/{name}?fieldManager={manager}{extra}",
+                resource.plural
+            ),
+            content_type: "application/apply-patch+yaml",
+            body: Some(object),
+        }
+    }
+}
+
 /// Sends a step raw (any status is an answer): its status code and JSON body.
 async fn send_raw(client: &kube::Client, step: &Step) -> (u16, Value) {
     let body = step
@@ -924,99 +881,54 @@ async fn the_double_answers_the_protocol_as_the_real_server_does(_pool: PgPool) 
     double.create_namespace(&ns);
     real().create_namespace(&ns).await;
     let (flavor, queue, lq) = (names.of("f1"), names.of("cq"), names.of("lq"));
-    let kueue = "/apis/kueue.x-k8s.io/v1beta2";
-    let apply = "application/apply-patch+yaml";
-    let cq = |manager: &str, nominal: u32, extra: &str| Step {
-        what: "apply ClusterQueue",
-        method: "PATCH",
-        path: format!("{kueue}/clusterqueues/{queue}?fieldManager={manager}{extra}"),
-        content_type: apply,
-        body: Some(
-            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": queue},
-            "spec": {"cohortName": names.prefix, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
-                "flavors": [{"name": flavor, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal, "borrowingLimit": 2}]}]}]}}),
-        ),
+    let v1beta2 = "kueue.x-k8s.io/v1beta2";
+    let rf = json!({"apiVersion": v1beta2, "kind": "ResourceFlavor", "metadata": {"name": flavor}});
+    let cq = |name: &str, cohort: Option<&str>, nominal: u32, borrowing: u32| {
+        json!({"apiVersion": v1beta2, "kind": "ClusterQueue", "metadata": {"name": name},
+            "spec": {"cohortName": cohort, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": flavor, "resources": [{"name": "nvidia.com/gpu",
+                    "nominalQuota": nominal, "borrowingLimit": borrowing}]}]}]}})
     };
-    let local_queue = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": lq, "namespace": ns, "finalizers": ["gpufleet.test/keep"]}, "spec": {"clusterQueue": queue}});
-    let lq_path = format!("{kueue}/namespaces/{ns}/localqueues/{lq}");
+    let ours = Some(names.prefix.as_str());
+    let local_queue = |namespace: &str, finalizers: Value| {
+        json!({"apiVersion": v1beta2, "kind": "LocalQueue", "metadata": {"name": lq,
+            "namespace": namespace, "finalizers": finalizers}, "spec": {"clusterQueue": queue}})
+    };
+    let lq_path = format!("/apis/{v1beta2}/namespaces/{ns}/localqueues/{lq}");
+    let cq_path = format!("/apis/{v1beta2}/clusterqueues/{queue}");
+    let mut no_cohort = cq(&names.of("loner"), None, 8, 4);
+    no_cohort["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("cohortName");
+    let elsewhere = local_queue(&names.of("nowhere"), json!([]));
     let steps = [
-        Step {
-            what: "apply ResourceFlavor (create)",
-            method: "PATCH",
-            path: format!("{kueue}/resourceflavors/{flavor}?fieldManager=gpufleet"),
-            content_type: apply,
-            body: Some(
-                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}}),
-            ),
-        },
-        Step {
-            what: "apply ResourceFlavor (unchanged)",
-            method: "PATCH",
-            path: format!("{kueue}/resourceflavors/{flavor}?fieldManager=gpufleet"),
-            content_type: apply,
-            body: Some(
-                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}}),
-            ),
-        },
-        cq("gpufleet", 8, ""),
-        cq("someone-else", 5, ""),
-        cq("gpufleet", 9, "&dryRun=All"),
-        Step {
-            what: "read after the dry run",
-            method: "GET",
-            path: format!("{kueue}/clusterqueues/{queue}"),
-            content_type: "application/json",
-            body: None,
-        },
-        Step {
-            what: "apply an invalid ClusterQueue",
-            method: "PATCH",
-            path: format!(
-                "{kueue}/clusterqueues/{}?fieldManager=gpufleet",
-                names.of("loner")
-            ),
-            content_type: apply,
-            body: Some(
-                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": names.of("loner")},
-                "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": flavor,
-                    "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}]}]}}),
-            ),
-        },
-        Step {
-            what: "apply into a namespace that does not exist",
-            method: "PATCH",
-            path: format!(
-                "{kueue}/namespaces/{}/localqueues/{lq}?fieldManager=gpufleet",
-                names.of("nowhere")
-            ),
-            content_type: apply,
-            body: Some(
-                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                "metadata": {"name": lq, "namespace": names.of("nowhere")}, "spec": {"clusterQueue": queue}}),
-            ),
-        },
-        Step {
-            what: "apply a LocalQueue with a finalizer",
-            method: "PATCH",
-            path: format!("{lq_path}?fieldManager=gpufleet"),
-            content_type: apply,
-            body: Some(local_queue),
-        },
-        Step {
-            what: "delete it: held by its finalizer",
-            method: "DELETE",
-            path: lq_path.clone(),
-            content_type: "application/json",
-            body: None,
-        },
-        Step {
-            what: "read it while held",
-            method: "GET",
-            path: lq_path.clone(),
-            content_type: "application/json",
-            body: None,
-        },
+        Step::apply("apply ResourceFlavor (create)", rf.clone(), "gpufleet", ""),
+        Step::apply("apply ResourceFlavor (unchanged)", rf, "gpufleet", ""),
+        Step::apply("apply ClusterQueue", cq(&queue, ours, 8, 2), "gpufleet", ""),
+        Step::apply(
+            "apply it as another manager",
+            cq(&queue, ours, 5, 2),
+            "someone-else",
+            "",
+        ),
+        Step::apply("dry run", cq(&queue, ours, 9, 2), "gpufleet", "&dryRun=All"),
+        Step::bare("read after the dry run", "GET", &cq_path),
+        Step::apply("apply an invalid ClusterQueue", no_cohort, "gpufleet", ""),
+        Step::apply(
+            "apply into a namespace that does not exist",
+            elsewhere,
+            "gpufleet",
+            "",
+        ),
+        Step::apply(
+            "apply a LocalQueue with a finalizer",
+            local_queue(&ns, json!(["gpufleet.test/keep"])),
+            "gpufleet",
+            "",
+        ),
+        Step::bare("delete it: held by its finalizer", "DELETE", &lq_path),
+        Step::bare("read it while held", "GET", &lq_path),
         Step {
             what: "remove the finalizer",
             method: "PATCH",
@@ -1024,13 +936,7 @@ async fn the_double_answers_the_protocol_as_the_real_server_does(_pool: PgPool) 
             content_type: "application/merge-patch+json",
             body: Some(json!({"metadata": {"finalizers": null}})),
         },
-        Step {
-            what: "read it once gone",
-            method: "GET",
-            path: lq_path,
-            content_type: "application/json",
-            body: None,
-        },
+        Step::bare("read it once gone", "GET", &lq_path),
     ];
     let client = real().client().await;
     let mut differences = Vec::new();
