@@ -82,6 +82,21 @@ pub struct FieldChange {
     pub desired: Option<Value>,
 }
 
+impl FieldChange {
+    /// One side as a person reads it: `(absent)`; a quantity as Kubernetes writes it (`0`,
+    /// `500m`), whether the server holds it as a number or, as Kueue's webhook stores it, a
+    /// string; anything else as JSON.
+    pub fn shown(value: Option<&Value>) -> String {
+        match value {
+            None => "(absent)".to_owned(),
+            Some(Value::String(text)) if quantity::milli(&Value::from(text.as_str())).is_some() => {
+                text.clone()
+            }
+            Some(other) => other.to_string(),
+        }
+    }
+}
+
 /// Drift: the fields of `desired` whose live value differs (or that are missing). Lists of a
 /// different length count as one change of the whole list.
 pub fn drift(desired: &Value, live: Option<&Value>) -> Vec<FieldChange> {
@@ -384,6 +399,16 @@ mod tests {
             "spec": {"cohortName": "gpufleet", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
                 "flavors": [{"name": "h200", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": nominal}]}]}]}
         })
+    }
+
+    #[test]
+    fn a_change_reads_as_a_person_writes_it() {
+        let shown = |v: Option<Value>| FieldChange::shown(v.as_ref());
+        assert_eq!(shown(Some(json!("0"))), "0");
+        assert_eq!(shown(Some(json!(32))), "32");
+        assert_eq!(shown(Some(json!("500m"))), "500m");
+        assert_eq!(shown(Some(json!("Hold"))), "\"Hold\"");
+        assert_eq!(shown(None), "(absent)");
     }
 
     #[test]

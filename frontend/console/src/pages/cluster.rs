@@ -15,18 +15,12 @@ use shared::{
 
 use crate::{api, auth::use_me, ui::ErrorBox};
 
-fn shown(value: &Option<serde_json::Value>) -> String {
-    value
-        .as_ref()
-        .map_or("(absent)".to_owned(), |v| v.to_string())
-}
-
 fn changes_list(changes: &[FieldChange]) -> impl IntoView + use<> {
     let items: Vec<_> = changes
         .iter()
         .map(|c| {
             view! {
-                <li><code>{c.path.clone()}</code>": "{shown(&c.live)}" → "{shown(&c.desired)}</li>
+                <li><code>{c.path.clone()}</code>": "{FieldChange::shown(c.live.as_ref())}" → "{FieldChange::shown(c.desired.as_ref())}</li>
             }
         })
         .collect();
