@@ -52,14 +52,22 @@ fn inventory(names: &Names) -> shared::inventory::Inventory {
 /// The console over a fresh database, its inventory named after the test, reconciling to the
 /// real cluster through an ordinary kubeconfig.
 async fn real_rig(pool: &PgPool, names: &Names) -> Rig {
-    real_rig_with(pool, &inventory(names), real().kubeconfig()).await
+    real_rig_with(
+        pool,
+        &inventory(names),
+        real().kubeconfig(),
+        KueueVersion::V1beta2,
+    )
+    .await
 }
 
-/// [`real_rig`] with this inventory, through the API server `kubeconfig` names.
+/// [`real_rig`] with this inventory, through the API server `kubeconfig` names, writing
+/// Kueue's objects at `version`.
 async fn real_rig_with(
     pool: &PgPool,
     inventory: &shared::inventory::Inventory,
     kubeconfig: std::path::PathBuf,
+    version: KueueVersion,
 ) -> Rig {
     backend::fleet::inventory::apply(pool, inventory, Actor::Console, false)
         .await
@@ -73,7 +81,7 @@ async fn real_rig_with(
         context: None,
         timeout: Duration::from_secs(10),
     };
-    let kube = Cluster::kube(&connection, KueueVersion::V1beta2)
+    let kube = Cluster::kube(&connection, version)
         .await
         .expect("connect")
         .every(Duration::from_millis(200));
@@ -479,7 +487,13 @@ async fn would_pods_start_is_what_real_kueue_does_with_the_same_pod(pool: PgPool
         .find(|f| f.name == rtx)
         .expect("rtx");
     hami.settings.sharing = Some(shared::fleet::sharing::Mechanism::HamiFractions);
-    let rig = real_rig_with(&pool, &inventory, real().kubeconfig()).await;
+    let rig = real_rig_with(
+        &pool,
+        &inventory,
+        real().kubeconfig(),
+        KueueVersion::V1beta2,
+    )
+    .await;
     approve(
         &rig,
         &rig.rita,
@@ -636,7 +650,13 @@ async fn the_recorder_keeps_what_real_kueue_ran_through_preemption_and_an_apiser
 ) {
     let names = Names::new("history");
     // Through the spare API server, the one this test restarts.
-    let rig = real_rig_with(&pool, &inventory(&names), real().spare_kubeconfig()).await;
+    let rig = real_rig_with(
+        &pool,
+        &inventory(&names),
+        real().spare_kubeconfig(),
+        KueueVersion::V1beta2,
+    )
+    .await;
     let ns = names.of("research");
     approve(&rig, &rig.rita, "research",
         json!([{"flavor": names.of("h200-train"), "resource": "nvidia.com/gpu", "nominal": 8, "borrowing_limit": 0}])).await;
@@ -1082,4 +1102,33 @@ async fn kueues_own_queue_metrics_flow_through_prometheus_into_the_usage_rows(po
         })
         .collect();
     assert_eq!(rows, expected);
+}
+
+/// `GPUFLEET_KUEUE_VERSION=v1beta1`, for clusters whose Kueue predates v1beta2: on a Kueue that
+/// stores v1beta2 (v0.17.0), what gpufleet applies at v1beta1 goes through Kueue's conversion
+/// webhook, is stored as v1beta2 (the cohort as `cohortName`) and reads back in sync.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn v1beta1_goes_through_kueues_conversion_webhook_and_reads_back_in_sync(pool: PgPool) {
+    let names = Names::new("vbeta");
+    let kubeconfig = real().kubeconfig();
+    let rig = real_rig_with(&pool, &inventory(&names), kubeconfig, KueueVersion::V1beta1).await;
+    let flavor = names.of("h200-train");
+    approve(
+        &rig,
+        &rig.rita,
+        "research",
+        json!([{"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": 48}]),
+    )
+    .await;
+    let view = reconcile(&rig).await;
+    assert_eq!(view.api_version, "kueue.x-k8s.io/v1beta1");
+    assert_eq!(out_of_sync(&view, &names), Vec::<String>::new());
+    let again = reconcile(&rig).await;
+    assert_eq!(out_of_sync(&again, &names), Vec::<String>::new());
+    let stored = real()
+        .object("ClusterQueue", None, &names.of("research"))
+        .await
+        .expect("stored");
+    assert_eq!(stored["spec"]["cohortName"], json!(names.prefix));
+    assert_eq!(nominal_of(&stored, &flavor), Some(48));
 }
