@@ -300,6 +300,13 @@ async fn approve(rig: &Rig, who: &crate::common::Session, team: &str, lines: Val
     decide(rig, team, id, "approve", version).await;
 }
 
+/// research's quota of `gpus` H200s (its flavor named after the test), approved.
+async fn research_gets(rig: &Rig, names: &Names, gpus: u32) {
+    let line =
+        json!({"flavor": names.of("h200-train"), "resource": "nvidia.com/gpu", "nominal": gpus});
+    approve(rig, &rig.rita, "research", json!([line])).await;
+}
+
 /// A Workload of one pod set (`count` pods, each asking `requests`: resource and quantity in
 /// Kubernetes' notation), at `priority`, in `queue`.
 fn workload(
@@ -380,13 +387,7 @@ async fn a_confirmed_hold_stops_real_kueue_admitting_and_release_resumes(pool: P
     let names = Names::new("hold");
     let rig = real_rig(&pool, &names).await;
     let (ns, queue) = (names.of("research"), "research");
-    approve(
-        &rig,
-        &rig.rita,
-        "research",
-        json!([{"flavor": names.of("h200-train"), "resource": "nvidia.com/gpu", "nominal": 48}]),
-    )
-    .await;
+    research_gets(&rig, &names, 48).await;
     reconcile(&rig).await;
     let gpus = json!({"nvidia.com/gpu": "8"});
     real()
@@ -1003,13 +1004,7 @@ async fn kueues_own_queue_metrics_flow_through_prometheus_into_the_usage_rows(po
         names.of("research"),
         names.of("h200-train"),
     );
-    approve(
-        &rig,
-        &rig.rita,
-        "research",
-        json!([{"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": 48}]),
-    )
-    .await;
+    research_gets(&rig, &names, 48).await;
     reconcile(&rig).await;
     for name in ["train-a", "train-b"] {
         let gpus = json!({"nvidia.com/gpu": "8"});
@@ -1113,13 +1108,7 @@ async fn v1beta1_goes_through_kueues_conversion_webhook_and_reads_back_in_sync(p
     let kubeconfig = real().kubeconfig();
     let rig = real_rig_with(&pool, &inventory(&names), kubeconfig, KueueVersion::V1beta1).await;
     let flavor = names.of("h200-train");
-    approve(
-        &rig,
-        &rig.rita,
-        "research",
-        json!([{"flavor": flavor, "resource": "nvidia.com/gpu", "nominal": 48}]),
-    )
-    .await;
+    research_gets(&rig, &names, 48).await;
     let view = reconcile(&rig).await;
     assert_eq!(view.api_version, "kueue.x-k8s.io/v1beta1");
     assert_eq!(out_of_sync(&view, &names), Vec::<String>::new());
