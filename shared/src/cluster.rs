@@ -89,9 +89,7 @@ impl FieldChange {
     pub fn shown(value: Option<&Value>) -> String {
         match value {
             None => "(absent)".to_owned(),
-            Some(Value::String(text)) if quantity::milli(&Value::from(text.as_str())).is_some() => {
-                text.clone()
-            }
+            Some(value @ Value::String(text)) if quantity::milli(value).is_some() => text.clone(),
             Some(other) => other.to_string(),
         }
     }
