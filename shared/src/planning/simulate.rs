@@ -174,7 +174,7 @@ pub fn simulate_until(
     isolation: &IsolationPlan,
     stop: &dyn Interrupt,
 ) -> Result<Simulation, Interrupted> {
-    let (week, autoscalers) = run(scenario, job::plan(scenario, isolation), stop)?;
+    let (week, autoscalers) = run(scenario, job::plan(scenario, isolation), None, stop)?;
     Ok(sum_up(week, &autoscalers))
 }
 
@@ -199,15 +199,54 @@ pub(crate) fn replay_keeping_waits(
     let Some(plan) = job::replay_plan(scenario, recorded) else {
         return Ok(None);
     };
-    let (week, autoscalers) = run(scenario, plan, stop)?;
+    let (week, autoscalers) = run(scenario, plan, None, stop)?;
     let waits = week.waits.clone();
     Ok(Some((sum_up(week, &autoscalers), waits)))
 }
 
-/// The week of `plan`'s jobs and autoscalers, run to its end.
+/// What happened to one replayed job, in the words of a Workload's conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Happened {
+    /// Kueue reserved its quota, on the scenario's flavor of this index.
+    Admitted {
+        flavor: usize,
+    },
+    /// Preempted: it gave its quota back and queues again.
+    Evicted,
+    Finished,
+}
+
+/// One step of a replayed job's life: `job` is its index in the recorded jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub job: u64,
+    pub minute: u32,
+    pub happened: Happened,
+}
+
+/// [`replay_until`] with every admission, eviction and finish of every job, in the order the
+/// week made them (within a minute, the order of its scheduling cycles): what a conformance
+/// run sets beside the Workload conditions a real Kueue writes for the same jobs.
+pub fn replay_traced(
+    scenario: &Scenario,
+    recorded: &[Recorded],
+) -> Option<(Simulation, Vec<Event>)> {
+    let plan = job::replay_plan(scenario, recorded)?;
+    let (mut week, autoscalers) = match run(scenario, plan, Some(Vec::new()), &Never) {
+        Ok(done) => done,
+        Err(Interrupted) => unreachable!("Never does not fire"),
+    };
+    let events = week.trace.take().unwrap_or_default();
+    Some((sum_up(week, &autoscalers), events))
+}
+
+/// The week of `plan`'s jobs and autoscalers, run to its end; with `trace`, each job's events
+/// are added to it.
 fn run(
     scenario: &Scenario,
     mut plan: job::Plan,
+    trace: Option<Vec<Event>>,
     stop: &dyn Interrupt,
 ) -> Result<(Week, Vec<autoscale::Autoscaler>), Interrupted> {
     let mut autoscalers = std::mem::take(&mut plan.autoscalers);
@@ -222,6 +261,7 @@ fn run(
         })
         .collect();
     let mut week = Week::new(scenario.quota.clone(), Quotas::of(scenario), plan, stats);
+    week.trace = trace;
     for minute in 0..MINUTES_PER_WEEK {
         if stop.fired() {
             return Err(Interrupted);

@@ -9,7 +9,7 @@ use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
 const TERMINATION_MIN: u32 = 1;
 
 use super::{
-    Held, MINUTES_PER_WEEK, SLICES_PER_GPU, TeamStats, Waits,
+    Event, Happened, Held, MINUTES_PER_WEEK, SLICES_PER_GPU, TeamStats, Waits,
     autoscale::{Autoscaler, Ready},
     gpus,
     job::{Job, Kind, Part, Plan},
@@ -118,6 +118,8 @@ pub(super) struct Week {
     candidates: (Vec<Admitted>, Vec<Admitted>),
     /// The scheduling cycles' lists, kept from minute to minute.
     cycle: Cycle,
+    /// Every admission, eviction and finish, when asked for (a replay set beside Kueue's).
+    pub trace: Option<Vec<Event>>,
 }
 
 impl Week {
@@ -146,6 +148,18 @@ impl Week {
             waits: vec![Waits::default(); teams],
             candidates: (Vec::new(), Vec::new()),
             cycle: Cycle::default(),
+            trace: None,
+        }
+    }
+
+    /// Adds `job`'s step to the trace, when one is kept.
+    fn record(&mut self, job: usize, minute: u32, happened: Happened) {
+        if let Some(trace) = &mut self.trace {
+            trace.push(Event {
+                job: self.jobs[job].seq,
+                minute,
+                happened,
+            });
         }
     }
 
@@ -154,6 +168,7 @@ impl Week {
         for (job, generation) in std::mem::take(&mut self.ends[minute as usize]) {
             if self.jobs[job].generation == generation && self.jobs[job].running {
                 self.stop(job, minute);
+                self.record(job, minute, Happened::Finished);
                 if let Kind::Batch { remaining_min, .. } = &mut self.jobs[job].kind {
                     *remaining_min = 0;
                 }
@@ -623,6 +638,7 @@ impl Week {
     /// Admits `job` on `flavor` at `minute`: it holds its quota from now and its pods wait for
     /// nodes; its work can begin `delay` minutes later (victims terminating).
     fn start(&mut self, job: usize, flavor: usize, minute: u32, delay: u32) {
+        self.record(job, minute, Happened::Admitted { flavor });
         self.admissions += 1;
         let j = &mut self.jobs[job];
         j.flavor = flavor;
@@ -786,6 +802,7 @@ impl Week {
     /// Eviction: the work since the last checkpoint is lost and the job queues again.
     fn evict(&mut self, job: usize, minute: u32) {
         self.stop(job, minute);
+        self.record(job, minute, Happened::Evicted);
         let j = &mut self.jobs[job];
         j.generation += 1;
         let ran = if j.placed {
