@@ -48,8 +48,8 @@ pub fn kueue(kind: &str) -> ApiResource {
     resource("kueue.x-k8s.io/v1beta2", kind)
 }
 
-/// The API resource of a kind whose plural is its name in lower case and an `s` (every kind
-/// these tests touch: Kueue's, `Job`, `Namespace`).
+/// The API resource of a kind, its plural as Kubernetes forms it for every kind these tests
+/// touch (Kueue's, `Job`, `Namespace`).
 pub fn resource(api_version: &str, kind: &str) -> ApiResource {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     ApiResource {
@@ -57,7 +57,7 @@ pub fn resource(api_version: &str, kind: &str) -> ApiResource {
         version: version.into(),
         api_version: api_version.into(),
         kind: kind.into(),
-        plural: format!("{}s", kind.to_lowercase()),
+        plural: shared::cluster::plural(kind),
     }
 }
 

@@ -10,6 +10,7 @@ mod budgets;
 mod chargeback;
 mod cli;
 mod cluster;
+mod conformance;
 mod hardening;
 mod live;
 mod packing;

@@ -16,6 +16,7 @@ use backend::{
     audit::Actor,
     cluster::{Cluster, k8s::Connection},
 };
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use shared::{
     cluster::{ClusterView, DryRun, ObjectState},
@@ -561,43 +562,48 @@ async fn would_pods_start_is_what_real_kueue_does_with_the_same_pod(pool: PgPool
     );
 }
 
-/// A Job of one pod asking `gpus` GPUs, for Kueue's Job integration: created unsuspended and
-/// suspended by Kueue's webhook, its Workload made by Kueue.
-fn job(namespace: &str, name: &str, gpus: u32, priority_class: &str) -> Value {
+/// A Job of one pod asking `gpus` GPUs in the LocalQueue `queue`, for Kueue's Job integration:
+/// created unsuspended and suspended by Kueue's webhook, its Workload made by Kueue.
+pub(crate) fn job(
+    namespace: &str,
+    queue: &str,
+    name: &str,
+    gpus: u32,
+    priority_class: &str,
+) -> Value {
     let gpus = json!({"nvidia.com/gpu": gpus.to_string()});
     json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "labels": {
-            "kueue.x-k8s.io/queue-name": "research", "kueue.x-k8s.io/priority-class": priority_class}},
+            "kueue.x-k8s.io/queue-name": queue, "kueue.x-k8s.io/priority-class": priority_class}},
         "spec": {"parallelism": 1, "completions": 1, "template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "train", "image": "train", "resources": {"requests": gpus, "limits": gpus}}]}}}})
 }
 
 /// What a Job controller and kubelet would write when its one pod succeeded (there is neither
 /// here): `SuccessCriteriaMet`, then `Complete` (batch/v1's rules since Kubernetes 1.31).
-async fn complete(job: &Value) {
+pub(crate) async fn complete(job: &Value) {
+    let jobs: Api<DynamicObject> = Api::namespaced_with(
+        real().client().await,
+        job["metadata"]["namespace"].as_str().expect("namespace"),
+        &real_cluster::resource("batch/v1", "Job"),
+    );
+    complete_in(&jobs, job["metadata"]["name"].as_str().expect("name")).await;
+}
+
+/// [`complete`] for the Job `name` of `jobs`.
+pub(crate) async fn complete_in(jobs: &Api<DynamicObject>, name: &str) {
     let now = k8s_now();
     let condition = |kind: &str| {
         json!({"type": kind, "status": "True", "reason": "CompletionsReached",
         "message": "Reached expected number of succeeded pods", "lastTransitionTime": now, "lastProbeTime": now})
     };
-    let live = real()
-        .get(
-            "batch/v1",
-            "Job",
-            job["metadata"]["namespace"].as_str(),
-            job["metadata"]["name"].as_str().expect("name"),
-        )
-        .await
-        .expect("job");
-    let started = live["status"]["startTime"]
+    let live = jobs.get(name).await.expect("job");
+    let started = live.data["status"]["startTime"]
         .as_str()
         .map_or(now.clone(), str::to_owned);
-    real()
-        .patch_status(
-            job,
-            json!({"startTime": started, "completionTime": now, "succeeded": 1,
-        "conditions": [condition("SuccessCriteriaMet"), condition("Complete")]}),
-        )
+    let status = json!({"status": {"startTime": started, "completionTime": now, "succeeded": 1,
+        "conditions": [condition("SuccessCriteriaMet"), condition("Complete")]}});
+    jobs.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
         .await
         .expect("the Job completed");
 }
@@ -664,7 +670,7 @@ async fn the_recorder_keeps_what_real_kueue_ran_through_preemption_and_an_apiser
     reconcile(&rig).await;
     let recorder = backend::cluster::history::spawn(rig.state.clone()).expect("a cluster is read");
 
-    let train = job(&ns, "train", 8, "priority-10");
+    let train = job(&ns, "research", "train", 8, "priority-10");
     real().apply("test", train.clone()).await.expect("train");
     let seen = recorded(&rig, "train admitted", |h| {
         of_job(h, &ns, "train").is_some_and(|w| w.workload.admitted_at_ms.is_some())
@@ -675,7 +681,7 @@ async fn the_recorder_keeps_what_real_kueue_ran_through_preemption_and_an_apiser
         .workload
         .admitted_at_ms;
 
-    let eval = job(&ns, "eval", 8, "priority-100");
+    let eval = job(&ns, "research", "eval", 8, "priority-100");
     real().apply("test", eval.clone()).await.expect("eval");
     let seen = recorded(&rig, "train preempted and eval admitted", |h| {
         of_job(h, &ns, "train").is_some_and(|w| w.evictions_seen.len() == 1)
@@ -726,7 +732,7 @@ async fn the_recorder_keeps_what_real_kueue_ran_through_preemption_and_an_apiser
     // The console away while a Job runs and finishes; back, it lists and loses nothing.
     recorder.abort();
     complete(&train).await;
-    let late = job(&ns, "late", 8, "priority-10");
+    let late = job(&ns, "research", "late", 8, "priority-10");
     real().apply("test", late.clone()).await.expect("late");
     eventually(30, "late admitted", async || {
         let wl = real().get("batch/v1", "Job", Some(&ns), "late").await?;
