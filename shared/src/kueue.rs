@@ -335,6 +335,46 @@ pub enum WithinQueue {
     LowerOrNewerEqualPriority,
 }
 
+impl Labelled for Reclaim {
+    fn label(self) -> &'static str {
+        match self {
+            Reclaim::Never => "Never",
+            Reclaim::LowerPriority => "LowerPriority",
+            Reclaim::Any => "Any",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Reclaim::Never => "Lent quota comes back only as the borrowers' jobs end.",
+            Reclaim::LowerPriority => {
+                "The lender evicts borrowers' jobs of lower priority than its own."
+            }
+            Reclaim::Any => "The lender evicts borrowers' jobs whatever their priority.",
+        }
+    }
+}
+
+impl Labelled for WithinQueue {
+    fn label(self) -> &'static str {
+        match self {
+            WithinQueue::Never => "Never",
+            WithinQueue::LowerPriority => "LowerPriority",
+            WithinQueue::LowerOrNewerEqualPriority => "LowerOrNewerEqualPriority",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            WithinQueue::Never => "A job never evicts its own queue's jobs.",
+            WithinQueue::LowerPriority => "A job evicts its queue's jobs of lower priority.",
+            WithinQueue::LowerOrNewerEqualPriority => {
+                "A job evicts its queue's jobs of lower priority, and those of its own priority created after it."
+            }
+        }
+    }
+}
+
 /// A ResourceFlavor: which nodes a flavor's quota lands on.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FlavorObject {

@@ -1144,9 +1144,19 @@ fn week_of(
     fleet_gpus: u32,
     teams: Vec<shared::planning::scenario::Team>,
 ) -> Vec<shared::planning::simulate::TeamStats> {
+    week_under(fleet_gpus, teams, |_| {})
+}
+
+/// [`week_of`] with the quota policy as `policy` leaves it.
+fn week_under(
+    fleet_gpus: u32,
+    teams: Vec<shared::planning::scenario::Team>,
+    policy: impl FnOnce(&mut shared::planning::scenario::QuotaPolicy),
+) -> Vec<shared::planning::simulate::TeamStats> {
     let mut s = scenario("startup-40");
     s.fleet[0].count = fleet_gpus;
     s.teams = teams;
+    policy(&mut s.quota);
     evaluate(&s).simulation.teams
 }
 
@@ -1214,6 +1224,70 @@ fn reclaim_takes_the_lowest_priority_borrower_first() {
     assert_eq!(teams[1].preemptions, 1, "{:?}", teams[1]);
     // Admitted a minute later, when the victim has terminated.
     assert_eq!(teams[2].queue_wait_p95_min, Some(1.0));
+}
+
+/// `reclaimWithinCohort: LowerPriority` takes back lent quota only from borrowers of lower
+/// priority than the reclaiming job (`SatisfiesPreemptionPolicy`, Kueue's
+/// pkg/scheduler/preemption/common/preemption_policy.go: `preemptorPriority >
+/// candidatePriority`).
+#[test]
+fn reclaim_lower_priority_evicts_only_borrowers_below_the_owner() {
+    // 8 cards. The borrower (nominal 4) runs two 4-GPU priority-10 jobs all week, the second on
+    // the owner's lent quota; the owner's (nominal 4) 4-GPU job comes in hour 1.
+    let teams = |owner_priority| {
+        vec![
+            batch_team("borrower", 4, vec![(4, 10, 0), (4, 10, 0)]),
+            batch_team("owner", 4, vec![(4, owner_priority, 1)]),
+        ]
+    };
+    let lower = |p: &mut shared::planning::scenario::QuotaPolicy| {
+        p.reclaim_within_cohort = shared::kueue::Reclaim::LowerPriority;
+    };
+    // Priority 5 is below the borrower's 10: nothing is evicted, the owner waits until a
+    // borrowed job ends (days), not for a termination.
+    let below = week_under(8, teams(5), lower);
+    assert_eq!(below[0].preemptions, 0, "{:?}", below[0]);
+    let waited = below[1]
+        .queue_wait_p95_min
+        .expect("admitted once a job ends");
+    assert!(waited > 24.0 * 60.0, "{:?}", below[1]);
+    // Priority 20 is above it: one borrowed job goes, the owner starts a minute later.
+    let above = week_under(8, teams(20), lower);
+    assert_eq!(above[0].preemptions, 1, "{:?}", above[0]);
+    assert_eq!(above[1].queue_wait_p95_min, Some(1.0), "{:?}", above[1]);
+    // `Any` evicts it whatever the priorities.
+    let any = week_under(8, teams(5), |p| {
+        p.reclaim_within_cohort = shared::kueue::Reclaim::Any
+    });
+    assert_eq!(any[0].preemptions, 1, "{:?}", any[0]);
+}
+
+/// `withinClusterQueue: LowerOrNewerEqualPriority` lets a job evict its queue's jobs of its
+/// own priority created after it (`SatisfiesPreemptionPolicy`: equal priority and
+/// `preemptorTS.Before(candidateTS)`, the queue-order timestamp being the Workload's creation);
+/// `LowerPriority` does not.
+#[test]
+fn an_older_job_evicts_a_newer_one_of_its_priority_only_under_lower_or_newer_equal() {
+    // 8 cards, one queue, all at priority 0: a 4-GPU job in hour 1 (600 minutes), an 8-GPU job
+    // in hour 2 that does not fit beside it, a 4-GPU job in hour 3 that does (BestEffortFIFO
+    // lets it pass). When the first ends the 8-GPU job still needs the newer one's cards.
+    let team = || vec![batch_team("team", 8, vec![(4, 0, 1), (8, 0, 2), (4, 0, 3)])];
+    let newer = week_under(8, team(), |p| {
+        p.within_cluster_queue = shared::kueue::WithinQueue::LowerOrNewerEqualPriority;
+    });
+    assert_eq!(
+        newer[0].preemptions, 1,
+        "the newer job goes: {:?}",
+        newer[0]
+    );
+    let lower = week_under(8, team(), |p| {
+        p.within_cluster_queue = shared::kueue::WithinQueue::LowerPriority;
+    });
+    assert_eq!(
+        lower[0].preemptions, 0,
+        "it waits for the newer one: {:?}",
+        lower[0]
+    );
 }
 
 /// Victims in the own queue are trimmed to the fewest needed: greedy in order (lowest
@@ -1583,7 +1657,7 @@ fn strict_fifo_lets_a_big_head_block_the_queue() {
     s.quota.cohort = false;
     // withinClusterQueue: Never, so the big job cannot evict the small ones (Kueue has no
     // per-workload protection: only the queue's policy keeps them).
-    s.quota.preempt_lower_priority = false;
+    s.quota.within_cluster_queue = shared::kueue::WithinQueue::Never;
     s.teams[0].nominal_gpus.insert("h100".into(), 24);
     // The big job heads the queue (higher priority).
     let mut big = s.teams[0].workloads[0].clone();

@@ -28,7 +28,7 @@ use shared::{
         priority_class,
     },
     planning::{
-        scenario::Scenario,
+        scenario::{SCENARIO_VERSION, Scenario},
         simulate::{self, Happened, Recorded},
     },
 };
@@ -218,10 +218,10 @@ fn scenario(case: &Case) -> Scenario {
         Queueing::BestEffortFifo => "best_effort_fifo",
     };
     serde_json::from_value(
-        json!({"version": 1, "name": case.name, "fleet": fleet, "teams": teams,
+        json!({"version": SCENARIO_VERSION, "name": case.name, "fleet": fleet, "teams": teams,
         "quota": {"cohort": case.cohort, "queueing": queueing,
-            "reclaim_within_cohort": case.reclaim_within_cohort != Reclaim::Never,
-            "preempt_lower_priority": case.within_cluster_queue != WithinQueue::Never},
+            "reclaim_within_cohort": case.reclaim_within_cohort,
+            "within_cluster_queue": case.within_cluster_queue},
         "constraints": {"kubernetes_version": "1.36", "platform_team_size": 1,
             "platform_engineer_cost_cents_per_year": 0, "runs_own_models": false}}),
     )

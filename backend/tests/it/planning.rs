@@ -360,7 +360,7 @@ async fn planners_save_open_replace_duplicate_and_delete_scenarios(pool: PgPool)
         .expect("count");
     assert_eq!(count, 2);
 
-    // A version 1 scenario stored by an earlier build opens as version 2, and says so.
+    // A version 1 scenario stored by an earlier build opens as the current version, and says so.
     let mut v1 = scenario.clone();
     v1["version"] = 1.into();
     v1["fleet"][0]["mem_gib"] = 80.into();

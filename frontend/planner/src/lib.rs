@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn a_bad_scenario_answers_its_problems_by_path() {
         let answer: Outcome = serde_json::from_str(&evaluate_scenario(
-            r#"{"version": 2, "name": "x", "fleet": [{"flavor": "a", "gpu_model": "H100-SXM5-80GB", "count": "forty", "gpus_per_node": 8, "price_cents_per_gpu_hour": 1}]}"#,
+            r#"{"version": 3, "name": "x", "fleet": [{"flavor": "a", "gpu_model": "H100-SXM5-80GB", "count": "forty", "gpus_per_node": 8, "price_cents_per_gpu_hour": 1}]}"#,
         ))
         .expect("the answer reads");
         let problems = answer.expect_err("refused");

@@ -12,6 +12,7 @@ use crate::{
         catalogue::{HamiResources, Vendor},
         sharing::Mechanism,
     },
+    kueue::Reclaim,
     packing::mig::{MigPlan, MigRequest, ReplicaGroup},
     planning::scenario::{
         Accelerator, Inference, Scenario, Team, UtilisationSource, Workload, WorkloadKind,
@@ -809,13 +810,20 @@ fn inference_warnings(
     let replicas = inf.replicas_held(peak, w.gpus_per_job);
     let held = u64::from(replicas) * u64::from(w.gpus_per_job);
     let nominal = u64::from(team.nominal_gpus.get(&w.flavor).copied().unwrap_or(0));
-    if scenario.quota.cohort && scenario.quota.reclaim_within_cohort && held > nominal {
+    let evicts = match scenario.quota.reclaim_within_cohort {
+        Reclaim::Never => None,
+        Reclaim::LowerPriority => {
+            Some("LowerPriority evicts them for any lender's job of higher priority")
+        }
+        Reclaim::Any => Some("Any evicts them whatever their priority"),
+    };
+    if let Some(evicts) = evicts.filter(|_| scenario.quota.cohort && held > nominal) {
         warn(
             WarningCode::InferenceOnBorrowedQuota,
             subject,
             path("inference.max_replicas"),
             format!(
-                "{subject} scales to {held} GPUs on {} against the team's nominal quota of {nominal}: the {} above it are borrowed, and reclaimWithinCohort: Any evicts them whatever their priority. Protect it with nominal quota at its peak ({held}), or let it not borrow (a ClusterQueue of its own with borrowingLimit 0).",
+                "{subject} scales to {held} GPUs on {} against the team's nominal quota of {nominal}: the {} above it are borrowed, and reclaimWithinCohort: {evicts}. Protect it with nominal quota at its peak ({held}), or let it not borrow (a ClusterQueue of its own with borrowingLimit 0).",
                 w.flavor,
                 held - nominal
             ),

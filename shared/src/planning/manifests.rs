@@ -14,8 +14,8 @@ use crate::{
     common::yaml::to_yaml,
     fleet::{catalogue::HamiResources, sharing::Mechanism},
     kueue::{
-        FlavorObject, ManagerConfig, PodRequest, Queue, Quota, Reclaim, Setup, Transformation,
-        Trial, Verdict, WithinQueue,
+        FlavorObject, ManagerConfig, PodRequest, Queue, Quota, Setup, Transformation, Trial,
+        Verdict,
     },
     planning::isolation::{self, IsolationPlan},
     planning::scenario::{Accelerator, Scenario, Team, WorkloadKind},
@@ -74,16 +74,8 @@ pub fn kueue_setup(scenario: &Scenario, plan: &IsolationPlan) -> Setup {
             cohort: cohort.clone(),
             held: false,
             queueing: scenario.quota.queueing,
-            reclaim: if scenario.quota.reclaim_within_cohort {
-                Reclaim::Any
-            } else {
-                Reclaim::Never
-            },
-            within: if scenario.quota.preempt_lower_priority {
-                WithinQueue::LowerPriority
-            } else {
-                WithinQueue::Never
-            },
+            reclaim: scenario.quota.reclaim_within_cohort,
+            within: scenario.quota.within_cluster_queue,
             quotas: scenario
                 .fleet
                 .iter()

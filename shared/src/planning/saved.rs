@@ -73,7 +73,9 @@ pub struct SavedScenario {
 
 /// Reads a stored scenario of any version this build knows, as the current version.
 /// Version 1 carried each accelerator's `mem_gib`, `vendor` and `mig`; version 2 takes them from
-/// the catalogue.
+/// the catalogue. Versions 1 and 2 stated the quota's preemption as two switches
+/// (`reclaim_within_cohort`: `Any` or `Never`; `preempt_lower_priority`: `LowerPriority` or
+/// `Never`); version 3 names Kueue's values.
 pub fn read_stored(mut value: Value) -> Result<(Scenario, Option<u32>), FieldError> {
     let version = value
         .get("version")
@@ -92,29 +94,74 @@ pub fn read_stored(mut value: Value) -> Result<(Scenario, Option<u32>), FieldErr
         });
     }
     if version == 1 {
-        if let Some(fleet) = value.get_mut("fleet").and_then(Value::as_array_mut) {
-            for accelerator in fleet.iter_mut().filter_map(Value::as_object_mut) {
-                for gone in ["mem_gib", "vendor", "mig"] {
-                    accelerator.remove(gone);
-                }
-            }
-        }
-        value["version"] = SCENARIO_VERSION.into();
+        drop_catalogue_fields(&mut value);
     }
+    if version <= 2 {
+        name_preemption_policies(&mut value);
+    }
+    value["version"] = SCENARIO_VERSION.into();
     let scenario = crate::common::error::from_json::<Scenario>(&value.to_string())
         .map_err(|err| err.into_field_error())?;
     Ok((scenario, (version < SCENARIO_VERSION).then_some(version)))
 }
 
+/// Version 1 to 2: each accelerator's memory, vendor and MIG come from the catalogue.
+fn drop_catalogue_fields(value: &mut Value) {
+    let Some(fleet) = value.get_mut("fleet").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for accelerator in fleet.iter_mut().filter_map(Value::as_object_mut) {
+        for gone in ["mem_gib", "vendor", "mig"] {
+            accelerator.remove(gone);
+        }
+    }
+}
+
+/// Version 2 to 3: the quota's two preemption switches become Kueue's values.
+fn name_preemption_policies(value: &mut Value) {
+    let Some(quota) = value.get_mut("quota").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let switches = [
+        ("reclaim_within_cohort", "reclaim_within_cohort", "Any"),
+        (
+            "preempt_lower_priority",
+            "within_cluster_queue",
+            "LowerPriority",
+        ),
+    ];
+    for (switch, policy, on) in switches {
+        let Some(was) = quota.remove(switch) else {
+            continue;
+        };
+        let is = match was {
+            Value::Bool(true) => on.into(),
+            Value::Bool(false) => "Never".into(),
+            // Anything else is left for the scenario's own check to name.
+            other => other,
+        };
+        quota.insert(policy.into(), is);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planning::scenario::bench_scenario;
+    use crate::{
+        kueue::{Reclaim, WithinQueue},
+        planning::scenario::bench_scenario,
+    };
 
     #[test]
-    fn a_version_1_scenario_opens_as_version_2() {
+    fn a_version_1_scenario_opens_as_the_current_version() {
         let mut v1 = serde_json::to_value(bench_scenario()).expect("json");
         v1["version"] = 1.into();
+        v1["quota"]["reclaim_within_cohort"] = true.into();
+        v1["quota"]["preempt_lower_priority"] = true.into();
+        v1["quota"]
+            .as_object_mut()
+            .expect("quota")
+            .remove("within_cluster_queue");
         v1["fleet"][0]["mem_gib"] = 80.into();
         v1["fleet"][0]["vendor"] = "nvidia".into();
         v1["fleet"][0]["mig"] = true.into();
@@ -127,11 +174,34 @@ mod tests {
     }
 
     #[test]
+    fn a_version_2_scenario_has_its_switches_read_as_kueue_values() {
+        let mut v2 = serde_json::to_value(bench_scenario()).expect("json");
+        v2["version"] = 2.into();
+        v2["quota"] = serde_json::json!({"cohort": true, "queueing": "strict_fifo",
+            "reclaim_within_cohort": false, "preempt_lower_priority": true});
+        let (scenario, from) = read_stored(v2.clone()).expect("migrates");
+        assert_eq!(from, Some(2));
+        assert_eq!(scenario.quota.reclaim_within_cohort, Reclaim::Never);
+        assert_eq!(
+            scenario.quota.within_cluster_queue,
+            WithinQueue::LowerPriority
+        );
+        v2["quota"]["reclaim_within_cohort"] = true.into();
+        v2["quota"]["preempt_lower_priority"] = false.into();
+        let (scenario, _) = read_stored(v2.clone()).expect("migrates");
+        assert_eq!(scenario.quota.reclaim_within_cohort, Reclaim::Any);
+        assert_eq!(scenario.quota.within_cluster_queue, WithinQueue::Never);
+        v2["quota"]["reclaim_within_cohort"] = "sometimes".into();
+        let error = read_stored(v2).expect_err("not a switch");
+        assert!(error.path.contains("reclaim_within_cohort"), "{error:?}");
+    }
+
+    #[test]
     fn a_newer_or_unversioned_scenario_is_refused_in_words() {
-        let mut v3 = serde_json::to_value(bench_scenario()).expect("json");
-        v3["version"] = 3.into();
+        let mut newer = serde_json::to_value(bench_scenario()).expect("json");
+        newer["version"] = (SCENARIO_VERSION + 1).into();
         assert!(
-            read_stored(v3)
+            read_stored(newer)
                 .expect_err("newer")
                 .message
                 .contains("newer build")

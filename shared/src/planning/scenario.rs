@@ -12,12 +12,14 @@ use crate::{
     common::validate::{DNS_LABEL_RULE, dns_label_from, free_name, is_dns_label},
     fleet::Fleet,
     fleet::catalogue::{self, AcceleratorModel, Vendor},
-    kueue::Queueing,
+    kueue::{Queueing, Reclaim, WithinQueue},
 };
 
 /// The scenario format this build reads. Version 2 names accelerators by the catalogue and
-/// takes their memory, vendor and MIG from it (version 1 carried `mem_gib`, `vendor`, `mig`).
-pub const SCENARIO_VERSION: u32 = 2;
+/// takes their memory, vendor and MIG from it (version 1 carried `mem_gib`, `vendor`, `mig`);
+/// version 3 states the quota's preemption policies by Kueue's values (version 2 had a switch
+/// each: `reclaim_within_cohort` for `Any`, `preempt_lower_priority` for `LowerPriority`).
+pub const SCENARIO_VERSION: u32 = 3;
 pub const HOURS_PER_WEEK: usize = 168;
 
 /// What one evaluation may cost, checked before it starts. For scale (docs/performance.md):
@@ -401,10 +403,10 @@ pub struct QuotaPolicy {
     /// ClusterQueues share one cohort (lend and borrow unused quota).
     pub cohort: bool,
     pub queueing: Queueing,
-    /// `reclaimWithinCohort: Any`.
-    pub reclaim_within_cohort: bool,
-    /// `withinClusterQueue: LowerPriority`.
-    pub preempt_lower_priority: bool,
+    /// Every ClusterQueue's `preemption.reclaimWithinCohort`.
+    pub reclaim_within_cohort: Reclaim,
+    /// Every ClusterQueue's `preemption.withinClusterQueue`.
+    pub within_cluster_queue: WithinQueue,
 }
 
 impl Default for QuotaPolicy {
@@ -412,8 +414,8 @@ impl Default for QuotaPolicy {
         Self {
             cohort: true,
             queueing: Queueing::BestEffortFifo,
-            reclaim_within_cohort: true,
-            preempt_lower_priority: true,
+            reclaim_within_cohort: Reclaim::Any,
+            within_cluster_queue: WithinQueue::LowerPriority,
         }
     }
 }

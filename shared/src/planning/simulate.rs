@@ -483,10 +483,14 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::{kueue::Queueing, planning::scenario::*};
+    use crate::{
+        kueue::{Queueing, Reclaim, WithinQueue},
+        planning::scenario::*,
+    };
 
     /// Small random scenarios: 1-2 flavors (of one GPU model or two), 1-4 teams, batch and
-    /// inference classes, some smaller than a card, quotas with and without borrowing limits.
+    /// inference classes, some smaller than a card, quotas with and without borrowing limits,
+    /// and every preemption policy.
     fn arb_scenario() -> impl Strategy<Value = Scenario> {
         let team = (
             0u32..40,
@@ -512,10 +516,17 @@ mod properties {
             prop::collection::vec(team, 1..5),
             any::<bool>(),
             any::<bool>(),
-            (0u64..1000, any::<bool>()),
+            (0u64..1000, any::<bool>(), 0usize..3, 0usize..3),
         )
             .prop_map(
-                |(flavor_count, counts, teams, cohort, strict, (seed, one_model))| {
+                |(
+                    flavor_count,
+                    counts,
+                    teams,
+                    cohort,
+                    strict,
+                    (seed, one_model, reclaim, within),
+                )| {
                     let flavors: Vec<String> = (0..flavor_count).map(|f| format!("f{f}")).collect();
                     let models = [
                         "H100-SXM5-80GB",
@@ -648,8 +659,16 @@ mod properties {
                             } else {
                                 Queueing::BestEffortFifo
                             },
-                            reclaim_within_cohort: true,
-                            preempt_lower_priority: true,
+                            reclaim_within_cohort: [
+                                Reclaim::Any,
+                                Reclaim::LowerPriority,
+                                Reclaim::Never,
+                            ][reclaim],
+                            within_cluster_queue: [
+                                WithinQueue::LowerPriority,
+                                WithinQueue::LowerOrNewerEqualPriority,
+                                WithinQueue::Never,
+                            ][within],
                         },
                         constraints: bench_scenario().constraints,
                         weights: Weights::default(),

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     common::day::Day,
     common::interrupt::{Interrupt, Interrupted, Never},
-    kueue::{Reclaim, WithinQueue},
+    kueue::Reclaim,
     planning::isolation::IsolationPlan,
     planning::scenario::{Scenario, WorkloadKind},
     planning::simulate::{self, Simulation, TeamStats},
@@ -171,16 +171,8 @@ impl QuotaSuggestion {
                     .min();
                 let spec = QuotaSpec {
                     lines,
-                    reclaim_within_cohort: if policy.reclaim_within_cohort {
-                        Reclaim::Any
-                    } else {
-                        Reclaim::Never
-                    },
-                    within_cluster_queue: if policy.preempt_lower_priority {
-                        WithinQueue::LowerPriority
-                    } else {
-                        WithinQueue::Never
-                    },
+                    reclaim_within_cohort: policy.reclaim_within_cohort,
+                    within_cluster_queue: policy.within_cluster_queue,
                     queueing: policy.queueing,
                     checkpoint_interval_min,
                     justification: format!(
@@ -365,7 +357,7 @@ fn first_nominals(
 
 /// The limits that go with `nominal` (see the module's rules).
 fn limits(scenario: &Scenario, needs: &[Vec<Need>], nominal: &[Vec<u32>]) -> Vec<Vec<Limits>> {
-    let reclaim = scenario.quota.reclaim_within_cohort;
+    let reclaim = scenario.quota.reclaim_within_cohort != Reclaim::Never;
     nominal
         .iter()
         .zip(needs)
@@ -525,11 +517,11 @@ pub fn suggest_until(
                 .to_owned(),
         );
     }
-    if !scenario.quota.reclaim_within_cohort {
+    if scenario.quota.reclaim_within_cohort == Reclaim::Never {
         notes.push(
-            "reclaimWithinCohort is off, so lent quota cannot be taken back: inference teams \
-             lend none of the quota their peak needs. Turning it on lets them lend it while \
-             traffic is low."
+            "reclaimWithinCohort is Never, so lent quota cannot be taken back: inference teams \
+             lend none of the quota their peak needs. LowerPriority or Any lets them lend it \
+             while traffic is low."
                 .to_owned(),
         );
     }

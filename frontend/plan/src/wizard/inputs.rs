@@ -9,7 +9,7 @@ use shared::{
     common::money::{dollars_plain, parse_dollars},
     fleet::catalogue,
     fleet::sharing::Mechanism,
-    kueue::Queueing,
+    kueue::{Queueing, Reclaim, WithinQueue},
     planning::scenario::{
         Accelerator, Demand, HOURS_PER_WEEK, Inference, Preset, Scenario, Team, UtilisationSource,
         Workload, WorkloadKind,
@@ -524,6 +524,18 @@ pub fn ConstraintsStep() -> impl IntoView {
     let queueing = choices([Queueing::BestEffortFifo, Queueing::StrictFifo], |q| {
         serde_name(&q)
     });
+    let reclaim = choices(
+        [Reclaim::Any, Reclaim::LowerPriority, Reclaim::Never],
+        |r| serde_name(&r),
+    );
+    let within = choices(
+        [
+            WithinQueue::LowerPriority,
+            WithinQueue::LowerOrNewerEqualPriority,
+            WithinQueue::Never,
+        ],
+        |w| serde_name(&w),
+    );
     let sources = choices(
         [UtilisationSource::Dcgm, UtilisationSource::Requests],
         |u| serde_name(&u),
@@ -566,8 +578,10 @@ pub fn ConstraintsStep() -> impl IntoView {
         <fieldset class="row">
             <legend>"Kueue"</legend>
             <Check label="Teams share one cohort (lend and borrow idle quota)" get=Arc::new(|s| s.quota.cohort) set=Arc::new(|s, on| s.quota.cohort = on)/>
-            <Check label="Owners reclaim lent quota (reclaimWithinCohort: Any)" get=Arc::new(|s| s.quota.reclaim_within_cohort) set=Arc::new(|s, on| s.quota.reclaim_within_cohort = on)/>
-            <Check label="Higher priority preempts lower in a queue (withinClusterQueue: LowerPriority)" get=Arc::new(|s| s.quota.preempt_lower_priority) set=Arc::new(|s, on| s.quota.preempt_lower_priority = on)/>
+            <Choice label="Owners reclaim lent quota (reclaimWithinCohort)" path="quota.reclaim_within_cohort".to_owned() options=reclaim
+                get=Arc::new(|s| serde_name(&s.quota.reclaim_within_cohort)) set=Arc::new(|s, v| if let Some(r) = from_serde_name(v) { s.quota.reclaim_within_cohort = r })/>
+            <Choice label="Jobs preempt in their own queue (withinClusterQueue)" path="quota.within_cluster_queue".to_owned() options=within
+                get=Arc::new(|s| serde_name(&s.quota.within_cluster_queue)) set=Arc::new(|s, v| if let Some(w) = from_serde_name(v) { s.quota.within_cluster_queue = w })/>
             <Choice label="Queueing" path="quota.queueing".to_owned() options=queueing
                 get=Arc::new(|s| serde_name(&s.quota.queueing)) set=Arc::new(|s, v| if let Some(q) = from_serde_name(v) { s.quota.queueing = q })/>
         </fieldset>

@@ -82,20 +82,29 @@ impl Running {
         }
     }
 
-    /// Appends to `first` the first workloads below `priority` (all, with `None`) in Kueue's
-    /// victim order whose slices add up to `slices` (the last one crossing it); all of them if
-    /// they do not. (Into the caller's list: a week asks this millions of times.)
-    pub fn first(&self, below: Option<i32>, slices: u64, first: &mut Vec<Admitted>) {
+    /// Appends to `first` the first workloads a preemptor of priority `of` may evict, in
+    /// Kueue's victim order, whose slices add up to `slices` (the last one crossing it); all of
+    /// them if they do not. Those of lower priority may be; of `of`'s own priority, those for
+    /// which `equal(job)` holds; with `of` `None`, every one. (Into the caller's list: a week
+    /// asks this millions of times.)
+    pub fn first(
+        &self,
+        of: Option<i32>,
+        equal: impl Fn(usize) -> bool,
+        slices: u64,
+        first: &mut Vec<Admitted>,
+    ) {
         let mut taken = 0;
         for group in &self.groups {
-            if below.is_some_and(|b| group.priority >= b) {
+            let same = of == Some(group.priority);
+            if of.is_some_and(|p| group.priority > p) {
                 break;
             }
             let live = group
                 .workloads
                 .iter()
                 .rev()
-                .filter(|(_, job, _)| *job != GONE);
+                .filter(|&&(_, job, _)| job != GONE && (!same || equal(job)));
             for &(admission, job, held) in live {
                 if taken >= slices {
                     return;
@@ -121,7 +130,7 @@ mod tests {
         }
         let first = |r: &Running, below, slices| {
             let mut first = vec![(0, 0, 99)];
-            r.first(below, slices, &mut first);
+            r.first(below, |_| false, slices, &mut first);
             first
                 .into_iter()
                 .skip(1)
@@ -130,6 +139,13 @@ mod tests {
         };
         assert_eq!(first(&r, None, u64::MAX), vec![13, 11, 12, 10]);
         assert_eq!(first(&r, Some(5), u64::MAX), vec![13, 11]);
+        // Of the preemptor's own priority, only those `equal` lets through, newest first.
+        let mut some = Vec::new();
+        r.first(Some(5), |job| job == 10, u64::MAX, &mut some);
+        assert_eq!(
+            some.iter().map(|v| v.2).collect::<Vec<_>>(),
+            vec![13, 11, 10]
+        );
         // Jobs 13 and 11 hold 2 slices each: the first already covers 2, the second crosses 3.
         assert_eq!(first(&r, None, 2), vec![13]);
         assert_eq!(first(&r, None, 3), vec![13, 11]);

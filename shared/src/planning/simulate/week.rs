@@ -3,7 +3,10 @@
 
 use std::cmp::Reverse;
 
-use crate::{kueue::Queueing, planning::scenario::QuotaPolicy};
+use crate::{
+    kueue::{Queueing, Reclaim, WithinQueue},
+    planning::scenario::QuotaPolicy,
+};
 
 /// Minutes a preempted workload takes to terminate before the preemptor's pods start.
 const TERMINATION_MIN: u32 = 1;
@@ -525,24 +528,33 @@ impl Week {
         self.pending[j.team].insert(queued);
     }
 
-    /// Kueue's preemption for `head`: candidates are the lower-priority workloads of its own
-    /// queue (`withinClusterQueue: LowerPriority`) and, with `reclaimWithinCohort: Any`, every
-    /// workload of a queue that is borrowing the flavor, whatever its priority (Kueue has no
-    /// per-workload protection). Ordered other queues first, then lowest priority, then most
-    /// recently admitted. As Kueue's `classicalPreemptions` (pkg/scheduler/preemption/
-    /// preemption.go, v0.19) tries them: while the job's queue is strictly under its nominal
-    /// quota, the other queues' workloads and then its own, for a set after which it fits
-    /// without borrowing; failing that (or with no other queue's candidate), its own queue's
-    /// candidates alone, borrowing allowed. The fewest victims that make it fit are evicted;
-    /// `false` (and nothing evicted) if none do.
+    /// Kueue's preemption for `head` (`findCandidates` and `classicalPreemptions`, pkg/
+    /// scheduler/preemption/preemption.go, v0.17): candidates are the workloads of its own
+    /// queue that `withinClusterQueue` lets it evict and, under `reclaimWithinCohort`, those of
+    /// the queues borrowing the flavor that the policy lets it evict (`Any`: whatever their
+    /// priority, Kueue having no per-workload protection; `LowerPriority`: those below its
+    /// own), as `SatisfiesPreemptionPolicy` (pkg/scheduler/preemption/common/
+    /// preemption_policy.go) decides. Ordered other queues first, then lowest priority, then
+    /// most recently admitted. Tried as `classicalPreemptions` does: while the job's queue is
+    /// strictly under its nominal quota, the other queues' workloads and then its own, for a
+    /// set after which it fits without borrowing; failing that (or with no other queue's
+    /// candidate), its own queue's candidates alone, borrowing allowed. The fewest victims that
+    /// make it fit are evicted; `false` (and nothing evicted) if none do.
     fn preempt_for(&mut self, head: &Queued, f: usize, minute: u32) -> bool {
         let (mut own, mut others) = std::mem::take(&mut self.candidates);
         let (team, slices, priority) = (head.team, head.slices, head.priority);
         // Freeing as many slices of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
         own.clear();
-        if self.policy.preempt_lower_priority {
-            self.running[self.slot(team, f)].first(Some(priority), slices, &mut own);
+        let within = self.policy.within_cluster_queue;
+        if within != WithinQueue::Never {
+            // `LowerOrNewerEqualPriority`: of its own priority, those created after it.
+            let jobs = &self.jobs;
+            let newer = |j: usize| {
+                within == WithinQueue::LowerOrNewerEqualPriority
+                    && (jobs[j].arrival, jobs[j].seq) > (head.arrival, head.seq)
+            };
+            self.running[self.slot(team, f)].first(Some(priority), newer, slices, &mut own);
         }
         let own_slices: u64 = own.iter().map(|&(_, _, j)| self.jobs[j].slices).sum();
         // Other queues' borrowed workloads are candidates only while the job's queue is
@@ -551,7 +563,7 @@ impl Week {
         // hold no more than nominal, even with its own candidates gone.
         let (usage, nominal) = (self.usage.held(team, f), self.quotas.nominal(team, f));
         let reclaim = self.policy.cohort
-            && self.policy.reclaim_within_cohort
+            && self.policy.reclaim_within_cohort != Reclaim::Never
             && usage < nominal
             && usage - own_slices + slices <= nominal;
         let mut targets = None;
@@ -564,9 +576,12 @@ impl Week {
             // given back when the victims are trimmed, and no earlier decision depended on it.
             others.clear();
             // (The job's own queue, under its nominal quota, is not among them.)
+            let of =
+                (self.policy.reclaim_within_cohort == Reclaim::LowerPriority).then_some(priority);
             for &t in &self.usage.borrowing[f] {
                 let borrowed = self.usage.held(t, f) - self.quotas.nominal(t, f);
-                self.running[self.slot(t, f)].first(None, borrowed.min(slices), &mut others);
+                let running = &self.running[self.slot(t, f)];
+                running.first(of, |_| false, borrowed.min(slices), &mut others);
             }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));

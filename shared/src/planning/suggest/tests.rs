@@ -1,4 +1,5 @@
 use super::*;
+use crate::kueue::WithinQueue;
 use crate::planning::{
     isolation_plan,
     scenario::{Accelerator, Demand, Inference, Team, Workload},
@@ -108,7 +109,7 @@ fn the_first_proposal_follows_the_rules_by_hand() {
 #[test]
 fn without_reclaim_inference_keeps_its_peak_unlent() {
     let mut s = three_teams();
-    s.quota.reclaim_within_cohort = false;
+    s.quota.reclaim_within_cohort = Reclaim::Never;
     let today = week_of(&s);
     let suggestion = suggest(&s, &isolation_plan(&s), &today);
     let serve = &suggestion.teams[0];
@@ -117,7 +118,7 @@ fn without_reclaim_inference_keeps_its_peak_unlent() {
         suggestion
             .notes
             .iter()
-            .any(|n| n.contains("reclaimWithinCohort is off")),
+            .any(|n| n.contains("reclaimWithinCohort is Never")),
         "{:?}",
         suggestion.notes
     );
