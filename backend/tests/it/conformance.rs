@@ -7,18 +7,20 @@
 //! within [`TOLERANCE_UNITS`]; a scenario marked `engineDiffers` must still differ, so that the
 //! mark goes once the engine is fixed.
 //!
-//! Real time is cut into units of [`UNIT`] from the scenario's start: jobs arrive a quarter
-//! into their unit and complete at the start of one, so that, as in the engine's minute,
-//! completions come before arrivals and both before admission. A step's unit is the one it was
-//! seen in. Scenarios keep jobs that compete for quota out of the same unit: between two jobs
-//! created a few milliseconds apart, Kueue admits whichever it sees first.
+//! Real time is cut into units of [`UNIT`] from the scenario's start ([`drive`]). Scenarios keep
+//! jobs that compete for quota out of the same unit: between two jobs created a few
+//! milliseconds apart, Kueue admits whichever it sees first.
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
 
-use futures_util::StreamExt;
+use crate::{
+    common::real_cluster::{Names, eventually, kueue, real},
+    drive::{self, Change, Clock, Timed, Watch},
+    real_cluster::job,
+};
 use kube::{
     Client,
-    api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams},
+    api::{Api, DynamicObject},
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -32,12 +34,6 @@ use shared::{
         simulate::{self, Happened, Recorded},
     },
 };
-use tokio::time::Instant;
-
-use crate::{
-    common::real_cluster::{Names, eventually, kueue, real, resource},
-    real_cluster::{complete_in, job},
-};
 
 /// Real time per unit of a scenario (a minute of the engine's).
 const UNIT: Duration = Duration::from_secs(2);
@@ -47,8 +43,7 @@ const STAGGER: Duration = Duration::from_millis(250);
 /// watch lands in the next unit, and the engine's preemptor starts its work a minute after
 /// its victims are evicted (their pods terminating), where Kueue's Jobs here have no pods.
 const TOLERANCE_UNITS: u32 = 1;
-/// Units of no change, with every job arrived and none admitted, after which a scenario's
-/// run on Kueue is over (what is pending then stays pending).
+/// Units of no change after which a scenario's run on Kueue is over ([`Clock::quiet_units`]).
 const QUIET_UNITS: u32 = 3;
 /// The most units a scenario runs on Kueue.
 const MAX_UNITS: u32 = 60;
@@ -293,21 +288,12 @@ fn setup(case: &Case, names: &Names) -> Setup {
     }
 }
 
-/// What one job's Workload says now.
-#[derive(Debug, Default, Clone, Copy)]
-struct Seen {
-    reserved: bool,
-    finished: bool,
-    admissions: u32,
-}
-
 /// A scenario's objects on the cluster, its queues active, its Workloads watched: ready to run.
 struct Prepared<'a> {
     case: &'a Case,
     names: &'a Names,
-    jobs: Api<DynamicObject>,
-    manifests: Vec<Value>,
-    watch: futures_util::stream::BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>,
+    jobs: Vec<Timed>,
+    watch: Watch,
 }
 
 /// Applies the scenario's Kueue objects (through `client`, shared by every scenario) and waits
@@ -332,144 +318,59 @@ async fn prepare<'a>(case: &'a Case, names: &'a Names, client: &Client) -> Prepa
         })
         .await;
     }
-    let workloads: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &kueue("Workload"));
-    let watch = workloads
-        .watch(&WatchParams::default().timeout(290), "0")
-        .await
-        .expect("watch Workloads")
-        .boxed();
     Prepared {
         case,
         names,
-        jobs: Api::namespaced_with(client.clone(), &namespace, &resource("batch/v1", "Job")),
-        manifests: (case.jobs.iter())
-            .map(|j| {
-                job(
+        jobs: (case.jobs.iter())
+            .map(|j| Timed {
+                manifest: job(
                     &namespace,
                     &j.queue,
                     &j.name,
                     j.gpus,
                     &priority_class(j.priority),
-                )
+                ),
+                at: j.at,
+                runs: j.runs,
             })
             .collect(),
-        watch,
+        watch: drive::watch(client, &namespace).await,
     }
 }
 
-/// What real Kueue does with the scenario's jobs.
-async fn kueue_run(prepared: Prepared<'_>, delay: Duration) -> Vec<Step> {
+/// What real Kueue does with the scenario's jobs, after `delay`.
+async fn kueue_run(client: &Client, prepared: Prepared<'_>, delay: Duration) -> Vec<Step> {
     tokio::time::sleep(delay).await;
     let Prepared {
         case,
         names,
         jobs,
-        manifests,
-        mut watch,
+        watch,
     } = prepared;
-    let mut arrivals: Vec<usize> = (0..case.jobs.len()).collect();
-    arrivals.sort_by_key(|&j| case.jobs[j].at);
-    let mut arrivals = arrivals.into_iter().peekable();
-    let start = Instant::now();
-    let unit_of = |at: Instant| u32::try_from((at - start).as_millis() / UNIT.as_millis());
-    let unit_of = move |at: Instant| unit_of(at).expect("units");
-    let at_unit = |unit: u32| start + UNIT * unit;
-    let mut seen = vec![Seen::default(); case.jobs.len()];
-    // Completions due: (when, job, its admission).
-    let mut due: Vec<(Instant, usize, u32)> = Vec::new();
-    let mut steps = Vec::new();
-    let mut last_change = start;
-    loop {
-        let now = Instant::now();
-        let arrived = arrivals.peek().is_none();
-        let quiet = arrived
-            && seen.iter().all(|s| !s.reserved || s.finished)
-            && now - last_change > UNIT * QUIET_UNITS;
-        if seen.iter().all(|s| s.finished) || quiet || unit_of(now) >= MAX_UNITS {
-            return steps;
-        }
-        let next_arrival = (arrivals.peek()).map(|&j| at_unit(case.jobs[j].at) + UNIT / 4);
-        let next_due = due.iter().map(|d| d.0).min();
-        let wake = [next_arrival, next_due]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(now + UNIT);
-        tokio::select! {
-            event = watch.next() => {
-                let event = event.expect("the watch goes on").expect("a watch event");
-                let (WatchEvent::Added(workload) | WatchEvent::Modified(workload)) = event else {
-                    continue;
-                };
-                let Some(j) = owner(case, &workload) else { continue };
-                let now = Instant::now();
-                let (was, is) = (seen[j], state(&workload));
-                let unit = unit_of(now);
-                let happened = match (was.reserved, is.0, was.finished, is.1) {
-                    (_, _, false, true) => Some(Happened::Finished),
-                    (false, true, _, _) => Some(Happened::Admitted { flavor: flavor(case, names, &workload) }),
-                    (true, false, _, _) => Some(Happened::Evicted),
-                    _ => None,
-                };
-                seen[j].reserved = is.0;
-                seen[j].finished = is.1;
-                if let Some(happened) = happened {
-                    last_change = now;
-                    steps.push(Step { job: j, unit, happened });
-                    if let Happened::Admitted { .. } = happened {
-                        seen[j].admissions += 1;
-                        let ends = at_unit(unit + case.jobs[j].runs) + Duration::from_millis(20);
-                        due.push((ends, j, seen[j].admissions));
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(wake) => {
-                let now = Instant::now();
-                while let Some(j) = arrivals.next_if(|&j| at_unit(case.jobs[j].at) + UNIT / 4 <= now) {
-                    (jobs.create(&PostParams::default(), &serde_json::from_value(manifests[j].clone()).expect("job")))
-                        .await
-                        .unwrap_or_else(|e| panic!("{}: {}: {e}", case.name, case.jobs[j].name));
-                }
-                let (now_due, later): (Vec<_>, Vec<_>) = due.drain(..).partition(|d| d.0 <= now);
-                due = later;
-                for (_, j, admission) in now_due {
-                    let s = seen[j];
-                    if s.reserved && !s.finished && s.admissions == admission {
-                        complete_in(&jobs, &case.jobs[j].name).await;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The scenario's job a Workload belongs to (its owner Job).
-fn owner(case: &Case, workload: &DynamicObject) -> Option<usize> {
-    let owners = workload.metadata.owner_references.as_ref()?;
-    let name = &owners.first()?.name;
-    case.jobs.iter().position(|j| j.name == *name)
-}
-
-/// Whether a Workload holds quota (`QuotaReserved`), and whether it has finished.
-fn state(workload: &DynamicObject) -> (bool, bool) {
-    let conditions = workload.data["status"]["conditions"].as_array();
-    let is = |kind: &str| {
-        conditions
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == kind && c["status"] == "True")
+    let clock = Clock {
+        unit: UNIT,
+        quiet_units: QUIET_UNITS,
+        max_units: MAX_UNITS,
     };
-    (is("QuotaReserved"), is("Finished"))
-}
-
-/// The scenario's flavor Kueue admitted a Workload on.
-fn flavor(case: &Case, names: &Names, workload: &DynamicObject) -> usize {
-    let assigned = &workload.data["status"]["admission"]["podSetAssignments"][0]["flavors"];
-    let name = assigned["nvidia.com/gpu"].as_str().expect("a flavor");
-    (case.flavors.iter())
-        .position(|f| names.of(f) == name)
-        .expect("one of the scenario's flavors")
+    let seen = drive::run(client, &jobs, vec![watch], &clock).await;
+    let flavor = |name: &str| {
+        (case.flavors.iter())
+            .position(|f| names.of(f) == name)
+            .expect("one of the scenario's flavors")
+    };
+    (seen.into_iter())
+        .map(|s| Step {
+            job: s.job,
+            unit: s.unit,
+            happened: match s.change {
+                Change::Admitted { flavor: name } => Happened::Admitted {
+                    flavor: flavor(&name),
+                },
+                Change::Evicted => Happened::Evicted,
+                Change::Finished => Happened::Finished,
+            },
+        })
+        .collect()
 }
 
 /// One job's steps, as `0-6` (admitted in unit 0, finished in 6), `0-2x` (evicted in 2), a
@@ -547,8 +448,8 @@ async fn the_week_admits_evicts_and_finishes_jobs_as_real_kueue_does() {
     // Every scenario set up before any starts its clock, then all side by side.
     let prepared =
         futures_util::future::join_all(cases.iter().map(|c| prepare(c, &names, &client))).await;
-    let runs =
-        (prepared.into_iter().zip(0u32..)).map(|(prepared, i)| kueue_run(prepared, STAGGER * i));
+    let runs = (prepared.into_iter().zip(0u32..))
+        .map(|(prepared, i)| kueue_run(&client, prepared, STAGGER * i));
     let runs = futures_util::future::join_all(runs).await;
     let mut table = String::from(
         "| scenario | Kueue | engine | GPU-units (Kueue / engine) | agree |\n|---|---|---|---|---|\n",

@@ -11,6 +11,7 @@ mod chargeback;
 mod cli;
 mod cluster;
 mod conformance;
+mod drive;
 mod hardening;
 mod live;
 mod packing;
