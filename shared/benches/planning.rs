@@ -177,6 +177,7 @@ fn four_weeks_of_history() -> History {
                 },
                 team: Some(team.name.clone()),
                 evictions_seen: Vec::new(),
+                last_admitted_at_ms: Some(admitted),
                 gone_at_ms: None,
                 demo: false,
             }

@@ -198,7 +198,7 @@ pub async fn unlock(db: &mut PgConnection) -> sqlx::Result<()> {
 /// Records one page of listed Workloads (`workloads`: `shared::cluster::workload::RecordedWorkload`s
 /// as a JSON array) as seen at `seen_at_ms`, and each eviction they show, once. Idempotent: the
 /// same page twice changes only `last_seen_at`; the first time a condition was seen True is
-/// kept, so a re-admission does not move the first admission.
+/// kept, so a re-admission does not move the first admission (it moves the last one).
 pub async fn record_workloads(
     db: impl PgExecutor<'_>,
     workloads: &str,
@@ -215,12 +215,14 @@ pub async fn record_workloads(
            ), recorded as (
                insert into workload_history as h (uid, namespace, name, local_queue,
                    cluster_queue, priority, priority_class, pod_sets, created_at,
-                   quota_reserved_at, admitted_at, finished_at, finished_reason, evicted,
-                   evictions, problems, first_seen_at, last_seen_at, demo)
+                   quota_reserved_at, admitted_at, last_admitted_at, finished_at,
+                   finished_reason, evicted, evictions, problems, first_seen_at, last_seen_at,
+                   demo)
                select uid, namespace, name, local_queue, cluster_queue, priority, priority_class,
                       pod_sets,
                       timestamptz 'epoch' + created_at_ms * interval '1 millisecond',
                       timestamptz 'epoch' + quota_reserved_at_ms * interval '1 millisecond',
+                      timestamptz 'epoch' + admitted_at_ms * interval '1 millisecond',
                       timestamptz 'epoch' + admitted_at_ms * interval '1 millisecond',
                       timestamptz 'epoch' + (finished->>'at_ms')::bigint * interval '1 millisecond',
                       finished->>'reason', nullif(evicted, 'null'::jsonb), evictions, problems,
@@ -236,6 +238,7 @@ pub async fn record_workloads(
                                    then excluded.pod_sets else h.pod_sets end,
                    quota_reserved_at = coalesce(h.quota_reserved_at, excluded.quota_reserved_at),
                    admitted_at = coalesce(h.admitted_at, excluded.admitted_at),
+                   last_admitted_at = coalesce(excluded.last_admitted_at, h.last_admitted_at),
                    finished_at = coalesce(h.finished_at, excluded.finished_at),
                    finished_reason = coalesce(h.finished_reason, excluded.finished_reason),
                    evicted = excluded.evicted,
@@ -349,6 +352,7 @@ pub struct HistoryRow {
     pub created_at: OffsetDateTime,
     pub quota_reserved_at: Option<OffsetDateTime>,
     pub admitted_at: Option<OffsetDateTime>,
+    pub last_admitted_at: Option<OffsetDateTime>,
     pub evicted: Option<String>,
     pub finished_at: Option<OffsetDateTime>,
     pub finished_reason: Option<String>,
@@ -372,7 +376,8 @@ pub fn workload_history<'e>(
         HistoryRow,
         r#"select h.uid, h.namespace, h.name, h.local_queue, h.cluster_queue, h.priority,
                   h.priority_class, h.pod_sets::text as "pod_sets!", h.created_at,
-                  h.quota_reserved_at, h.admitted_at, h.evicted::text as evicted,
+                  h.quota_reserved_at, h.admitted_at, h.last_admitted_at,
+                  h.evicted::text as evicted,
                   h.finished_at, h.finished_reason,
                   nullif(h.evictions, '[]')::text as evictions,
                   nullif(h.problems, '[]')::text as problems, t.name as "team?", h.gone_at,

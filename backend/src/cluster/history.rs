@@ -441,6 +441,7 @@ fn entry(row: db::HistoryRow, seen: &Seen) -> Result<HistoryEntry> {
         },
         evictions_seen,
         team: row.team,
+        last_admitted_at_ms: row.last_admitted_at.map(clock::unix_ms),
         gone_at_ms: row.gone_at.map(clock::unix_ms),
         demo: row.demo,
     })

@@ -371,6 +371,10 @@ pub struct HistoryEntry {
     /// Every eviction the recorder saw, oldest first (`evictions` counts those it missed
     /// between two listings too).
     pub evictions_seen: Vec<Transition>,
+    /// Its latest admission (`workload.admitted_at_ms` is its first): after an eviction, when
+    /// its last run began.
+    #[serde(default)]
+    pub last_admitted_at_ms: Option<i64>,
     /// When a complete listing first no longer held it (Kueue deleted it).
     pub gone_at_ms: Option<i64>,
     /// The demo's (`cluster::demo`), not a cluster's.

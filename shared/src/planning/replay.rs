@@ -9,10 +9,10 @@
 //!   (in the order Kueue admitted them) for what it still ran;
 //! - one created before the week and still waiting at its start arrives at minute 0, one
 //!   created in the week at its minute of creation;
-//! - each holds its own whole GPUs on the flavor Kueue admitted it on, and works for its
-//!   recorded run (the history keeps the first admission: first admission to finish, or to the
-//!   week's end while it runs; for an evicted Workload that includes its time evicted, so at
-//!   most); one never admitted works its class's mean run, since its own is unknown, on its
+//! - each holds its own whole GPUs on the flavor Kueue admitted it on, and works for its last
+//!   recorded run (last admission to finish, or to the week's end while it runs: all the work
+//!   it still had, less what a checkpoint kept from before an eviction, so at least what it
+//!   needed); one never admitted works its class's mean run, since its own is unknown, on its
 //!   class's flavor.
 //!
 //! The figures, each measured as the week engine counts it:
@@ -20,8 +20,10 @@
 //!   to admission, of the jobs admitted by the week's end (percentile: the sorted waits'
 //!   element at round((n − 1) × q), as the week counts: to the first admission);
 //! - evictions: the recorded evictions in the week; the week's preemptions;
-//! - admitted GPU-hours in the week: GPUs × the recorded run's minutes inside the week (an
-//!   evicted Workload's time evicted included: at most); the week's admitted GPU-hours;
+//! - admitted GPU-hours in the week: GPUs × the minutes inside the week it held its quota
+//!   (first admission to finish; for an evicted one, to its first eviction and from its last
+//!   admission, so without any run between a second eviction and the last admission: at
+//!   least); the week's admitted GPU-hours;
 //! - busy GPU-hours: DCGM's busy time of the team's namespace over the week (only when DCGM
 //!   observed the namespace on all 7 days); the week's busy (its jobs' GPUs × the class's busy
 //!   share, the share itself measured by DCGM).
@@ -154,7 +156,13 @@ struct Job {
     /// Its extended resources (`nvidia.com/gpu` …), summed over its pod sets.
     resources: Vec<(String, u64)>,
     created_ms: i64,
+    /// Its first admission.
     admitted_ms: Option<i64>,
+    /// Its first eviction after that, and its last admission (its first, unless evicted and
+    /// admitted again): it held its quota from the first admission to the first eviction and
+    /// from the last admission on.
+    evicted_ms: Option<i64>,
+    last_admitted_ms: Option<i64>,
     /// When it finished or Kueue deleted it.
     ended_ms: Option<i64>,
     evictions_in_week: u64,
@@ -212,6 +220,10 @@ impl Replayer {
                 .collect(),
             created_ms: w.created_at_ms,
             admitted_ms: w.admitted_at_ms,
+            evicted_ms: (entry.evictions_seen.iter())
+                .map(|t| t.at_ms)
+                .find(|&at| w.admitted_at_ms.is_some_and(|a| a <= at)),
+            last_admitted_ms: entry.last_admitted_at_ms.or(w.admitted_at_ms),
             ended_ms,
             evictions_in_week,
         });
@@ -320,8 +332,9 @@ impl Replayer {
         let gpus = u32::try_from(*n).ok();
         let gpus = gpus.filter(|g| *g > 0)?;
         let running = job.admitted_ms.is_some_and(|a| a <= self.from_ms);
-        // Its last run; from the week's start for one already running.
-        let length_min = match (job.admitted_ms, job.ended_ms) {
+        // Its last run, the work it still had when last admitted (all of it, unless it kept
+        // some from before an eviction in a checkpoint); from the week's start for one running.
+        let length_min = match (job.last_admitted_ms, job.ended_ms) {
             (Some(admitted), Some(ended)) => minutes(ended - admitted.max(self.from_ms)),
             (Some(admitted), None) if admitted < self.end_ms => {
                 minutes(self.end_ms - admitted.max(self.from_ms))
@@ -343,9 +356,16 @@ impl Replayer {
         let Some(admitted) = job.admitted_ms.filter(|a| *a < self.end_ms) else {
             return;
         };
-        let start = admitted.max(self.from_ms);
         let end = job.ended_ms.unwrap_or(self.end_ms).min(self.end_ms);
-        m.admitted_gpu_minutes += i64::from(r.gpus) * (end - start).max(0) / MS_PER_MINUTE;
+        let held = |(from, to): (i64, i64)| (to.min(end) - from.max(self.from_ms)).max(0);
+        let held_ms = match (job.evicted_ms, job.last_admitted_ms) {
+            (Some(evicted), Some(last)) if last > evicted => {
+                held((admitted, evicted)) + held((last, end))
+            }
+            (Some(evicted), _) => held((admitted, evicted)),
+            (None, _) => held((admitted, end)),
+        };
+        m.admitted_gpu_minutes += i64::from(r.gpus) * held_ms / MS_PER_MINUTE;
         let arrived = job.created_ms.max(self.from_ms);
         m.waits.add(minutes(admitted - arrived));
     }
@@ -1077,8 +1097,10 @@ mod tests {
     }
 
     /// An evicted Workload counts its recorded evictions in the week, its wait to its first
-    /// admission (10 minutes); one in no team's namespace is not replayed; one finished before
-    /// the week is passed over.
+    /// admission (10 minutes), the quota it held (admitted at 10, evicted at 60, admitted again
+    /// at 120, finished at 200: 50 + 80 minutes on 8 GPUs, 17.3 GPU-hours) and, replayed, the
+    /// work of its last run (80 minutes: 10.7 GPU-hours, nothing evicting it); one in no team's
+    /// namespace is not replayed; one finished before the week is passed over.
     #[test]
     fn evictions_count_and_what_is_not_replayed_is_said() {
         let world = world(8, &[("research", 8)]);
@@ -1090,6 +1112,7 @@ mod tests {
                 reason: "Preempted".into(),
                 detail: Some("InClusterQueue".into()),
             });
+        evicted.last_admitted_at_ms = Some(MONDAY_MS + 120 * MS_PER_MINUTE);
         let history = [
             evicted,
             recorded("elsewhere", 8, 0, 0, 60),
@@ -1103,6 +1126,9 @@ mod tests {
             figure(research, Figure::WaitP50Minutes),
             (Some(0.0), Some(10.0))
         );
+        let (planned, measured) = figure(research, Figure::AdmittedGpuHours);
+        assert!((measured.expect("measured") - 8.0 * 130.0 / 60.0).abs() < 1e-9);
+        assert!((planned.expect("planned") - 8.0 * 80.0 / 60.0).abs() < 1e-9);
         assert!(
             r.problems
                 .iter()
