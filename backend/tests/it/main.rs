@@ -18,5 +18,6 @@ mod packing;
 mod planning;
 mod quota;
 mod real_cluster;
+mod real_week;
 mod robustness;
 mod usage;

@@ -52,7 +52,7 @@ fn inventory(names: &Names) -> shared::inventory::Inventory {
 
 /// The console over a fresh database, its inventory named after the test, reconciling to the
 /// real cluster through an ordinary kubeconfig.
-async fn real_rig(pool: &PgPool, names: &Names) -> Rig {
+pub(crate) async fn real_rig(pool: &PgPool, names: &Names) -> Rig {
     real_rig_with(
         pool,
         &inventory(names),
@@ -296,7 +296,7 @@ async fn approved_quota_lands_on_real_kueue_and_drift_and_conflicts_are_the_serv
 }
 
 /// Submits `lines` for `team` as `who` and has alex approve them.
-async fn approve(rig: &Rig, who: &crate::common::Session, team: &str, lines: Value) {
+pub(crate) async fn approve(rig: &Rig, who: &crate::common::Session, team: &str, lines: Value) {
     let (id, version) = submitted_lines(rig, who, team, lines).await;
     decide(rig, team, id, "approve", version).await;
 }
