@@ -349,6 +349,8 @@ async fn kueue_run(client: &Client, prepared: Prepared<'_>, delay: Duration) -> 
     } = prepared;
     let clock = Clock {
         unit: UNIT,
+        // No scenario's arrival competes with a completion in its unit.
+        arrival: UNIT / 4,
         quiet_units: QUIET_UNITS,
         max_units: MAX_UNITS,
     };

@@ -4,8 +4,11 @@
 //! from a watch of the Workloads, each in the unit it was seen in. Used by the conformance
 //! scenarios and the recorded week.
 //!
-//! Jobs arrive a quarter into their unit and complete at the start of one, so that, as in the
-//! week engine's minute, completions come before arrivals and both before admission.
+//! Jobs complete at the start of a unit and arrive [`Clock::arrival`] into theirs, so that, as
+//! in the week engine's minute, completions come before arrivals and both before admission.
+//! How far apart matters: Kueue requeues the workloads it found inadmissible one batch period
+//! after quota frees (`requeueBatchPeriod`, 1 s, pkg/cache/queue/inadmissible_workloads.go,
+//! v0.17), and a job created within it takes the freed quota first.
 
 use std::time::Duration;
 
@@ -68,6 +71,8 @@ pub(crate) struct Seen {
 /// Real time per unit, and when a run is over.
 pub(crate) struct Clock {
     pub(crate) unit: Duration,
+    /// How far into its unit a job is created.
+    pub(crate) arrival: Duration,
     /// Units of no change, with every job arrived and none admitted, after which the run is
     /// over (what is pending then stays pending).
     pub(crate) quiet_units: u32,
@@ -114,7 +119,7 @@ pub(crate) async fn run(
         u32::try_from((at - start).as_millis() / clock.unit.as_millis()).expect("units")
     };
     let at_unit = |unit: u32| start + clock.unit * unit;
-    let arrives = |j: usize| at_unit(jobs[j].at) + clock.unit / 4;
+    let arrives = |j: usize| at_unit(jobs[j].at) + clock.arrival;
     let mut states = vec![State::default(); jobs.len()];
     // Completions due: (when, job, its admission).
     let mut due: Vec<(Instant, usize, u32)> = Vec::new();
