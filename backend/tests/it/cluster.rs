@@ -1894,7 +1894,17 @@ async fn demo_week_replayed(rig: &Rig, today: shared::common::day::Day) {
             continue;
         };
         let gpus = r.pod_sets[0].resources["nvidia.com/gpu"] as i64;
-        gpu_minutes += gpus * (ended.unwrap_or(end).min(end) - admitted.max(start)) / 60_000;
+        // Held from the first admission to the first eviction, and from the last admission on.
+        let stop = ended.unwrap_or(end).min(end);
+        let held = |from: i64, to: i64| (to.min(stop) - from.max(start)).max(0);
+        let evicted = (w.evictions_seen.iter().map(|t| t.at_ms)).find(|&at| at >= admitted);
+        let last = w.last_admitted_at_ms.unwrap_or(admitted);
+        gpu_minutes +=
+            gpus * match evicted {
+                Some(evicted) if last > evicted => held(admitted, evicted) + held(last, stop),
+                Some(evicted) => held(admitted, evicted),
+                None => held(admitted, stop),
+            } / 60_000;
         waits.push((admitted - r.created_at_ms.max(start)).max(0) / 60_000);
     }
     waits.sort_unstable();
