@@ -305,31 +305,27 @@ async fn scale_history(
         "gone_at",
     ];
     let sets: Vec<String> = columns.iter().map(|c| at(c)).collect();
-    sqlx::query(&format!(
+    let history = format!(
         "update workload_history set {}, evicted = case when evicted is null then null else \
          jsonb_set(evicted, '{{at_ms}}', to_jsonb($1 + ((evicted->>'at_ms')::bigint - $2) * $3)) end \
          where namespace = any($4)",
         sets.join(", ")
-    ))
-    .bind(from_ms)
-    .bind(started_ms)
-    .bind(factor)
-    .bind(namespaces)
-    .execute(pool)
-    .await
-    .expect("history scaled");
-    sqlx::query(&format!(
+    );
+    let evictions = format!(
         "update workload_evictions set {} where uid in \
          (select uid from workload_history where namespace = any($4))",
         at("at")
-    ))
-    .bind(from_ms)
-    .bind(started_ms)
-    .bind(factor)
-    .bind(namespaces)
-    .execute(pool)
-    .await
-    .expect("evictions scaled");
+    );
+    for statement in [history, evictions] {
+        sqlx::query(&statement)
+            .bind(from_ms)
+            .bind(started_ms)
+            .bind(factor)
+            .bind(namespaces)
+            .execute(pool)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
 }
 
 /// The replay's figures, team by team, planned against measured.
