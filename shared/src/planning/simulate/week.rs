@@ -550,11 +550,10 @@ impl Week {
         if within != WithinQueue::Never {
             // `LowerOrNewerEqualPriority`: of its own priority, those created after it.
             let jobs = &self.jobs;
-            let newer = |j: usize| {
-                within == WithinQueue::LowerOrNewerEqualPriority
-                    && (jobs[j].arrival, jobs[j].seq) > (head.arrival, head.seq)
-            };
-            self.running[self.slot(team, f)].first(Some(priority), newer, slices, &mut own);
+            let newer = |j: usize| (jobs[j].arrival, jobs[j].seq) > (head.arrival, head.seq);
+            let equal = (within == WithinQueue::LowerOrNewerEqualPriority)
+                .then_some(&newer as &dyn Fn(usize) -> bool);
+            self.running[self.slot(team, f)].first(Some(priority), equal, slices, &mut own);
         }
         let own_slices: u64 = own.iter().map(|&(_, _, j)| self.jobs[j].slices).sum();
         // Other queues' borrowed workloads are candidates only while the job's queue is
@@ -581,7 +580,7 @@ impl Week {
             for &t in &self.usage.borrowing[f] {
                 let borrowed = self.usage.held(t, f) - self.quotas.nominal(t, f);
                 let running = &self.running[self.slot(t, f)];
-                running.first(of, |_| false, borrowed.min(slices), &mut others);
+                running.first(of, None, borrowed.min(slices), &mut others);
             }
             if !others.is_empty() {
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
