@@ -5,8 +5,8 @@
 //! is what real Kueue did, not a model of it, and is checked against the test's own watch of
 //! Kueue's Workloads; the planned side must evict as Kueue did and hold as many GPU-hours, to
 //! the second Kubernetes stamps. Its waits are printed, not held: in compressed time Kueue's
-//! one-second requeue of waiting jobs ([`drive`]) is over 20 minutes of the week for each
-//! job that waited, and it adds up along a queue (docs/planning.md).
+//! one-second requeue of waiting jobs ([`drive`]) is a quarter of an hour of the week for
+//! each job that waited, and it adds up along a queue (docs/planning.md).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -26,12 +26,15 @@ use crate::{
 };
 
 /// Real time per hour of the week. Kubernetes stamps conditions in whole seconds, so a
-/// recorded time is known to within `3_600 / HOUR` seconds of the week: 20 minutes.
-const HOUR: Duration = Duration::from_secs(3);
+/// recorded time is known to within `3_600 / HOUR` seconds of the week: 15 minutes. A run's
+/// recorded length (admission to finish) is then off by up to two of them, 30 minutes, less
+/// than [`ARRIVAL`]: a job the replay ends late still ends before the next hour's arrivals.
+/// (At 3 s an hour, 40 minutes against 40, the replay once evicted a job Kueue did not.)
+const HOUR: Duration = Duration::from_secs(4);
 /// How far into its hour a job is created: past Kueue's requeue of the jobs waiting when
 /// others completed at the hour's start (a second later, [`drive`]), as it would be in a week
 /// where the second is nothing.
-const ARRIVAL: Duration = Duration::from_secs(2);
+const ARRIVAL: Duration = Duration::from_millis(2_500);
 
 /// The day's jobs of one team, 8 GPUs each (one node): training at the training priority,
 /// (hour it is created, hours it works); evaluations at the inference priority, an hour each.
