@@ -1,6 +1,8 @@
 //! A scenario from what the fleet really did: the inventory's flavors, the teams and the
-//! quotas in force on the window's last day, and batch classes derived from the recorded
-//! Workloads (`cluster::workload`): one class per team, flavor and priority.
+//! quotas in force on the window's last day with their queues' policies (queueing strategy,
+//! `reclaimWithinCohort`, `withinClusterQueue`: the scenario states one set for every queue,
+//! the first team's in force, and names a team whose differ), and batch classes derived from
+//! the recorded Workloads (`cluster::workload`): one class per team, flavor and priority.
 //!
 //! A class's figures, each with its source:
 //! - GPUs per job: the most common whole-GPU count of its Workloads (ties: the larger);
@@ -38,8 +40,10 @@ use crate::{
     chargeback::{TokensHour, UsageDay},
     cluster::workload::HistoryEntry,
     common::day::Day,
+    common::label::Labelled,
     planning::scenario::{
-        Accelerator, Demand, HOURS_PER_WEEK, Preset, Scenario, Team, Workload, WorkloadKind,
+        Accelerator, Demand, HOURS_PER_WEEK, Preset, QuotaPolicy, Scenario, Team, Workload,
+        WorkloadKind,
     },
     quota::{QuotaSpec, QuotaWorld},
 };
@@ -168,6 +172,7 @@ impl<'a> Derivation<'a> {
         let mut base =
             Scenario::starting_from(&format!("measured {} to {}", m.from, m.end.plus(-1)), fleet);
         base.teams = teams(m, &base, &mut sources, &mut problems);
+        policies(m, &mut base.quota, &mut sources, &mut problems);
         Derivation {
             m,
             base,
@@ -377,6 +382,46 @@ fn teams(
         teams.push(team);
     }
     teams
+}
+
+/// The queues' policies in force on the window's last day: the first team's (by name), each
+/// team whose requests state others named in `problems`.
+fn policies(
+    m: &Measured,
+    quota: &mut QuotaPolicy,
+    sources: &mut Vec<Source>,
+    problems: &mut Vec<String>,
+) {
+    let last = m.end.plus(-1);
+    let of = |spec: &QuotaSpec| {
+        (
+            spec.queueing,
+            spec.reclaim_within_cohort,
+            spec.within_cluster_queue,
+        )
+    };
+    let in_force = m.world.effective_on(last);
+    let mut stated = in_force.iter().map(|(team, a)| (team, a.id, of(&a.spec)));
+    let Some((_, id, first)) = stated.next() else {
+        return;
+    };
+    (
+        quota.queueing,
+        quota.reclaim_within_cohort,
+        quota.within_cluster_queue,
+    ) = first;
+    sources.push(Source {
+        path: "quota".to_owned(),
+        from: format!("quota request {id} in force on {last}"),
+    });
+    for (team, other, (q, r, w)) in stated.filter(|s| s.2 != first) {
+        problems.push(format!(
+            "team {team}: request {other} states {}, reclaimWithinCohort {}, withinClusterQueue {}; the scenario states one set for every queue, request {id}'s",
+            q.label(),
+            r.label(),
+            w.label()
+        ));
+    }
 }
 
 /// Sets `team`'s quota to `spec`'s (replacing what it held, as an approved request does), in
@@ -874,6 +919,61 @@ mod tests {
             end: from.plus(days),
         };
         scenario(&measured, &history())
+    }
+
+    /// The queues' policies are the requests' in force: research's (StrictFIFO, reclaim Never,
+    /// LowerOrNewerEqualPriority) for every queue, and vision's request, which states Kueue's
+    /// defaults, named as differing.
+    #[test]
+    fn the_queues_policies_are_those_of_the_requests_in_force() {
+        let mut world = serde_json::to_value(world()).expect("json");
+        let spec = &mut world["approved"][0]["spec"];
+        spec["queueing"] = "strict_fifo".into();
+        spec["reclaim_within_cohort"] = "Never".into();
+        spec["within_cluster_queue"] = "LowerOrNewerEqualPriority".into();
+        let mut vision = world["approved"][0].clone();
+        vision["spec"] = json!({"lines": [], "checkpoint_interval_min": 30,
+            "justification": "serving", "starts_on": "2026-11-01"});
+        (vision["id"], vision["team"], vision["order"]) = (8.into(), "vision".into(), 2.into());
+        world["approved"]
+            .as_array_mut()
+            .expect("approved")
+            .push(vision);
+        let mut team = world["teams"][0].clone();
+        (team["team"], team["namespace"]) = ("vision".into(), "team-vision".into());
+        (team["cluster_queue"], team["local_queue"]) = ("vision".into(), "vision".into());
+        world["teams"].as_array_mut().expect("teams").push(team);
+        let world: QuotaWorld = serde_json::from_value(world).expect("a world");
+        let from = Day::parse("2026-11-30").expect("a day");
+        let measured = Measured {
+            world: &world,
+            prices: &BTreeMap::new(),
+            usage: &[],
+            tokens: &[],
+            from,
+            end: from.plus(7),
+        };
+        let derived = scenario(&measured, &history());
+        let quota = &derived.scenario.quota;
+        assert_eq!(
+            (
+                quota.queueing,
+                quota.reclaim_within_cohort,
+                quota.within_cluster_queue
+            ),
+            (
+                crate::kueue::Queueing::StrictFifo,
+                crate::kueue::Reclaim::Never,
+                crate::kueue::WithinQueue::LowerOrNewerEqualPriority
+            )
+        );
+        assert!(
+            derived.problems.iter().any(|p| p.starts_with(
+                "team vision: request 8 states BestEffortFIFO, reclaimWithinCohort Any, withinClusterQueue LowerPriority"
+            )),
+            "{:?}",
+            derived.problems
+        );
     }
 
     /// By hand: A holds 8 GPUs Monday 08:00-10:00 (its run of 120 minutes placed from its
