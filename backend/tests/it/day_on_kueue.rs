@@ -36,9 +36,12 @@ const HOUR: Duration = Duration::from_secs(4);
 /// where the second is nothing.
 const ARRIVAL: Duration = Duration::from_millis(2_500);
 
-/// The day's jobs of one team, 8 GPUs each (one node): training at the training priority,
+/// Every job's GPUs: one node.
+const GPUS: u32 = 8;
+
+/// The day's jobs of one team, [`GPUS`] each: training at the training priority,
 /// (hour it is created, hours it works); evaluations at the inference priority, an hour each.
-struct Day1 {
+struct TeamDay {
     team: &'static str,
     training: &'static [(u32, u32)],
     evaluations: &'static [u32],
@@ -46,8 +49,8 @@ struct Day1 {
 
 /// research (16 GPUs of quota) and search (8) in one cohort: research borrows search's idle
 /// quota, search's evaluation and training take it back, evaluations preempt training.
-const DAY: [Day1; 2] = [
-    Day1 {
+const DAY: [TeamDay; 2] = [
+    TeamDay {
         team: "research",
         training: &[
             (0, 4),
@@ -65,7 +68,7 @@ const DAY: [Day1; 2] = [
         ],
         evaluations: &[4, 10],
     },
-    Day1 {
+    TeamDay {
         team: "search",
         training: &[(0, 3), (2, 5), (4, 2), (7, 4), (9, 6), (13, 3)],
         evaluations: &[6],
@@ -104,7 +107,7 @@ async fn a_day_real_kueue_ran_replays_close_to_what_it_measured(pool: PgPool) {
     for (t, day) in DAY.iter().enumerate() {
         let namespace = names.of(day.team);
         let mut add = |name: String, priority: i32, (at, runs): (u32, u32)| {
-            let manifest = job(&namespace, day.team, &name, 8, &priority_class(priority));
+            let manifest = job(&namespace, day.team, &name, GPUS, &priority_class(priority));
             jobs.push(Timed { manifest, at, runs });
             team_of.push(t);
         };
@@ -208,7 +211,7 @@ async fn a_day_real_kueue_ran_replays_close_to_what_it_measured(pool: PgPool) {
         }
         let (planned, m) = figure(&replay, day.team, Figure::AdmittedGpuHours);
         let m = m.expect("measured");
-        let within = watched.runs * 8.0 * 2.0 * STAMP_MINUTES / 60.0;
+        let within = watched.runs * f64::from(GPUS) * 2.0 * STAMP_MINUTES / 60.0;
         // The replay's own side: Kueue's evictions, and the GPU-hours each run held (the
         // replay works each job's recorded last run).
         let planned_evictions = figure(&replay, day.team, Figure::Evictions).0;
@@ -272,7 +275,7 @@ fn watched(jobs: &[Timed], seen: &[drive::Seen], of: impl Fn(usize) -> bool) -> 
                 drive::Change::Evicted | drive::Change::Finished => {
                     out.evictions += f64::from(u8::from(s.change == drive::Change::Evicted));
                     let from = since.take().expect("admitted before");
-                    out.gpu_hours += 8.0 * hours(s.at - from);
+                    out.gpu_hours += f64::from(GPUS) * hours(s.at - from);
                     out.runs += 1.0;
                 }
             }
@@ -351,6 +354,7 @@ fn table(replay: &Replay) -> String {
     out + &format!("problems: {:?}\n", replay.problems)
 }
 
+/// `team`'s `figure`, planned and measured.
 fn figure(replay: &Replay, team: &str, figure: Figure) -> (Option<f64>, Option<f64>) {
     let comparison = replay.teams.iter().find(|t| t.team == team).expect("team");
     let f = comparison
