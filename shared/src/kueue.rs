@@ -335,6 +335,62 @@ pub enum WithinQueue {
     LowerOrNewerEqualPriority,
 }
 
+/// `preemption.borrowWithinCohort`: whether a queue may evict other queues' borrowed work to
+/// admit a job that will itself borrow (Kueue's CRD: `policy` `Never` or `LowerPriority`, and
+/// `maxPriorityThreshold`). Kueue rejects it with `reclaimWithinCohort: Never`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BorrowWithinCohort {
+    pub policy: BorrowPolicy,
+    /// Only workloads of at most this priority are evicted so; `None`: any of lower priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority_threshold: Option<i32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum BorrowPolicy {
+    #[default]
+    Never,
+    LowerPriority,
+}
+
+impl BorrowWithinCohort {
+    /// Whom a job of `priority` may evict in other queues while it borrows, as `Running::first`
+    /// takes it (priorities below the bound); `None`: no one (`policy: Never`). Kueue's
+    /// `isAboveBorrowingThreshold` (pkg/scheduler/preemption/classical/
+    /// hierarchical_preemption.go): a candidate of the preemptor's priority or above, or above
+    /// the threshold, is evicted only without borrowing.
+    pub fn below(self, priority: i32) -> Option<i32> {
+        match self.policy {
+            BorrowPolicy::Never => None,
+            BorrowPolicy::LowerPriority => Some(
+                self.max_priority_threshold
+                    .map_or(priority, |t| priority.min(t.saturating_add(1))),
+            ),
+        }
+    }
+}
+
+impl Labelled for BorrowPolicy {
+    fn label(self) -> &'static str {
+        match self {
+            BorrowPolicy::Never => "Never",
+            BorrowPolicy::LowerPriority => "LowerPriority",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            BorrowPolicy::Never => {
+                "A job that must borrow evicts no other team's work: it waits for idle quota."
+            }
+            BorrowPolicy::LowerPriority => {
+                "A job that must borrow may evict other teams' borrowed jobs of lower priority."
+            }
+        }
+    }
+}
+
 impl Labelled for Reclaim {
     fn label(self) -> &'static str {
         match self {
@@ -404,6 +460,7 @@ pub struct Queue {
     pub queueing: Queueing,
     pub reclaim: Reclaim,
     pub within: WithinQueue,
+    pub borrow: BorrowWithinCohort,
     /// Flavors and resources the queue does not list here are covered with nominal quota 0.
     pub quotas: Vec<Quota>,
     /// Held on an approver's word: `spec.stopPolicy: Hold` (the CRD's enum is `None`, `Hold`,
@@ -640,6 +697,11 @@ impl Setup {
                         Reclaim::Never
                     },
                     within_cluster_queue: queue.within,
+                    // Kueue's CEL rule: none with `reclaimWithinCohort: Never`.
+                    borrow_within_cohort: (cohort.is_some()
+                        && queue.reclaim != Reclaim::Never
+                        && queue.borrow.policy != BorrowPolicy::Never)
+                        .then_some(queue.borrow),
                 },
                 resource_groups,
                 stop_policy: queue.held.then_some("Hold"),
@@ -897,6 +959,8 @@ struct NamespaceSelector<'a> {
 struct Preemption {
     reclaim_within_cohort: Reclaim,
     within_cluster_queue: WithinQueue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    borrow_within_cohort: Option<BorrowWithinCohort>,
 }
 
 #[derive(Serialize)]
@@ -1002,6 +1066,7 @@ mod tests {
                 queueing: Queueing::StrictFifo,
                 reclaim: Reclaim::Any,
                 within: WithinQueue::Never,
+                borrow: BorrowWithinCohort::default(),
                 quotas: vec![Quota {
                     flavor: "h100".into(),
                     resource: "nvidia.com/gpu".into(),
@@ -1033,6 +1098,59 @@ mod tests {
             .cluster_queue_of("cq", KueueVersion::V1beta2)
             .expect("cq");
         assert_eq!(cq["spec"]["stopPolicy"], "Hold");
+    }
+
+    #[test]
+    fn borrow_within_cohort_is_written_only_where_kueue_accepts_it() {
+        let mut setup = Setup {
+            flavors: vec![flavor("h100")],
+            resources: vec![("h100".into(), vec!["nvidia.com/gpu".into()])],
+            queues: vec![Queue {
+                cluster_queue: "cq".into(),
+                namespace: "ns".into(),
+                local_queue: "lq".into(),
+                cohort: Some("all".into()),
+                queueing: Queueing::BestEffortFifo,
+                reclaim: Reclaim::Any,
+                within: WithinQueue::LowerPriority,
+                borrow: BorrowWithinCohort {
+                    policy: BorrowPolicy::LowerPriority,
+                    max_priority_threshold: Some(10),
+                },
+                quotas: vec![],
+                held: false,
+            }],
+            priorities: vec![],
+        };
+        let preemption = |setup: &Setup| {
+            setup
+                .cluster_queue_of("cq", KueueVersion::V1beta2)
+                .expect("cq")["spec"]["preemption"]
+                .clone()
+        };
+        assert_eq!(
+            preemption(&setup)["borrowWithinCohort"],
+            json!({"policy": "LowerPriority", "maxPriorityThreshold": 10})
+        );
+        // The CRD's rule: not with reclaimWithinCohort Never (nor, so, without a cohort).
+        setup.queues[0].reclaim = Reclaim::Never;
+        assert!(preemption(&setup).get("borrowWithinCohort").is_none());
+        setup.queues[0].reclaim = Reclaim::Any;
+        setup.queues[0].cohort = None;
+        assert!(preemption(&setup).get("borrowWithinCohort").is_none());
+        // Kueue's default, Never, is left to Kueue.
+        setup.queues[0].cohort = Some("all".into());
+        setup.queues[0].borrow = BorrowWithinCohort::default();
+        assert!(preemption(&setup).get("borrowWithinCohort").is_none());
+        // The threshold reads as Kueue's isAboveBorrowingThreshold decides.
+        let lower = |t| BorrowWithinCohort {
+            policy: BorrowPolicy::LowerPriority,
+            max_priority_threshold: t,
+        };
+        assert_eq!(lower(None).below(100), Some(100));
+        assert_eq!(lower(Some(10)).below(100), Some(11), "10 evicted, 11 not");
+        assert_eq!(lower(Some(500)).below(100), Some(100));
+        assert_eq!(BorrowWithinCohort::default().below(100), None);
     }
 
     #[test]

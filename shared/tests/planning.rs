@@ -870,6 +870,27 @@ fn renaming_a_flavor_follows_it_everywhere_and_removing_one_leaves_its_work_in_s
     );
 }
 
+/// Kueue's CRD rejects `borrowWithinCohort` with `reclaimWithinCohort: Never`; a scenario that
+/// states both is refused by name, not exported to fail on apply.
+#[test]
+fn borrow_within_cohort_needs_a_cohort_that_reclaims() {
+    let mut s = scenario("startup-40");
+    s.quota.borrow_within_cohort.policy = shared::kueue::BorrowPolicy::LowerPriority;
+    assert_eq!(s.validate(), Ok(()));
+    for breaks in [
+        |s: &mut Scenario| s.quota.reclaim_within_cohort = shared::kueue::Reclaim::Never,
+        |s: &mut Scenario| s.quota.cohort = false,
+    ] {
+        let mut bad = s.clone();
+        breaks(&mut bad);
+        let errors = bad.validate().expect_err("refused");
+        assert_eq!(
+            errors[0].path, "quota.borrow_within_cohort.policy",
+            "{errors:?}"
+        );
+    }
+}
+
 #[test]
 fn accelerators_must_be_catalogue_models() {
     let mut s = scenario("aws-300");
@@ -1260,6 +1281,50 @@ fn reclaim_lower_priority_evicts_only_borrowers_below_the_owner() {
         p.reclaim_within_cohort = shared::kueue::Reclaim::Any
     });
     assert_eq!(any[0].preemptions, 1, "{:?}", any[0]);
+}
+
+/// `borrowWithinCohort`: a job that must borrow evicts another queue's borrowed work only as
+/// the policy allows (Kueue's `classifyPreemptionVariant` and `isAboveBorrowingThreshold`,
+/// pkg/scheduler/preemption/classical/hierarchical_preemption.go: a candidate of lower
+/// priority than the preemptor and at most `maxPriorityThreshold` may be evicted while it
+/// borrows; with `Never` a queue at or over its nominal quota tries its own workloads alone,
+/// `classicalPreemptions` in pkg/scheduler/preemption/preemption.go).
+#[test]
+fn a_borrowing_job_evicts_borrowed_work_only_as_borrow_within_cohort_allows() {
+    // 9 cards. The lender (nominal 5) runs one 1-GPU job all week; the borrower (nominal 4)
+    // runs two 4-GPU priority-1 jobs all week, the second on the lender's quota; the newcomer
+    // (nominal 0) brings one 4-GPU priority-10 job in hour 1: it can only borrow.
+    let teams = || {
+        vec![
+            batch_team("lender", 5, vec![(1, 0, 0)]),
+            batch_team("borrower", 4, vec![(4, 1, 0), (4, 1, 0)]),
+            batch_team("newcomer", 0, vec![(4, 10, 1)]),
+        ]
+    };
+    let under = |policy, threshold| {
+        week_under(9, teams(), |p| {
+            p.borrow_within_cohort = shared::kueue::BorrowWithinCohort {
+                policy,
+                max_priority_threshold: threshold,
+            };
+        })
+    };
+    use shared::kueue::BorrowPolicy::{LowerPriority, Never};
+    // Never: nothing is evicted; the newcomer waits until a borrowed job ends (days), not for
+    // a termination.
+    let never = under(Never, None);
+    assert_eq!(never[1].preemptions, 0, "{:?}", never[1]);
+    let waited = never[2]
+        .queue_wait_p95_min
+        .expect("admitted once a job ends");
+    assert!(waited > 24.0 * 60.0, "{:?}", never[2]);
+    // LowerPriority: the borrowed job (priority 1 < 10) goes; admitted a minute later.
+    let lower = under(LowerPriority, None);
+    assert_eq!(lower[1].preemptions, 1, "{:?}", lower[1]);
+    assert_eq!(lower[2].queue_wait_p95_min, Some(1.0), "{:?}", lower[2]);
+    // A threshold of 0 protects priority 1: as with Never. Of 1 it does not.
+    assert_eq!(under(LowerPriority, Some(0))[1].preemptions, 0);
+    assert_eq!(under(LowerPriority, Some(1))[1].preemptions, 1);
 }
 
 /// `withinClusterQueue: LowerOrNewerEqualPriority` lets a job evict its queue's jobs of its
@@ -2227,6 +2292,7 @@ fn kueue_refuses_what_its_rules_refuse() {
             queueing: shared::kueue::Queueing::BestEffortFifo,
             reclaim: Reclaim::Never,
             within: WithinQueue::Never,
+            borrow: shared::kueue::BorrowWithinCohort::default(),
             quotas: vec![Quota {
                 flavor: "h100".into(),
                 resource: "nvidia.com/gpu".into(),

@@ -26,8 +26,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use shared::{
     kueue::{
-        FlavorObject, KueueVersion, Queue, Queueing, Quota, Reclaim, Setup, WithinQueue,
-        priority_class,
+        BorrowWithinCohort, FlavorObject, KueueVersion, Queue, Queueing, Quota, Reclaim, Setup,
+        WithinQueue, priority_class,
     },
     planning::{
         scenario::{SCENARIO_VERSION, Scenario},
@@ -59,6 +59,9 @@ struct Case {
     queueing_strategy: String,
     reclaim_within_cohort: Reclaim,
     within_cluster_queue: WithinQueue,
+    /// Kueue's default (`Never`) when absent.
+    #[serde(default)]
+    borrow_within_cohort: BorrowWithinCohort,
     flavors: Vec<String>,
     queues: Vec<CaseQueue>,
     jobs: Vec<CaseJob>,
@@ -216,7 +219,8 @@ fn scenario(case: &Case) -> Scenario {
         json!({"version": SCENARIO_VERSION, "name": case.name, "fleet": fleet, "teams": teams,
         "quota": {"cohort": case.cohort, "queueing": queueing,
             "reclaim_within_cohort": case.reclaim_within_cohort,
-            "within_cluster_queue": case.within_cluster_queue},
+            "within_cluster_queue": case.within_cluster_queue,
+            "borrow_within_cohort": case.borrow_within_cohort},
         "constraints": {"kubernetes_version": "1.36", "platform_team_size": 1,
             "platform_engineer_cost_cents_per_year": 0, "runs_own_models": false}}),
     )
@@ -272,6 +276,7 @@ fn setup(case: &Case, names: &Names) -> Setup {
                 queueing: case.queueing(),
                 reclaim: case.reclaim_within_cohort,
                 within: case.within_cluster_queue,
+                borrow: case.borrow_within_cohort,
                 quotas: (q.quota.iter())
                     .map(|(flavor, quota)| Quota {
                         flavor: names.of(flavor),

@@ -76,6 +76,7 @@ pub fn kueue_setup(scenario: &Scenario, plan: &IsolationPlan) -> Setup {
             queueing: scenario.quota.queueing,
             reclaim: scenario.quota.reclaim_within_cohort,
             within: scenario.quota.within_cluster_queue,
+            borrow: scenario.quota.borrow_within_cohort,
             quotas: scenario
                 .fleet
                 .iter()

@@ -12,7 +12,7 @@ use crate::{
     common::validate::{DNS_LABEL_RULE, dns_label_from, free_name, is_dns_label},
     fleet::Fleet,
     fleet::catalogue::{self, AcceleratorModel, Vendor},
-    kueue::{Queueing, Reclaim, WithinQueue},
+    kueue::{BorrowPolicy, BorrowWithinCohort, Queueing, Reclaim, WithinQueue},
 };
 
 /// The scenario format this build reads. Version 2 names accelerators by the catalogue and
@@ -407,6 +407,9 @@ pub struct QuotaPolicy {
     pub reclaim_within_cohort: Reclaim,
     /// Every ClusterQueue's `preemption.withinClusterQueue`.
     pub within_cluster_queue: WithinQueue,
+    /// Every ClusterQueue's `preemption.borrowWithinCohort` (absent: `Never`).
+    #[serde(default)]
+    pub borrow_within_cohort: BorrowWithinCohort,
 }
 
 impl Default for QuotaPolicy {
@@ -416,6 +419,7 @@ impl Default for QuotaPolicy {
             queueing: Queueing::BestEffortFifo,
             reclaim_within_cohort: Reclaim::Any,
             within_cluster_queue: WithinQueue::LowerPriority,
+            borrow_within_cohort: BorrowWithinCohort::default(),
         }
     }
 }
@@ -537,6 +541,15 @@ impl Scenario {
             }
         }
         self.check_cost(&mut bad);
+        let q = &self.quota;
+        if q.borrow_within_cohort.policy != BorrowPolicy::Never
+            && (!q.cohort || q.reclaim_within_cohort == Reclaim::Never)
+        {
+            bad(
+                "quota.borrow_within_cohort.policy".into(),
+                "needs quota.cohort and a reclaim_within_cohort other than Never (Kueue rejects it otherwise)",
+            );
+        }
         if !is_version(&self.constraints.kubernetes_version) {
             bad(
                 "constraints.kubernetes_version".into(),

@@ -9,8 +9,9 @@
 //! (pkg/scheduler/preemption): `reclaimWithinCohort: Any` evicts workloads of borrowing
 //! queues whatever their priority (inference replicas included: Kueue has no per-workload
 //! protection), `withinClusterQueue: LowerPriority` lower-priority work of the same queue; a
-//! queue strictly under nominal tries both together so that it lands within nominal, else its
-//! own candidates with borrowing; candidates from other queues first, then lowest priority,
+//! job that fits within its queue's nominal quota may evict any of them; one that must borrow
+//! evicts other queues' work while borrowing only as `borrowWithinCohort` allows, else only if
+//! it then lands within nominal; candidates from other queues first, then lowest priority,
 //! then most recently admitted, trimmed to the fewest needed. A preemptor holds its victims'
 //! GPUs while they terminate (a minute) and stays its queue's head meanwhile, so a queue
 //! reclaims one termination at a time. Batch classes arrive as jobs whose rate gives the demand
@@ -484,7 +485,7 @@ mod properties {
 
     use super::*;
     use crate::{
-        kueue::{Queueing, Reclaim, WithinQueue},
+        kueue::{BorrowPolicy, BorrowWithinCohort, Queueing, Reclaim, WithinQueue},
         planning::scenario::*,
     };
 
@@ -517,6 +518,8 @@ mod properties {
             any::<bool>(),
             any::<bool>(),
             (0u64..1000, any::<bool>(), 0usize..3, 0usize..3),
+            // borrowWithinCohort: `None` Never, else LowerPriority with this threshold.
+            prop::option::of(prop::option::of(-5i32..5)),
         )
             .prop_map(
                 |(
@@ -526,6 +529,7 @@ mod properties {
                     cohort,
                     strict,
                     (seed, one_model, reclaim, within),
+                    borrow,
                 )| {
                     let flavors: Vec<String> = (0..flavor_count).map(|f| format!("f{f}")).collect();
                     let models = [
@@ -669,6 +673,15 @@ mod properties {
                                 WithinQueue::LowerOrNewerEqualPriority,
                                 WithinQueue::Never,
                             ][within],
+                            // Kueue's rule: only with a cohort that reclaims.
+                            borrow_within_cohort: borrow
+                                .filter(|_| cohort && reclaim != 2)
+                                .map_or_else(BorrowWithinCohort::default, |threshold| {
+                                    BorrowWithinCohort {
+                                        policy: BorrowPolicy::LowerPriority,
+                                        max_priority_threshold: threshold,
+                                    }
+                                }),
                         },
                         constraints: bench_scenario().constraints,
                         weights: Weights::default(),

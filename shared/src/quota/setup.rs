@@ -10,8 +10,8 @@ use crate::{
         sharing::Mechanism,
     },
     kueue::{
-        KueueVersion, ManagerConfig, PodRequest, Queue, Queueing, Quota, Reclaim, Setup, Trial,
-        Verdict, WithinQueue,
+        BorrowWithinCohort, KueueVersion, ManagerConfig, PodRequest, Queue, Queueing, Quota,
+        Reclaim, Setup, Trial, Verdict, WithinQueue,
     },
 };
 
@@ -166,6 +166,8 @@ impl QuotaWorld {
                     queueing: terms.map_or(Queueing::BestEffortFifo, |s| s.queueing),
                     reclaim: terms.map_or(Reclaim::default(), |s| s.reclaim_within_cohort),
                     within: terms.map_or(WithinQueue::default(), |s| s.within_cluster_queue),
+                    // Quota requests do not state it yet: Kueue's default.
+                    borrow: BorrowWithinCohort::default(),
                     quotas,
                     held: self.held.contains(&t.team),
                 }

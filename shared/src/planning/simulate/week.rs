@@ -21,6 +21,14 @@ use super::{
     running::{Admitted, Running},
 };
 
+/// One of Kueue's preemption attempts for a head: whom of the borrowing queues it may evict
+/// (`None`: no one; `Some(bound)`: those below `bound`, or any with `Some(None)`), and whether
+/// the head may borrow once they are gone.
+struct Attempt {
+    others: Option<Option<i32>>,
+    borrow: bool,
+}
+
 /// A head's place in a scheduling cycle: (borrows, priority, creation, queue).
 type HeadOrder = (bool, Reverse<i32>, u32, usize);
 
@@ -528,18 +536,16 @@ impl Week {
         self.pending[j.team].insert(queued);
     }
 
-    /// Kueue's preemption for `head` (`findCandidates` and `classicalPreemptions`, pkg/
-    /// scheduler/preemption/preemption.go, v0.17): candidates are the workloads of its own
-    /// queue that `withinClusterQueue` lets it evict and, under `reclaimWithinCohort`, those of
-    /// the queues borrowing the flavor that the policy lets it evict (`Any`: whatever their
-    /// priority, Kueue having no per-workload protection; `LowerPriority`: those below its
-    /// own), as `SatisfiesPreemptionPolicy` (pkg/scheduler/preemption/common/
-    /// preemption_policy.go) decides. Ordered other queues first, then lowest priority, then
-    /// most recently admitted. Tried as `classicalPreemptions` does: while the job's queue is
-    /// strictly under its nominal quota, the other queues' workloads and then its own, for a
-    /// set after which it fits without borrowing; failing that (or with no other queue's
-    /// candidate), its own queue's candidates alone, borrowing allowed. The fewest victims that
-    /// make it fit are evicted; `false` (and nothing evicted) if none do.
+    /// Kueue's preemption for `head` (`classicalPreemptions` and its candidate iterator, pkg/
+    /// scheduler/preemption/preemption.go and classical/, v0.17): candidates are the workloads
+    /// of its own queue that `withinClusterQueue` lets it evict and those of the queues
+    /// borrowing the flavor that `reclaimWithinCohort` lets it evict (`Any`: whatever their
+    /// priority, Kueue having no per-workload protection; `LowerPriority`: those below its own),
+    /// as `SatisfiesPreemptionPolicy` (pkg/scheduler/preemption/common/preemption_policy.go)
+    /// decides; other queues' first, then lowest priority, then most recently admitted. Kueue
+    /// makes at most two attempts, one letting the job borrow and one not, in the order
+    /// [`Week::attempts`] gives; in each the fewest victims that make it fit are evicted.
+    /// `false` (and nothing evicted) if no attempt makes it fit.
     fn preempt_for(&mut self, head: &Queued, f: usize, minute: u32) -> bool {
         let (mut own, mut others) = std::mem::take(&mut self.candidates);
         let (team, slices, priority) = (head.team, head.slices, head.priority);
@@ -556,17 +562,8 @@ impl Week {
             self.running[self.slot(team, f)].first(Some(priority), equal, slices, &mut own);
         }
         let own_slices: u64 = own.iter().map(|&(_, _, j)| self.jobs[j].slices).sum();
-        // Other queues' borrowed workloads are candidates only while the job's queue is
-        // strictly under its nominal quota (Kueue's `queueUnderNominalInResourcesNeedingPreemption`),
-        // and only for a set after which the job fits without borrowing: its queue must then
-        // hold no more than nominal, even with its own candidates gone.
-        let (usage, nominal) = (self.usage.held(team, f), self.quotas.nominal(team, f));
-        let reclaim = self.policy.cohort
-            && self.policy.reclaim_within_cohort != Reclaim::Never
-            && usage < nominal
-            && usage - own_slices + slices <= nominal;
         let mut targets = None;
-        if reclaim {
+        for attempt in self.attempts(head, f, own_slices).into_iter().flatten() {
             // A borrowing queue's workloads are candidates while it is still borrowing: its
             // first ones in victim order up to what it borrows, the last taking it to nominal.
             // No more than the job's own size of them is ever evicted: those already free that
@@ -574,26 +571,23 @@ impl Week {
             // its cap, and the job adds at most its size), so any later one of that queue is
             // given back when the victims are trimmed, and no earlier decision depended on it.
             others.clear();
-            // (The job's own queue, under its nominal quota, is not among them.)
-            let of =
-                (self.policy.reclaim_within_cohort == Reclaim::LowerPriority).then_some(priority);
-            for &t in &self.usage.borrowing[f] {
-                let borrowed = self.usage.held(t, f) - self.quotas.nominal(t, f);
-                let running = &self.running[self.slot(t, f)];
-                running.first(of, None, borrowed.min(slices), &mut others);
-            }
-            if !others.is_empty() {
+            if let Some(of) = attempt.others {
+                // (Its own queue's are its own candidates, even while it borrows.)
+                for &t in self.usage.borrowing[f].iter().filter(|&&t| t != team) {
+                    let borrowed = self.usage.held(t, f) - self.quotas.nominal(t, f);
+                    let running = &self.running[self.slot(t, f)];
+                    running.first(of, None, borrowed.min(slices), &mut others);
+                }
                 others.sort_unstable_by_key(|&(p, a, _)| (p, Reverse(a)));
-                let order = others.iter().chain(&own).map(|&(_, _, j)| j);
-                targets = self.fewest_victims(head, f, order, false);
             }
-        }
-        if targets.is_none() && !own.is_empty() {
-            // Its own candidates alone: possible only if the job fits with all of them gone.
-            let mut all_gone = Trial::new(&self.quotas, &self.usage, f);
-            all_gone.remove(team, own_slices);
-            if all_gone.fits(team, slices, true) {
-                targets = self.fewest_victims(head, f, own.iter().map(|&(_, _, j)| j), true);
+            if others.is_empty() && (!attempt.borrow || own.is_empty()) {
+                // Without other queues' candidates Kueue makes only the borrowing attempt.
+                continue;
+            }
+            let order = others.iter().chain(&own).map(|&(_, _, j)| j);
+            targets = self.fewest_victims(head, f, order, attempt.borrow);
+            if targets.is_some() {
+                break;
             }
         }
         self.candidates = (own, others);
@@ -607,6 +601,57 @@ impl Week {
             }
         }
         true
+    }
+
+    /// Kueue's attempts for `head` on flavor `f` (`classicalPreemptions`), in order. Other
+    /// queues' candidates (`reclaimWithinCohort` allowing) come in two kinds in one cohort: when
+    /// the job fits within its queue's nominal quota it has the "hierarchical advantage" over
+    /// all of them (`collectCandidatesForHierarchicalReclaim`), and one attempt decides; when it
+    /// must borrow, those `borrowWithinCohort` allows may be evicted while it borrows, the rest
+    /// only if it then fits without borrowing (`classifyPreemptionVariant`). With
+    /// `borrowWithinCohort: Never` Kueue first tries without borrowing (only while its queue is
+    /// strictly under nominal, `queueUnderNominalInResourcesNeedingPreemption`), then its own
+    /// queue's workloads alone, borrowing; otherwise borrowing first, then not.
+    /// `own_slices`: what its own queue's candidates hold. An attempt without borrowing that
+    /// cannot bring its queue to nominal even with them all gone is left out.
+    fn attempts(&self, head: &Queued, f: usize, own_slices: u64) -> [Option<Attempt>; 2] {
+        let (usage, nominal) = (
+            self.usage.held(head.team, f),
+            self.quotas.nominal(head.team, f),
+        );
+        let policy = &self.policy;
+        // Whom of the borrowing queues it may evict: `Some(bound)` as `Running::first` takes it.
+        let reclaimable =
+            (policy.cohort && policy.reclaim_within_cohort != Reclaim::Never).then(|| {
+                (policy.reclaim_within_cohort == Reclaim::LowerPriority).then_some(head.priority)
+            });
+        let borrowing = |others| {
+            Some(Attempt {
+                others,
+                borrow: true,
+            })
+        };
+        if usage + head.slices <= nominal {
+            return [borrowing(reclaimable), None];
+        }
+        let to_nominal = usage - own_slices.min(usage) + head.slices <= nominal;
+        let without = |others: Option<Option<i32>>| {
+            to_nominal.then_some(Attempt {
+                others,
+                borrow: false,
+            })
+        };
+        match policy.borrow_within_cohort.below(head.priority) {
+            None => [
+                without(reclaimable.filter(|_| usage < nominal)),
+                borrowing(None),
+            ],
+            Some(bound) => {
+                // Below both bounds (`None` in `reclaimable` is no bound).
+                let both = reclaimable.map(|of| Some(of.map_or(bound, |p| p.min(bound))));
+                [borrowing(both), without(reclaimable)]
+            }
+        }
     }
 
     /// The fewest of `candidates` (in order) whose eviction lets `head` fit, borrowing or not;
