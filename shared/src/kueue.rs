@@ -8,6 +8,7 @@
 //! flavors list the same covered resources, in the same order, and a resource is covered by one
 //! group only (Kueue's validation).
 
+pub mod quota;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

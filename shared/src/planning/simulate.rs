@@ -71,7 +71,7 @@ use crate::{
 };
 
 pub use self::job::{MAX_REPLAY_TEMPLATES, Recorded};
-use self::{quota::Quotas, week::Week};
+use self::week::Week;
 
 pub const MINUTES_PER_WEEK: u32 = (HOURS_PER_WEEK as u32) * 60;
 
@@ -261,7 +261,7 @@ fn run(
             ..empty_stats(&t.name)
         })
         .collect();
-    let mut week = Week::new(scenario.quota.clone(), Quotas::of(scenario), plan, stats);
+    let mut week = Week::new(scenario.quota.clone(), quota::of(scenario), plan, stats);
     week.trace = trace;
     for minute in 0..MINUTES_PER_WEEK {
         if stop.fired() {

@@ -6,8 +6,10 @@
 //! one that says `inference` serves the other teams' models; any other pool is shared:
 //! inference by day (KEDA scaling with traffic), training backlog borrowing it at night. What
 //! each team asks for is admitted as Kueue would under the quotas approved for it that day
-//! (nominal first, then borrowing its cohort's unused quota), so a team without quota runs
-//! nothing and Kueue's figures agree with the console's quotas.
+//! (nominal first, then borrowing its cohort's unused quota, through `kueue::quota`, the
+//! arithmetic the planner's week admits by), so a team without quota runs nothing and Kueue's
+//! figures agree with the console's quotas. Under `./dev run --cluster` a real Kueue admits
+//! the demo teams' Jobs and the recorder writes their history instead of [`workloads`].
 //! Traffic follows a day curve peaking at 16:00 UTC. Training GPUs run ~90% busy with a
 //! checkpoint dip every tenth minute; inference GPUs run 20-80% with traffic; free GPUs idle.
 //! Two GPUs of the first shared pool are held by `ml-sandbox`, a namespace no team owns, so
@@ -32,6 +34,7 @@ use crate::{
         day::Day,
         utc::{DAY_MS, MINUTE_MS},
     },
+    kueue::quota::{Quotas, Usage},
     quota::{QuotaLine, QuotaSpec},
 };
 
@@ -311,43 +314,71 @@ impl<'a> Quota<'a> {
 
 /// Kueue's admission of one flavor and resource at an instant, for asks in priority order:
 /// each team is first admitted within its nominal quota, then borrows what the other queues of
-/// its cohort leave unused, in the same order. Kueue's rules as the planner's week holds them
-/// (docs/planning.md, "simulation"; `planning::simulate::quota`, which this domain may not
-/// import): a queue in no cohort neither borrows nor lends; one may borrow up to its
-/// `borrowingLimit` (none: no limit) and lend at most its `lendingLimit` of its unused
-/// nominal quota. Never more than the pool's `capacity` in all.
-fn admit(quotas: &[Quota], capacity: i64) -> Vec<i64> {
-    let mut free = capacity;
-    let mut admitted: Vec<i64> = quotas
-        .iter()
-        .map(|q| {
-            let own = q.demand.min(q.nominal).min(free).max(0);
-            free -= own;
-            own
-        })
-        .collect();
-    // what each cohort's queues lend: their unused nominal quota, within their lending limits
-    let mut lent: Vec<(&str, i64)> = Vec::new();
-    for (q, own) in quotas.iter().zip(&admitted) {
-        if let Some(cohort) = q.cohort {
-            let unused = q
-                .lending_limit
-                .map_or(q.nominal - own, |l| l.min(q.nominal - own));
-            match lent.iter_mut().find(|(c, _)| *c == cohort) {
-                Some((_, n)) => *n += unused.max(0),
-                None => lent.push((cohort, unused.max(0))),
-            }
+/// its cohort leave unused, in the same order, by Kueue's quota arithmetic
+/// ([`crate::kueue::quota`], the planner's week's too): a queue in no cohort neither borrows
+/// nor lends; one may borrow up to its `borrowingLimit` (none: no limit) and lend at most its
+/// `lendingLimit` of its unused nominal quota. Never more than the pool's `capacity` in all.
+fn admit(asks: &[Quota], capacity: i64) -> Vec<i64> {
+    let whole = |n: i64| n.max(0).unsigned_abs();
+    // One model per cohort; a queue in no cohort is alone in one, lending and borrowing none.
+    let mut cohorts: Vec<(Option<&str>, Vec<usize>)> = Vec::new();
+    for (i, ask) in asks.iter().enumerate() {
+        match cohorts
+            .iter_mut()
+            .find(|(c, _)| c.is_some() && *c == ask.cohort)
+        {
+            Some((_, members)) => members.push(i),
+            None => cohorts.push((ask.cohort, vec![i])),
         }
     }
-    for (q, n) in quotas.iter().zip(admitted.iter_mut()) {
-        let Some((_, pool)) = lent.iter_mut().find(|(c, _)| Some(*c) == q.cohort) else {
-            continue;
+    let mut models: Vec<(Quotas, Usage)> = vec![];
+    let mut place = vec![(0, 0); asks.len()];
+    for (m, (cohort, members)) in cohorts.iter().enumerate() {
+        let limit = |l: Option<i64>| {
+            if cohort.is_some() {
+                l.map(whole)
+            } else {
+                Some(0)
+            }
         };
-        let wanted = (q.demand - *n).min(q.borrowing_limit.unwrap_or(i64::MAX));
-        let borrowed = wanted.min(*pool).min(free).max(0);
-        *pool -= borrowed;
-        free -= borrowed;
-        *n += borrowed;
+        let quotas = Quotas::new(
+            vec![whole(capacity)],
+            members
+                .iter()
+                .map(|&i| vec![whole(asks[i].nominal)])
+                .collect(),
+            members
+                .iter()
+                .map(|&i| vec![limit(asks[i].borrowing_limit)])
+                .collect(),
+            members
+                .iter()
+                .map(|&i| vec![limit(asks[i].lending_limit)])
+                .collect(),
+        );
+        models.push((quotas, Usage::new(members.len(), 1)));
+        for (t, &i) in members.iter().enumerate() {
+            place[i] = (m, t);
+        }
+    }
+    let mut free = whole(capacity);
+    let mut admitted = vec![0; asks.len()];
+    // Within nominal quota first, then borrowing, each pass in the asks' order.
+    for borrowing in [false, true] {
+        for (i, ask) in asks.iter().enumerate() {
+            let (m, t) = place[i];
+            let (quotas, usage) = &mut models[m];
+            let wanted = whole(ask.demand) - usage.held(t, 0);
+            let room = if borrowing {
+                usage.room(quotas, t, 0)
+            } else {
+                quotas.nominal(t, 0).saturating_sub(usage.held(t, 0))
+            };
+            let take = wanted.min(room).min(free);
+            usage.change(quotas, t, 0, take, true);
+            free -= take;
+            admitted[i] = i64::try_from(usage.held(t, 0)).unwrap_or(i64::MAX);
+        }
     }
     admitted
 }

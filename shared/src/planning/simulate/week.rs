@@ -4,7 +4,10 @@
 use std::cmp::Reverse;
 
 use crate::{
-    kueue::{Queueing, Reclaim, WithinQueue},
+    kueue::{
+        Queueing, Reclaim, WithinQueue,
+        quota::{Quotas, Trial, Usage},
+    },
     planning::scenario::QuotaPolicy,
 };
 
@@ -17,7 +20,6 @@ use super::{
     gpus,
     job::{Job, Kind, Part, Plan},
     pending::{Pending, Queued},
-    quota::{Quotas, Trial, Usage},
     running::{Admitted, Running},
 };
 
