@@ -32,6 +32,7 @@ use crate::{
     FieldError,
     common::{
         day::Day,
+        exact::mul_div_round,
         validate::{day_window, required_day},
     },
 };
@@ -917,8 +918,8 @@ impl Totals {
                 s.borrowed += b;
                 s.lent += l;
                 if transfer != 0 {
-                    s.fee_value += div_round(transfer * b, borrowed);
-                    s.credit_value += div_round(transfer * l, lent);
+                    s.fee_value += mul_div_round(transfer, b, borrowed);
+                    s.credit_value += mul_div_round(transfer, l, lent);
                 }
             }
         }
@@ -1015,8 +1016,9 @@ impl Totals {
                     0
                 } else {
                     // kept exact: pool × weight / total, in the pool's units × 1 (rounded at
-                    // 1 GPU-µs·cent/h, a billionth of a cent)
-                    div_round(pool * weight(s), total)
+                    // 1 GPU-µs·cent/h, a billionth of a cent); the product, up to ~10⁴⁶ at the
+                    // limits, in 256 bits
+                    mul_div_round(pool, weight(s), total)
                 };
                 (team.as_str(), share)
             })
@@ -1080,7 +1082,7 @@ impl Totals {
                     if total == 0 {
                         0
                     } else {
-                        div_round(value * weight(m), total)
+                        mul_div_round(value, weight(m), total)
                     }
                 };
                 let (by_allocation, by_use) = (share(s.allocated_value), share(s.busy_value));
@@ -1093,7 +1095,7 @@ impl Totals {
                 let per_million = |value: i128, part: i64, tokens: i64| -> Option<i64> {
                     (tokens > 0 && input_w + output_w > 0).then(|| {
                         let part_value =
-                            div_round(value * i128::from(part), i128::from(input_w + output_w));
+                            mul_div_round(value, i128::from(part), i128::from(input_w + output_w));
                         i64::try_from(div_round(
                             part_value * 1_000_000,
                             i128::from(GPU_US_PER_GPU_HOUR) * i128::from(tokens),

@@ -373,6 +373,40 @@ fn lending_credits_move_money_from_borrowers_to_lenders() {
     );
 }
 
+/// Lending settled at the limits: a day of a million GPUs at the highest rate. Research
+/// borrows 600,000 GPU-days and lends 100,000; search borrows 200,000 and lends 500,000. At 50%
+/// the transfer is min(800,000, 600,000) × 24 h × 10,000,000 cents × 50% =
+/// 72,000,000,000,000 cents: fees 3/4 and 1/4 of it (54 and 18 × 10¹²), credits 1/6 and 5/6
+/// (12 and 60 × 10¹²).
+#[test]
+fn lending_at_the_limits_is_exact() {
+    let mut input = one_day(IdleShare::Separate);
+    input.capacity = BTreeMap::from([("h100".to_owned(), 1_000_000)]);
+    input.rates[0].cents_per_gpu_hour = MAX_CENTS_PER_GPU_HOUR;
+    input.lend_credit_pct = 50;
+    input.tokens.clear();
+    let lend = |ns: &str, borrowed: i64, lent: i64| UsageDay {
+        borrowed_gpu_us: borrowed * 24 * H,
+        lent_gpu_us: lent * 24 * H,
+        ..usage("2026-11-01", ns, Some(0), 0, 0)
+    };
+    input.usage = vec![
+        lend("team-research", 600_000, 100_000),
+        lend("team-search", 200_000, 500_000),
+    ];
+    let s = statement(&input, false);
+    let [research, search] = [&s.teams[0], &s.teams[1]];
+    assert_eq!(
+        (research.lending_fee_cents, research.lending_credit_cents),
+        (54_000_000_000_000, 12_000_000_000_000)
+    );
+    assert_eq!(
+        (search.lending_fee_cents, search.lending_credit_cents),
+        (18_000_000_000_000, 60_000_000_000_000)
+    );
+    assert_eq!(research.charge_cents + search.charge_cents, 0);
+}
+
 #[test]
 fn queries_are_checked_field_by_field() {
     let q = |from: &str, to: &str, by: &str, idle: &str, format: &str| StatementQuery {
@@ -579,6 +613,140 @@ fn two_years_of_200000_gpus_at_the_highest_rate_add_up_exactly() {
     );
     assert_eq!(research.charge_cents, 35_088_000_000_000_000);
     assert_eq!(fleet.platform_cents, 0);
+}
+
+/// A statement at the limits the API admits (a million GPUs, two years, the highest rate) over
+/// two teams of uneven allocation, with half the fleet's time idle: their idle shares are the
+/// pool divided exactly, and the platform line is 0.
+#[test]
+fn idle_shares_at_the_limits_are_exact_team_by_team() {
+    // 1,000,000 GPUs × 24 h × 731 days × 10,000,000 cents = 175,440,000,000,000,000 cents of
+    // capacity. Research holds 700,001 GPUs every day, 350,000 of them busy; search 299,999,
+    // 29,999 busy. Busy: 379,999 × 175,440,000,000 cents; the idle pool is the other 620,001 ×
+    // 175,440,000,000 = 108,772,975,440,000,000 cents, shared by allocation, 700,001 :
+    // 299,999 of 1,000,000: research 108,772,975,440 × 700,001 = 76,141,191,580,975,440,
+    // search 108,772,975,440 × 299,999 = 32,631,783,859,024,560.
+    let (from, to) = (day("2025-01-01"), day("2025-01-01").plus(731));
+    let held = |namespace: &str, gpus: i64, busy: i64, n: i32| UsageDay {
+        day: from.plus(n),
+        namespace: namespace.into(),
+        flavor: "h100".into(),
+        allocated_gpu_us: Some(gpus * 24 * H),
+        busy_gpu_us: busy * 24 * H,
+        observed_gpu_us: gpus * 24 * H,
+        borrowed_gpu_us: 0,
+        lent_gpu_us: 0,
+    };
+    let input = StatementInput {
+        from,
+        to,
+        idle: IdleShare::Allocation,
+        lend_credit_pct: 0,
+        teams: teams(),
+        capacity: BTreeMap::from([("h100".to_owned(), 1_000_000)]),
+        capacity_by_day: BTreeMap::new(),
+        rates: vec![Rate {
+            flavor: "h100".into(),
+            effective_from: from,
+            cents_per_gpu_hour: MAX_CENTS_PER_GPU_HOUR,
+        }],
+        usage: (0..731)
+            .flat_map(|n| {
+                [
+                    held("team-research", 700_001, 350_000, n),
+                    held("team-search", 299_999, 29_999, n),
+                ]
+            })
+            .collect(),
+        tokens: Vec::new(),
+    };
+    let s = statement(&input, false);
+    let (research, search) = (&s.teams[0], &s.teams[1]);
+    assert_eq!(research.idle_share_cents, 76_141_191_580_975_440);
+    assert_eq!(search.idle_share_cents, 32_631_783_859_024_560);
+    assert_eq!(
+        research.charge_cents,
+        350_000 * 175_440_000_000 + 76_141_191_580_975_440
+    );
+    assert_eq!(
+        search.charge_cents,
+        29_999 * 175_440_000_000 + 32_631_783_859_024_560
+    );
+    assert_eq!(s.fleet.expect("the fleet line").platform_cents, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Each team's idle share, by allocation and by use, is the pool × its weight ÷ the weights'
+    /// total, exactly (by arbitrary-precision arithmetic), at any fleet size, rate and period
+    /// the API admits.
+    #[test]
+    fn each_teams_idle_share_is_exact_at_any_size(
+        gpus in 1i64..=1_000_000,
+        rate in 1i64..=MAX_CENTS_PER_GPU_HOUR,
+        days in 1i32..=MAX_DAYS,
+        // per team: share of the fleet allocated and busy, in thousandths, and the days held
+        held in proptest::collection::vec((0i64..=500, 0i64..=1_000, 1usize..=3), 2),
+        by_use in any::<bool>(),
+    ) {
+        use num_bigint::BigInt;
+        let from = day("2024-01-01");
+        let namespaces = ["team-research", "team-search"];
+        let mut usage = Vec::new();
+        for (t, &(allocated, busy, held_days)) in held.iter().enumerate() {
+            let allocated_us = gpus * allocated / 1_000 * 24 * H;
+            for n in 0..held_days.min(days as usize) {
+                usage.push(UsageDay {
+                    day: from.plus(n as i32),
+                    namespace: namespaces[t].into(),
+                    flavor: "h100".into(),
+                    allocated_gpu_us: Some(allocated_us),
+                    busy_gpu_us: allocated_us / 1_000 * busy,
+                    observed_gpu_us: allocated_us,
+                    borrowed_gpu_us: 0,
+                    lent_gpu_us: 0,
+                });
+            }
+        }
+        let input = StatementInput {
+            from,
+            to: from.plus(days),
+            idle: if by_use { IdleShare::Use } else { IdleShare::Allocation },
+            lend_credit_pct: 0,
+            teams: teams(),
+            capacity: BTreeMap::from([("h100".to_owned(), gpus)]),
+            capacity_by_day: BTreeMap::new(),
+            rates: vec![Rate { flavor: "h100".into(), effective_from: from, cents_per_gpu_hour: rate }],
+            usage,
+            tokens: Vec::new(),
+        };
+        let s = statement(&input, false);
+        // By hand: value = GPU-µs × cents per GPU-hour; the pool is capacity less what was busy.
+        let big = |n: i64| BigInt::from(n);
+        let sum = |f: &dyn Fn(&UsageDay) -> i64, ns: &str| -> BigInt {
+            input.usage.iter().filter(|u| u.namespace == ns).map(|u| big(f(u))).sum()
+        };
+        let busy: Vec<BigInt> = namespaces.iter().map(|ns| sum(&|u| u.busy_gpu_us, ns)).collect();
+        let weight: Vec<BigInt> = namespaces.iter().map(|ns| if by_use {
+            sum(&|u| u.busy_gpu_us, ns)
+        } else {
+            sum(&|u| u.allocated_gpu_us.unwrap_or(0), ns)
+        }).collect();
+        let pool = big(gpus) * big(24 * H) * big(i64::from(days)) * big(rate)
+            - (&busy[0] + &busy[1]) * big(rate);
+        let total = &weight[0] + &weight[1];
+        // Half up, as the statement rounds (every figure here is ≥ 0).
+        let round = |n: BigInt, d: BigInt| (n * 2 + &d) / (d * 2);
+        for (t, line) in s.teams.iter().enumerate() {
+            let expected = if total == big(0) {
+                big(0)
+            } else {
+                round(round(&pool * &weight[t], total.clone()), big(H))
+            };
+            prop_assert_eq!(big(line.idle_share_cents), expected, "{}", line.team);
+        }
+    }
 }
 
 #[test]
