@@ -803,3 +803,37 @@ async fn cluster_objects_render_on_the_bounded_pool(pool: PgPool) {
     assert_eq!(zip.status, StatusCode::OK);
     assert_eq!(&zip.body[..2], b"PK");
 }
+
+/// The calendar's last day, 9999-12-31, is a day like any other: every route that takes a day
+/// answers it (an empty window) instead of a 500 from the day after it, 10000-01-01, that a
+/// window's end is.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn the_calendars_last_day_is_answered_not_a_500(pool: PgPool) {
+    let router = crate::common::router(pool.clone());
+    crate::common::team(&pool, "research").await;
+    user(
+        &pool,
+        "ada",
+        &[Role::Admin, Role::Finance, Role::Approver],
+        &[],
+    )
+    .await;
+    let ada = login(&router, "ada", crate::common::PASSWORD).await;
+    let last = "9999-12-31";
+    for path in [
+        format!("/api/chargeback/statement?from={last}&to={last}"),
+        format!("/api/chargeback/drill?team=research&day={last}"),
+        format!("/api/usage/queues?from={last}&to={last}"),
+        format!("/api/cluster/workloads?from={last}&to={last}"),
+        format!("/api/cluster/teams/research/workloads?from={last}&to={last}"),
+        format!("/api/plan/from-history?from={last}&to={last}"),
+    ] {
+        let response = send(&router, request(Method::GET, &path, Some(&ada), None)).await;
+        assert!(
+            response.status.is_success() || response.status.is_client_error(),
+            "{path}: {} {}",
+            response.status,
+            response.text()
+        );
+    }
+}
