@@ -214,19 +214,20 @@ pub async fn prune_failures(db: impl PgExecutor<'_>) -> sqlx::Result<()> {
 }
 
 /// The secret named `name` that every replica shares: `fresh` when none was kept yet (the
-/// first replica to ask keeps it), else the one kept.
+/// first replica to ask keeps it), else the one kept. One `insert … on conflict do update`,
+/// which PostgreSQL guarantees ends in an insert or an update of the committed row even under
+/// concurrency (the INSERT reference page, "ON CONFLICT Clause"), so a replica whose insert
+/// meets another's just committed still reads the kept value: a read in the same statement
+/// would look at a snapshot from before that commit and find nothing.
 pub async fn shared_secret(
     db: impl PgExecutor<'_>,
     name: &str,
     fresh: &str,
 ) -> sqlx::Result<String> {
     sqlx::query_scalar!(
-        r#"with made as (
-               insert into server_secrets (name, value) values ($1, $2)
-               on conflict (name) do nothing returning value)
-           select value as "value!" from made
-           union all select value from server_secrets where name = $1
-           limit 1"#,
+        r#"insert into server_secrets (name, value) values ($1, $2)
+           on conflict (name) do update set value = server_secrets.value
+           returning value"#,
         name,
         fresh
     )

@@ -837,3 +837,27 @@ async fn the_calendars_last_day_is_answered_not_a_500(pool: PgPool) {
         );
     }
 }
+
+/// Two replicas starting together on a fresh database both ask for the shared secret: each
+/// gets the one kept, never an error (the first's insert commits while the second's statement
+/// runs on a snapshot from before it). Tried many times, a fresh secret name each time.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn replicas_starting_together_share_one_secret(pool: PgPool) {
+    for attempt in 0..300 {
+        let name = format!("race-{attempt}");
+        let ask = |fresh: &'static str| {
+            let (pool, name) = (pool.clone(), name.clone());
+            tokio::spawn(async move { backend::auth::db::shared_secret(&pool, &name, fresh).await })
+        };
+        let (a, b) = (
+            ask("from-replica-a-0123456789abcdef0123456789"),
+            ask("from-replica-b-0123456789abcdef0123456789"),
+        );
+        let (a, b) = (a.await.expect("joined"), b.await.expect("joined"));
+        let (a, b) = (
+            a.unwrap_or_else(|e| panic!("attempt {attempt}: {e}")),
+            b.unwrap_or_else(|e| panic!("attempt {attempt}: {e}")),
+        );
+        assert_eq!(a, b, "attempt {attempt}");
+    }
+}
