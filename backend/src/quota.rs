@@ -772,15 +772,16 @@ async fn decide(
         .pop()
         .ok_or(Error::NotFound)?;
     let subject = format!("quota request {id}");
+    // Four eyes for every decision: approving, rejecting and revoking alike.
+    if row.submitted_by_id == Some(caller.user_id)
+        || db::wrote(&mut *tx, id, caller.user_id).await?
+    {
+        return Err(Error::Forbidden(
+            "you wrote, edited or submitted this request; another approver must decide (four eyes)",
+        ));
+    }
     match action {
         Action::Approve => {
-            if row.submitted_by_id == Some(caller.user_id)
-                || db::wrote(&mut *tx, id, caller.user_id).await?
-            {
-                return Err(Error::Forbidden(
-                    "you wrote, edited or submitted this request; another approver must decide (four eyes)",
-                ));
-            }
             let spec: QuotaSpec = row.spec.0.clone();
             let world = world(&mut tx).await?;
             check(&world, team, &spec)?;

@@ -436,6 +436,31 @@ async fn whoever_wrote_or_submitted_a_request_cannot_approve_it(pool: PgPool) {
     assert!(refused.is_err(), "the four-eyes check constraint");
 }
 
+/// Four eyes holds for every decision (docs/api.md: `403` for whoever drafted, edited or
+/// submitted it): the author may not reject their request nor revoke it once approved.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn whoever_wrote_a_request_cannot_reject_or_revoke_it(pool: PgPool) {
+    let w = world(&pool).await;
+    let id = draft(&w, &w.ada, "search", h100(8)).await;
+    assert_eq!(
+        act(&w, &w.ada, "search", id, "submit", 1).await.status,
+        StatusCode::OK
+    );
+    let reply = act(&w, &w.ada, "search", id, "reject", 2).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+    assert!(error(&reply).message.contains("four eyes"));
+    assert_eq!(
+        act(&w, &w.alex, "search", id, "approve", 2).await.status,
+        StatusCode::OK
+    );
+    let reply = act(&w, &w.ada, "search", id, "revoke", 3).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+    assert_eq!(
+        act(&w, &w.alex, "search", id, "revoke", 3).await.status,
+        StatusCode::OK
+    );
+}
+
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn whoever_edited_a_request_cannot_approve_it(pool: PgPool) {
     let w = world(&pool).await;
