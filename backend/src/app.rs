@@ -47,6 +47,8 @@ pub struct AppState {
     pub usage: Arc<Usage>,
     /// The live view's broadcast of newly ingested minutes.
     pub live: Arc<crate::usage::live::Live>,
+    /// The month's statement budgets read, made once for many requests.
+    pub month_to_date: Arc<crate::chargeback::budget::MonthToDate>,
 }
 
 impl AppState {
@@ -67,6 +69,7 @@ impl AppState {
             cluster: Arc::new(Cluster::off()),
             usage: Arc::new(Usage::off()),
             live: Arc::new(crate::usage::live::Live::default()),
+            month_to_date: Arc::default(),
         }
     }
 

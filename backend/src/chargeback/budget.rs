@@ -11,7 +11,10 @@
 //! ([`decide_hold`], audited); `quota::world` reads the holds in force, so the reconciler
 //! applies them as `spec.stopPolicy: Hold`.
 
-use std::time::Duration;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use axum::{
     Extension, Json,
@@ -41,6 +44,7 @@ use crate::{
     audit::{self, Actor},
     error::{Error, Result},
     json::ApiJson,
+    work::Deadline,
 };
 
 /// Who sets budgets.
@@ -55,18 +59,36 @@ pub struct MonthQuery {
 }
 
 /// `GET /api/chargeback/budgets?month=YYYY-MM`: every budget of the month with its burn,
-/// forecast and alerts; a requester sees their own teams'.
+/// forecast and alerts; a requester sees their own teams' (`403` with none, as statements).
+/// The month's statement they burn is [`MonthToDate`]'s: made on the compute pool within the
+/// request's deadline, at most once a minute however many ask.
 pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    Extension(deadline): Extension<Deadline>,
     Query(query): Query<MonthQuery>,
 ) -> Result<Json<Budgets>> {
     let month = match query.month.as_deref() {
         None | Some("") => crate::clock::today().first_of_month(),
         Some(text) => month_of("month", text)?,
     };
-    let mut budgets = read(&state.pool, month, crate::clock::now_ms()).await?;
-    if !caller.has_any(&[Role::Finance, Role::Approver, Role::Admin]) {
+    let readers = [Role::Finance, Role::Approver, Role::Admin];
+    if !caller.has_any(&readers) && caller.teams.is_empty() {
+        return Err(Error::Forbidden(
+            "budgets are for finance, approvers, admins and team members",
+        ));
+    }
+    let now_ms = crate::clock::now_ms();
+    let statement = if db::all(&state.pool, month).await?.is_empty() {
+        None
+    } else {
+        state
+            .month_to_date
+            .get(&state, month, now_ms, deadline)
+            .await?
+    };
+    let mut budgets = assemble(&state.pool, month, now_ms, statement.as_deref()).await?;
+    if !caller.has_any(&readers) {
         budgets.lines.retain(|l| caller.teams.contains(&l.team));
         budgets.alerts.retain(|a| caller.teams.contains(&a.team));
         budgets.holds.retain(|h| caller.teams.contains(&h.team));
@@ -245,19 +267,31 @@ fn month_of(path: &str, text: &str) -> Result<Day> {
     })
 }
 
-/// The month's budgets, each with its burn up to `now_ms` and forecast, and their alerts.
+/// The month's budgets, each with its burn up to `now_ms` and forecast, and their alerts (the
+/// server's loop; the statement made on a blocking thread, bounded like the API's).
 pub async fn read(pool: &PgPool, month: Day, now_ms: i64) -> Result<Budgets> {
-    let budgets = db::all(pool, month).await?;
-    // the statement (bounded like the API's) only when there is a budget to read it for
-    let statement = if budgets.is_empty() {
-        None
-    } else {
-        month_to_date(pool, month, now_ms).await?
+    // the statement only when there is a budget to read it for
+    let statement = match month_to_date(month, now_ms) {
+        Some(period) if !db::all(pool, month).await?.is_empty() => {
+            Some(super::build(pool, &period).await?)
+        }
+        _ => None,
     };
-    let lines = budgets
+    assemble(pool, month, now_ms, statement.as_ref()).await
+}
+
+/// The month's budgets with their burn in `statement` (the month's to date).
+async fn assemble(
+    pool: &PgPool,
+    month: Day,
+    now_ms: i64,
+    statement: Option<&Statement>,
+) -> Result<Budgets> {
+    let lines = db::all(pool, month)
+        .await?
         .into_iter()
         .filter_map(|(team, budget)| {
-            let line = statement.as_ref()?.teams.iter().find(|t| t.team == team)?;
+            let line = statement?.teams.iter().find(|t| t.team == team)?;
             Some(model::burn(month, now_ms, line, &budget))
         })
         .collect();
@@ -269,23 +303,69 @@ pub async fn read(pool: &PgPool, month: Day, now_ms: i64) -> Result<Budgets> {
     })
 }
 
-/// The month's statement up to today (the whole month once it has ended; `None` before it
-/// begins), with idle shared by allocation and no lending credit, as a team's own reads.
-async fn month_to_date(pool: &PgPool, month: Day, now_ms: i64) -> Result<Option<Statement>> {
+/// The period of the month's statement up to today (the whole month once it has ended; `None`
+/// before it begins), with idle shared by allocation and no lending credit, as a team's own
+/// reads.
+fn month_to_date(month: Day, now_ms: i64) -> Option<Period> {
     let today = Day::of_unix_seconds(now_ms.div_euclid(1000));
-    if today < month {
-        return Ok(None);
-    }
-    let to = month.next_month().min(today.plus(1));
-    let period = Period {
+    (today >= month).then(|| Period {
         from: month,
-        to,
+        to: month.next_month().min(today.plus(1)),
         by_day: false,
         idle: IdleShare::Allocation,
         lend_credit_pct: 0,
         format: shared::chargeback::Format::Json,
-    };
-    Ok(Some(super::build(pool, &period).await?))
+    })
+}
+
+/// How long a month's statement made for budgets is read again before it is made anew: usage
+/// arrives a minute at a time.
+const MONTH_TO_DATE_FRESH: Duration = Duration::from_secs(60);
+
+/// The month's statement budgets burn, made for requests: at most once per
+/// [`MONTH_TO_DATE_FRESH`] and month, and one at a time; those asking meanwhile wait for it
+/// (without a thread) instead of each making their own. A page that many open at once costs one
+/// statement, not one each.
+#[derive(Default)]
+pub struct MonthToDate(tokio::sync::Mutex<Option<Made>>);
+
+struct Made {
+    month: Day,
+    at: Instant,
+    statement: Option<Arc<Statement>>,
+}
+
+impl MonthToDate {
+    /// The month's statement to date (`None` before the month begins), made on the compute
+    /// pool within `deadline` when none fresh is kept.
+    pub async fn get(
+        &self,
+        state: &AppState,
+        month: Day,
+        now_ms: i64,
+        deadline: Deadline,
+    ) -> Result<Option<Arc<Statement>>> {
+        let mut kept = tokio::time::timeout_at(deadline.0.into(), self.0.lock())
+            .await
+            .map_err(|_| Error::Unavailable)?;
+        let fresh = |made: &&Made| made.month == month && made.at.elapsed() < MONTH_TO_DATE_FRESH;
+        if let Some(made) = kept.as_ref().filter(fresh) {
+            return Ok(made.statement.clone());
+        }
+        let statement = match month_to_date(month, now_ms) {
+            Some(period) => Some(Arc::new(
+                super::statement::build_on(&state.work.compute, &state.pool, &period, deadline)
+                    .await?,
+            )),
+            None => None,
+        };
+        *kept = Some(Made {
+            month,
+            at: Instant::now(),
+            statement: statement.clone(),
+        });
+        Ok(statement)
+    }
 }
 
 /// What one evaluation raised that was new.

@@ -20,7 +20,10 @@ use sqlx::PgPool;
 use tokio::runtime::Handle;
 
 use super::db::{self, FrozenRate};
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    work::Deadline,
+};
 
 /// The most team-days one statement reads: every team's rollups on every day of its period
 /// (the idle shares need all of them, whoever asks). 2,000,000 is 2,700 teams over two years,
@@ -176,24 +179,62 @@ pub fn make(
 pub async fn build(pool: &PgPool, period: &Period) -> Result<Statement> {
     let (rt, pool, period) = (Handle::current(), pool.clone(), *period);
     tokio::task::spawn_blocking(move || {
-        let mut whole = Whole::default();
-        make(
-            &rt,
-            &pool,
-            &period,
-            None,
-            &mut whole,
-            &shared::common::interrupt::Never,
-            crate::clock::now_ms(),
-        )?;
-        let mut statement = whole
-            .statement
-            .unwrap_or_else(|| unreachable!("finish was called"));
-        statement.days = whole.days;
-        Ok(statement)
+        whole(&rt, &pool, &period, &shared::common::interrupt::Never)
     })
     .await
     .map_err(|err| Error::Internal(format!("the statement's job failed: {err}")))?
+}
+
+/// [`build`] for a request: on the compute pool (refused with `503` when it is full), stopped
+/// when the request is dropped, the server stops or `deadline` passes (then `503`).
+pub async fn build_on(
+    work: &crate::work::Pool,
+    pool: &PgPool,
+    period: &Period,
+    deadline: Deadline,
+) -> Result<Statement> {
+    let (rt, pool, period) = (Handle::current(), pool.clone(), *period);
+    let made = work
+        .run(move |stop: &dyn Interrupt| whole(&rt, &pool, &period, &Bounded { stop, deadline }))
+        .await?;
+    made.map_err(|err| {
+        if deadline.passed() {
+            Error::Unavailable
+        } else {
+            err
+        }
+    })
+}
+
+/// A job's interrupt, or its deadline passed.
+struct Bounded<'a> {
+    stop: &'a dyn Interrupt,
+    deadline: Deadline,
+}
+
+impl Interrupt for Bounded<'_> {
+    fn fired(&self) -> bool {
+        self.stop.fired() || self.deadline.passed()
+    }
+}
+
+/// The whole statement of `period`, in memory, blocking.
+fn whole(rt: &Handle, pool: &PgPool, period: &Period, stop: &dyn Interrupt) -> Result<Statement> {
+    let mut whole = Whole::default();
+    make(
+        rt,
+        pool,
+        period,
+        None,
+        &mut whole,
+        stop,
+        crate::clock::now_ms(),
+    )?;
+    let mut statement = whole
+        .statement
+        .unwrap_or_else(|| unreachable!("finish was called"));
+    statement.days = whole.days;
+    Ok(statement)
 }
 
 /// The statement as its [`Writer`] writes it (CSV or FOCUS CSV), in memory, for the CLI and

@@ -861,3 +861,78 @@ async fn replicas_starting_together_share_one_secret(pool: PgPool) {
         assert_eq!(a, b, "attempt {attempt}");
     }
 }
+
+/// Budgets burn a month's statement: whoever reads them must be one who may read a statement
+/// (`403` for a requester with no team, as statements), and it is made on the compute pool,
+/// so a full pool refuses it at once instead of taking a thread of its own.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn budgets_are_read_by_who_may_and_wait_for_the_compute_pool(pool: PgPool) {
+    let work = Work::new(1, 1, 2, 8);
+    let router = router_on(pool.clone(), work.clone(), HttpSettings::default());
+    crate::common::team(&pool, "research").await;
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    user(&pool, "rhea", &[Role::Requester], &[]).await;
+    let fiona = login(&router, "fiona", crate::common::PASSWORD).await;
+    let rhea = login(&router, "rhea", crate::common::PASSWORD).await;
+    let path = "/api/chargeback/budgets?month=2026-11";
+    let set = request(
+        Method::PUT,
+        "/api/chargeback/budgets/research/2026-11",
+        Some(&fiona),
+        Some(serde_json::json!({"limit_cents": 100_000})),
+    );
+    assert_eq!(send(&router, set).await.status, StatusCode::OK);
+    let teamless = send(&router, request(Method::GET, path, Some(&rhea), None)).await;
+    assert_eq!(
+        teamless.status,
+        StatusCode::FORBIDDEN,
+        "{}",
+        teamless.text()
+    );
+    // The pool full (an evaluation running, one waiting): refused at once, not queued.
+    let session = planner(&pool, &router).await;
+    let heavy = heavy_scenario();
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        let (router, request) = (router.clone(), evaluate(&session, &heavy));
+        running.push(tokio::spawn(async move { send(&router, request).await }));
+    }
+    while work.compute.running() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let asked = Instant::now();
+    let refused = send(&router, request(Method::GET, path, Some(&fiona), None)).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.text()
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        asked.elapsed()
+    );
+    for task in running {
+        task.abort();
+    }
+    stops_within(&work, Duration::from_secs(2)).await;
+    // Many at once on a pool of one thread and one waiting place: one statement is made, the
+    // others wait for it, and every one is answered.
+    let asking: Vec<_> = (0..20)
+        .map(|_| {
+            let (router, request) = (
+                router.clone(),
+                request(Method::GET, path, Some(&fiona), None),
+            );
+            tokio::spawn(async move { send(&router, request).await })
+        })
+        .collect();
+    for task in asking {
+        let reply = task.await.expect("answered");
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        let budgets: serde_json::Value = reply.json();
+        assert_eq!(budgets["lines"][0]["team"], "research", "{budgets}");
+    }
+}
