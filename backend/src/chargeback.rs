@@ -10,7 +10,13 @@ pub mod statement;
 
 pub use statement::{build, written};
 
-use std::collections::BTreeSet;
+use std::{
+    collections::BTreeSet,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
 use axum::{
     Extension, Json,
@@ -334,13 +340,15 @@ async fn stream_statement(
 ) -> Result<Body> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>>>(4);
     let (rt, pool, failed) = (Handle::current(), state.pool.clone(), tx.clone());
+    let cut_short = Arc::new(AtomicBool::new(false));
+    let ended_short = Arc::clone(&cut_short);
     let job = move |stop: &dyn Interrupt| {
         let until = Until {
             stop,
             deadline,
             body: &tx,
         };
-        let send = |piece: Vec<u8>| tx.blocking_send(Ok(piece)).map_err(|_| Error::Unavailable);
+        let send = |piece: Vec<u8>| hand_over(&tx, piece, &until);
         let mut writer = statement::Writer::new(&period, send);
         let now = crate::clock::now_ms();
         let made = statement::make(
@@ -358,7 +366,11 @@ async fn stream_statement(
             } else {
                 err
             };
-            let _ = tx.blocking_send(Err(err));
+            // Never waiting on a client that does not read: where the error cannot be handed
+            // over, the body learns of it when the pieces run out.
+            if tx.try_send(Err(err)).is_err() {
+                cut_short.store(true, Ordering::Release);
+            }
         }
     };
     let compute = state.work.compute.clone();
@@ -376,21 +388,50 @@ async fn stream_statement(
             ));
         }
     };
-    let pieces = futures_util::stream::unfold((Some(first), rx), |(first, mut rx)| async move {
+    let state = (Some(first), rx, ended_short);
+    let pieces = futures_util::stream::unfold(state, |(first, mut rx, ended_short)| async move {
         let piece = match first {
             Some(piece) => Ok(piece),
-            None => match rx.recv().await? {
-                Ok(piece) => Ok(piece),
-                Err(err) => {
+            None => match rx.recv().await {
+                Some(Ok(piece)) => Ok(piece),
+                Some(Err(err)) => {
                     tracing::warn!(%err, "a statement stopped while it was sent: its body ends short");
                     Err(std::io::Error::other(err.to_string()))
                 }
+                None if ended_short.swap(false, Ordering::AcqRel) => {
+                    tracing::warn!("a statement stopped while it was sent: its body ends short");
+                    Err(std::io::Error::other(
+                        "the statement stopped while it was sent",
+                    ))
+                }
+                None => return None,
             },
         };
-        Some((piece.map(Bytes::from), (None, rx)))
+        Some((piece.map(Bytes::from), (None, rx, ended_short)))
     });
     // fused: a compressing body polls once more after the end
     Ok(Body::from_stream(futures_util::StreamExt::fuse(pieces)))
+}
+
+/// Hands `piece` to the body, waiting while the client has not taken the ones before it (the
+/// channel full) only until `until` fires: a client that keeps its connection but stops reading
+/// holds the job no longer than its deadline.
+fn hand_over(
+    body: &tokio::sync::mpsc::Sender<Result<Vec<u8>>>,
+    piece: Vec<u8>,
+    until: &Until,
+) -> Result<()> {
+    let mut piece = Ok(piece);
+    loop {
+        match body.try_send(piece) {
+            Ok(()) => return Ok(()),
+            Err(tokio::sync::mpsc::error::TrySendError::Full(back)) if !until.fired() => {
+                piece = back;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(_) => return Err(Error::Unavailable),
+        }
+    }
 }
 
 /// A streamed statement's interrupt: the pool's (abandoned or shutting down), its request's

@@ -936,3 +936,40 @@ async fn budgets_are_read_by_who_may_and_wait_for_the_compute_pool(pool: PgPool)
         assert_eq!(budgets["lines"][0]["team"], "research", "{budgets}");
     }
 }
+
+/// A client that takes the first piece of a statement and then stops reading, keeping its
+/// connection: the job waiting to hand it more checks its deadline, ends with it, and frees the
+/// compute pool (it used to wait in the send for as long as the socket stayed open).
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_client_that_stops_reading_holds_the_pool_no_longer_than_its_deadline(pool: PgPool) {
+    many_teams(&pool, 1_000, 365).await;
+    user(&pool, "fiona", &[Role::Finance], &[]).await;
+    let work = Work::new(1, 1, 2, 8);
+    let settings = HttpSettings {
+        request_timeout: Duration::from_secs(2),
+        ..HttpSettings::default()
+    };
+    let router = router_on(pool.clone(), work.clone(), settings);
+    let fiona = login(&router, "fiona", crate::common::PASSWORD).await;
+    let response = router
+        .clone()
+        .oneshot(statement_request(
+            &fiona,
+            "from=2025-01-01&to=2025-12-31&by=day",
+        ))
+        .await
+        .expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    assert!(
+        body.frame()
+            .await
+            .expect("a piece")
+            .expect("no error")
+            .is_data()
+    );
+    assert_eq!(work.compute.running(), 1);
+    // Held, never read again: the job ends at the deadline (2 s) all the same.
+    stops_within(&work, Duration::from_secs(4)).await;
+    drop(body);
+}
