@@ -261,7 +261,17 @@ fn run(
             ..empty_stats(&t.name)
         })
         .collect();
-    let mut week = Week::new(scenario.quota.clone(), quota::of(scenario), plan, stats);
+    let mut week = Week::new(
+        (
+            scenario.quota.cohort,
+            (0..scenario.teams.len())
+                .map(|t| scenario.queue_policy(t))
+                .collect(),
+        ),
+        quota::of(scenario),
+        plan,
+        stats,
+    );
     week.trace = trace;
     for minute in 0..MINUTES_PER_WEEK {
         if stop.fired() {
@@ -491,10 +501,14 @@ mod properties {
 
     /// Small random scenarios: 1-2 flavors (of one GPU model or two), 1-4 teams, batch and
     /// inference classes, some smaller than a card, quotas with and without borrowing limits,
-    /// and every preemption policy.
+    /// and every preemption policy, the scenario's and some teams' own.
     fn arb_scenario() -> impl Strategy<Value = Scenario> {
         let team = (
-            0u32..40,
+            // nominal, borrowing and lending limits, its own (reclaim, within, strict) or none
+            (
+                0u32..40,
+                prop::option::of((0usize..3, 0usize..3, any::<bool>())),
+            ),
             prop::option::of(0u32..20),
             prop::option::of(0u32..20),
             prop::collection::vec(
@@ -555,7 +569,7 @@ mod properties {
                     let teams = teams
                         .into_iter()
                         .enumerate()
-                        .map(|(t, (nominal, borrow, lend, works))| {
+                        .map(|(t, ((nominal, own), borrow, lend, works))| {
                             let f = flavors[t % flavors.len()].clone();
                             let one = |v: Option<u32>| -> BTreeMap<String, u32> {
                                 v.filter(|_| cohort)
@@ -570,6 +584,24 @@ mod properties {
                                 lending_limit_gpus: one(lend),
                                 queue_wait_target_min:
                                     crate::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
+                                queue_policy: own.map(|(reclaim, within, strict)| QueuePolicy {
+                                    queueing: if strict {
+                                        Queueing::StrictFifo
+                                    } else {
+                                        Queueing::BestEffortFifo
+                                    },
+                                    reclaim_within_cohort: [
+                                        Reclaim::Any,
+                                        Reclaim::LowerPriority,
+                                        Reclaim::Never,
+                                    ][reclaim],
+                                    within_cluster_queue: [
+                                        WithinQueue::LowerPriority,
+                                        WithinQueue::LowerOrNewerEqualPriority,
+                                        WithinQueue::Never,
+                                    ][within],
+                                    borrow_within_cohort: BorrowWithinCohort::default(),
+                                }),
                                 workloads: works
                                     .into_iter()
                                     .enumerate()

@@ -8,7 +8,7 @@ use crate::{
         Queueing, Reclaim, WithinQueue,
         quota::{Quotas, Trial, Usage},
     },
-    planning::scenario::QuotaPolicy,
+    planning::scenario::QueuePolicy,
 };
 
 /// Minutes a preempted workload takes to terminate before the preemptor's pods start.
@@ -84,7 +84,10 @@ fn rework(s: &mut TeamStats, submitted: bool) -> &mut f64 {
 }
 
 pub(super) struct Week {
-    policy: QuotaPolicy,
+    /// Whether the queues share one cohort.
+    cohort: bool,
+    /// Each team's ClusterQueue policy.
+    policies: Vec<QueuePolicy>,
     pub quotas: Quotas,
     usage: Usage,
     /// The week's batch jobs, not yet arrived.
@@ -136,10 +139,16 @@ pub(super) struct Week {
 }
 
 impl Week {
-    pub fn new(policy: QuotaPolicy, quotas: Quotas, plan: Plan, stats: Vec<TeamStats>) -> Self {
+    pub fn new(
+        (cohort, policies): (bool, Vec<QueuePolicy>),
+        quotas: Quotas,
+        plan: Plan,
+        stats: Vec<TeamStats>,
+    ) -> Self {
         let (teams, flavors) = (stats.len(), quotas.capacity.len());
         Self {
-            policy,
+            cohort,
+            policies,
             usage: Usage::new(teams, flavors),
             quotas,
             next_seq: u64::from(plan.drawn),
@@ -299,14 +308,15 @@ impl Week {
 
     /// The minute's scheduling cycles, from `cycle`'s start until no queue has a head left.
     fn cycles(&mut self, cycle: &mut Cycle, minute: u32) {
-        let strict = self.policy.queueing == Queueing::StrictFifo;
+        let strict =
+            |t: usize, policies: &[QueuePolicy]| policies[t].queueing == Queueing::StrictFifo;
         let flavors = self.quotas.capacity.len();
         let mut heads = std::mem::take(&mut cycle.heads);
         loop {
             heads.clear();
             for i in 0..cycle.active.len() {
                 let t = cycle.active[i];
-                if let Some(head) = self.head(t, cycle, strict, flavors) {
+                if let Some(head) = self.head(t, cycle, strict(t, &self.policies), flavors) {
                     heads.push((self.head_order(head), t));
                 }
             }
@@ -343,7 +353,7 @@ impl Week {
                         .iter()
                         .zip(&self.smallest[slots])
                         .all(|(failed, smallest)| failed <= smallest);
-                    cycle.pass(team, strict, exhausted);
+                    cycle.pass(team, strict(team, &self.policies), exhausted);
                 }
             }
             let done = &cycle.done;
@@ -554,7 +564,7 @@ impl Week {
         // Freeing as many slices of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
         own.clear();
-        let within = self.policy.within_cluster_queue;
+        let within = self.policies[team].within_cluster_queue;
         if within != WithinQueue::Never {
             // `LowerOrNewerEqualPriority`: of its own priority, those created after it.
             let jobs = &self.jobs;
@@ -621,10 +631,10 @@ impl Week {
             self.usage.held(head.team, f),
             self.quotas.nominal(head.team, f),
         );
-        let policy = &self.policy;
+        let policy = &self.policies[head.team];
         // Whom of the borrowing queues it may evict: `Some(bound)` as `Running::first` takes it.
         let reclaimable =
-            (policy.cohort && policy.reclaim_within_cohort != Reclaim::Never).then(|| {
+            (self.cohort && policy.reclaim_within_cohort != Reclaim::Never).then(|| {
                 (policy.reclaim_within_cohort == Reclaim::LowerPriority).then_some(head.priority)
             });
         let borrowing = |others| {
