@@ -9,13 +9,10 @@
 //! The exports' comments are `//`, not `///`: wasm-bindgen copies doc comments into the
 //! worker's JS, which the browser downloads.
 
-use serde::Serialize;
+use serde::{Serialize, de::DeserializeOwned};
 use shared::{
     FieldError,
-    common::{
-        error::from_json,
-        interrupt::{Interrupted, Never},
-    },
+    common::interrupt::{Interrupted, Never},
     planning::replay::{Side, SideReplayed, WhatIfReplay},
     planning::suggest::QuotaSuggestion,
     planning::{self, Evaluation},
@@ -34,14 +31,13 @@ pub type Outcome<T = Evaluation> = Result<T, Vec<FieldError>>;
 // Scenario JSON in, [`Outcome`] JSON out.
 #[wasm_bindgen]
 pub fn evaluate_scenario(scenario_json: &str) -> String {
-    answer(planning::parse_scenario(scenario_json).and_then(|s| planning::evaluate(&s)))
+    answer(read::<planning::scenario::Scenario>(scenario_json).and_then(|s| planning::evaluate(&s)))
 }
 
 // [`planning::SuggestRequest`] JSON in, `Outcome<QuotaSuggestion>` JSON out.
 #[wasm_bindgen]
 pub fn suggest_quotas(request_json: &str) -> String {
-    let outcome: Outcome<QuotaSuggestion> = from_json::<planning::SuggestRequest>(request_json)
-        .map_err(|err| vec![err.into_field_error()])
+    let outcome: Outcome<QuotaSuggestion> = read::<planning::SuggestRequest>(request_json)
         .and_then(|r| planning::suggest_quotas_with(&r.scenario, r.today));
     answer(outcome)
 }
@@ -53,8 +49,7 @@ pub fn suggest_quotas(request_json: &str) -> String {
 #[wasm_bindgen]
 pub fn replay_what_if_side(input_json: &str, after: bool) -> String {
     let side = if after { Side::After } else { Side::Before };
-    let outcome: Outcome<SideReplayed> = from_json::<WhatIfReplay>(input_json)
-        .map_err(|err| vec![err.into_field_error()])
+    let outcome: Outcome<SideReplayed> = read::<WhatIfReplay>(input_json)
         .and_then(WhatIfReplay::checked)
         .and_then(|input| {
             input
@@ -62,6 +57,19 @@ pub fn replay_what_if_side(input_json: &str, after: bool) -> String {
                 .map_err(|Interrupted| Vec::new())
         });
     answer(outcome)
+}
+
+/// The worker's input: JSON the page or the server wrote from the same types, so a failure is
+/// a bug to report, not a person's typing to point at: read by serde_json alone, without the
+/// path tracking that the API's and the JSON step's reading carries (`common::error::
+/// from_json`), which would put a second copy of every type's reader in this bundle.
+fn read<T: DeserializeOwned>(json: &str) -> Outcome<T> {
+    serde_json::from_str(json).map_err(|err| {
+        vec![FieldError {
+            path: String::new(),
+            message: format!("the worker could not read its input: {err}"),
+        }]
+    })
 }
 
 fn answer<T: Serialize>(outcome: Outcome<T>) -> String {
@@ -178,22 +186,43 @@ mod tests {
                 "{answer:?}"
             );
         }
+        // Input no server writes: said, with where serde_json stopped.
         let refused = side(r#"{"before": 3}"#, false).expect_err("refused");
-        assert_eq!(refused[0].path, "before");
+        assert!(
+            refused[0]
+                .message
+                .starts_with("the worker could not read its input: invalid type")
+                && refused[0].message.contains("at line 1 column"),
+            "{refused:?}"
+        );
         input.replay.after.teams[0].workloads.pop();
         let json = serde_json::to_string(&input).expect("JSON");
         assert_eq!(side(&json, true).expect_err("refused")[0].path, "after");
     }
 
+    /// A scenario that reads but breaks the rules answers its problems by path; one that does
+    /// not read (no page writes it: the JSON step reads a person's typing itself, by path)
+    /// says what and where serde_json stopped.
     #[test]
-    fn a_bad_scenario_answers_its_problems_by_path() {
+    fn a_bad_scenario_answers_what_is_wrong() {
+        let mut scenario = planning::parse_scenario(&preset("startup-40")).expect("parses");
+        scenario.fleet[0].count = 0;
+        let json = serde_json::to_string(&scenario).expect("JSON");
+        let answer: Outcome = serde_json::from_str(&evaluate_scenario(&json)).expect("reads");
+        let problems = answer.expect_err("refused");
+        assert!(
+            problems.iter().any(|p| p.path == "fleet[0].count"),
+            "{problems:?}"
+        );
         let answer: Outcome = serde_json::from_str(&evaluate_scenario(
             r#"{"version": 3, "name": "x", "fleet": [{"flavor": "a", "gpu_model": "H100-SXM5-80GB", "count": "forty", "gpus_per_node": 8, "price_cents_per_gpu_hour": 1}]}"#,
         ))
         .expect("the answer reads");
         let problems = answer.expect_err("refused");
         assert!(
-            problems[0].path.starts_with("fleet[0].count"),
+            problems[0]
+                .message
+                .contains("invalid type: string \"forty\", expected u32 at line 1"),
             "{problems:?}"
         );
     }
