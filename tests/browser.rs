@@ -414,29 +414,6 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await;
     usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("plan-3-teams").await;
-    // A team states its own queue policy: ticked, it starts as the scenario's; its reclaim set
-    // to Never.
-    browser
-        .click_css("[data-test=team] [data-test=queue-policy] input[type=checkbox]")
-        .await;
-    let reclaim =
-        "[data-test=team] [data-path='teams[0].queue_policy.reclaim_within_cohort'] select";
-    browser
-        .wait_for_script(
-            &format!("return document.querySelector(\"{reclaim}\") !== null"),
-            "the team's own policy offered",
-        )
-        .await;
-    let choice = browser
-        .client
-        .find(Locator::Css(reclaim))
-        .await
-        .expect("reclaim drop-down");
-    choice.select_by_value("Never").await.expect("choose");
-    aws.teams[0].queue_policy = Some(shared::planning::scenario::QueuePolicy {
-        reclaim_within_cohort: shared::kueue::Reclaim::Never,
-        ..aws.quota.queue()
-    });
     // A team added keeps the open team's form as it was (it went blank until reopened); the
     // new team, opened and removed again, leaves the scenario as it was.
     browser.click_css("[data-test=add-team]").await;

@@ -49,8 +49,6 @@ pub type Getter = Arc<dyn Fn(&Scenario) -> Option<String> + Send + Sync>;
 pub type Setter = Arc<dyn Fn(&mut Scenario, &str) -> Result<(), String> + Send + Sync>;
 pub type Toggle = Arc<dyn Fn(&mut Scenario, bool) + Send + Sync>;
 pub type Pick = Arc<dyn Fn(&mut Scenario, &str) + Send + Sync>;
-/// What a select shows as chosen.
-pub type Chosen = Arc<dyn Fn(&Scenario) -> String + Send + Sync>;
 
 /// A text input bound to the scenario. `path` is where validation names the field.
 #[component]
@@ -121,7 +119,7 @@ pub fn Choice(
     label: &'static str,
     path: String,
     options: Signal<Vec<(String, String)>>,
-    get: Chosen,
+    get: Arc<dyn Fn(&Scenario) -> String + Send + Sync>,
     set: Pick,
 ) -> impl IntoView {
     let draft = use_draft();

@@ -11,8 +11,8 @@ use shared::{
     fleet::sharing::Mechanism,
     kueue::{BorrowPolicy, Queueing, Reclaim, WithinQueue},
     planning::scenario::{
-        Accelerator, Demand, HOURS_PER_WEEK, Inference, Preset, QueuePolicy, Scenario, Team,
-        UtilisationSource, Workload, WorkloadKind,
+        Accelerator, Demand, HOURS_PER_WEEK, Inference, Preset, Scenario, Team, UtilisationSource,
+        Workload, WorkloadKind,
     },
 };
 
@@ -251,7 +251,6 @@ fn TeamForm(t: usize, opened: RwSignal<Option<usize>>) -> impl IntoView {
                             opened.set(None);
                         }>"Remove team"</button>
                     </fieldset>
-                    <QueuePolicyForm t/>
                     <h4>"Quota per flavor"</h4>
                     {move || flavors.get().into_iter().map(|flavor| view! { <QuotaRow t flavor/> }).collect_view()}
                     <h4>"Workload classes"</h4>
@@ -520,123 +519,26 @@ fn HourlyField(t: usize, w: usize) -> impl IntoView {
     view! { <Field label="GPUs each hour" unit="168 values" path bind=(get, set)/> }
 }
 
-/// The values of a queue's policy, as selects offer them: queueing, `reclaimWithinCohort`,
-/// `withinClusterQueue`, `borrowWithinCohort.policy`.
-type PolicyChoices = [Signal<Vec<(String, String)>>; 4];
-
-fn policy_choices() -> PolicyChoices {
-    [
-        choices([Queueing::BestEffortFifo, Queueing::StrictFifo], |q| {
-            serde_name(&q)
-        }),
-        choices(
-            [Reclaim::Any, Reclaim::LowerPriority, Reclaim::Never],
-            |r| serde_name(&r),
-        ),
-        choices(
-            [
-                WithinQueue::LowerPriority,
-                WithinQueue::LowerOrNewerEqualPriority,
-                WithinQueue::Never,
-            ],
-            |w| serde_name(&w),
-        ),
-        choices([BorrowPolicy::Never, BorrowPolicy::LowerPriority], |b| {
-            serde_name(&b)
-        }),
-    ]
-}
-
-/// Team `t`'s own queue policy, or the scenario's (the Constraints step's) when it states none.
-#[component]
-fn QueuePolicyForm(t: usize) -> impl IntoView {
-    let draft = use_draft();
-    let own = Memo::new(move |_| {
-        draft
-            .scenario
-            .with(|s| s.teams.get(t).is_some_and(|x| x.queue_policy.is_some()))
-    });
-    let [queueing, reclaim, within, borrow] = policy_choices();
-    let path = move |field: &str| format!("teams[{t}].queue_policy.{field}");
-    // Reads and writes one field of the team's own policy.
-    fn field(
-        t: usize,
-        read: fn(&QueuePolicy) -> String,
-        write: fn(&mut QueuePolicy, &str),
-    ) -> (super::fields::Chosen, super::fields::Pick) {
-        (
-            Arc::new(move |s: &Scenario| {
-                s.teams
-                    .get(t)
-                    .and_then(|x| x.queue_policy.as_ref())
-                    .map(read)
-                    .unwrap_or_default()
-            }),
-            Arc::new(move |s: &mut Scenario, v: &str| {
-                if let Some(p) = team_mut(s, t).and_then(|x| x.queue_policy.as_mut()) {
-                    write(p, v)
-                }
-            }),
-        )
-    }
-    let queueing_of = field(
-        t,
-        |p| serde_name(&p.queueing),
-        |p, v| {
-            if let Some(q) = from_serde_name(v) {
-                p.queueing = q
-            }
-        },
-    );
-    let reclaim_of = field(
-        t,
-        |p| serde_name(&p.reclaim_within_cohort),
-        |p, v| {
-            if let Some(r) = from_serde_name(v) {
-                p.reclaim_within_cohort = r
-            }
-        },
-    );
-    let within_of = field(
-        t,
-        |p| serde_name(&p.within_cluster_queue),
-        |p, v| {
-            if let Some(w) = from_serde_name(v) {
-                p.within_cluster_queue = w
-            }
-        },
-    );
-    let borrow_of = field(
-        t,
-        |p| serde_name(&p.borrow_within_cohort.policy),
-        |p, v| {
-            if let Some(b) = from_serde_name(v) {
-                p.borrow_within_cohort.policy = b
-            }
-        },
-    );
-    view! {
-        <fieldset class="row" data-test="queue-policy">
-            <legend>"Queue policy"</legend>
-            <Check label="Its own (else the scenario's, under Constraints)"
-                get=Arc::new(move |s| s.teams.get(t).is_some_and(|x| x.queue_policy.is_some()))
-                set=Arc::new(move |s, on| {
-                    let scenarios = s.quota.queue();
-                    if let Some(x) = team_mut(s, t) { x.queue_policy = on.then_some(scenarios) }
-                })/>
-            {move || own.get().then(|| view! {
-                <Choice label="Owners reclaim lent quota (reclaimWithinCohort)" path=path("reclaim_within_cohort") options=reclaim get=reclaim_of.0.clone() set=reclaim_of.1.clone()/>
-                <Choice label="Jobs preempt in their own queue (withinClusterQueue)" path=path("within_cluster_queue") options=within get=within_of.0.clone() set=within_of.1.clone()/>
-                <Choice label="Jobs that must borrow evict other teams' borrowed jobs (borrowWithinCohort)" path=path("borrow_within_cohort.policy") options=borrow get=borrow_of.0.clone() set=borrow_of.1.clone()/>
-                <Choice label="Queueing" path=path("queueing") options=queueing get=queueing_of.0.clone() set=queueing_of.1.clone()/>
-            })}
-        </fieldset>
-    }
-}
-
 #[component]
 pub fn ConstraintsStep() -> impl IntoView {
-    let [queueing, reclaim, within, borrow] = policy_choices();
+    let queueing = choices([Queueing::BestEffortFifo, Queueing::StrictFifo], |q| {
+        serde_name(&q)
+    });
+    let reclaim = choices(
+        [Reclaim::Any, Reclaim::LowerPriority, Reclaim::Never],
+        |r| serde_name(&r),
+    );
+    let within = choices(
+        [
+            WithinQueue::LowerPriority,
+            WithinQueue::LowerOrNewerEqualPriority,
+            WithinQueue::Never,
+        ],
+        |w| serde_name(&w),
+    );
+    let borrow = choices([BorrowPolicy::Never, BorrowPolicy::LowerPriority], |b| {
+        serde_name(&b)
+    });
     // Blank: no threshold (any priority below the borrowing job's).
     let threshold: super::fields::Setter = Arc::new(|s: &mut Scenario, text: &str| {
         let text = text.trim();
