@@ -104,21 +104,7 @@ async fn a_full_pool_answers_503_and_health_keeps_answering(pool: PgPool) {
     let router = router_on(pool.clone(), work.clone(), HttpSettings::default());
     let session = planner(&pool, &router).await;
     let heavy = heavy_scenario();
-    // One runs, one waits.
-    let mut running = Vec::new();
-    for _ in 0..2 {
-        let (router, request) = (router.clone(), evaluate(&session, &heavy));
-        running.push(tokio::spawn(async move { send(&router, request).await }));
-    }
-    let started = Instant::now();
-    while work.compute.running() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "nothing started"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let running = fill_pool(&work, &router, &session).await;
     // A third is refused at once, saying when to come back.
     let refused = send(&router, evaluate(&session, &heavy)).await;
     assert_eq!(
@@ -155,6 +141,31 @@ async fn a_full_pool_answers_503_and_health_keeps_answering(pool: PgPool) {
     }
     // Abandoned, the work stops (the interrupt fires when the request is dropped).
     stops_within(&work, Duration::from_secs(2)).await;
+}
+
+/// Fills a compute pool of one thread and one waiting place with heavy evaluations, one
+/// running and one waiting; their tasks, to abort.
+async fn fill_pool(
+    work: &Work,
+    router: &Router,
+    session: &Session,
+) -> Vec<tokio::task::JoinHandle<crate::common::Reply>> {
+    let heavy = heavy_scenario();
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        let (router, request) = (router.clone(), evaluate(session, &heavy));
+        running.push(tokio::spawn(async move { send(&router, request).await }));
+    }
+    let started = Instant::now();
+    while work.compute.running() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "nothing started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    running
 }
 
 /// Waits for the compute pool to be idle; fails if it is still computing after `limit`.
@@ -891,16 +902,7 @@ async fn budgets_are_read_by_who_may_and_wait_for_the_compute_pool(pool: PgPool)
     );
     // The pool full (an evaluation running, one waiting): refused at once, not queued.
     let session = planner(&pool, &router).await;
-    let heavy = heavy_scenario();
-    let mut running = Vec::new();
-    for _ in 0..2 {
-        let (router, request) = (router.clone(), evaluate(&session, &heavy));
-        running.push(tokio::spawn(async move { send(&router, request).await }));
-    }
-    while work.compute.running() == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let running = fill_pool(&work, &router, &session).await;
     let asked = Instant::now();
     let refused = send(&router, request(Method::GET, path, Some(&fiona), None)).await;
     assert_eq!(

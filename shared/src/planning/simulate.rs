@@ -499,6 +499,24 @@ mod properties {
         planning::scenario::*,
     };
 
+    /// A queue policy from drawn indices (`borrowWithinCohort` left to the caller).
+    fn drawn(reclaim: usize, within: usize, strict: bool) -> QueuePolicy {
+        QueuePolicy {
+            queueing: if strict {
+                Queueing::StrictFifo
+            } else {
+                Queueing::BestEffortFifo
+            },
+            reclaim_within_cohort: [Reclaim::Any, Reclaim::LowerPriority, Reclaim::Never][reclaim],
+            within_cluster_queue: [
+                WithinQueue::LowerPriority,
+                WithinQueue::LowerOrNewerEqualPriority,
+                WithinQueue::Never,
+            ][within],
+            borrow_within_cohort: BorrowWithinCohort::default(),
+        }
+    }
+
     /// Small random scenarios: 1-2 flavors (of one GPU model or two), 1-4 teams, batch and
     /// inference classes, some smaller than a card, quotas with and without borrowing limits,
     /// and every preemption policy, the scenario's and some teams' own.
@@ -584,23 +602,8 @@ mod properties {
                                 lending_limit_gpus: one(lend),
                                 queue_wait_target_min:
                                     crate::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
-                                queue_policy: own.map(|(reclaim, within, strict)| QueuePolicy {
-                                    queueing: if strict {
-                                        Queueing::StrictFifo
-                                    } else {
-                                        Queueing::BestEffortFifo
-                                    },
-                                    reclaim_within_cohort: [
-                                        Reclaim::Any,
-                                        Reclaim::LowerPriority,
-                                        Reclaim::Never,
-                                    ][reclaim],
-                                    within_cluster_queue: [
-                                        WithinQueue::LowerPriority,
-                                        WithinQueue::LowerOrNewerEqualPriority,
-                                        WithinQueue::Never,
-                                    ][within],
-                                    borrow_within_cohort: BorrowWithinCohort::default(),
+                                queue_policy: own.map(|(reclaim, within, strict)| {
+                                    drawn(reclaim, within, strict)
                                 }),
                                 workloads: works
                                     .into_iter()
@@ -690,21 +693,11 @@ mod properties {
                         teams,
                         quota: QuotaPolicy {
                             cohort,
-                            queueing: if strict {
-                                Queueing::StrictFifo
-                            } else {
-                                Queueing::BestEffortFifo
-                            },
-                            reclaim_within_cohort: [
-                                Reclaim::Any,
-                                Reclaim::LowerPriority,
-                                Reclaim::Never,
-                            ][reclaim],
-                            within_cluster_queue: [
-                                WithinQueue::LowerPriority,
-                                WithinQueue::LowerOrNewerEqualPriority,
-                                WithinQueue::Never,
-                            ][within],
+                            queueing: drawn(reclaim, within, strict).queueing,
+                            reclaim_within_cohort: drawn(reclaim, within, strict)
+                                .reclaim_within_cohort,
+                            within_cluster_queue: drawn(reclaim, within, strict)
+                                .within_cluster_queue,
                             // Kueue's rule: only with a cohort that reclaims.
                             borrow_within_cohort: borrow
                                 .filter(|_| cohort && reclaim != 2)

@@ -306,17 +306,20 @@ impl Week {
         self.cycle = cycle;
     }
 
+    /// Whether `team`'s queue is StrictFIFO.
+    fn strict(&self, team: usize) -> bool {
+        self.policies[team].queueing == Queueing::StrictFifo
+    }
+
     /// The minute's scheduling cycles, from `cycle`'s start until no queue has a head left.
     fn cycles(&mut self, cycle: &mut Cycle, minute: u32) {
-        let strict =
-            |t: usize, policies: &[QueuePolicy]| policies[t].queueing == Queueing::StrictFifo;
         let flavors = self.quotas.capacity.len();
         let mut heads = std::mem::take(&mut cycle.heads);
         loop {
             heads.clear();
             for i in 0..cycle.active.len() {
                 let t = cycle.active[i];
-                if let Some(head) = self.head(t, cycle, strict(t, &self.policies), flavors) {
+                if let Some(head) = self.head(t, cycle, self.strict(t), flavors) {
                     heads.push((self.head_order(head), t));
                 }
             }
@@ -353,7 +356,7 @@ impl Week {
                         .iter()
                         .zip(&self.smallest[slots])
                         .all(|(failed, smallest)| failed <= smallest);
-                    cycle.pass(team, strict(team, &self.policies), exhausted);
+                    cycle.pass(team, self.strict(team), exhausted);
                 }
             }
             let done = &cycle.done;
