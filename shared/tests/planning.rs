@@ -1141,7 +1141,6 @@ fn batch_team(
         borrowing_limit_gpus: Default::default(),
         lending_limit_gpus: Default::default(),
         queue_wait_target_min: shared::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
-        queue_policy: None,
         workloads: jobs
             .into_iter()
             .enumerate()
@@ -1282,53 +1281,6 @@ fn reclaim_lower_priority_evicts_only_borrowers_below_the_owner() {
         p.reclaim_within_cohort = shared::kueue::Reclaim::Any
     });
     assert_eq!(any[0].preemptions, 1, "{:?}", any[0]);
-}
-
-/// Each queue's own policy decides what its jobs may evict: Kueue reads the preemptor's
-/// ClusterQueue (`classifyPreemptionVariant`, pkg/scheduler/preemption/classical/
-/// hierarchical_preemption.go, takes `ctx.Cq.Preemption`), never the victim's.
-#[test]
-fn a_queues_own_policy_decides_what_its_jobs_evict() {
-    // 8 cards; the borrower (nominal 4) runs two 4-GPU jobs all week, the second on the
-    // owner's quota; the owner's (nominal 4) 4-GPU job comes in hour 1. The scenario's
-    // reclaimWithinCohort is Any.
-    use shared::planning::scenario::{QueuePolicy, QuotaPolicy};
-    let never = QueuePolicy {
-        reclaim_within_cohort: shared::kueue::Reclaim::Never,
-        ..QuotaPolicy::default().queue()
-    };
-    let teams = |borrower: Option<QueuePolicy>, owner: Option<QueuePolicy>| {
-        let mut teams = vec![
-            batch_team("borrower", 4, vec![(4, 10, 0), (4, 10, 0)]),
-            batch_team("owner", 4, vec![(4, 20, 1)]),
-        ];
-        (teams[0].queue_policy, teams[1].queue_policy) = (borrower, owner);
-        teams
-    };
-    assert_eq!(week_of(8, teams(None, None))[0].preemptions, 1, "Any");
-    assert_eq!(
-        week_of(8, teams(None, Some(never)))[0].preemptions,
-        0,
-        "the owner's own Never spares the borrower"
-    );
-    assert_eq!(
-        week_of(8, teams(Some(never), None))[0].preemptions,
-        1,
-        "the borrower's policy plays no part"
-    );
-    // The export writes each queue's own.
-    let mut s = scenario("startup-40");
-    s.teams = teams(None, Some(never));
-    let setup = shared::planning::manifests::kueue_setup(&s, &shared::planning::isolation_plan(&s));
-    let reclaim = |name: &str| {
-        setup
-            .queues
-            .iter()
-            .find(|q| q.cluster_queue == name)
-            .map(|q| q.reclaim)
-    };
-    assert_eq!(reclaim("owner"), Some(shared::kueue::Reclaim::Never));
-    assert_eq!(reclaim("borrower"), Some(shared::kueue::Reclaim::Any));
 }
 
 /// `borrowWithinCohort`: a job that must borrow evicts another queue's borrowed work only as

@@ -30,7 +30,7 @@ use shared::{
         WithinQueue, priority_class,
     },
     planning::{
-        scenario::{QueuePolicy, SCENARIO_VERSION, Scenario},
+        scenario::{SCENARIO_VERSION, Scenario},
         simulate::{self, Happened, Recorded},
     },
 };
@@ -71,18 +71,11 @@ struct Case {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 struct CaseQueue {
     name: String,
     /// Per flavor.
     quota: BTreeMap<String, CaseQuota>,
-    /// The queue's own preemption policy where it departs from the scenario's.
-    #[serde(default)]
-    reclaim_within_cohort: Option<Reclaim>,
-    #[serde(default)]
-    within_cluster_queue: Option<WithinQueue>,
-    #[serde(default)]
-    borrow_within_cohort: Option<BorrowWithinCohort>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -167,23 +160,6 @@ impl Case {
         }
     }
 
-    /// Queue `q`'s policy: its own where it states one, else the scenario's.
-    fn policy(&self, q: usize) -> QueuePolicy {
-        let queue = &self.queues[q];
-        QueuePolicy {
-            queueing: self.queueing(),
-            reclaim_within_cohort: queue
-                .reclaim_within_cohort
-                .unwrap_or(self.reclaim_within_cohort),
-            within_cluster_queue: queue
-                .within_cluster_queue
-                .unwrap_or(self.within_cluster_queue),
-            borrow_within_cohort: queue
-                .borrow_within_cohort
-                .unwrap_or(self.borrow_within_cohort),
-        }
-    }
-
     /// A flavor's cards: every queue's nominal quota of it (Kueue admits on quota alone).
     fn cards(&self, flavor: &str) -> u32 {
         let quotas = self.queues.iter().filter_map(|q| q.quota.get(flavor));
@@ -226,8 +202,7 @@ fn scenario(case: &Case) -> Scenario {
                 .collect();
             json!({"name": queue.name, "nominal_gpus": limits(queue, |q| Some(q.nominal)),
                 "borrowing_limit_gpus": limits(queue, |q| q.borrowing_limit),
-                "lending_limit_gpus": limits(queue, |q| q.lending_limit), "workloads": workloads,
-                "queue_policy": case.policy(q)})
+                "lending_limit_gpus": limits(queue, |q| q.lending_limit), "workloads": workloads})
         })
         .collect();
     let fleet: Vec<Value> = (case.flavors.iter())
@@ -292,16 +267,16 @@ fn setup(case: &Case, names: &Names) -> Setup {
         resources: (case.flavors.iter())
             .map(|f| (names.of(f), vec![gpu.clone()]))
             .collect(),
-        queues: (case.queues.iter().zip((0..).map(|q| case.policy(q))))
-            .map(|(q, policy)| Queue {
+        queues: (case.queues.iter())
+            .map(|q| Queue {
                 cluster_queue: format!("{namespace}-{}", q.name),
                 namespace: namespace.clone(),
                 local_queue: q.name.clone(),
                 cohort: case.cohort.then(|| namespace.clone()),
-                queueing: policy.queueing,
-                reclaim: policy.reclaim_within_cohort,
-                within: policy.within_cluster_queue,
-                borrow: policy.borrow_within_cohort,
+                queueing: case.queueing(),
+                reclaim: case.reclaim_within_cohort,
+                within: case.within_cluster_queue,
+                borrow: case.borrow_within_cohort,
                 quotas: (q.quota.iter())
                     .map(|(flavor, quota)| Quota {
                         flavor: names.of(flavor),

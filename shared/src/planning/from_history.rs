@@ -40,9 +40,9 @@ use crate::{
     chargeback::{TokensHour, UsageDay},
     cluster::workload::HistoryEntry,
     common::day::Day,
-    kueue::BorrowWithinCohort,
+    common::label::Labelled,
     planning::scenario::{
-        Accelerator, Demand, HOURS_PER_WEEK, Preset, QueuePolicy, Scenario, Team, Workload,
+        Accelerator, Demand, HOURS_PER_WEEK, Preset, QuotaPolicy, Scenario, Team, Workload,
         WorkloadKind,
     },
     quota::{QuotaSpec, QuotaWorld},
@@ -172,7 +172,7 @@ impl<'a> Derivation<'a> {
         let mut base =
             Scenario::starting_from(&format!("measured {} to {}", m.from, m.end.plus(-1)), fleet);
         base.teams = teams(m, &base, &mut sources, &mut problems);
-        policies(m, &mut base, &mut sources);
+        policies(m, &mut base.quota, &mut sources, &mut problems);
         Derivation {
             m,
             base,
@@ -384,48 +384,43 @@ fn teams(
     teams
 }
 
-/// The queues' policies in force on the window's last day, as their requests state them: the
-/// first team's (by name) as the scenario's, and each team whose request states another as its
-/// own `queue_policy`. (Requests do not state `borrowWithinCohort`: Kueue's default, `Never`.)
-fn policies(m: &Measured, scenario: &mut Scenario, sources: &mut Vec<Source>) {
+/// The queues' policies in force on the window's last day: the first team's (by name), each
+/// team whose requests state others named in `problems`.
+fn policies(
+    m: &Measured,
+    quota: &mut QuotaPolicy,
+    sources: &mut Vec<Source>,
+    problems: &mut Vec<String>,
+) {
     let last = m.end.plus(-1);
-    let of = |spec: &QuotaSpec| QueuePolicy {
-        queueing: spec.queueing,
-        reclaim_within_cohort: spec.reclaim_within_cohort,
-        within_cluster_queue: spec.within_cluster_queue,
-        borrow_within_cohort: BorrowWithinCohort::default(),
+    let of = |spec: &QuotaSpec| {
+        (
+            spec.queueing,
+            spec.reclaim_within_cohort,
+            spec.within_cluster_queue,
+        )
     };
     let in_force = m.world.effective_on(last);
-    let Some((_, first)) = in_force.iter().next() else {
+    let mut stated = in_force.iter().map(|(team, a)| (team, a.id, of(&a.spec)));
+    let Some((_, id, first)) = stated.next() else {
         return;
     };
-    let default = of(&first.spec);
-    let quota = &mut scenario.quota;
     (
         quota.queueing,
         quota.reclaim_within_cohort,
         quota.within_cluster_queue,
-    ) = (
-        default.queueing,
-        default.reclaim_within_cohort,
-        default.within_cluster_queue,
-    );
+    ) = first;
     sources.push(Source {
         path: "quota".to_owned(),
-        from: format!("quota request {} in force on {last}", first.id),
+        from: format!("quota request {id} in force on {last}"),
     });
-    for (t, team) in scenario.teams.iter_mut().enumerate() {
-        let Some(approved) = in_force.get(team.name.as_str()) else {
-            continue;
-        };
-        let own = of(&approved.spec);
-        if own != default {
-            team.queue_policy = Some(own);
-            sources.push(Source {
-                path: format!("teams[{t}].queue_policy"),
-                from: format!("quota request {} in force on {last}", approved.id),
-            });
-        }
+    for (team, other, (q, r, w)) in stated.filter(|s| s.2 != first) {
+        problems.push(format!(
+            "team {team}: request {other} states {}, reclaimWithinCohort {}, withinClusterQueue {}; the scenario states one set for every queue, request {id}'s",
+            q.label(),
+            r.label(),
+            w.label()
+        ));
     }
 }
 
@@ -927,8 +922,8 @@ mod tests {
     }
 
     /// The queues' policies are the requests' in force: research's (StrictFIFO, reclaim Never,
-    /// LowerOrNewerEqualPriority) as the scenario's, and vision's request, which states Kueue's
-    /// defaults, as vision's own.
+    /// LowerOrNewerEqualPriority) for every queue, and vision's request, which states Kueue's
+    /// defaults, named as differing.
     #[test]
     fn the_queues_policies_are_those_of_the_requests_in_force() {
         let mut world = serde_json::to_value(world()).expect("json");
@@ -972,33 +967,12 @@ mod tests {
                 crate::kueue::WithinQueue::LowerOrNewerEqualPriority
             )
         );
-        let teams = &derived.scenario.teams;
-        let vision = teams
-            .iter()
-            .position(|t| t.name == "vision")
-            .expect("vision");
-        assert_eq!(
-            derived.scenario.queue_policy(vision),
-            QueuePolicy {
-                queueing: crate::kueue::Queueing::BestEffortFifo,
-                reclaim_within_cohort: crate::kueue::Reclaim::Any,
-                within_cluster_queue: crate::kueue::WithinQueue::LowerPriority,
-                borrow_within_cohort: BorrowWithinCohort::default(),
-            }
-        );
-        let research = teams
-            .iter()
-            .position(|t| t.name == "research")
-            .expect("research");
-        assert_eq!(teams[research].queue_policy, None, "the scenario's");
         assert!(
-            derived
-                .sources
-                .iter()
-                .any(|s| s.path == format!("teams[{vision}].queue_policy")
-                    && s.from.starts_with("quota request 8 ")),
+            derived.problems.iter().any(|p| p.starts_with(
+                "team vision: request 8 states BestEffortFIFO, reclaimWithinCohort Any, withinClusterQueue LowerPriority"
+            )),
             "{:?}",
-            derived.sources
+            derived.problems
         );
     }
 

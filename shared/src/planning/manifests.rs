@@ -67,17 +67,16 @@ pub fn kueue_setup(scenario: &Scenario, plan: &IsolationPlan) -> Setup {
     let queues = scenario
         .teams
         .iter()
-        .zip((0..).map(|t| scenario.queue_policy(t)))
-        .map(|(team, policy)| Queue {
+        .map(|team| Queue {
             cluster_queue: team.name.clone(),
             namespace: team.name.clone(),
             local_queue: team.name.clone(),
             cohort: cohort.clone(),
             held: false,
-            queueing: policy.queueing,
-            reclaim: policy.reclaim_within_cohort,
-            within: policy.within_cluster_queue,
-            borrow: policy.borrow_within_cohort,
+            queueing: scenario.quota.queueing,
+            reclaim: scenario.quota.reclaim_within_cohort,
+            within: scenario.quota.within_cluster_queue,
+            borrow: scenario.quota.borrow_within_cohort,
             quotas: scenario
                 .fleet
                 .iter()

@@ -113,10 +113,6 @@ pub struct Team {
         skip_serializing_if = "is_default_wait_target"
     )]
     pub queue_wait_target_min: u32,
-    /// Its ClusterQueue's policy where it departs from the scenario's (`quota`); absent: the
-    /// scenario's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue_policy: Option<QueuePolicy>,
     pub workloads: Vec<Workload>,
 }
 
@@ -407,37 +403,13 @@ pub struct QuotaPolicy {
     /// ClusterQueues share one cohort (lend and borrow unused quota).
     pub cohort: bool,
     pub queueing: Queueing,
-    /// Every ClusterQueue's `preemption.reclaimWithinCohort` (a team's `queue_policy` may
-    /// state its own; so for the fields below and `queueing`).
+    /// Every ClusterQueue's `preemption.reclaimWithinCohort`.
     pub reclaim_within_cohort: Reclaim,
     /// Every ClusterQueue's `preemption.withinClusterQueue`.
     pub within_cluster_queue: WithinQueue,
     /// Every ClusterQueue's `preemption.borrowWithinCohort` (absent: `Never`).
     #[serde(default)]
     pub borrow_within_cohort: BorrowWithinCohort,
-}
-
-/// One ClusterQueue's policy: its `queueingStrategy` and `preemption`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueuePolicy {
-    pub queueing: Queueing,
-    pub reclaim_within_cohort: Reclaim,
-    pub within_cluster_queue: WithinQueue,
-    #[serde(default)]
-    pub borrow_within_cohort: BorrowWithinCohort,
-}
-
-impl QuotaPolicy {
-    /// The policy of every queue that states none of its own.
-    pub fn queue(&self) -> QueuePolicy {
-        QueuePolicy {
-            queueing: self.queueing,
-            reclaim_within_cohort: self.reclaim_within_cohort,
-            within_cluster_queue: self.within_cluster_queue,
-            borrow_within_cohort: self.borrow_within_cohort,
-        }
-    }
 }
 
 impl Default for QuotaPolicy {
@@ -540,13 +512,6 @@ impl Scenario {
     }
 
     /// Every problem, each named by its field path.
-    /// Team `team`'s queue policy: its own, else the scenario's.
-    pub fn queue_policy(&self, team: usize) -> QueuePolicy {
-        self.teams[team]
-            .queue_policy
-            .unwrap_or_else(|| self.quota.queue())
-    }
-
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
         let mut errors = Vec::new();
         let mut bad = |path: String, message: &str| {
@@ -576,20 +541,14 @@ impl Scenario {
             }
         }
         self.check_cost(&mut bad);
-        let stated = std::iter::once(("quota".to_owned(), self.quota.queue())).chain(
-            (self.teams.iter().enumerate()).filter_map(|(t, team)| {
-                Some((format!("teams[{t}].queue_policy"), team.queue_policy?))
-            }),
-        );
-        for (path, policy) in stated {
-            if policy.borrow_within_cohort.policy != BorrowPolicy::Never
-                && (!self.quota.cohort || policy.reclaim_within_cohort == Reclaim::Never)
-            {
-                bad(
-                    format!("{path}.borrow_within_cohort.policy"),
-                    "needs quota.cohort and a reclaim_within_cohort other than Never (Kueue rejects it otherwise)",
-                );
-            }
+        let q = &self.quota;
+        if q.borrow_within_cohort.policy != BorrowPolicy::Never
+            && (!q.cohort || q.reclaim_within_cohort == Reclaim::Never)
+        {
+            bad(
+                "quota.borrow_within_cohort.policy".into(),
+                "needs quota.cohort and a reclaim_within_cohort other than Never (Kueue rejects it otherwise)",
+            );
         }
         if !is_version(&self.constraints.kubernetes_version) {
             bad(
@@ -1011,7 +970,6 @@ impl Team {
             borrowing_limit_gpus: Default::default(),
             lending_limit_gpus: Default::default(),
             queue_wait_target_min: DEFAULT_QUEUE_WAIT_TARGET_MIN,
-            queue_policy: None,
             workloads: Vec::new(),
         }
     }
@@ -1163,7 +1121,6 @@ fn bench_team(t: usize, flavor: &str, share: u32) -> Team {
         borrowing_limit_gpus: Default::default(),
         lending_limit_gpus: Default::default(),
         queue_wait_target_min: DEFAULT_QUEUE_WAIT_TARGET_MIN,
-        queue_policy: None,
         workloads: vec![
             batch(
                 "train",

@@ -261,17 +261,7 @@ fn run(
             ..empty_stats(&t.name)
         })
         .collect();
-    let mut week = Week::new(
-        (
-            scenario.quota.cohort,
-            (0..scenario.teams.len())
-                .map(|t| scenario.queue_policy(t))
-                .collect(),
-        ),
-        quota::of(scenario),
-        plan,
-        stats,
-    );
+    let mut week = Week::new(scenario.quota.clone(), quota::of(scenario), plan, stats);
     week.trace = trace;
     for minute in 0..MINUTES_PER_WEEK {
         if stop.fired() {
@@ -499,34 +489,29 @@ mod properties {
         planning::scenario::*,
     };
 
-    /// A queue policy from drawn indices (`borrowWithinCohort` left to the caller).
-    fn drawn(reclaim: usize, within: usize, strict: bool) -> QueuePolicy {
-        QueuePolicy {
-            queueing: if strict {
+    /// A queue's queueing and preemption from drawn indices.
+    fn drawn(reclaim: usize, within: usize, strict: bool) -> (Queueing, Reclaim, WithinQueue) {
+        (
+            if strict {
                 Queueing::StrictFifo
             } else {
                 Queueing::BestEffortFifo
             },
-            reclaim_within_cohort: [Reclaim::Any, Reclaim::LowerPriority, Reclaim::Never][reclaim],
-            within_cluster_queue: [
+            [Reclaim::Any, Reclaim::LowerPriority, Reclaim::Never][reclaim],
+            [
                 WithinQueue::LowerPriority,
                 WithinQueue::LowerOrNewerEqualPriority,
                 WithinQueue::Never,
             ][within],
-            borrow_within_cohort: BorrowWithinCohort::default(),
-        }
+        )
     }
 
     /// Small random scenarios: 1-2 flavors (of one GPU model or two), 1-4 teams, batch and
     /// inference classes, some smaller than a card, quotas with and without borrowing limits,
-    /// and every preemption policy, the scenario's and some teams' own.
+    /// and every preemption policy.
     fn arb_scenario() -> impl Strategy<Value = Scenario> {
         let team = (
-            // nominal, borrowing and lending limits, its own (reclaim, within, strict) or none
-            (
-                0u32..40,
-                prop::option::of((0usize..3, 0usize..3, any::<bool>())),
-            ),
+            0u32..40,
             prop::option::of(0u32..20),
             prop::option::of(0u32..20),
             prop::collection::vec(
@@ -587,7 +572,7 @@ mod properties {
                     let teams = teams
                         .into_iter()
                         .enumerate()
-                        .map(|(t, ((nominal, own), borrow, lend, works))| {
+                        .map(|(t, (nominal, borrow, lend, works))| {
                             let f = flavors[t % flavors.len()].clone();
                             let one = |v: Option<u32>| -> BTreeMap<String, u32> {
                                 v.filter(|_| cohort)
@@ -602,9 +587,6 @@ mod properties {
                                 lending_limit_gpus: one(lend),
                                 queue_wait_target_min:
                                     crate::planning::scenario::DEFAULT_QUEUE_WAIT_TARGET_MIN,
-                                queue_policy: own.map(|(reclaim, within, strict)| {
-                                    drawn(reclaim, within, strict)
-                                }),
                                 workloads: works
                                     .into_iter()
                                     .enumerate()
@@ -693,11 +675,9 @@ mod properties {
                         teams,
                         quota: QuotaPolicy {
                             cohort,
-                            queueing: drawn(reclaim, within, strict).queueing,
-                            reclaim_within_cohort: drawn(reclaim, within, strict)
-                                .reclaim_within_cohort,
-                            within_cluster_queue: drawn(reclaim, within, strict)
-                                .within_cluster_queue,
+                            queueing: drawn(reclaim, within, strict).0,
+                            reclaim_within_cohort: drawn(reclaim, within, strict).1,
+                            within_cluster_queue: drawn(reclaim, within, strict).2,
                             // Kueue's rule: only with a cohort that reclaims.
                             borrow_within_cohort: borrow
                                 .filter(|_| cohort && reclaim != 2)

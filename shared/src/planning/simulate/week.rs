@@ -8,7 +8,7 @@ use crate::{
         Queueing, Reclaim, WithinQueue,
         quota::{Quotas, Trial, Usage},
     },
-    planning::scenario::QueuePolicy,
+    planning::scenario::QuotaPolicy,
 };
 
 /// Minutes a preempted workload takes to terminate before the preemptor's pods start.
@@ -84,10 +84,7 @@ fn rework(s: &mut TeamStats, submitted: bool) -> &mut f64 {
 }
 
 pub(super) struct Week {
-    /// Whether the queues share one cohort.
-    cohort: bool,
-    /// Each team's ClusterQueue policy.
-    policies: Vec<QueuePolicy>,
+    policy: QuotaPolicy,
     pub quotas: Quotas,
     usage: Usage,
     /// The week's batch jobs, not yet arrived.
@@ -139,16 +136,10 @@ pub(super) struct Week {
 }
 
 impl Week {
-    pub fn new(
-        (cohort, policies): (bool, Vec<QueuePolicy>),
-        quotas: Quotas,
-        plan: Plan,
-        stats: Vec<TeamStats>,
-    ) -> Self {
+    pub fn new(policy: QuotaPolicy, quotas: Quotas, plan: Plan, stats: Vec<TeamStats>) -> Self {
         let (teams, flavors) = (stats.len(), quotas.capacity.len());
         Self {
-            cohort,
-            policies,
+            policy,
             usage: Usage::new(teams, flavors),
             quotas,
             next_seq: u64::from(plan.drawn),
@@ -307,8 +298,8 @@ impl Week {
     }
 
     /// Whether `team`'s queue is StrictFIFO.
-    fn strict(&self, team: usize) -> bool {
-        self.policies[team].queueing == Queueing::StrictFifo
+    fn strict(&self, _team: usize) -> bool {
+        self.policy.queueing == Queueing::StrictFifo
     }
 
     /// The minute's scheduling cycles, from `cycle`'s start until no queue has a head left.
@@ -567,7 +558,7 @@ impl Week {
         // Freeing as many slices of its own queue's work as the job asks for always makes room
         // (it takes their place), so no more of them are ever needed.
         own.clear();
-        let within = self.policies[team].within_cluster_queue;
+        let within = self.policy.within_cluster_queue;
         if within != WithinQueue::Never {
             // `LowerOrNewerEqualPriority`: of its own priority, those created after it.
             let jobs = &self.jobs;
@@ -634,10 +625,10 @@ impl Week {
             self.usage.held(head.team, f),
             self.quotas.nominal(head.team, f),
         );
-        let policy = &self.policies[head.team];
+        let policy = &self.policy;
         // Whom of the borrowing queues it may evict: `Some(bound)` as `Running::first` takes it.
         let reclaimable =
-            (self.cohort && policy.reclaim_within_cohort != Reclaim::Never).then(|| {
+            (policy.cohort && policy.reclaim_within_cohort != Reclaim::Never).then(|| {
                 (policy.reclaim_within_cohort == Reclaim::LowerPriority).then_some(head.priority)
             });
         let borrowing = |others| {
