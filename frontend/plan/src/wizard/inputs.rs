@@ -9,7 +9,7 @@ use shared::{
     common::money::{dollars_plain, parse_dollars},
     fleet::catalogue,
     fleet::sharing::Mechanism,
-    kueue::{BorrowPolicy, Queueing, Reclaim, WithinQueue},
+    kueue::{Queueing, Reclaim, WithinQueue},
     planning::scenario::{
         Accelerator, Demand, HOURS_PER_WEEK, Inference, Preset, Scenario, Team, UtilisationSource,
         Workload, WorkloadKind,
@@ -536,22 +536,6 @@ pub fn ConstraintsStep() -> impl IntoView {
         ],
         |w| serde_name(&w),
     );
-    let borrow = choices([BorrowPolicy::Never, BorrowPolicy::LowerPriority], |b| {
-        serde_name(&b)
-    });
-    // Blank: no threshold (any priority below the borrowing job's).
-    let threshold: super::fields::Setter = Arc::new(|s: &mut Scenario, text: &str| {
-        let text = text.trim();
-        s.quota.borrow_within_cohort.max_priority_threshold = if text.is_empty() {
-            None
-        } else {
-            Some(
-                text.parse()
-                    .map_err(|_| "a whole number, or blank for none".to_owned())?,
-            )
-        };
-        Ok(())
-    });
     let sources = choices(
         [UtilisationSource::Dcgm, UtilisationSource::Requests],
         |u| serde_name(&u),
@@ -598,10 +582,6 @@ pub fn ConstraintsStep() -> impl IntoView {
                 get=Arc::new(|s| serde_name(&s.quota.reclaim_within_cohort)) set=Arc::new(|s, v| if let Some(r) = from_serde_name(v) { s.quota.reclaim_within_cohort = r })/>
             <Choice label="Jobs preempt in their own queue (withinClusterQueue)" path="quota.within_cluster_queue".to_owned() options=within
                 get=Arc::new(|s| serde_name(&s.quota.within_cluster_queue)) set=Arc::new(|s, v| if let Some(w) = from_serde_name(v) { s.quota.within_cluster_queue = w })/>
-            <Choice label="Jobs that must borrow evict other teams' borrowed jobs (borrowWithinCohort)" path="quota.borrow_within_cohort.policy".to_owned() options=borrow
-                get=Arc::new(|s| serde_name(&s.quota.borrow_within_cohort.policy)) set=Arc::new(|s, v| if let Some(b) = from_serde_name(v) { s.quota.borrow_within_cohort.policy = b })/>
-            <Field label="Of priority at most (maxPriorityThreshold)" unit="blank: any lower" path="quota.borrow_within_cohort.max_priority_threshold".to_owned() mode="numeric"
-                bind=(Arc::new(|s: &Scenario| s.quota.borrow_within_cohort.max_priority_threshold.map(|t| t.to_string())) as super::fields::Getter, threshold)/>
             <Choice label="Queueing" path="quota.queueing".to_owned() options=queueing
                 get=Arc::new(|s| serde_name(&s.quota.queueing)) set=Arc::new(|s, v| if let Some(q) = from_serde_name(v) { s.quota.queueing = q })/>
         </fieldset>
