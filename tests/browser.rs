@@ -2514,24 +2514,24 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     );
     set_period(&browser, "2026-11-01", "2026-11-30").await;
     browser.click_css("[data-test=show-statement]").await;
-    // 8 GPU-hours × $8.60 = $68.80 by allocation, 6 busy = $51.60 by use; research is the
-    // only team with an allocation, so by allocation it carries the whole idle pool: its charge
-    // is November's capacity cost, (64 × $8.60 + 96 × $7.91 + 32 × $4.14 + 8 × $8.60) × 24 h
-    // × 30 days = $1,511.04 × 720 = $1,087,948.80
+    // 8 GPU-hours × $8.60 = $68.80 by allocation, 6 busy = $51.60 by use. DCGM saw only those
+    // 8 GPU-hours of November: the idle pool is what they cost and did not use, 2 GPU-hours ×
+    // $8.60 = $17.20, all research's (the only team allocated), so its charge is $68.80. The
+    // rest of November's capacity, (64 × $8.60 + 96 × $7.91 + 32 × $4.14 + 8 × $8.60) × 24 h ×
+    // 30 days = $1,511.04 × 720 = $1,087,948.80 less $68.80 = $1,087,880.00 over 200 × 720 − 8
+    // = 143,992 GPU-hours, was never measured: the platform's, not research's idle.
     browser
         .wait_for_text("[data-team=research]", "$68.80")
         .await;
     let row = browser
         .wait_for_text("[data-team=research]", "$51.60")
         .await;
-    assert!(row.text().await.expect("text").contains("$1,087,948.80"));
-    // its own idle is 2 GPU-hours × $8.60 = $17.20; its idle share the rest of its charge,
-    // $1,087,948.80 − $51.60 = $1,087,897.20, said in words under the table
+    // its own idle and its idle share, both 2 GPU-hours × $8.60 = $17.20
     assert!(row.text().await.expect("text").contains("$17.20"));
     browser
         .wait_for_text(
             "[data-test=how-charged]",
-            "research: $51.60 by use + $1,087,897.20 idle share + $0.00 lending fee − $0.00 lending credit = $1,087,948.80",
+            "research: $51.60 by use + $17.20 idle share + $0.00 lending fee − $0.00 lending credit = $68.80",
         )
         .await;
     browser
@@ -2542,6 +2542,12 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .await;
     browser
         .wait_for_text("[data-test=fleet-line]", "$1,087,948.80")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=fleet-line]",
+            "143992.00 unobserved, with no DCGM sample ($1,087,880.00, on the platform line",
+        )
         .await;
     // every served model, with the part of its team's cost it carries and why
     browser
@@ -2680,12 +2686,12 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     );
 
     // Lenders credited 50% of the rate: research's 2 borrowed GPU-hours × $8.60 × 50% = $8.60
-    // move from research ($1,087,948.80 → $1,087,957.40) to search, which lent them (−$8.60).
+    // move from research ($68.80 → $77.40) to search, which lent them (−$8.60).
     let credit = "[data-test=statement-form] input[name=lend_credit]";
     type_into(&browser, credit, "50").await;
     browser.click_css("[data-test=show-statement]").await;
     let row = browser
-        .wait_for_text("[data-team=research]", "$1,087,957.40")
+        .wait_for_text("[data-team=research]", "$77.40")
         .await;
     // its net lending, a fee of $8.60; search's row: 2 GPU-hours lent, credited $8.60
     let text = row.text().await.expect("text");
@@ -2757,13 +2763,20 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser
         .wait_for_text("[data-test=month-state]", "2026-11 is open")
         .await;
+    // closing names the hours nobody measured, and sends that figure as its confirmation
     click_until_shown(
         &browser,
         "[data-test=close-month]",
         "[data-test=confirm-close]",
-        "Close 2026-11?",
+        "143992.00 GPU-hours of its capacity ($1,087,880.00) had no DCGM sample",
     )
     .await;
+    browser
+        .wait_for_text(
+            "[data-test=confirm-close-yes]",
+            "Yes, close 2026-11 with 143992.00 unobserved GPU-hours",
+        )
+        .await;
     browser.click_css("[data-test=confirm-close-yes]").await;
     browser
         .wait_for_text("[data-test=month-state]", "2026-11 is closed")
@@ -3233,6 +3246,18 @@ async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
     browser
         .set_value("[data-test=new-rate] input[name=from]", "2026-12-01")
         .await;
+    // a slipped decimal point ($92.50 for $9.25: 9,250 ÷ 860 = 10.76) asks first, and
+    // cancelling sets nothing
+    browser
+        .fill_and_submit("[data-test=new-rate]", &[("input[name=price]", "92.50")])
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=rate-confirm]",
+            "$92.50 per GPU-hour for h100-shared from 2026-12-01 is 10.8× the catalogue's price of its model ($8.60)",
+        )
+        .await;
+    browser.click_css("[data-test=rate-confirm-no]").await;
     browser
         .fill_and_submit("[data-test=new-rate]", &[("input[name=price]", "9.25")])
         .await;
@@ -3250,12 +3275,24 @@ async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
     assert!(rates.iter().any(|r| r.flavor == "h100-shared"
         && r.effective_from.to_string() == "2026-12-01"
         && r.cents_per_gpu_hour == 925));
+    assert!(
+        !rates.iter().any(|r| r.cents_per_gpu_hour == 9_250),
+        "cancelled"
+    );
     // entered by mistake: removed from its row, and the model's price is back alone
     let row = "[data-test=rates] tr:has(button.remove-rate)";
     browser.wait_for_text(row, "2026-12-01").await;
     browser
         .click_css(&format!("{row} button.remove-rate"))
         .await;
+    // it says first what the flavor costs without it
+    browser
+        .wait_for_text(
+            "[data-test=rate-confirm]",
+            "Remove h100-shared's $9.25 per GPU-hour from 2026-12-01? From then it costs $8.60 (the model's price) again",
+        )
+        .await;
+    browser.click_css("[data-test=rate-confirm-yes]").await;
     browser
         .wait_for_text(
             "[data-test=rate-saved]",

@@ -31,8 +31,8 @@ use shared::{
     accounts::Role,
     audit::Kind,
     chargeback::{
-        self as model, ClosedMonth, Drill, DrillDay, Format, IdleShare, NewRate, Period, Rate,
-        Reopen, StatementQuery, UsageDay,
+        self as model, CloseMonth, ClosedMonth, Drill, DrillDay, Format, IdleShare, NewRate,
+        Period, Rate, Reopen, StatementQuery, Unobserved, UsageDay,
     },
     common::day::Day,
     common::interrupt::Interrupt,
@@ -154,8 +154,14 @@ fn month_of(text: &str) -> Result<Day> {
     })
 }
 
-/// Freezes a month that has ended and whose usage is ingested past its end.
-pub async fn close(pool: &PgPool, month: Day, actor: Actor<'_>) -> Result<()> {
+/// Freezes a month that has ended and whose usage is ingested past its end; where some of its
+/// capacity had no DCGM sample, only with `accepted` equal to those GPU-hours.
+pub async fn close(
+    pool: &PgPool,
+    month: Day,
+    accepted: &CloseMonth,
+    actor: Actor<'_>,
+) -> Result<()> {
     let end = month.next_month();
     if end > crate::clock::today() {
         return Err(Error::Conflict(format!(
@@ -182,6 +188,26 @@ pub async fn close(pool: &PgPool, month: Day, actor: Actor<'_>) -> Result<()> {
     let usage = db::usage_days(&mut *conn, month, end).await?;
     let tokens = db::token_days(&mut *conn, month, end).await?;
     drop(conn);
+    let unobserved = Unobserved::of(&model::StatementInput {
+        from: month,
+        to: end,
+        idle: IdleShare::Separate,
+        lend_credit_pct: 0,
+        teams: Vec::new(),
+        capacity: capacity.clone(),
+        capacity_by_day: Default::default(),
+        rates: live_rates.clone(),
+        usage: usage.clone(),
+        tokens: Vec::new(),
+    });
+    if !unobserved.confirmed_by(accepted.accept_unobserved_gpu_hours) {
+        return Err(Error::Unconfirmed(format!(
+            "{} has {} of capacity with no DCGM sample (before the first sample, after the last, in a gap, or GPUs that never reported): closing freezes them on the platform line, billed to no team. Ingest what is missing first (gpufleet usage ingest), or close it anyway confirming those GPU-hours: accept_unobserved_gpu_hours \"{2}\" in the API, --accept-unobserved-gpu-hours {2} on the command line.",
+            month.month_name(),
+            unobserved.words(),
+            unobserved.gpu_hours,
+        )));
+    }
     let flavors: BTreeSet<&str> = capacity
         .keys()
         .map(String::as_str)
@@ -220,7 +246,11 @@ pub async fn close(pool: &PgPool, month: Day, actor: Actor<'_>) -> Result<()> {
         &format!("month {}", month.month_name()),
         None,
         None,
-        Some(&serde_json::json!({"usage_rows": usage.len(), "token_rows": tokens.len()})),
+        Some(&serde_json::json!({
+            "usage_rows": usage.len(),
+            "token_rows": tokens.len(),
+            "unobserved_gpu_hours": unobserved.gpu_hours,
+        })),
     )
     .await?;
     tx.commit().await?;
@@ -231,8 +261,15 @@ async fn close_month(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(month): Path<String>,
+    ApiJson(accepted): ApiJson<CloseMonth>,
 ) -> Result<Json<Vec<ClosedMonth>>> {
-    close(&state.pool, month_of(&month)?, Actor::User(&caller)).await?;
+    close(
+        &state.pool,
+        month_of(&month)?,
+        &accepted,
+        Actor::User(&caller),
+    )
+    .await?;
     Ok(Json(closed(&state.pool).await?))
 }
 
@@ -591,6 +628,14 @@ async fn set_rate(
     Path(flavor): Path<String>,
     ApiJson(rate): ApiJson<NewRate>,
 ) -> Result<Json<Vec<Rate>>> {
+    put_rate(&state.pool, &flavor, &rate, Actor::User(&caller)).await?;
+    Ok(Json(db::rates(&state.pool).await?))
+}
+
+/// Sets (or, on a day that has one, corrects) `flavor`'s rate, audited: refused in a closed
+/// month, and unless confirmed when it is far from the rate it follows or the catalogue's price
+/// ([`NewRate::far_from`]).
+pub async fn put_rate(pool: &PgPool, flavor: &str, rate: &NewRate, actor: Actor<'_>) -> Result<()> {
     if !(0..=model::MAX_CENTS_PER_GPU_HOUR).contains(&rate.cents_per_gpu_hour) {
         return Err(Error::Invalid(vec![FieldError {
             path: "cents_per_gpu_hour".into(),
@@ -600,16 +645,25 @@ async fn set_rate(
             ),
         }]));
     }
-    let mut tx = state.pool.begin().await?;
+    let mut tx = pool.begin().await?;
     rate_month_open(&mut tx, rate.effective_from).await?;
+    if !rate.confirm
+        && let Some(far) = rate.far_from(&db::rates(&mut *tx).await?, flavor)
+    {
+        return Err(Error::Unconfirmed(far));
+    }
     // a day that has a rate already: the rate is corrected, and the audit shows the old one
-    let before = db::rate_at(&mut *tx, &flavor, rate.effective_from).await?;
+    let before = db::rate_at(&mut *tx, flavor, rate.effective_from).await?;
+    let user = match actor {
+        Actor::User(caller) => Some(caller.user_id),
+        Actor::Console => None,
+    };
     db::set_rate(
         &mut *tx,
-        &flavor,
+        flavor,
         rate.effective_from,
         rate.cents_per_gpu_hour,
-        Some(caller.user_id),
+        user,
     )
     .await?
     .ok_or(Error::NotFound)?;
@@ -617,11 +671,12 @@ async fn set_rate(
         serde_json::json!(NewRate {
             effective_from: rate.effective_from,
             cents_per_gpu_hour: cents,
+            confirm: rate.confirm,
         })
     };
     audit::record(
         &mut *tx,
-        Actor::User(&caller),
+        actor,
         Kind::Flavor,
         if before.is_some() {
             "correct rate"
@@ -635,7 +690,7 @@ async fn set_rate(
     )
     .await?;
     tx.commit().await?;
-    Ok(Json(db::rates(&state.pool).await?))
+    Ok(())
 }
 
 /// `DELETE /api/chargeback/rates/{flavor}/{from}`: removes a rate entered by mistake (the
@@ -667,6 +722,7 @@ async fn remove_rate(
         Some(&serde_json::json!(NewRate {
             effective_from: from,
             cents_per_gpu_hour: cents,
+            confirm: false,
         })),
         None,
     )

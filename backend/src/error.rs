@@ -56,6 +56,9 @@ pub enum Error {
     Invalid(Vec<FieldError>),
     #[error("conflict: {0}")]
     Conflict(String),
+    /// Allowed once confirmed (`confirmation_required`): the message says what to confirm.
+    #[error("{0}")]
+    Unconfirmed(String),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
     #[error("internal: {0}")]
@@ -91,7 +94,7 @@ impl From<Error> for CliError {
                     .collect();
                 CliError::Input(format!("invalid input: {}", lines.join("; ")))
             }
-            Error::Conflict(message) => CliError::Input(message),
+            Error::Conflict(message) | Error::Unconfirmed(message) => CliError::Input(message),
             other => CliError::Failed(other.to_string()),
         }
     }
@@ -140,6 +143,9 @@ impl Error {
                 ..ApiError::from_code(ErrorCode::Invalid)
             },
             Self::Conflict(message) => ApiError::new(ErrorCode::Conflict, message.clone()),
+            Self::Unconfirmed(message) => {
+                ApiError::new(ErrorCode::ConfirmationRequired, message.clone())
+            }
             Self::Database(sqlx::Error::RowNotFound) => ApiError::from_code(ErrorCode::NotFound),
             Self::Database(
                 sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed,

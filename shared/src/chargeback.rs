@@ -7,11 +7,17 @@
 //! - idle = allocated − busy (unobserved allocation, which had no DCGM sample, is part of it and
 //!   shown on its own too);
 //! - the fleet's unallocated = capacity − allocated, a platform cost;
-//! - the idle pool = capacity cost − the teams' cost by use: everything the fleet cost that no
-//!   team used (teams' idle, unallocated capacity, namespaces no team owns). A statement shares
-//!   it in proportion to allocation, to use, evenly among teams with an allocation, or keeps it
-//!   separate as a platform line (OpenCost's choices), so teams' cost by use + their idle shares
-//!   + the platform line = the capacity cost;
+//! - unobserved capacity = per flavor and day, capacity − the device time DCGM had a sample of
+//!   (hours before a source's first sample or after its last, windows the ingest never covered,
+//!   GPUs whose exporter never reported): nobody can say whether it was used, so it is priced
+//!   on the platform line and never shared as idle;
+//! - the idle pool = observed capacity cost − the teams' cost by use: everything the fleet cost
+//!   while DCGM watched that no team used (teams' idle, unallocated capacity, namespaces no team
+//!   owns). Each day's pool is shared among that day's teams, in proportion to allocation, to
+//!   use, evenly among teams with an allocation, or kept separate as a platform line (OpenCost's
+//!   choices); a period's share is the sum of its days' (so a statement is the sum of its days,
+//!   and a month of its parts), and teams' cost by use + their idle shares + the platform line
+//!   = the capacity cost;
 //! - lending credits (a statement's `lend_credit` percentage, 0 by default): per flavor and
 //!   day, the teams' borrowing that ran on other teams' lent quota, min(Σ borrowed, Σ lent)
 //!   GPU-hours, is priced at that percentage of the rate; the lending teams are credited it in
@@ -95,6 +101,73 @@ pub struct Rate {
 pub struct NewRate {
     pub effective_from: Day,
     pub cents_per_gpu_hour: i64,
+    /// Set it although it is far from the rate before it or the catalogue's price
+    /// ([`NewRate::far_from`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirm: bool,
+}
+
+/// How far from a reference a rate may be without a confirmation: within 3× either way (a
+/// slipped decimal point is 10×).
+pub const FAR_RATE_FACTOR: i64 = 3;
+
+impl NewRate {
+    /// Says how far the rate is from `flavor`'s rate in force the day before it and from the
+    /// catalogue's price of its model (the rates' entry from 1970-01-01) where it is more than
+    /// [`FAR_RATE_FACTOR`] times either or less than its fraction; `None` when it is close to
+    /// both.
+    pub fn far_from(&self, rates: &[Rate], flavor: &str) -> Option<String> {
+        let new = self.cents_per_gpu_hour;
+        let start = Day::of_unix_seconds(0);
+        // the catalogue's price is the rate before the first one set: said once
+        let previous = rates
+            .iter()
+            .filter(|r| r.flavor == flavor && r.effective_from < self.effective_from)
+            .max_by_key(|r| r.effective_from)
+            .filter(|r| r.effective_from != start);
+        let catalogue = rates
+            .iter()
+            .find(|r| r.flavor == flavor && r.effective_from == start);
+        let mut far = Vec::new();
+        for (what, reference) in [
+            ("the rate it follows", previous),
+            ("the catalogue's price of its model", catalogue),
+        ] {
+            let Some(r) = reference else { continue };
+            let old = r.cents_per_gpu_hour;
+            let beyond = new > old.saturating_mul(FAR_RATE_FACTOR)
+                || new.saturating_mul(FAR_RATE_FACTOR) < old;
+            if old > 0 && beyond {
+                far.push(format!(
+                    "{} {what} ({})",
+                    times(new, old),
+                    crate::common::money::dollars(old)
+                ));
+            }
+        }
+        (!far.is_empty()).then(|| {
+            format!(
+                "{} per GPU-hour for {flavor} from {} is {}: a slipped decimal point? Send it again confirmed if it is meant.",
+                crate::common::money::dollars(new),
+                self.effective_from,
+                far.join(" and ")
+            )
+        })
+    }
+}
+
+/// `new` against `old` (`old > 0`): `10.0×` above it (one decimal, half up), `1/10 of` below
+/// it (the nearest whole fraction), `0×` for nothing.
+fn times(new: i64, old: i64) -> String {
+    let (new, old) = (i128::from(new), i128::from(old));
+    if new >= old {
+        let tenths = (new * 20 + old) / (old * 2);
+        format!("{}.{}×", tenths / 10, tenths % 10)
+    } else if new == 0 {
+        "0×".to_owned()
+    } else {
+        format!("1/{} of", (old * 2 + new) / (new * 2))
+    }
 }
 
 /// The rate of `flavor` on `day`: the latest that took effect on or before it.
@@ -263,9 +336,16 @@ pub struct FleetLine {
     pub unallocated_gpu_hours: Hours,
     pub capacity_cost_cents: i64,
     pub unallocated_cost_cents: i64,
-    /// Capacity cost − the teams' cost by use.
+    /// Capacity DCGM had no sample of (per flavor: capacity − observed device time), and its
+    /// cost, which the platform line carries.
+    #[serde(default)]
+    pub unobserved_gpu_hours: Hours,
+    #[serde(default)]
+    pub unobserved_cost_cents: i64,
+    /// Observed capacity cost − the teams' cost by use.
     pub idle_pool_cents: i64,
-    /// The part of the idle pool no team is charged (all of it when kept separate).
+    /// What no team is charged: the unobserved capacity's cost and the part of the idle pool
+    /// not shared (all of it when kept separate).
     pub platform_cents: i64,
     /// Allocated and busy GPU-hours of namespaces and queues no team owns (in the idle pool).
     pub unattributed_allocated_gpu_hours: Hours,
@@ -323,6 +403,15 @@ pub struct DayStatement {
     pub teams: Vec<TeamLine>,
     /// Left out for callers who see only their own teams.
     pub fleet: Option<FleetLine>,
+}
+
+/// A team's idle share, lending fee and lending credit for a day, exact (GPU-µs × cents per
+/// GPU-hour, as [`cents`] reads them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExactShares {
+    pub idle_share: i128,
+    pub lending_fee: i128,
+    pub lending_credit: i128,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -510,6 +599,8 @@ struct Sums {
     /// Lending fee paid and credit received, exact (GPU-µs × cents per GPU-hour).
     fee_value: i128,
     credit_value: i128,
+    /// Its share of the idle pool, exact: each day's, summed.
+    idle_share: i128,
 }
 
 /// One day as a statement reads it: the GPUs and rates in force that day, and its usage and
@@ -549,6 +640,9 @@ pub struct Ledger {
     whole: Totals,
     unpriced: BTreeSet<String>,
     unknown_days: Vec<Day>,
+    unobserved_days: Vec<Day>,
+    /// The last day's exact shares, per team shown.
+    day_exact: BTreeMap<String, ExactShares>,
 }
 
 impl Ledger {
@@ -576,19 +670,31 @@ impl Ledger {
             whole: Totals::default(),
             unpriced: BTreeSet::new(),
             unknown_days: Vec::new(),
+            unobserved_days: Vec::new(),
+            day_exact: BTreeMap::new(),
         }
     }
 
     /// Adds the next day (days come in order, each once) and returns its own statement.
     pub fn add_day(&mut self, facts: &DayFacts) -> DayStatement {
         let day = Totals::of_day(self, facts);
+        if day.unobserved > 0 {
+            self.unobserved_days.push(facts.day);
+        }
         let statement = DayStatement {
             day: facts.day,
             teams: day.team_lines(self),
             fleet: day.fleet_line(self),
         };
+        self.day_exact = day.exact_shares(self);
         self.whole.add(&day);
         statement
+    }
+
+    /// The exact figures behind the last day's idle shares and lending, per team shown, for
+    /// exports whose rows must add up to the period's cents ([`focus`]).
+    pub fn day_exact(&self) -> &BTreeMap<String, ExactShares> {
+        &self.day_exact
     }
 
     /// The period's statement (its `days` left empty: they came out of [`Ledger::add_day`]).
@@ -600,6 +706,15 @@ impl Ledger {
             notes.push(format!(
                 "Kueue's allocation was not known on {} day(s) ({first}…): those days' allocation is counted as none, not as what was requested.",
                 self.unknown_days.len(),
+            ));
+        }
+        if let (Some(first), Some(last)) =
+            (self.unobserved_days.first(), self.unobserved_days.last())
+        {
+            notes.push(format!(
+                "{} GPU-hours of capacity on {} day(s) ({first} … {last}) had no DCGM sample (before the first sample, after the last, in a gap, or GPUs that never reported): nobody can say whether they were used, so they are priced on the platform line, not shared as idle.",
+                Hours(self.whole.unobserved).to_hundredths(),
+                self.unobserved_days.len(),
             ));
         }
         if !self.unpriced.is_empty() {
@@ -777,6 +892,68 @@ pub struct Reopen {
     pub reason: String,
 }
 
+/// `POST /api/chargeback/months/{month}/close`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloseMonth {
+    /// The month's capacity no DCGM sample covered, as its statement shows it
+    /// (`fleet.unobserved_gpu_hours`): needed, and must be the same figure, when there is any,
+    /// so that nobody freezes unobserved hours without having read them.
+    #[serde(default)]
+    pub accept_unobserved_gpu_hours: Option<Hours>,
+}
+
+/// The capacity of a period no DCGM sample covered (see the module's definitions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unobserved {
+    pub gpu_hours: Hours,
+    pub cost_cents: i64,
+    /// The days that had any.
+    pub days: Vec<Day>,
+}
+
+impl Unobserved {
+    pub fn of(input: &StatementInput) -> Unobserved {
+        let s = statement(input, true);
+        let fleet = s
+            .fleet
+            .unwrap_or_else(|| unreachable!("a whole statement has its fleet"));
+        Unobserved {
+            gpu_hours: fleet.unobserved_gpu_hours,
+            cost_cents: fleet.unobserved_cost_cents,
+            days: s
+                .days
+                .iter()
+                .filter(|d| {
+                    d.fleet
+                        .as_ref()
+                        .is_some_and(|f| f.unobserved_gpu_hours.0 > 0)
+                })
+                .map(|d| d.day)
+                .collect(),
+        }
+    }
+
+    /// Whether closing with `accepted` confirms it: there is none, or it is the same figure.
+    pub fn confirmed_by(&self, accepted: Option<Hours>) -> bool {
+        self.gpu_hours.0 == 0 || accepted == Some(self.gpu_hours)
+    }
+
+    /// "2880.00 GPU-hours ($2,476.80) on 3 day(s) (2026-11-01 … 2026-11-03)".
+    pub fn words(&self) -> String {
+        let span = match (self.days.first(), self.days.last()) {
+            (Some(first), Some(last)) => {
+                format!(" on {} day(s) ({first} … {last})", self.days.len())
+            }
+            _ => String::new(),
+        };
+        format!(
+            "{} GPU-hours ({}){span}",
+            self.gpu_hours.to_hundredths(),
+            crate::common::money::dollars(self.cost_cents)
+        )
+    }
+}
+
 /// `YYYY-MM` → its first day.
 pub fn parse_month(text: &str) -> Option<Day> {
     (text.len() == 7)
@@ -836,7 +1013,12 @@ struct Totals {
     unattributed_allocated: i128,
     unattributed_busy: i128,
     unallocated_value: i128,
+    unobserved: i128,
+    unobserved_value: i128,
 }
+
+/// Per flavor: the allocated and the observed GPU-µs.
+type Seen<'f> = BTreeMap<&'f str, (i128, i128)>;
 
 /// Per flavor: each team's borrowed and lent GPU-µs.
 type Lending<'f> = BTreeMap<&'f str, BTreeMap<String, (i128, i128)>>;
@@ -844,22 +1026,24 @@ type Lending<'f> = BTreeMap<&'f str, BTreeMap<String, (i128, i128)>>;
 impl Totals {
     fn of_day(ledger: &mut Ledger, facts: &DayFacts) -> Totals {
         let mut p = Totals::default();
-        let (allocated_by_flavor, lending) = p.add_usage(ledger, facts);
+        let (seen, lending) = p.add_usage(ledger, facts);
         p.settle_lending(ledger, facts, lending);
         p.add_tokens(ledger, facts);
-        p.add_capacity(ledger, facts, &allocated_by_flavor);
+        p.add_capacity(ledger, facts, &seen);
+        p.share_idle(ledger.idle);
         p
     }
 
     /// The day's allocated and busy time per team at its flavor's rate (what no team owns
-    /// apart); the allocated time per flavor, and each team's borrowed and lent time per flavor.
+    /// apart); the allocated and observed time per flavor, and each team's borrowed and lent
+    /// time per flavor.
     fn add_usage<'f>(
         &mut self,
         ledger: &mut Ledger,
         facts: &'f DayFacts,
-    ) -> (BTreeMap<&'f str, i128>, Lending<'f>) {
+    ) -> (Seen<'f>, Lending<'f>) {
         let (day, p) = (facts.day, self);
-        let mut allocated_by_flavor: BTreeMap<&str, i128> = BTreeMap::new();
+        let mut seen = Seen::new();
         let mut lending = Lending::new();
         for u in &facts.usage {
             let r = ledger.rate(facts, &u.flavor);
@@ -872,7 +1056,9 @@ impl Totals {
             }
             let allocated = i128::from(u.allocated_gpu_us.unwrap_or(0));
             let busy = i128::from(u.busy_gpu_us);
-            *allocated_by_flavor.entry(&u.flavor).or_default() += allocated;
+            let flavor = seen.entry(&u.flavor).or_default();
+            flavor.0 += allocated;
+            flavor.1 += i128::from(u.observed_gpu_us);
             p.allocated += allocated;
             match team {
                 Some(team) => {
@@ -896,7 +1082,7 @@ impl Totals {
                 }
             }
         }
-        (allocated_by_flavor, lending)
+        (seen, lending)
     }
 
     /// The borrowing that ran on teams' lent quota, at the credit's share of the rate: a fee
@@ -942,24 +1128,19 @@ impl Totals {
         }
     }
 
-    /// The capacity priced, and what of it no one held.
-    fn add_capacity(
-        &mut self,
-        ledger: &mut Ledger,
-        facts: &DayFacts,
-        allocated_by_flavor: &BTreeMap<&str, i128>,
-    ) {
+    /// The capacity priced, what of it no one held and what of it DCGM never saw.
+    fn add_capacity(&mut self, ledger: &mut Ledger, facts: &DayFacts, seen: &Seen) {
         let p = self;
         for (flavor, gpus) in &facts.capacity {
             let r = ledger.rate(facts, flavor);
             let capacity = i128::from(*gpus) * i128::from(facts.priced_us);
             p.capacity += capacity;
             p.capacity_value += capacity * r;
-            let allocated = allocated_by_flavor
-                .get(flavor.as_str())
-                .copied()
-                .unwrap_or(0);
+            let (allocated, observed) = seen.get(flavor.as_str()).copied().unwrap_or((0, 0));
             p.unallocated_value += (capacity - allocated).max(0) * r;
+            let unobserved = (capacity - observed).max(0);
+            p.unobserved += unobserved;
+            p.unobserved_value += unobserved * r;
         }
     }
 
@@ -977,6 +1158,7 @@ impl Totals {
             t.lent += s.lent;
             t.fee_value += s.fee_value;
             t.credit_value += s.credit_value;
+            t.idle_share += s.idle_share;
         }
         for (key, m) in &other.served {
             let t = self.served.entry(key.clone()).or_default();
@@ -990,15 +1172,19 @@ impl Totals {
         self.unattributed_allocated += other.unattributed_allocated;
         self.unattributed_busy += other.unattributed_busy;
         self.unallocated_value += other.unallocated_value;
+        self.unobserved += other.unobserved;
+        self.unobserved_value += other.unobserved_value;
     }
 
-    /// Capacity cost − the teams' cost by use, exact.
+    /// Observed capacity cost − the teams' cost by use, exact.
     fn idle_pool(&self) -> i128 {
-        self.capacity_value - self.teams.values().map(|s| s.busy_value).sum::<i128>()
+        self.capacity_value
+            - self.unobserved_value
+            - self.teams.values().map(|s| s.busy_value).sum::<i128>()
     }
 
-    /// Each team's exact share of the idle pool.
-    fn idle_shares(&self, idle: IdleShare) -> BTreeMap<&str, i128> {
+    /// Shares a day's idle pool among the teams of the day, exactly.
+    fn share_idle(&mut self, idle: IdleShare) {
         let pool = self.idle_pool();
         let weight = |s: &Sums| -> i128 {
             match idle {
@@ -1009,31 +1195,25 @@ impl Totals {
             }
         };
         let total: i128 = self.teams.values().map(weight).sum();
-        self.teams
-            .iter()
-            .map(|(team, s)| {
-                let share = if total == 0 {
-                    0
-                } else {
-                    // kept exact: pool × weight / total, in the pool's units × 1 (rounded at
-                    // 1 GPU-µs·cent/h, a billionth of a cent); the product, up to ~10⁴⁶ at the
-                    // limits, in 256 bits
-                    mul_div_round(pool, weight(s), total)
-                };
-                (team.as_str(), share)
-            })
-            .collect()
+        if total == 0 {
+            return;
+        }
+        for s in self.teams.values_mut() {
+            // kept exact: pool × weight / total, in the pool's units × 1 (rounded at 1
+            // GPU-µs·cent/h, a billionth of a cent); the product, up to ~10⁴⁶ at the limits, in
+            // 256 bits
+            s.idle_share = mul_div_round(pool, weight(s), total);
+        }
     }
 
     fn team_lines(&self, ledger: &Ledger) -> Vec<TeamLine> {
-        let shares = self.idle_shares(ledger.idle);
         ledger
             .teams
             .iter()
             .filter(|team| ledger.shows(&team.name))
             .map(|team| {
                 let s = self.teams.get(&team.name).copied().unwrap_or_default();
-                let share = shares.get(team.name.as_str()).copied().unwrap_or(0);
+                let share = s.idle_share;
                 TeamLine {
                     team: team.name.clone(),
                     cost_centre: team.cost_centre.clone(),
@@ -1057,6 +1237,21 @@ impl Totals {
                     lending_credit_cents: cents(s.credit_value),
                     charge_cents: cents(s.busy_value + share + s.fee_value - s.credit_value),
                 }
+            })
+            .collect()
+    }
+
+    fn exact_shares(&self, ledger: &Ledger) -> BTreeMap<String, ExactShares> {
+        self.teams
+            .iter()
+            .filter(|(team, _)| ledger.shows(team))
+            .map(|(team, s)| {
+                let exact = ExactShares {
+                    idle_share: s.idle_share,
+                    lending_fee: s.fee_value,
+                    lending_credit: s.credit_value,
+                };
+                (team.clone(), exact)
             })
             .collect()
     }
@@ -1136,16 +1331,11 @@ impl Totals {
 
     /// The fleet's line, for callers who see every team.
     fn fleet_line(&self, ledger: &Ledger) -> Option<FleetLine> {
-        ledger.visible.is_none().then(|| self.fleet(ledger))
+        ledger.visible.is_none().then(|| self.fleet())
     }
 
-    fn fleet(&self, ledger: &Ledger) -> FleetLine {
-        let shares = self.idle_shares(ledger.idle);
-        let shared: i128 = ledger
-            .teams
-            .iter()
-            .filter_map(|t| shares.get(t.name.as_str()))
-            .sum();
+    fn fleet(&self) -> FleetLine {
+        let shared: i128 = self.teams.values().map(|s| s.idle_share).sum();
         let busy: i128 = self.teams.values().map(|s| s.busy).sum::<i128>() + self.unattributed_busy;
         FleetLine {
             capacity_gpu_hours: Hours(self.capacity),
@@ -1154,8 +1344,10 @@ impl Totals {
             unallocated_gpu_hours: Hours((self.capacity - self.allocated).max(0)),
             capacity_cost_cents: cents(self.capacity_value),
             unallocated_cost_cents: cents(self.unallocated_value),
+            unobserved_gpu_hours: Hours(self.unobserved),
+            unobserved_cost_cents: cents(self.unobserved_value),
             idle_pool_cents: cents(self.idle_pool()),
-            platform_cents: cents(self.idle_pool() - shared),
+            platform_cents: cents(self.unobserved_value + self.idle_pool() - shared),
             unattributed_allocated_gpu_hours: Hours(self.unattributed_allocated),
             unattributed_busy_gpu_hours: Hours(self.unattributed_busy),
         }

@@ -32,13 +32,18 @@ pub async fn run(command: ChargebackCommand) -> Result<(), CliError> {
             statement(db, query).await
         }
         ChargebackCommand::Neighbours { db, days } => neighbours(db, days).await,
-        ChargebackCommand::Close { db, month } => close(db, month).await,
+        ChargebackCommand::Close {
+            db,
+            month,
+            accept_unobserved_gpu_hours,
+        } => close(db, month, accept_unobserved_gpu_hours).await,
         ChargebackCommand::SetRate {
             db,
             flavor,
             from,
             cents_per_gpu_hour,
-        } => set_rate(db, flavor, from, cents_per_gpu_hour).await,
+            confirm,
+        } => set_rate(db, flavor, from, cents_per_gpu_hour, confirm).await,
         ChargebackCommand::Budgets { db, month } => budgets(db, month).await,
         ChargebackCommand::SetBudget {
             db,
@@ -149,14 +154,21 @@ async fn neighbours(db: DbArgs, days: DaysArgs) -> Result<(), CliError> {
 }
 
 /// `gpufleet chargeback close`: freezes a month that has ended.
-async fn close(db: DbArgs, month: String) -> Result<(), CliError> {
+async fn close(db: DbArgs, month: String, accepted: Option<String>) -> Result<(), CliError> {
     let first = shared::chargeback::parse_month(&month)
         .ok_or_else(|| CliError::Input(format!("{month:?} is not a month written YYYY-MM")))?;
+    let accepted = shared::chargeback::CloseMonth {
+        accept_unobserved_gpu_hours: accepted
+            .map(|text| shared::chargeback::Hours::try_from(text).map_err(CliError::Input))
+            .transpose()?,
+    };
     let pool = migrated_pool(&db).await?;
-    super::close(&pool, first, Actor::Console)
+    super::close(&pool, first, &accepted, Actor::Console)
         .await
         .map_err(|err| match err {
-            crate::error::Error::Conflict(why) => CliError::Failed(why),
+            crate::error::Error::Conflict(why) | crate::error::Error::Unconfirmed(why) => {
+                CliError::Failed(why)
+            }
             other => CliError::from(other),
         })?;
     eprintln!("{month} is closed: its figures are frozen");
@@ -169,28 +181,24 @@ async fn set_rate(
     flavor: String,
     from: String,
     cents_per_gpu_hour: i64,
+    confirm: bool,
 ) -> Result<(), CliError> {
     let day = Day::parse(&from).ok_or_else(|| {
         CliError::Input(format!("--from {from:?} is not a date written YYYY-MM-DD"))
     })?;
     let pool = migrated_pool(&db).await?;
-    let mut tx = pool.begin().await.map_err(crate::error::Error::from)?;
-    super::db::set_rate(&mut *tx, &flavor, day, cents_per_gpu_hour, None)
+    let rate = shared::chargeback::NewRate {
+        effective_from: day,
+        cents_per_gpu_hour,
+        confirm,
+    };
+    super::put_rate(&pool, &flavor, &rate, Actor::Console)
         .await
-        .map_err(crate::error::Error::from)?
-        .ok_or_else(|| CliError::Input(format!("no flavor named {flavor:?}")))?;
-    crate::audit::record(
-        &mut *tx,
-        Actor::Console,
-        shared::audit::Kind::Flavor,
-        "set rate",
-        &format!("flavor {flavor}"),
-        None,
-        None,
-        Some(&serde_json::json!({"effective_from": day, "cents_per_gpu_hour": cents_per_gpu_hour})),
-    )
-    .await?;
-    tx.commit().await.map_err(crate::error::Error::from)?;
+        .map_err(|err| match err {
+            crate::error::Error::NotFound => CliError::Input(format!("no flavor named {flavor:?}")),
+            crate::error::Error::Unconfirmed(why) => CliError::Input(format!("{why} (--confirm)")),
+            other => CliError::from(other),
+        })?;
     eprintln!("{flavor}: {cents_per_gpu_hour} cents per GPU-hour from {day}");
     Ok(())
 }
@@ -263,6 +271,10 @@ pub enum ChargebackCommand {
         db: DbArgs,
         /// YYYY-MM
         month: String,
+        /// Close it although some of its capacity had no DCGM sample: those GPU-hours, as the
+        /// refusal (or the statement's fleet line) gives them.
+        #[arg(long, value_name = "GPU_HOURS")]
+        accept_unobserved_gpu_hours: Option<String>,
     },
     /// Set a flavor's rate from a day on (audited).
     SetRate {
@@ -275,6 +287,10 @@ pub enum ChargebackCommand {
         /// Whole cents per GPU-hour.
         #[arg(long)]
         cents_per_gpu_hour: i64,
+        /// Set it although it is more than 3× (or under a third of) the rate it follows or the
+        /// catalogue's price of its model.
+        #[arg(long)]
+        confirm: bool,
     },
     /// Print the month's budgets: each team's burn, forecast to the month's end and alerts
     /// (JSON).

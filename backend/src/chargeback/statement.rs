@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use shared::{
     FieldError,
     chargeback::{
-        self as model, CsvHead, DayFacts, DayStatement, FleetLine, Format, Ledger, MAX_DAYS,
-        Period, Rate, Statement, Team, TeamLine, TokensDay, UsageDay, focus::FocusHead,
+        self as model, CsvHead, DayFacts, DayStatement, ExactShares, FleetLine, Format, Ledger,
+        MAX_DAYS, Period, Rate, Statement, Team, TeamLine, TokensDay, UsageDay, focus::FocusHead,
     },
     common::day::Day,
     common::interrupt::Interrupt,
@@ -40,7 +40,14 @@ const TEAM_DAYS_PER_READ: i64 = 50_000;
 /// Where a statement's pieces go, in order: each day's lines (when by day, or for a FOCUS
 /// export) with what the day was made from, then the period's.
 pub trait Sink {
-    fn day(&mut self, facts: &DayFacts, day: &DayStatement, teams: &[Team]) -> Result<()>;
+    /// `exact`: the day's exact shares ([`Ledger::day_exact`]).
+    fn day(
+        &mut self,
+        facts: &DayFacts,
+        day: &DayStatement,
+        exact: &BTreeMap<String, ExactShares>,
+        teams: &[Team],
+    ) -> Result<()>;
     fn finish(&mut self, statement: &Statement) -> Result<()>;
 }
 
@@ -141,7 +148,7 @@ pub fn make(
         &mut |facts| {
             let day = ledger.add_day(facts);
             if writes_days(period) {
-                sink.day(facts, &day, &prices.teams)
+                sink.day(facts, &day, ledger.day_exact(), &prices.teams)
             } else {
                 Ok(())
             }
@@ -270,7 +277,13 @@ struct Whole {
 }
 
 impl Sink for Whole {
-    fn day(&mut self, _: &DayFacts, day: &DayStatement, _: &[Team]) -> Result<()> {
+    fn day(
+        &mut self,
+        _: &DayFacts,
+        day: &DayStatement,
+        _: &BTreeMap<String, ExactShares>,
+        _: &[Team],
+    ) -> Result<()> {
         self.days.push(day.clone());
         Ok(())
     }
@@ -519,12 +532,7 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Writer<F> {
                 format!("{}\r\n", model::CSV_HEADER),
             ),
             Format::Focus(basis) => (
-                Written::Focus(FocusHead {
-                    from: period.from,
-                    to: period.to,
-                    basis,
-                    idle: period.idle,
-                }),
+                Written::Focus(FocusHead::new(period.from, period.to, basis, period.idle)),
                 model::focus::header(),
             ),
         };
@@ -557,15 +565,21 @@ impl<F: FnMut(Vec<u8>) -> Result<()>> Writer<F> {
 }
 
 impl<F: FnMut(Vec<u8>) -> Result<()>> Sink for Writer<F> {
-    fn day(&mut self, facts: &DayFacts, day: &DayStatement, teams: &[Team]) -> Result<()> {
-        match &self.format {
+    fn day(
+        &mut self,
+        facts: &DayFacts,
+        day: &DayStatement,
+        exact: &BTreeMap<String, ExactShares>,
+        teams: &[Team],
+    ) -> Result<()> {
+        match &mut self.format {
             Written::Csv(head) => {
                 let head = *head;
                 self.csv_block(head, Some(day.day), &day.teams, day.fleet.as_ref());
             }
             Written::Focus(head) => {
                 let mut rows = String::new();
-                head.day_rows(&mut rows, facts, day, teams);
+                head.day_rows(&mut rows, facts, day, exact, teams);
                 self.buf.extend_from_slice(rows.as_bytes());
             }
             Written::Json => {

@@ -24,6 +24,7 @@ const GPU_MIN: i64 = 60_000_000;
 
 /// 2026-11-10, all day: research holds 8 H100s, 75% busy, every minute observed; search holds
 /// 4 RTX PRO 6000s from 00:00 to 12:00, 25% busy, one of the four never reporting to DCGM.
+/// DCGM sees every other GPU idle, with no pod (namespace ''), as dcgm-exporter reports them.
 /// Kueue's quota on the H100s: research 6, search 4 (using none), so research borrows 2 GPUs
 /// all day and search lends them.
 async fn usage_day(pool: &PgPool) {
@@ -60,6 +61,22 @@ async fn usage_day(pool: &PgPool) {
                 fb_used_mib: 8 * 40_000,
             },
         );
+        let rtx_idle = if m < 720 { 28 } else { 31 };
+        for (flavor, gpus) in [
+            ("h100-shared", 56),
+            ("h200-train", 96),
+            ("h100-mig", 8),
+            ("rtx-inference", rtx_idle),
+        ] {
+            devices.insert(
+                key(m, "", flavor),
+                DeviceMinute {
+                    busy_gpu_us: 0,
+                    observed_gpu_us: gpus * GPU_MIN,
+                    fb_used_mib: 0,
+                },
+            );
+        }
         if m < 720 {
             allocated.insert(key(m, "team-search", "rtx-inference"), 4 * GPU_MIN);
             devices.insert(
@@ -113,6 +130,54 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     )
     .await;
     assert_eq!(set.status, StatusCode::OK, "{}", set.text());
+    // a slipped decimal point on the H200s (791 cents): $79.10 asks first, naming both
+    // comparisons (the catalogue's price is the rate it follows), and is set once confirmed
+    let typo = json!({"effective_from": "2026-11-11", "cents_per_gpu_hour": 7_910});
+    let path = "/api/chargeback/rates/h200-train";
+    let asked = send(
+        &app,
+        request(Method::PUT, path, Some(&ada), Some(typo.clone())),
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::CONFLICT, "{}", asked.text());
+    let body: Value = asked.json();
+    assert_eq!(body["code"], "confirmation_required");
+    assert_eq!(
+        body["message"],
+        "$79.10 per GPU-hour for h200-train from 2026-11-11 is 10.0× the catalogue's price of its model ($7.91): a slipped decimal point? Send it again confirmed if it is meant."
+    );
+    let mut confirmed = typo.clone();
+    confirmed["confirm"] = json!(true);
+    let set = send(
+        &app,
+        request(Method::PUT, path, Some(&ada), Some(confirmed)),
+    )
+    .await;
+    assert_eq!(set.status, StatusCode::OK, "{}", set.text());
+    // the command line asks the same, by its flag
+    let args = [
+        "chargeback",
+        "set-rate",
+        "h200-train",
+        "--from",
+        "2026-11-12",
+        "--cents-per-gpu-hour",
+        "79",
+    ];
+    let refused = crate::common::gpufleet(&pool, &args, None);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is 1/100 of the rate it follows ($79.10) and 1/10 of the catalogue's price of its model ($7.91)")
+            && stderr.contains("(--confirm)"),
+        "{stderr}"
+    );
+    let confirmed = crate::common::gpufleet(&pool, &[&args[..], &["--confirm"]].concat(), None);
+    assert!(
+        confirmed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&confirmed.stderr)
+    );
     for (who, body, status) in [
         (
             &fiona,
@@ -187,23 +252,28 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     // unallocated: (1,536 − 192) × 860 + 2,304 × 791 + (768 − 48) × 500 + 192 × 860
     //            = 1,155,840 + 1,822,464 + 360,000 + 165,120 = 3,503,424
     assert_eq!(fleet.unallocated_cost_cents, 3_503_424);
-    // idle pool: 3,692,544 − (123,840 + 6,000) = 3,562,704, shared 192 : 48 (0.8 : 0.2)
-    // → 2,850,163.2 and 712,540.8
-    assert_eq!(fleet.idle_pool_cents, 3_562_704);
+    // unobserved: the RTX that never reported, 24 GPU-h × 500 = 12,000, the platform's
+    assert_eq!(fleet.unobserved_gpu_hours.to_string(), "24.000000");
+    assert_eq!(fleet.unobserved_cost_cents, 12_000);
+    // idle pool: 3,692,544 − 12,000 − (123,840 + 6,000) = 3,550,704, shared 192 : 48
+    // (0.8 : 0.2) → 2,840,563.2 and 710,140.8
+    assert_eq!(fleet.idle_pool_cents, 3_550_704);
     assert_eq!(
         (research.idle_share_cents, search.idle_share_cents),
-        (2_850_163, 712_541)
+        (2_840_563, 710_141)
     );
     // each team's own idle: research 48 GPU-h × 860 = 41,280; search 36 × 500 = 18,000
     assert_eq!(
         (research.idle_cost_cents, search.idle_cost_cents),
         (41_280, 18_000)
     );
-    // charges 123,840 + 2,850,163.2 = 2,974,003.2; 6,000 + 712,540.8 = 718,540.8
+    // charges 123,840 + 2,840,563.2 = 2,964,403.2; 6,000 + 710,140.8 = 716,140.8; the
+    // platform keeps the unobserved 12,000
     assert_eq!(
         (research.charge_cents, search.charge_cents),
-        (2_974_003, 718_541)
+        (2_964_403, 716_141)
     );
+    assert_eq!(fleet.platform_cents, 12_000);
     assert_eq!(research.borrowed_gpu_hours.to_string(), "48.000000");
     assert_eq!(search.lent_gpu_hours.to_string(), "48.000000");
     assert_eq!(
@@ -234,7 +304,7 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     );
     assert_eq!(
         (research_lent.charge_cents, search_lent.charge_cents),
-        (2_974_003 + 20_640, 718_541 - 20_640)
+        (2_964_403 + 20_640, 716_141 - 20_640)
     );
     let bad = send(
         &app,
@@ -249,7 +319,7 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(bad.text().contains("lend_credit"), "{}", bad.text());
 
-    // separate: the teams pay their use, the platform the rest
+    // separate: the teams pay their use, the platform the rest (3,550,704 + 12,000)
     let separate: Statement = send(
         &app,
         request(
@@ -333,7 +403,7 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
         .json();
     assert_eq!(mine["teams"].as_array().map(Vec::len), Some(1));
     assert_eq!(mine["teams"][0]["team"], "research");
-    assert_eq!(mine["teams"][0]["charge_cents"], 2_974_003);
+    assert_eq!(mine["teams"][0]["charge_cents"], 2_964_403);
     assert!(mine["fleet"].is_null());
     let none = send(&app, request(Method::GET, path, Some(&nora), None)).await;
     assert_eq!(none.status, StatusCode::FORBIDDEN);
@@ -485,7 +555,11 @@ async fn a_closed_month_never_changes(pool: PgPool) {
     // not before the ingest has passed the month's end
     let early = send(
         &app,
-        post("/api/chargeback/months/2026-11/close", &fiona, None),
+        post(
+            "/api/chargeback/months/2026-11/close",
+            &fiona,
+            Some(json!({})),
+        ),
     )
     .await;
     assert_eq!(early.status, StatusCode::CONFLICT, "{}", early.text());
@@ -500,7 +574,11 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         .expect("watermarks");
     let current = send(
         &app,
-        post("/api/chargeback/months/2099-01/close", &fiona, None),
+        post(
+            "/api/chargeback/months/2099-01/close",
+            &fiona,
+            Some(json!({})),
+        ),
     )
     .await;
     assert_eq!(current.status, StatusCode::CONFLICT);
@@ -511,7 +589,11 @@ async fn a_closed_month_never_changes(pool: PgPool) {
     );
     let bad = send(
         &app,
-        post("/api/chargeback/months/2026-13/close", &fiona, None),
+        post(
+            "/api/chargeback/months/2026-13/close",
+            &fiona,
+            Some(json!({})),
+        ),
     )
     .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
@@ -560,9 +642,51 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         .map(|m| (m.model.as_str(), m.share_of_team_ppm))
         .collect();
     assert_eq!(shares, [("llama-1b", 250_000), ("llama-8b", 750_000)]);
+    // Only the 10th was measured: the other 29 days (200 GPUs × 24 h = 4,800 GPU-h a day) and
+    // the RTX that never reported on the 10th (24 GPU-h) had no DCGM sample, 139,224 GPU-h. At
+    // the models' prices a day is 64 × 24 × 860 + 96 × 24 × 791 + 32 × 24 × 414 + 8 × 24 × 860
+    // = 3,626,496 cents; 29 days = 105,168,384, + 24 × 414 = 105,178,320 cents. Closing asks
+    // for that figure, and refuses another.
+    let unobserved = before
+        .fleet
+        .as_ref()
+        .map(|f| f.unobserved_gpu_hours.to_string());
+    assert_eq!(unobserved.as_deref(), Some("139224.000000"));
+    let asked = send(
+        &app,
+        post(
+            "/api/chargeback/months/2026-11/close",
+            &fiona,
+            Some(json!({})),
+        ),
+    )
+    .await;
+    assert_eq!(asked.status, StatusCode::CONFLICT, "{}", asked.text());
+    let body: Value = asked.json();
+    assert_eq!(body["code"], "confirmation_required");
+    assert!(
+        body["message"].as_str().unwrap_or_default().contains(
+            "2026-11 has 139224.00 GPU-hours ($1,051,783.20) on 30 day(s) (2026-11-01 … 2026-11-30) of capacity with no DCGM sample"
+        ),
+        "{body}"
+    );
+    let wrong = send(
+        &app,
+        post(
+            "/api/chargeback/months/2026-11/close",
+            &fiona,
+            Some(json!({"accept_unobserved_gpu_hours": "139223.000000"})),
+        ),
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::CONFLICT, "{}", wrong.text());
     let closed = send(
         &app,
-        post("/api/chargeback/months/2026-11/close", &fiona, None),
+        post(
+            "/api/chargeback/months/2026-11/close",
+            &fiona,
+            Some(json!({"accept_unobserved_gpu_hours": "139224.000000"})),
+        ),
     )
     .await;
     assert_eq!(closed.status, StatusCode::OK, "{}", closed.text());
@@ -571,7 +695,11 @@ async fn a_closed_month_never_changes(pool: PgPool) {
     assert_eq!(months[0]["closed_by"], "fiona");
     let again = send(
         &app,
-        post("/api/chargeback/months/2026-11/close", &fiona, None),
+        post(
+            "/api/chargeback/months/2026-11/close",
+            &fiona,
+            Some(json!({})),
+        ),
     )
     .await;
     assert_eq!(again.status, StatusCode::CONFLICT);
@@ -794,6 +922,32 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         .json();
     assert_eq!(line(&live, "research").cost_by_allocation_cents, 193_000);
     assert!(live.closed_months.is_empty());
+    assert_eq!(audit[0].2["unobserved_gpu_hours"], "139224.000000");
+
+    // the command line asks for the same figure, by its flag
+    let refused = crate::common::gpufleet(&pool, &["chargeback", "close", "2026-11"], None);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--accept-unobserved-gpu-hours 139224.000000"),
+        "{stderr}"
+    );
+    let closed = crate::common::gpufleet(
+        &pool,
+        &[
+            "chargeback",
+            "close",
+            "2026-11",
+            "--accept-unobserved-gpu-hours",
+            "139224.000000",
+        ],
+        None,
+    );
+    assert!(
+        closed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&closed.stderr)
+    );
 }
 
 /// Rates are part of inventory as code: a file sets them, export writes them back, a second
@@ -964,13 +1118,35 @@ async fn the_focus_export_adds_up_to_the_statement(pool: PgPool) {
             ("search".into(), "Usage".into(), 19_872, "48.000000".into()),
         ]
     );
+    let sum = |rows: &[(String, String, i64, String)], team: &str| -> i64 {
+        rows.iter().filter(|r| r.0 == team).map(|r| r.2).sum()
+    };
     for team in ["research", "search"] {
-        let sum = |rows: &[(String, String, i64, String)]| -> i64 {
-            rows.iter().filter(|r| r.0 == team).map(|r| r.2).sum()
-        };
         let line = line(&statement, team);
-        assert_eq!(sum(&by_use), line.charge_cents, "{team}");
-        assert_eq!(sum(&by_allocation), line.cost_by_allocation_cents, "{team}");
+        assert_eq!(sum(&by_use, team), line.charge_cents, "{team}");
+        assert_eq!(
+            sum(&by_allocation, team),
+            line.cost_by_allocation_cents,
+            "{team}"
+        );
+    }
+    // in every idle mode, with a lending credit, a team's rows are its charge to the cent
+    for idle in ["allocation", "use", "even", "separate"] {
+        let chosen = format!("{path}&idle={idle}&lend_credit=37");
+        let statement: Statement = send(&app, request(Method::GET, &chosen, Some(&fiona), None))
+            .await
+            .json();
+        let uri = format!("{chosen}&format=focus");
+        let text = send(&app, request(Method::GET, &uri, Some(&fiona), None))
+            .await
+            .text();
+        for team in ["research", "search"] {
+            assert_eq!(
+                sum(&rows(&text), team),
+                line(&statement, team).charge_cents,
+                "{team}, idle by {idle}"
+            );
+        }
     }
     let mine = rows(&focus(&rita, "use").await);
     assert!(!mine.is_empty() && mine.iter().all(|r| r.0 == "research"));

@@ -15,15 +15,18 @@
 //! (`gpufleet`), the fleet is the billing account, a team the sub account (its namespace the
 //! id), a team's quota of a flavor the resource (`<namespace>/<flavor>`); the currency is USD
 //! (rates are entered in US cents); GPU time is `Compute` / `Containers`, priced in
-//! `GPU-Hours` (the spec's unit format). Costs are whole cents, each row rounded half up from
-//! its exact figure, so rows may differ from the statement's totals by a cent; quantities have
-//! six decimals, so `PricingQuantity × ListUnitPrice` is the cost to within half a cent. The
+//! `GPU-Hours` (the spec's unit format). Costs are whole cents: a team's rows carry its running
+//! total, each row the total rounded half up less what its rows before carried, so a team's
+//! rows of a period add up to its statement figure to the cent (its charge, or its cost by
+//! allocation) and each row is within a cent of its own exact figure; quantities have six
+//! decimals, so `PricingQuantity × ListUnitPrice` is the cost to within about a cent. The
 //! idle pool's part no team is charged (the `(platform)` line) is not a FOCUS row.
 
 use std::collections::BTreeMap;
 
-use super::{DayFacts, DayStatement, Hours, IdleShare, Team, cents, field};
+use super::{DayFacts, DayStatement, ExactShares, Hours, IdleShare, Team, cents, field};
 use crate::common::day::Day;
+use std::collections::BTreeSet;
 
 #[cfg(test)]
 mod tests;
@@ -95,19 +98,22 @@ pub fn header() -> String {
     format!("{}\r\n", HEADER.join(","))
 }
 
-/// What every row of one export repeats.
-#[derive(Debug, Clone, Copy)]
+/// What every row of one export repeats, and each team's running total so far.
+#[derive(Debug, Clone)]
 pub struct FocusHead {
     /// The statement's first day and the day after its last.
-    pub from: Day,
-    pub to: Day,
-    pub basis: Basis,
-    pub idle: IdleShare,
+    from: Day,
+    to: Day,
+    basis: Basis,
+    idle: IdleShare,
+    /// Per team: its rows' exact total so far, and the cents they carried.
+    carried: BTreeMap<String, (i128, i64)>,
 }
 
 /// One row's own fields (the rest come from the head).
 struct Row<'a> {
-    cost_cents: i64,
+    /// Exact: GPU-µs × cents per GPU-hour.
+    value: i128,
     category: &'a str,
     description: String,
     quantity: Option<(Hours, i64)>,
@@ -118,9 +124,28 @@ struct Row<'a> {
 }
 
 impl FocusHead {
-    /// Appends the rows of one day: `facts` priced and `day` shared its idle pool; rows only for
-    /// the teams `day` shows.
-    pub fn day_rows(&self, out: &mut String, facts: &DayFacts, day: &DayStatement, teams: &[Team]) {
+    /// The head of an export of `[from, to)`.
+    pub fn new(from: Day, to: Day, basis: Basis, idle: IdleShare) -> FocusHead {
+        FocusHead {
+            from,
+            to,
+            basis,
+            idle,
+            carried: BTreeMap::new(),
+        }
+    }
+
+    /// Appends the rows of one day (days in order): `facts` priced and `day` shared its idle
+    /// pool, exactly as `exact` says ([`super::Ledger::day_exact`]); rows only for the teams
+    /// `day` shows.
+    pub fn day_rows(
+        &mut self,
+        out: &mut String,
+        facts: &DayFacts,
+        day: &DayStatement,
+        exact: &BTreeMap<String, ExactShares>,
+        teams: &[Team],
+    ) {
         let shown: BTreeMap<&str, &Team> = teams
             .iter()
             .filter(|t| day.teams.iter().any(|line| line.team == t.name))
@@ -151,7 +176,7 @@ impl FocusHead {
                 out,
                 facts.day,
                 Row {
-                    cost_cents: cents(priced * i128::from(rate)),
+                    value: priced * i128::from(rate),
                     category: "Usage",
                     description: format!("GPU-hours {what} on {flavor}"),
                     quantity: Some((Hours(priced), rate)),
@@ -166,8 +191,9 @@ impl FocusHead {
             );
         }
         if self.basis == Basis::Use {
-            for line in &day.teams {
-                let Some(team) = team(&line.team) else {
+            let shown: BTreeSet<&str> = day.teams.iter().map(|l| l.team.as_str()).collect();
+            for (name, exact) in exact {
+                let Some(team) = team(name).filter(|t| shown.contains(t.name.as_str())) else {
                     continue;
                 };
                 let idle = format!(
@@ -175,10 +201,10 @@ impl FocusHead {
                     team.name,
                     self.idle.name()
                 );
-                for (cost_cents, category, description) in [
-                    (line.idle_share_cents, "Adjustment", idle),
+                for (value, category, description) in [
+                    (exact.idle_share, "Adjustment", idle),
                     (
-                        line.lending_fee_cents,
+                        exact.lending_fee,
                         "Adjustment",
                         format!(
                             "{}'s lending fee for GPU-hours borrowed above its quota",
@@ -186,7 +212,7 @@ impl FocusHead {
                         ),
                     ),
                     (
-                        -line.lending_credit_cents,
+                        -exact.lending_credit,
                         "Credit",
                         format!(
                             "{}'s lending credit for its quota others borrowed",
@@ -194,12 +220,12 @@ impl FocusHead {
                         ),
                     ),
                 ] {
-                    if cost_cents != 0 {
+                    if value != 0 {
                         self.row(
                             out,
                             facts.day,
                             Row {
-                                cost_cents,
+                                value,
                                 category,
                                 description,
                                 quantity: None,
@@ -215,8 +241,12 @@ impl FocusHead {
         }
     }
 
-    fn row(&self, out: &mut String, day: Day, row: Row) {
-        let cost = amount(row.cost_cents);
+    fn row(&mut self, out: &mut String, day: Day, row: Row) {
+        let (exact, carried) = self.carried.entry(row.team.name.clone()).or_default();
+        *exact += row.value;
+        let cost_cents = cents(*exact) - *carried;
+        *carried += cost_cents;
+        let cost = amount(cost_cents);
         let (quantity, unit, price) = match row.quantity {
             Some((hours, rate)) => (hours.to_string(), "GPU-Hours", amount(rate)),
             None => (String::new(), "", String::new()),

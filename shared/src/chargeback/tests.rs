@@ -39,8 +39,9 @@ fn usage(d: &str, ns: &str, allocated_h: Option<i64>, busy_h: i64, observed_h: i
 }
 
 /// Two H100s at $10.00 per GPU-hour for 2026-11-01: research holds one all day (24 GPU-h) and
-/// keeps it 75% busy; search holds 12 GPU-h, busy 3, with 2 hours of it never observed;
-/// ml-sandbox (no team) used 1 GPU-h without an allocation.
+/// keeps it 75% busy; on the other, search holds 12 GPU-h, busy 3, with 2 hours of it never
+/// observed (DCGM had no sample), ml-sandbox (no team) used 1 GPU-h without an allocation, and
+/// DCGM saw it idle with no pod for the other 11 hours.
 fn one_day(idle: IdleShare) -> StatementInput {
     StatementInput {
         from: day("2026-11-01"),
@@ -59,6 +60,7 @@ fn one_day(idle: IdleShare) -> StatementInput {
             usage("2026-11-01", "team-research", Some(24), 18, 24),
             usage("2026-11-01", "team-search", Some(12), 3, 10),
             usage("2026-11-01", "ml-sandbox", Some(0), 1, 1),
+            usage("2026-11-01", "", None, 0, 11),
         ],
         tokens: vec![TokensDay {
             day: day("2026-11-01"),
@@ -96,29 +98,41 @@ fn a_day_by_allocation_and_by_use() {
         (1_000_000, 250_000)
     );
     // the fleet: 48 GPU-h = $480.00; 36 allocated, so 12 unallocated = $120.00; busy 18 + 3 +
-    // the sandbox's 1; the idle pool is $480 − $210 of the teams' use = $270.00
+    // the sandbox's 1; observed 24 + 10 + 1 + 11 = 46, so 2 GPU-h ($20.00) unobserved, the
+    // platform's; the idle pool is $480 − $20 − $210 of the teams' use = $250.00
     assert_eq!(fleet.capacity_gpu_hours.to_string(), "48.000000");
     assert_eq!(fleet.capacity_cost_cents, 48_000);
     assert_eq!(fleet.unallocated_gpu_hours.to_string(), "12.000000");
     assert_eq!(fleet.unallocated_cost_cents, 12_000);
     assert_eq!(fleet.busy_gpu_hours.to_string(), "22.000000");
     assert_eq!(fleet.unattributed_busy_gpu_hours.to_string(), "1.000000");
-    assert_eq!(fleet.idle_pool_cents, 27_000);
-    // shared by allocation, 24 : 12 → $180.00 and $90.00; nothing left to the platform
+    assert_eq!(fleet.unobserved_gpu_hours.to_string(), "2.000000");
+    assert_eq!(fleet.unobserved_cost_cents, 2_000);
+    assert_eq!(fleet.idle_pool_cents, 25_000);
+    // shared by allocation, 24 : 12 → $166.666… and $83.333… → 16,667 and 8,333
     assert_eq!(
         (research.idle_share_cents, search.idle_share_cents),
-        (18_000, 9_000)
+        (16_667, 8_333)
     );
     // each team's own idle: research 24 − 18 = 6 GPU-hours, search 12 − 3 = 9, at $10.00
     assert_eq!(
         (research.idle_cost_cents, search.idle_cost_cents),
         (6_000, 9_000)
     );
+    // charges: $180 + $166.666… = 34,667; $30 + $83.333… = 11,333; the platform keeps the
+    // unobserved $20.00: 34,667 + 11,333 + 2,000 = 48,000, the capacity cost
     assert_eq!(
         (research.charge_cents, search.charge_cents),
-        (36_000, 12_000)
+        (34_667, 11_333)
     );
-    assert_eq!(fleet.platform_cents, 0);
+    assert_eq!(fleet.platform_cents, 2_000);
+    assert!(
+        s.notes.iter().any(|n| n.contains(
+            "2.00 GPU-hours of capacity on 1 day(s) (2026-11-01 … 2026-11-01) had no DCGM sample"
+        )),
+        "{:?}",
+        s.notes
+    );
 }
 
 #[test]
@@ -131,11 +145,12 @@ fn each_idle_share_divides_the_same_pool() {
             s.fleet.expect("the fleet").platform_cents,
         )
     };
-    // by use, 18 : 3 → $270 × 18/21 = $231.428571… → 23,143 and $38.571428… → 3,857
-    assert_eq!(shares(IdleShare::Use), (23_143, 3_857, 0));
+    // by use, 18 : 3 → $250 × 18/21 = $214.285714… → 21,429 and $35.714285… → 3,571; the
+    // platform keeps the $20.00 nobody observed
+    assert_eq!(shares(IdleShare::Use), (21_429, 3_571, 2_000));
     // evenly between the two teams with an allocation
-    assert_eq!(shares(IdleShare::Even), (13_500, 13_500, 0));
-    // kept separate: one platform line of $270.00
+    assert_eq!(shares(IdleShare::Even), (12_500, 12_500, 2_000));
+    // kept separate: one platform line of $250.00 + $20.00
     assert_eq!(shares(IdleShare::Separate), (0, 0, 27_000));
 }
 
@@ -304,7 +319,7 @@ proptest! {
         for t in &s.teams {
             prop_assert_eq!(t.idle_cost_cents, t.cost_by_allocation_cents - t.cost_by_use_cents);
         }
-        prop_assert!((shared - fleet.idle_pool_cents).abs() <= 3);
+        prop_assert!((shared - fleet.idle_pool_cents - fleet.unobserved_cost_cents).abs() <= 3);
         // lending moves money between teams and never changes a total
         let fees: i64 = s.teams.iter().map(|t| t.lending_fee_cents).sum();
         let credits: i64 = s.teams.iter().map(|t| t.lending_credit_cents).sum();
@@ -312,6 +327,9 @@ proptest! {
         for (i, t) in s.teams.iter().enumerate() {
             let by_day: i64 = s.days.iter().map(|d| d.teams[i].cost_by_allocation_cents).sum();
             prop_assert!((by_day - t.cost_by_allocation_cents).abs() <= 3);
+            // idle is shared day by day: the period's share is its days'
+            let shared_by_day: i64 = s.days.iter().map(|d| d.teams[i].idle_share_cents).sum();
+            prop_assert!((shared_by_day - t.idle_share_cents).abs() <= 3);
             prop_assert_eq!(t.idle_gpu_hours.0, t.allocated_gpu_hours.0 - t.busy_gpu_hours.0);
             prop_assert!(t.cost_by_use_cents <= t.cost_by_allocation_cents);
         }
@@ -678,9 +696,9 @@ fn idle_shares_at_the_limits_are_exact_team_by_team() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// Each team's idle share, by allocation and by use, is the pool × its weight ÷ the weights'
-    /// total, exactly (by arbitrary-precision arithmetic), at any fleet size, rate and period
-    /// the API admits.
+    /// Each team's idle share, by allocation and by use, is the sum over days of the day's pool
+    /// × its weight ÷ the day's weights' total, exactly (by arbitrary-precision arithmetic), at
+    /// any fleet size, rate and period the API admits.
     #[test]
     fn each_teams_idle_share_is_exact_at_any_size(
         gpus in 1i64..=1_000_000,
@@ -722,28 +740,28 @@ proptest! {
             tokens: Vec::new(),
         };
         let s = statement(&input, false);
-        // By hand: value = GPU-µs × cents per GPU-hour; the pool is capacity less what was busy.
+        // By hand: value = GPU-µs × cents per GPU-hour. DCGM observed only the allocated GPUs
+        // (the rest is unobserved, the platform's), so a day's pool is what its holders held
+        // and did not keep busy, shared among that day's holders by their weights.
         let big = |n: i64| BigInt::from(n);
-        let sum = |f: &dyn Fn(&UsageDay) -> i64, ns: &str| -> BigInt {
-            input.usage.iter().filter(|u| u.namespace == ns).map(|u| big(f(u))).sum()
-        };
-        let busy: Vec<BigInt> = namespaces.iter().map(|ns| sum(&|u| u.busy_gpu_us, ns)).collect();
-        let weight: Vec<BigInt> = namespaces.iter().map(|ns| if by_use {
-            sum(&|u| u.busy_gpu_us, ns)
-        } else {
-            sum(&|u| u.allocated_gpu_us.unwrap_or(0), ns)
-        }).collect();
-        let pool = big(gpus) * big(24 * H) * big(i64::from(days)) * big(rate)
-            - (&busy[0] + &busy[1]) * big(rate);
-        let total = &weight[0] + &weight[1];
+        let on = |d: usize| input.usage.iter().filter(move |u| u.day == from.plus(d as i32));
+        let weight = |u: &UsageDay| big(if by_use { u.busy_gpu_us } else { u.allocated_gpu_us.unwrap_or(0) });
         // Half up, as the statement rounds (every figure here is ≥ 0).
         let round = |n: BigInt, d: BigInt| (n * 2 + &d) / (d * 2);
+        let mut exact = [big(0), big(0)];
+        for d in 0..3 {
+            let pool: BigInt = on(d).map(|u| big(u.allocated_gpu_us.unwrap_or(0) - u.busy_gpu_us) * big(rate)).sum();
+            let total: BigInt = on(d).map(weight).sum();
+            if total == big(0) {
+                continue;
+            }
+            for u in on(d) {
+                let t = namespaces.iter().position(|ns| *ns == u.namespace).unwrap_or(0);
+                exact[t] += round(&pool * weight(u), total.clone());
+            }
+        }
         for (t, line) in s.teams.iter().enumerate() {
-            let expected = if total == big(0) {
-                big(0)
-            } else {
-                round(round(&pool * &weight[t], total.clone()), big(H))
-            };
+            let expected = round(exact[t].clone(), big(H));
             prop_assert_eq!(big(line.idle_share_cents), expected, "{}", line.team);
         }
     }
@@ -769,4 +787,124 @@ fn capacity_is_priced_only_for_the_part_of_a_day_that_has_been() {
     assert_eq!(fleet.capacity_gpu_hours.to_string(), "24.000000");
     assert_eq!(fleet.capacity_cost_cents, 24_000);
     assert_eq!(fleet.platform_cents, 3_000);
+}
+
+/// Ten H100s at $1.00 per GPU-hour from 2026-11-28 to 2026-11-30; the history starts on the
+/// 30th, when research holds 4 GPUs all day, 2 of them busy, and DCGM sees all ten.
+#[test]
+fn capacity_nobody_measured_is_the_platforms_not_idle() {
+    let (from, to) = (day("2026-11-28"), day("2026-12-01"));
+    let mut input = one_day(IdleShare::Allocation);
+    (input.from, input.to) = (from, to);
+    input.capacity = BTreeMap::from([("h100".to_owned(), 10)]);
+    input.rates[0].cents_per_gpu_hour = 100;
+    input.tokens.clear();
+    input.usage = vec![
+        usage("2026-11-30", "team-research", Some(96), 48, 96),
+        usage("2026-11-30", "", None, 0, 144),
+    ];
+    let s = statement(&input, true);
+    let fleet = s.fleet.clone().expect("the fleet");
+    // capacity 10 × 72 h = 720 GPU-h = $720.00; the 28th and 29th, 480 GPU-h, were never
+    // observed: $480.00 on the platform line. The 30th's pool: $240 − $48 of use = $192.00,
+    // all research's (the only team allocated): charge $48 + $192 = $240.00.
+    assert_eq!(fleet.capacity_cost_cents, 72_000);
+    assert_eq!(fleet.unobserved_gpu_hours.to_string(), "480.000000");
+    assert_eq!(fleet.unobserved_cost_cents, 48_000);
+    assert_eq!(fleet.idle_pool_cents, 19_200);
+    assert_eq!(s.teams[0].idle_share_cents, 19_200);
+    assert_eq!(s.teams[0].charge_cents, 24_000);
+    assert_eq!(fleet.platform_cents, 48_000);
+    let unobserved: Vec<String> = s
+        .days
+        .iter()
+        .map(|d| {
+            d.fleet
+                .as_ref()
+                .map(|f| f.unobserved_gpu_hours.to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(unobserved, ["240.000000", "240.000000", "0.000000"]);
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n
+                .contains("480.00 GPU-hours of capacity on 2 day(s) (2026-11-28 … 2026-11-29)")),
+        "{:?}",
+        s.notes
+    );
+}
+
+/// One H100 at $10.00 per GPU-hour, observed both days, idle shared by allocation. On the 1st
+/// research holds it all day (busy 12 h); on the 2nd search holds it for 12 h (busy 6 h) and it
+/// stands idle with no pod for the rest.
+#[test]
+fn idle_is_shared_among_each_days_teams() {
+    let mut input = one_day(IdleShare::Allocation);
+    input.to = day("2026-11-03");
+    input.capacity = BTreeMap::from([("h100".to_owned(), 1)]);
+    input.tokens.clear();
+    input.usage = vec![
+        usage("2026-11-01", "team-research", Some(24), 12, 24),
+        usage("2026-11-02", "team-search", Some(12), 6, 12),
+        usage("2026-11-02", "", None, 0, 12),
+    ];
+    let s = statement(&input, false);
+    // the 1st's pool: $240 − $120 = $120.00, research's; the 2nd's: $240 − $60 = $180.00,
+    // search's (the only team allocated that day). Shared over the period instead, 24 : 12,
+    // research would have paid $200.00 of the $300.00.
+    let (research, search) = (&s.teams[0], &s.teams[1]);
+    assert_eq!(
+        (research.idle_share_cents, search.idle_share_cents),
+        (12_000, 18_000)
+    );
+    assert_eq!(
+        (research.charge_cents, search.charge_cents),
+        (24_000, 24_000)
+    );
+    assert_eq!(s.fleet.expect("the fleet").platform_cents, 0);
+}
+
+/// A rate typed ten times too high (the issue's $86.00 for $8.60) or a tenth of it asks for a
+/// confirmation naming each comparison; 3× either way does not.
+#[test]
+fn a_rate_far_from_the_one_before_or_the_catalogue_asks_first() {
+    let rate = |from: &str, cents| Rate {
+        flavor: "h100".into(),
+        effective_from: day(from),
+        cents_per_gpu_hour: cents,
+    };
+    let rates = [rate("1970-01-01", 860), rate("2026-11-01", 900)];
+    let new = |from: &str, cents| NewRate {
+        effective_from: day(from),
+        cents_per_gpu_hour: cents,
+        confirm: false,
+    };
+    // 8,600 ÷ 900 = 9.55… → 9.6×; 8,600 ÷ 860 = 10.0×
+    assert_eq!(
+        new("2026-12-01", 8_600).far_from(&rates, "h100").as_deref(),
+        Some(
+            "$86.00 per GPU-hour for h100 from 2026-12-01 is 9.6× the rate it follows ($9.00) and 10.0× the catalogue's price of its model ($8.60): a slipped decimal point? Send it again confirmed if it is meant."
+        )
+    );
+    // before the first rate set, the catalogue's price is the rate it follows: said once
+    assert_eq!(
+        new("2026-10-01", 86).far_from(&rates, "h100").as_deref(),
+        Some(
+            "$0.86 per GPU-hour for h100 from 2026-10-01 is 1/10 of the catalogue's price of its model ($8.60): a slipped decimal point? Send it again confirmed if it is meant."
+        )
+    );
+    // 3× and a third are close enough: 2,580 = 3 × 860 (and under 3 × 900); 300 × 3 = 900;
+    // 299 × 3 = 897 is under the $9.00 it follows (though not under a third of $8.60)
+    assert_eq!(new("2026-12-01", 2_580).far_from(&rates, "h100"), None);
+    assert_eq!(new("2026-12-01", 300).far_from(&rates, "h100"), None);
+    assert_eq!(
+        new("2026-12-01", 299).far_from(&rates, "h100").as_deref(),
+        Some(
+            "$2.99 per GPU-hour for h100 from 2026-12-01 is 1/3 of the rate it follows ($9.00): a slipped decimal point? Send it again confirmed if it is meant."
+        )
+    );
+    // a flavor no rate names has nothing to compare with
+    assert_eq!(new("2026-12-01", 1).far_from(&rates, "a100"), None);
 }

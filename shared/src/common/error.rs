@@ -19,6 +19,9 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Timeout,
     Conflict,
+    /// The change is allowed but out of the ordinary (a month with unobserved hours, a rate
+    /// far from the one before): the message says what, and how to send it again confirmed.
+    ConfirmationRequired,
     PayloadTooLarge,
     UnsupportedMediaType,
     /// Too many attempts (failed log-ins); retry after the `Retry-After` header's seconds.
@@ -41,7 +44,7 @@ impl ErrorCode {
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::Timeout => 408,
-            Self::Conflict => 409,
+            Self::Conflict | Self::ConfirmationRequired => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::TooManyRequests => 429,
@@ -82,6 +85,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "this method is not allowed on this resource",
             Self::Timeout => "the request took too long and was stopped",
             Self::Conflict => "the resource changed or already exists",
+            Self::ConfirmationRequired => "this change needs an explicit confirmation",
             Self::PayloadTooLarge => "the request body is too large",
             Self::UnsupportedMediaType => "unsupported content type; send application/json",
             Self::TooManyRequests => "too many attempts; wait and try again",

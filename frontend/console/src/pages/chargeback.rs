@@ -11,7 +11,8 @@ use shared::{
     ApiError,
     accounts::Role,
     chargeback::{
-        ClosedMonth, Hours, IdleShare, ModelLine, Reopen, Statement, TeamLine, budget::NewBudget,
+        CloseMonth, ClosedMonth, Hours, IdleShare, ModelLine, Reopen, Statement, TeamLine,
+        budget::NewBudget,
     },
     common::day::Day,
     common::money::{dollars, parse_dollars},
@@ -199,6 +200,22 @@ impl Period {
         )
     }
 
+    /// The unobserved GPU-hours and their cost in the statement shown, when it is `month`'s
+    /// (`YYYY-MM`) whole and has any.
+    fn unobserved(self, month: &str) -> Option<(Hours, i64)> {
+        self.shown.with_untracked(|s| {
+            let s = s.as_ref()?;
+            let whole = s.from.month_name() == month
+                && s.from == s.from.first_of_month()
+                && s.to_inclusive.plus(1) == s.from.next_month();
+            let f = s
+                .fleet
+                .as_ref()
+                .filter(|f| whole && f.unobserved_gpu_hours.0 > 0)?;
+            Some((f.unobserved_gpu_hours, f.unobserved_cost_cents))
+        })
+    }
+
     /// Asks for the statement and the closed months again.
     fn load(self) {
         let path = untrack(|| self.path("json"));
@@ -292,11 +309,11 @@ fn MonthState(period: Period, reader: Signal<bool>) -> impl IntoView {
     // the month being confirmed
     let confirming = RwSignal::new(None::<String>);
     let month_failure = RwSignal::new(None::<ApiError>);
-    let act = move |path: String, body: Option<Reopen>| {
+    let act = move |path: String, body: MonthMove| {
         spawn_local(async move {
             let result: Result<Vec<ClosedMonth>, ApiError> = match body {
-                Some(b) => api::send(Method::POST, &path, Some(&b)).await,
-                None => api::send::<(), _>(Method::POST, &path, None).await,
+                MonthMove::Close(b) => api::send(Method::POST, &path, Some(&b)).await,
+                MonthMove::Reopen(b) => api::send(Method::POST, &path, Some(&b)).await,
             };
             confirming.set(None);
             match result {
@@ -321,7 +338,7 @@ fn MonthState(period: Period, reader: Signal<bool>) -> impl IntoView {
                             prop:value=move || reason.get() on:input=move |ev| reason.set(event_target_value(&ev))/></label>
                         " " <button type="button" data-test="reopen-month" on:click=move |_| act(
                             format!("/api/chargeback/months/{}/reopen", c.month),
-                            Some(Reopen { reason: reason.get_untracked() }))>"Reopen"</button></p>
+                            MonthMove::Reopen(Reopen { reason: reason.get_untracked() }))>"Reopen"</button></p>
                     })}
                 }.into_any(),
                 None => view! {
@@ -331,19 +348,37 @@ fn MonthState(period: Period, reader: Signal<bool>) -> impl IntoView {
                         view! { " " <button type="button" data-test="close-month"
                             on:click=move |_| confirming.set(Some(month.clone()))>"Close the month"</button> }
                     })}</p>
-                    {move || confirming.get().map(|month| view! {
-                        <p data-test="confirm-close">{format!(
-                            "Close {month}? Its figures are frozen as they are now; usage ingested later shows as adjustments in the next open month, and only an admin can reopen it. "
-                        )}
-                        <button type="button" data-test="confirm-close-yes" on:click=move |_| act(
-                            format!("/api/chargeback/months/{month}/close"), None)>{format!("Yes, close {month}")}</button>
-                        " " <button type="button" on:click=move |_| confirming.set(None)>"Cancel"</button></p>
+                    {move || confirming.get().map(|month| {
+                        let unobserved = period.unobserved(&month);
+                        let (warning, yes) = match unobserved {
+                            Some((hours, cents)) => (
+                                format!("{} GPU-hours of its capacity ({}) had no DCGM sample (before the first sample, after the last, in a gap, or GPUs that never reported): closing freezes them on the platform line, billed to no team. ",
+                                    hours.to_hundredths(), dollars(cents)),
+                                format!("Yes, close {month} with {} unobserved GPU-hours", hours.to_hundredths()),
+                            ),
+                            None => (String::new(), format!("Yes, close {month}")),
+                        };
+                        let body = CloseMonth { accept_unobserved_gpu_hours: unobserved.map(|(hours, _)| hours) };
+                        view! {
+                            <p data-test="confirm-close">{format!(
+                                "Close {month}? Its figures are frozen as they are now; usage ingested later shows as adjustments in the next open month, and only an admin can reopen it. {warning}"
+                            )}
+                            <button type="button" data-test="confirm-close-yes" on:click=move |_| act(
+                                format!("/api/chargeback/months/{month}/close"), MonthMove::Close(body.clone()))>{yes}</button>
+                            " " <button type="button" on:click=move |_| confirming.set(None)>"Cancel"</button></p>
+                        }
                     })}
                 }.into_any(),
             }
         })}
         <div data-test="month-error">{move || month_failure.get().map(|error| view! { <ErrorBox error/> })}</div>
     }
+}
+
+/// What a month's buttons send.
+enum MonthMove {
+    Close(CloseMonth),
+    Reopen(Reopen),
 }
 
 fn idle_label(choice: IdleShare) -> &'static str {
@@ -421,10 +456,11 @@ fn statement_view(s: Statement) -> impl IntoView {
     let fleet = s.fleet.clone().map(|f| {
         view! {
             <p data-test="fleet-line">{format!(
-                "Fleet: {} GPU-hours of capacity costing {}; {} allocated, {} busy; {} unallocated ({}). Idle pool {}; platform line {}.",
+                "Fleet: {} GPU-hours of capacity costing {}; {} allocated, {} busy; {} unallocated ({}); {} unobserved, with no DCGM sample ({}, on the platform line, not shared as idle). Idle pool {}; platform line {}.",
                 f.capacity_gpu_hours.to_hundredths(), dollars(f.capacity_cost_cents),
                 f.allocated_gpu_hours.to_hundredths(), f.busy_gpu_hours.to_hundredths(),
                 f.unallocated_gpu_hours.to_hundredths(), dollars(f.unallocated_cost_cents),
+                f.unobserved_gpu_hours.to_hundredths(), dollars(f.unobserved_cost_cents),
                 dollars(f.idle_pool_cents), dollars(f.platform_cents)
             )}</p>
         }

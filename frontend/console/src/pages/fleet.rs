@@ -539,6 +539,7 @@ fn Rates() -> impl IntoView {
         rates: RwSignal::new(Vec::new()),
         failure: RwSignal::new(None),
         saved: RwSignal::new(None),
+        pending: RwSignal::new(None),
     };
     Effect::new(move || {
         if has(&[Role::Approver, Role::Finance, Role::Admin]) {
@@ -578,18 +579,51 @@ fn Rates() -> impl IntoView {
                     <thead><tr><th>"Flavor"</th><th>"From (UTC)"</th><th>"Per GPU-hour"</th><th></th></tr></thead>
                     <tbody>{rows}</tbody>
                 </table>
+                {move || book.pending.get().map(|pending| {
+                    let (question, yes) = pending.words();
+                    view! {
+                        <p data-test="rate-confirm">{question}" "
+                            <button type="button" data-test="rate-confirm-yes" on:click=move |_| book.go_ahead()>{yes}</button>
+                            " " <button type="button" data-test="rate-confirm-no" on:click=move |_| book.pending.set(None)>"Cancel"</button></p>
+                    }
+                })}
                 {admin.then(|| view! { <RateForm book/> })}
             }
         })
     }
 }
 
-/// The rates per flavor and day, and what the last change answered.
+/// The rates per flavor and day, what the last change answered, and a change waiting for the
+/// admin to confirm it.
 #[derive(Clone, Copy)]
 struct RateBook {
     rates: RwSignal<Vec<Rate>>,
     failure: RwSignal<Option<ApiError>>,
     saved: RwSignal<Option<String>>,
+    pending: RwSignal<Option<Pending>>,
+}
+
+/// A rate change that asks first.
+#[derive(Clone)]
+enum Pending {
+    /// A rate far from the one it follows or the catalogue's price: the server's words.
+    Far {
+        flavor: String,
+        rate: NewRate,
+        why: String,
+    },
+    /// A rate to remove, and what removing it changes.
+    Removal { rate: Rate, change: String },
+}
+
+impl Pending {
+    /// The question, and the button that goes ahead.
+    fn words(&self) -> (String, String) {
+        match self {
+            Pending::Far { why, .. } => (why.clone(), "Set it anyway".to_owned()),
+            Pending::Removal { change, .. } => (change.clone(), "Remove it".to_owned()),
+        }
+    }
 }
 
 impl RateBook {
@@ -608,30 +642,74 @@ impl RateBook {
                 .set(Some("Not saved: choose the day it applies from".to_owned()));
             return;
         };
-        let body = NewRate {
-            effective_from: day,
-            cents_per_gpu_hour: cents,
-        };
+        self.put(
+            flavor,
+            NewRate {
+                effective_from: day,
+                cents_per_gpu_hour: cents,
+                confirm: false,
+            },
+        );
+    }
+
+    /// Sends a rate; one far from the usual waits for the admin's confirmation.
+    fn put(self, flavor: String, rate: NewRate) {
         let path = format!("/api/chargeback/rates/{flavor}");
         let done = format!(
-            "Saved: {flavor} at {} per GPU-hour from {day}.",
-            dollars(cents)
+            "Saved: {flavor} at {} per GPU-hour from {}.",
+            dollars(rate.cents_per_gpu_hour),
+            rate.effective_from
         );
         spawn_local(async move {
-            self.answered(api::send(Method::PUT, &path, Some(&body)).await, done);
+            match api::send(Method::PUT, &path, Some(&rate)).await {
+                Err(err) if err.code == shared::ErrorCode::ConfirmationRequired => {
+                    self.pending.set(Some(Pending::Far {
+                        flavor,
+                        rate,
+                        why: err.message,
+                    }))
+                }
+                result => self.answered(result, done),
+            }
         });
     }
 
-    /// Removes a rate entered by mistake (a closed month's rate is refused, in words).
-    fn remove(self, r: Rate) {
-        let path = format!("/api/chargeback/rates/{}/{}", r.flavor, r.effective_from);
-        let done = format!("Removed: {}'s rate from {}.", r.flavor, r.effective_from);
-        spawn_local(async move {
-            self.answered(api::send::<(), _>(Method::DELETE, &path, None).await, done);
-        });
+    /// Asks before removing a rate entered by mistake, saying what the flavor costs without it.
+    fn remove(self, rate: Rate) {
+        let change = self
+            .rates
+            .with_untracked(|rates| removal_words(rates, &rate));
+        self.pending.set(Some(Pending::Removal { rate, change }));
+    }
+
+    /// Goes ahead with the change waiting for confirmation.
+    fn go_ahead(self) {
+        match self.pending.get_untracked() {
+            Some(Pending::Far {
+                flavor, mut rate, ..
+            }) => {
+                rate.confirm = true;
+                self.put(flavor, rate);
+            }
+            Some(Pending::Removal { rate, .. }) => {
+                let path = format!(
+                    "/api/chargeback/rates/{}/{}",
+                    rate.flavor, rate.effective_from
+                );
+                let done = format!(
+                    "Removed: {}'s rate from {}.",
+                    rate.flavor, rate.effective_from
+                );
+                spawn_local(async move {
+                    self.answered(api::send::<(), _>(Method::DELETE, &path, None).await, done);
+                });
+            }
+            None => {}
+        }
     }
 
     fn answered(self, result: Result<Vec<Rate>, ApiError>, done: String) {
+        self.pending.set(None);
         match result {
             Ok(list) => {
                 self.rates.set(list);
@@ -641,6 +719,33 @@ impl RateBook {
             Err(err) => self.failure.set(Some(err)),
         }
     }
+}
+
+/// "Remove h100-shared's $9.25 from 2026-12-01? From then until 2027-01-01 it costs $8.60
+/// (the model's price) again; open months' statements change with it."
+fn removal_words(rates: &[Rate], rate: &Rate) -> String {
+    let same = || rates.iter().filter(|r| r.flavor == rate.flavor);
+    let before = same()
+        .filter(|r| r.effective_from < rate.effective_from)
+        .max_by_key(|r| r.effective_from);
+    let next = same()
+        .filter(|r| r.effective_from > rate.effective_from)
+        .min_by_key(|r| r.effective_from);
+    let until = next.map_or(String::new(), |n| format!(" until {}", n.effective_from));
+    let instead = before.map_or("no rate (unpriced)".to_owned(), |b| {
+        let whose = if b.effective_from.days_since_epoch() == 0 {
+            " (the model's price)".to_owned()
+        } else {
+            format!(" (the rate from {})", b.effective_from)
+        };
+        format!("{}{whose}", dollars(b.cents_per_gpu_hour))
+    });
+    format!(
+        "Remove {}'s {} per GPU-hour from {}? From then{until} it costs {instead} again; the statements of open months change with it.",
+        rate.flavor,
+        dollars(rate.cents_per_gpu_hour),
+        rate.effective_from
+    )
 }
 
 /// An admin's new rate: a flavor, the day it applies from and its price per GPU-hour.

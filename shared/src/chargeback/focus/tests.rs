@@ -126,7 +126,8 @@ fn problems(text: &str) -> Vec<String> {
         if !get("ListUnitPrice").is_empty() {
             let number = |c: &str| get(c).parse::<f64>().unwrap_or(f64::NAN);
             let priced = number("PricingQuantity") * number("ListUnitPrice");
-            if (priced - number("ListCost")).abs() > 0.005 {
+            // a row's cent is its team's running total's: within a cent of its own figure
+            if (priced - number("ListCost")).abs() > 0.010_001 {
                 found.push(format!("row {n}: quantity × unit price is not the cost"));
             }
         }
@@ -178,20 +179,20 @@ fn day_of(basis: Basis) -> String {
             usage("team-research", 24, 18, 6, 0),
             usage("team-search", 12, 3, 0, 6),
             usage("ml-sandbox", 0, 1, 0, 0),
+            // DCGM saw the rest of the second GPU idle, with no pod: every hour observed
+            UsageDay {
+                observed_gpu_us: 12 * H,
+                ..usage("", 0, 0, 0, 0)
+            },
         ],
         tokens: Vec::new(),
     };
     let mut ledger = Ledger::new(d, d.plus(1), IdleShare::Allocation, 50, teams.clone(), None);
-    let head = FocusHead {
-        from: d,
-        to: d.plus(1),
-        basis,
-        idle: IdleShare::Allocation,
-    };
+    let mut head = FocusHead::new(d, d.plus(1), basis, IdleShare::Allocation);
     let mut out = header();
     for facts in input.days() {
         let day = ledger.add_day(&facts);
-        head.day_rows(&mut out, &facts, &day, &teams);
+        head.day_rows(&mut out, &facts, &day, ledger.day_exact(), &teams);
     }
     out
 }
@@ -308,4 +309,74 @@ fn the_check_sees_what_breaks_focus() {
     assert!(problems(&costless).iter().any(|p| p.contains("BilledCost")));
     assert_eq!(amount(-5), "-0.05");
     assert_eq!(amount(123_456), "1234.56");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// Over a period of days with any usage, rates, lending and idle share, a team's FOCUS rows
+    /// add up to its statement's charge (basis use) or its cost by allocation (basis
+    /// allocation) to the cent, and every export follows FOCUS 1.2.
+    #[test]
+    fn a_teams_rows_add_up_to_its_statement_to_the_cent(
+        rows in proptest::collection::vec((0i32..5, 0usize..3, 0i64..=40_000, 0i64..=100, 1i64..3_000), 1..30),
+        idle in 0usize..4,
+        lend_credit_pct in 0u8..=100,
+        by_allocation in proptest::prelude::any::<bool>(),
+    ) {
+        let namespaces = ["team-research", "team-search", "ml-sandbox"];
+        let from = Day::parse("2026-11-01").expect("day");
+        let idle = IdleShare::ALL[idle];
+        let mut input = StatementInput {
+            from,
+            to: from.plus(5),
+            idle,
+            lend_credit_pct,
+            teams: crate::chargeback::tests::teams(),
+            capacity: BTreeMap::from([("h100".to_owned(), 3)]),
+            capacity_by_day: BTreeMap::new(),
+            rates: vec![Rate { flavor: "h100".into(), effective_from: from, cents_per_gpu_hour: 987 }],
+            usage: Vec::new(),
+            tokens: Vec::new(),
+        };
+        for (d, ns, allocated_s, busy_pct, rate) in rows {
+            // odd microseconds, so every figure has fractions of a cent
+            let allocated = allocated_s * 1_000_003;
+            input.usage.push(UsageDay {
+                day: from.plus(d),
+                namespace: namespaces[ns].into(),
+                flavor: "h100".into(),
+                allocated_gpu_us: Some(allocated),
+                busy_gpu_us: allocated * busy_pct / 100,
+                observed_gpu_us: allocated,
+                borrowed_gpu_us: allocated / 3 * i64::from(ns == 0),
+                lent_gpu_us: allocated / 2 * i64::from(ns == 1),
+            });
+            input.rates.push(Rate { flavor: "h100".into(), effective_from: from.plus(d), cents_per_gpu_hour: rate });
+        }
+        input.rates.sort_by_key(|r| r.effective_from);
+        input.rates.dedup_by_key(|r| r.effective_from);
+        let basis = if by_allocation { Basis::Allocation } else { Basis::Use };
+        let teams = input.teams.clone();
+        let mut ledger = Ledger::new(input.from, input.to, idle, lend_credit_pct, teams.clone(), None);
+        let mut head = FocusHead::new(input.from, input.to, basis, idle);
+        let mut out = header();
+        for facts in input.days() {
+            let day = ledger.add_day(&facts);
+            head.day_rows(&mut out, &facts, &day, ledger.day_exact(), &teams);
+        }
+        let statement = ledger.finish();
+        proptest::prop_assert_eq!(problems(&out), Vec::<String>::new());
+        let records = records(&out);
+        let column = |c: &str| records[0].iter().position(|h| h == c).expect("column");
+        for line in &statement.teams {
+            let sum: i64 = records[1..]
+                .iter()
+                .filter(|r| r[column("SubAccountName")] == line.team)
+                .map(|r| cents_of(&r[column("BilledCost")]))
+                .sum();
+            let want = if by_allocation { line.cost_by_allocation_cents } else { line.charge_cents };
+            proptest::prop_assert_eq!(sum, want, "{} by {:?}, idle {:?}", line.team, basis, idle);
+        }
+    }
 }
