@@ -1558,11 +1558,24 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=request-2]", "draft")
         .await;
+    // the form's place says so, not "submitted" any more
+    browser
+        .wait_for_text(
+            "[data-test=request-sent]",
+            "Request 2 withdrawn: a draft again, out of the approvers' inbox.",
+        )
+        .await;
     browser
         .click_css("[data-test=request-2] [data-test=submit-draft]")
         .await;
     browser
         .wait_for_text("[data-test=request-2]", "submitted")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=request-sent]",
+            "Request 2 submitted to the approvers.",
+        )
         .await;
     browser.click_css("[data-test=logout]").await;
     research_ran_three_big_jobs(&pool).await;
@@ -1571,6 +1584,20 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=user-roles]", Role::Approver.label())
         .await;
+    // research's own steps are its members': alex reads its history without them
+    open_quota_view(&browser, &server, "teams", "Teams").await;
+    browser
+        .wait_for_text("[data-test=request-2]", "submitted")
+        .await;
+    let steps = browser
+        .client
+        .execute(
+            "return document.querySelectorAll('[data-test=history] button').length",
+            vec![],
+        )
+        .await
+        .expect("buttons");
+    assert_eq!(steps, serde_json::json!(0));
     open_quota_view(&browser, &server, "inbox", "Requests to decide").await;
     browser.wait_for_text("[data-test=inbox]", "research").await;
     browser.click_css("[data-test=inbox] button").await;
@@ -2823,17 +2850,12 @@ async fn budgets(pool: &PgPool, browser: &Browser) {
         .wait_for_text("[data-test=budgets] tr[data-team=research]", "$68.80")
         .await;
     assert!(row.text().await.expect("text").contains("$80.00"));
-    // the bar: used 86% of a limit that spans its 200 units → 172 wide, the limit's mark at the end
-    let bar = browser
-        .client
-        .execute(
-            "return [...document.querySelectorAll('[data-test=budgets] tr[data-team=research] svg.burn rect')] \
-               .map(r => (r.getAttribute('x') || '0') + '+' + r.getAttribute('width'));",
-            vec![],
-        )
-        .await
-        .expect("the bar");
-    assert_eq!(bar, serde_json::json!(["0+172", "0+172", "198+2"]));
+    // the bar: 200 units for 150% of the limit, whose mark sits at 133 (two thirds); used and
+    // forecast 86% → 86 × 200 ÷ 150 = 114.67 → 114
+    assert_eq!(
+        budget_bar(browser).await,
+        serde_json::json!(["0+114", "0+114", "132+2"])
+    );
 
     let (url, received) = webhook_receiver().await;
     let hook = backend::chargeback::budget::Webhook::new(&url, std::time::Duration::from_secs(5))
@@ -2870,6 +2892,54 @@ async fn budgets(pool: &PgPool, browser: &Browser) {
         .await;
     assert!(alerts.text().await.expect("text").contains("(sent 20"));
     browser.screenshot("chargeback-budgets").await;
+
+    // $60.00 against its $68.80: 114.67%, over by 14.67% ($8.80), said in red and drawn red
+    // past the limit's mark: blue to 133, red from 133 to 114.67 × 200 ÷ 150 = 152.89 → 152
+    set_research_budget(browser, "60").await;
+    browser
+        .wait_for_text(
+            "[data-test=budgets] tr[data-team=research] [data-test=overspent]",
+            "Over its budget by 14.67%, $8.80",
+        )
+        .await;
+    assert_eq!(
+        budget_bar(browser).await,
+        serde_json::json!(["0+152", "0+133", "133+19", "132+2"])
+    );
+    browser.screenshot("chargeback-overspent").await;
+    set_research_budget(browser, "80").await;
+    browser
+        .wait_for_text(
+            "[data-test=budgets] tr[data-team=research]",
+            "86.00% → 86.00%",
+        )
+        .await;
+}
+
+/// Sets research's November budget to `dollars` on the page.
+async fn set_research_budget(browser: &Browser, dollars: &str) {
+    browser
+        .set_value("[data-test=set-budget] input[name=team]", "research")
+        .await;
+    browser
+        .set_value("[data-test=set-budget] input[name=amount]", dollars)
+        .await;
+    browser
+        .click_css("[data-test=set-budget] button[type=submit]")
+        .await;
+}
+
+/// research's budget bar: each rect's `x+width`.
+async fn budget_bar(browser: &Browser) -> serde_json::Value {
+    browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('[data-test=budgets] tr[data-team=research] svg.burn rect')] \
+               .map(r => (r.getAttribute('x') || '0') + '+' + r.getAttribute('width'));",
+            vec![],
+        )
+        .await
+        .expect("the bar")
 }
 
 /// rita, a member of research, opens the Chargeback page: November's statement holds research
@@ -2883,6 +2953,12 @@ async fn a_member_reads_their_own_team(pool: &PgPool, browser: &Browser) {
     browser
         .wait_for_text("[data-test=user-roles]", Role::Requester.label())
         .await;
+    // what the page asks for from here on (finance's session asked for the closed months)
+    browser
+        .client
+        .execute("performance.clearResourceTimings()", vec![])
+        .await
+        .expect("clear the timings");
     browser.click("Chargeback").await;
     browser
         .wait_for_text("[data-test=statement-notes]", "The period reaches past now")
@@ -2906,6 +2982,16 @@ async fn a_member_reads_their_own_team(pool: &PgPool, browser: &Browser) {
     // no idle or lending choice, no budget form; and dates typed as ISO text, never a
     // locale's date picker beside ISO figures
     assert_eq!(shown, serde_json::json!([0, 0, 0]));
+    // and the page never asked for what she may not read (the closed months' list)
+    let asked = browser
+        .client
+        .execute(
+            "return performance.getEntriesByType('resource').filter(e => e.name.includes('/api/chargeback/months')).length",
+            vec![],
+        )
+        .await
+        .expect("requests");
+    assert_eq!(asked, serde_json::json!(0));
     // the closed months are finance's list: she reads that November is closed in the statement
     browser
         .wait_for_text("main", "Closed, figures frozen: 2026-11")
@@ -3258,8 +3344,9 @@ async fn an_admin_sets_a_rate_on_the_fleet_page(pool: PgPool) {
         )
         .await;
     browser.click_css("[data-test=rate-confirm-no]").await;
+    type_into(&browser, "[data-test=new-rate] input[name=price]", "9.25").await;
     browser
-        .fill_and_submit("[data-test=new-rate]", &[("input[name=price]", "9.25")])
+        .click_css("[data-test=new-rate] button[type=submit]")
         .await;
     browser
         .wait_for_text(

@@ -88,6 +88,35 @@ pub struct MigGeometry {
     /// Most MIG instances one GPU can hold.
     pub max_instances: u8,
     pub profiles: Vec<MigProfile>,
+    /// The start slots were not published and are inferred from the geometry
+    /// ([`MigGeometry::infer_placement`]).
+    #[serde(default)]
+    pub placement_inferred: bool,
+}
+
+impl MigGeometry {
+    /// Where NVIDIA publishes no placement table (the RTX PRO 6000: slice counts only), infers
+    /// it when the geometry leaves one consistent placement: every profile spans a power of
+    /// two of the memory slices and as many instances fit as its maximum says, so each must
+    /// start at a multiple of its size (1 slice at 0-3, 2 at 0 and 2, 4 at 0 on four slices —
+    /// the A30's published table, the same geometry).
+    fn infer_placement(&mut self) {
+        let total = self.total_memory_slices;
+        let unpublished = self.profiles.iter().all(|p| p.start_slots.is_empty());
+        let aligned = self.profiles.iter().all(|p| {
+            p.memory_slices.is_power_of_two()
+                && total.is_multiple_of(p.memory_slices)
+                && total / p.memory_slices >= p.max_instances
+        });
+        if !(unpublished && aligned) {
+            return;
+        }
+        for p in &mut self.profiles {
+            p.start_slots = (0..total).step_by(usize::from(p.memory_slices)).collect();
+            p.placement_slices = p.memory_slices;
+        }
+        self.placement_inferred = true;
+    }
 }
 
 /// One accelerator model.
@@ -253,15 +282,20 @@ fn parse() -> Vec<AcceleratorModel> {
             let device_name = f.get(5).filter(|d| !d.is_empty()).map(|d| (*d).to_owned());
             let own: Vec<&(String, MigProfile, u8, u8)> =
                 profiles.iter().filter(|(m, ..)| *m == name).collect();
-            let mig = own.first().map(|(_, _, total_c, total_m)| MigGeometry {
-                total_compute_slices: *total_c,
-                total_memory_slices: *total_m,
-                max_instances: own
-                    .iter()
-                    .map(|(_, p, ..)| p.max_instances)
-                    .max()
-                    .unwrap_or(0),
-                profiles: own.iter().map(|(_, p, ..)| p.clone()).collect(),
+            let mig = own.first().map(|(_, _, total_c, total_m)| {
+                let mut geometry = MigGeometry {
+                    total_compute_slices: *total_c,
+                    total_memory_slices: *total_m,
+                    max_instances: own
+                        .iter()
+                        .map(|(_, p, ..)| p.max_instances)
+                        .max()
+                        .unwrap_or(0),
+                    profiles: own.iter().map(|(_, p, ..)| p.clone()).collect(),
+                    placement_inferred: false,
+                };
+                geometry.infer_placement();
+                geometry
             });
             Some(AcceleratorModel {
                 name,

@@ -152,6 +152,10 @@ pub struct MigPlan {
     pub usable_memory_measured: bool,
     /// NVIDIA mig-parted configuration: one named config per distinct GPU layout.
     pub mig_parted_yaml: String,
+    /// The placement is inferred from the geometry, not read from a published table
+    /// ([`catalogue::MigGeometry::placement_inferred`]).
+    #[serde(default)]
+    pub placement_inferred: bool,
 }
 
 /// GPU models with MIG, as the catalogue names them.
@@ -230,6 +234,7 @@ pub fn plan_until(
         total_memory_slices: geometry.total_memory_slices,
         mig_parted_yaml: mig_parted(&gpus),
         usable_memory_measured: used.iter().all(|p| p.mem_measured),
+        placement_inferred: geometry.placement_inferred,
         lower_bound_gpus,
         gpus,
     })
@@ -488,10 +493,6 @@ mod tests {
             Err(MigError::NoMig(..))
         ));
         assert!(matches!(
-            plan("RTX-PRO-6000-96GB", &[group("x", 1.0, 1)]),
-            Err(MigError::NoPlacement(_))
-        ));
-        assert!(matches!(
             plan("H200-SXM-141GB", &[group("x", 0.0, 1)]),
             Err(MigError::Empty(_))
         ));
@@ -544,6 +545,61 @@ mod tests {
             .plan()
             .expect_err("too many");
         assert_eq!(err[0].message, "at most 10000 replicas");
+    }
+
+    /// NVIDIA publishes only the RTX PRO 6000's slice counts (`mig_profiles.csv`: 1g ×4, 2g
+    /// ×2, 4g ×1 of four slices); the one consistent placement is the A30's published table
+    /// (the same geometry), and a layout on it says it is inferred.
+    #[test]
+    fn the_rtx_pro_6000_is_laid_out_as_its_geometry_allows() {
+        let slots = |model: &str| -> Vec<(String, Vec<u8>, u8)> {
+            let model = catalogue::find(model).expect("model");
+            let geometry = model.mig.as_ref().expect("MIG");
+            geometry
+                .profiles
+                .iter()
+                .filter(|p| p.is_plain())
+                .map(|p| {
+                    let size = p.name.split('.').next().unwrap_or_default().to_owned();
+                    (size, p.start_slots.clone(), p.placement_slices)
+                })
+                .collect()
+        };
+        assert_eq!(slots("RTX-PRO-6000-96GB"), slots("A30-24GB"));
+        let inferred = |model: &str| {
+            let model = catalogue::find(model).expect("model");
+            model.mig.as_ref().is_some_and(|g| g.placement_inferred)
+        };
+        assert!(inferred("RTX-PRO-6000-96GB") && !inferred("A30-24GB"));
+        // two 40 GiB replicas take 2g.48gb at slices 0 and 2, three 20 GiB replicas 1g.24gb on
+        // a second GPU at 0, 1 and 2
+        let layout = plan(
+            "RTX-PRO-6000-96GB",
+            &[group("big", 40.0, 2), group("small", 20.0, 3)],
+        )
+        .expect("a layout");
+        assert!(layout.placement_inferred);
+        let placed: Vec<Vec<(String, u8)>> = layout
+            .gpus
+            .iter()
+            .map(|g| {
+                g.instances
+                    .iter()
+                    .map(|i| (i.profile.clone(), i.start_slice))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                vec![("2g.48gb".to_owned(), 0), ("2g.48gb".to_owned(), 2)],
+                vec![
+                    ("1g.24gb".to_owned(), 0),
+                    ("1g.24gb".to_owned(), 1),
+                    ("1g.24gb".to_owned(), 2)
+                ],
+            ]
+        );
     }
 
     #[test]

@@ -161,6 +161,7 @@ fn Statements() -> impl IntoView {
         shown: RwSignal::new(None),
         failure: RwSignal::new(None),
         months: RwSignal::new(Vec::new()),
+        reader,
         asked: StoredValue::new(0),
     };
     period.load();
@@ -183,6 +184,9 @@ struct Period {
     shown: RwSignal<Option<Statement>>,
     failure: RwSignal<Option<ApiError>>,
     months: RwSignal<Vec<ClosedMonth>>,
+    /// Whether the closed months are the caller's to read (finance, approvers, admins): a team
+    /// member is never sent to ask for them.
+    reader: Signal<bool>,
     /// Statements asked for so far: only the last one asked for is shown, so an earlier
     /// answer arriving late neither replaces it nor redraws the page under the reader's hands.
     asked: StoredValue<u64>,
@@ -232,6 +236,9 @@ impl Period {
                     self.shown.set(Some(statement));
                 }
                 Err(err) => self.failure.set(Some(err)),
+            }
+            if !self.reader.get_untracked() {
+                return;
             }
             if let Ok(list) = api::get::<Vec<ClosedMonth>>("/api/chargeback/months").await {
                 self.months.set(list);
@@ -861,17 +868,19 @@ fn budgets_html(b: &JsValue, decide: bool) -> String {
         .map(|l| {
             let budget = js::at(&l, "budget");
             let limit = js::at(&budget, "limit");
+            let basis = js::text(&budget, "basis");
+            let spent_key = if basis == "use" { "charge_cents" } else { "cost_by_allocation_cents" };
+            let over_cents = whole(&limit, "cents").map(|cents| whole(&l, spent_key).unwrap_or(0) - cents);
             let limit = match whole(&limit, "cents") {
                 Some(cents) => dollars(cents),
                 None => format!("{} GPU-hours", js::text(&limit, "gpu_hours")),
             };
+            let (spent, forecast) = (js::text(&l, "spent_pct"), js::text(&l, "forecast_pct"));
             format!(
-                "<tr data-team=\"{}\"><td>{0}</td><td class=\"num\">{limit}</td><td>{}</td><td class=\"num\">{}% → {}%<br>{}</td><td class=\"num\">{} → {}</td><td class=\"num\">{} → {}</td></tr>",
+                "<tr data-team=\"{}\"><td>{0}</td><td class=\"num\">{limit}</td><td>{basis}</td><td class=\"num\">{spent}% → {forecast}%<br>{}{}</td><td class=\"num\">{} → {}</td><td class=\"num\">{} → {}</td></tr>",
                 js::text(&l, "team"),
-                js::text(&budget, "basis"),
-                js::text(&l, "spent_pct"),
-                js::text(&l, "forecast_pct"),
-                burn_bar(&js::text(&l, "spent_pct"), &js::text(&l, "forecast_pct")),
+                burn_bar(&spent, &forecast),
+                overspend_words(&spent, &forecast, over_cents),
                 money(&l, "cost_by_allocation_cents"),
                 money(&l, "forecast_cost_by_allocation_cents"),
                 money(&l, "charge_cents"),
@@ -904,21 +913,60 @@ fn budgets_html(b: &JsValue, decide: bool) -> String {
     )
 }
 
-/// A team's month as a bar: used (dark) and forecast to the month's end (pale) against its
-/// limit (the red mark), scaled to the larger of the limit and the forecast; the figures are
-/// beside it in words.
+/// "86.00" (percent) → 8,600 hundredths of a percent.
+fn pct_hundredths(pct: &str) -> i64 {
+    pct.replace('.', "").parse::<i64>().unwrap_or(0).max(0)
+}
+
+/// A team's month as a bar on a fixed scale, so an overspend never looks small: the limit's
+/// mark at two thirds of the width, 150% of the limit at its end; used (dark), past the limit
+/// in red, forecast to the month's end (pale), and an arrow at the end for more than the scale
+/// holds. The figures are beside it in words.
 fn burn_bar(spent_pct: &str, forecast_pct: &str) -> String {
-    // "86.00" → 8,600 hundredths of a percent
-    let hundredths = |pct: &str| pct.replace('.', "").parse::<i64>().unwrap_or(0).max(0);
-    let (spent, forecast) = (hundredths(spent_pct), hundredths(forecast_pct));
-    let scale = forecast.max(spent).max(10_000);
-    let x = |v: i64| v * 200 / scale;
+    const END: i64 = 15_000;
+    let (spent, forecast) = (pct_hundredths(spent_pct), pct_hundredths(forecast_pct));
+    let x = |v: i64| v.min(END) * 200 / END;
+    let over = if spent > 10_000 {
+        format!(
+            "<rect x=\"{}\" width=\"{}\" height=\"10\" fill=\"#c0392b\"/>",
+            x(10_000),
+            x(spent) - x(10_000)
+        )
+    } else {
+        String::new()
+    };
+    let beyond = if spent.max(forecast) > END {
+        "<polygon points=\"194,0 200,5 194,10\" fill=\"#7b241c\"/>"
+    } else {
+        ""
+    };
     format!(
-        "<svg class=\"burn\" viewBox=\"0 0 200 10\" width=\"200\" height=\"10\" aria-hidden=\"true\"><rect width=\"{}\" height=\"10\" fill=\"#b8d4ec\"/><rect width=\"{}\" height=\"10\" fill=\"#2a6fb0\"/><rect x=\"{}\" width=\"2\" height=\"10\" fill=\"#c0392b\"/></svg>",
+        "<svg class=\"burn\" viewBox=\"0 0 200 10\" width=\"200\" height=\"10\" aria-hidden=\"true\"><rect width=\"{}\" height=\"10\" fill=\"#b8d4ec\"/><rect width=\"{}\" height=\"10\" fill=\"#2a6fb0\"/>{over}<rect x=\"{}\" width=\"2\" height=\"10\" fill=\"#000\"/>{beyond}</svg>",
         x(forecast),
-        x(spent),
-        x(10_000).min(198)
+        x(spent.min(10_000)),
+        x(10_000) - 1
     )
+}
+
+/// Past the limit, by how much (and by how many dollars for a budget in money); forecast past
+/// it, by how much at the month's end.
+fn overspend_words(spent_pct: &str, forecast_pct: &str, over_cents: Option<i64>) -> String {
+    let hundredths = |h: i64| shared::common::money::hundredths(i128::from(h));
+    let (spent, forecast) = (pct_hundredths(spent_pct), pct_hundredths(forecast_pct));
+    if spent > 10_000 {
+        let money = over_cents.map_or(String::new(), |c| format!(", {}", dollars(c)));
+        format!(
+            "<br><strong class=\"over\" data-test=\"overspent\">Over its budget by {}%{money}</strong>",
+            hundredths(spent - 10_000)
+        )
+    } else if forecast > 10_000 {
+        format!(
+            "<br><span class=\"over\">Forecast over by {}% at the month's end</span>",
+            hundredths(forecast - 10_000)
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// One hold: where it stands, why, and (for those who decide) what may be done to it.

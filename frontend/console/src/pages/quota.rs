@@ -260,7 +260,7 @@ fn TeamsView(
             view! {
                 <CurrentQuota world=world.clone() team=team.clone()/>
                 {may.then_some(form)}
-                <History team changed/>
+                <History team ours=may changed/>
             }
         }}
     }
@@ -362,13 +362,15 @@ fn request_state(r: &QuotaRequest) -> String {
     }
 }
 
-/// One request of the history, with the team's own steps on it (`step(request, action)`).
+/// One request of the history, with the team's own steps on it (`step(request, action)`) for
+/// those who may take them (its members and admins, as the API allows).
 fn history_row(
     r: QuotaRequest,
+    ours: bool,
     step: impl Fn(QuotaRequest, &'static str) + Copy + 'static,
 ) -> impl IntoView {
     let state = request_state(&r);
-    let draft = (r.state == State::Draft).then(|| {
+    let draft = (ours && r.state == State::Draft).then(|| {
         let (r, open) = (r.clone(), r.clone());
         let Editing(editing) = expect_context::<Editing>();
         view! {
@@ -377,7 +379,7 @@ fn history_row(
             <button type="button" data-test="submit-draft" on:click=move |_| step(r.clone(), "submit")>"Submit"</button>
         }
     });
-    let submitted = (r.state == State::Submitted).then(|| {
+    let submitted = (ours && r.state == State::Submitted).then(|| {
         let r = r.clone();
         view! {
             <button type="button" data-test="withdraw" title="Back to a draft, out of the approvers' inbox"
@@ -399,16 +401,19 @@ fn history_row(
     }
 }
 
-/// The team's requests, newest first; drafts can be submitted from here.
+/// The team's requests, newest first; its members (`ours`) submit drafts and withdraw
+/// requests from here.
 #[component]
-fn History(team: String, changed: Callback<()>) -> impl IntoView {
+fn History(team: String, ours: bool, changed: Callback<()>) -> impl IntoView {
     let path = format!("/api/quota/teams/{team}/requests");
     let requests = LocalResource::new(move || {
         let path = path.clone();
         async move { api::get::<Vec<QuotaRequest>>(&path).await }
     });
     let error = RwSignal::new(None);
-    // the team's own steps: a draft submitted, a submitted request withdrawn to a draft
+    let Sent(sent) = expect_context::<Sent>();
+    // the team's own steps: a draft submitted, a submitted request withdrawn to a draft; what
+    // the form's place said of the request follows
     let step = move |request: QuotaRequest, action: &'static str| {
         leptos::task::spawn_local(async move {
             let path = format!(
@@ -421,6 +426,15 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
             match api::send::<_, Saved>(gloo_net::http::Method::POST, &path, Some(&body)).await {
                 Ok(_) => {
                     error.set(None);
+                    let said = if action == "withdraw" {
+                        format!(
+                            "Request {} withdrawn: a draft again, out of the approvers' inbox.",
+                            request.id
+                        )
+                    } else {
+                        format!("Request {} submitted to the approvers.", request.id)
+                    };
+                    sent.set(Some((request.team.clone(), said)));
                     requests.refetch();
                     changed.run(());
                 }
@@ -444,7 +458,7 @@ fn History(team: String, changed: Callback<()>) -> impl IntoView {
                         </tr>
                     </thead>
                     <tbody>
-                        {list.into_iter().map(|r| history_row(r, step)).collect_view()}
+                        {list.into_iter().map(|r| history_row(r, ours, step)).collect_view()}
                     </tbody>
                 </table>
             }

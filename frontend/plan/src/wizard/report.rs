@@ -285,9 +285,10 @@ fn MigLayouts(mig: Vec<FlavorMig>) -> impl IntoView {
                 let more = layouts.len().saturating_sub(SHOWN);
                 let slices = plan.total_memory_slices;
                 view! {
-                    <p class="muted">{format!("{} GPUs ({} at least, by memory and compute slices); memory {}.",
+                    <p class="muted">{format!("{} GPUs ({} at least, by memory and compute slices); memory {}.{}",
                         layouts.iter().map(|(_, n)| n).sum::<usize>(), plan.lower_bound_gpus,
-                        if plan.usable_memory_measured { "as the driver reports it" } else { "nominal" })}</p>
+                        if plan.usable_memory_measured { "as the driver reports it" } else { "nominal" },
+                        if plan.placement_inferred { " Placement inferred from the slice geometry, not a published table." } else { "" })}</p>
                     {layouts.into_iter().take(SHOWN).map(|(instances, gpus)| view! {
                         <div class="mig-row">
                             <div class="mig-gpu" style=format!("grid-template-columns: repeat({slices}, 1fr)")>
