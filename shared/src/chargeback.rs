@@ -2,7 +2,10 @@
 //! (`usage` day rollups) and the flavors' rates. Pure.
 //!
 //! Definitions (per team, summed over the period's days and the team's flavors):
-//! - cost by allocation = allocated GPU-hours × the rate in force that day;
+//! - cost by allocation = allocated GPU-hours × the rate in force that day. Allocation is
+//!   Kueue's (else kube-state-metrics' requests of running pods, as the ingest reads them); a
+//!   namespace with neither on a day is counted as allocated the device time dcgm-exporter's
+//!   pod mapping names it for (its observed GPU-hours), so its idle is never negative;
 //! - cost by use = busy GPU-hours × rate;
 //! - idle = allocated − busy (unobserved allocation, which had no DCGM sample, is part of it and
 //!   shown on its own too);
@@ -185,7 +188,8 @@ pub struct UsageDay {
     pub day: Day,
     pub namespace: String,
     pub flavor: String,
-    /// `None` when Kueue's allocation was not known that day.
+    /// `None` when no source (Kueue, kube-state-metrics) reported it that day; a statement
+    /// then counts it from DCGM ([`DayFacts::allocations`]).
     pub allocated_gpu_us: Option<i64>,
     pub busy_gpu_us: i64,
     pub observed_gpu_us: i64,
@@ -620,6 +624,48 @@ pub struct DayFacts {
     pub tokens: Vec<TokensDay>,
 }
 
+/// How a row's allocation is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocated {
+    /// As Kueue (or kube-state-metrics) reported it.
+    Reported(i64),
+    /// Nothing reported it for the namespace that day: the device time dcgm-exporter's pod
+    /// mapping names it for (its observed time).
+    Mapped(i64),
+}
+
+impl Allocated {
+    pub fn gpu_us(self) -> i64 {
+        match self {
+            Allocated::Reported(us) | Allocated::Mapped(us) => us,
+        }
+    }
+}
+
+impl DayFacts {
+    /// Each usage row with its allocation as charged: reported, or where no source reported
+    /// any for the row's namespace that day, mapped from DCGM (a device no pod holds, namespace
+    /// `''`, is allocated to nobody).
+    pub fn allocations(&self) -> impl Iterator<Item = (&UsageDay, Allocated)> {
+        let known: BTreeSet<&str> = self
+            .usage
+            .iter()
+            .filter(|u| u.allocated_gpu_us.is_some())
+            .map(|u| u.namespace.as_str())
+            .collect();
+        self.usage.iter().map(move |u| {
+            let allocated = match u.allocated_gpu_us {
+                Some(us) => Allocated::Reported(us),
+                None if u.namespace.is_empty() || known.contains(u.namespace.as_str()) => {
+                    Allocated::Reported(0)
+                }
+                None => Allocated::Mapped(u.observed_gpu_us),
+            };
+            (u, allocated)
+        })
+    }
+}
+
 /// A statement built a day at a time, in day order: each day's lines come out as the day is
 /// added ([`Ledger::add_day`]) and the period's at the end ([`Ledger::finish`]), so its memory
 /// is one day's figures per team, whatever the period's length.
@@ -704,7 +750,7 @@ impl Ledger {
         ];
         if let Some(first) = self.unknown_days.first() {
             notes.push(format!(
-                "Kueue's allocation was not known on {} day(s) ({first}…): those days' allocation is counted as none, not as what was requested.",
+                "Neither Kueue nor kube-state-metrics said what was allocated on {} day(s) ({first}…): a GPU is counted as allocated to the namespace dcgm-exporter's pod mapping names, for the minutes it names it.",
                 self.unknown_days.len(),
             ));
         }
@@ -1045,16 +1091,15 @@ impl Totals {
         let (day, p) = (facts.day, self);
         let mut seen = Seen::new();
         let mut lending = Lending::new();
-        for u in &facts.usage {
+        for (u, allocated) in facts.allocations() {
             let r = ledger.rate(facts, &u.flavor);
             let team = ledger.team_of.get(&u.namespace);
-            if u.allocated_gpu_us.is_none()
-                && team.is_some()
+            if let (Allocated::Mapped(_), Some(_)) = (allocated, team)
                 && ledger.unknown_days.last() != Some(&day)
             {
                 ledger.unknown_days.push(day);
             }
-            let allocated = i128::from(u.allocated_gpu_us.unwrap_or(0));
+            let allocated = i128::from(allocated.gpu_us());
             let busy = i128::from(u.busy_gpu_us);
             let flavor = seen.entry(&u.flavor).or_default();
             flavor.0 += allocated;

@@ -153,10 +153,10 @@ impl FocusHead {
             .collect();
         // (team, flavor) → (allocated, busy) GPU-µs
         let mut used: BTreeMap<(&str, &str), (i128, i128)> = BTreeMap::new();
-        for u in &facts.usage {
+        for (u, allocated) in facts.allocations() {
             if let Some(team) = shown.get(u.namespace.as_str()) {
                 let sums = used.entry((&team.name, &u.flavor)).or_default();
-                sums.0 += i128::from(u.allocated_gpu_us.unwrap_or(0));
+                sums.0 += i128::from(allocated.gpu_us());
                 sums.1 += i128::from(u.busy_gpu_us);
             }
         }

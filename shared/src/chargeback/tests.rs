@@ -210,12 +210,16 @@ fn unknown_allocation_and_missing_rates_are_said() {
     });
     let s = statement(&input, false);
     assert!(
-        s.notes
-            .iter()
-            .any(|n| n.contains("not known on 1 day(s) (2026-11-01")),
+        s.notes.iter().any(|n| n.contains(
+            "Neither Kueue nor kube-state-metrics said what was allocated on 1 day(s) (2026-11-01"
+        )),
         "{:?}",
         s.notes
     );
+    // research's 24 observed GPU-hours are what DCGM's pod mapping names it for: its
+    // allocation, as Kueue's was, so its figures stand
+    assert_eq!(s.teams[0].allocated_gpu_hours.to_string(), "24.000000");
+    assert_eq!(s.teams[0].cost_by_allocation_cents, 24_000);
     assert!(
         s.notes
             .iter()
@@ -907,4 +911,30 @@ fn a_rate_far_from_the_one_before_or_the_catalogue_asks_first() {
     );
     // a flavor no rate names has nothing to compare with
     assert_eq!(new("2026-12-01", 1).far_from(&rates, "a100"), None);
+}
+
+/// A serving fleet whose pods neither Kueue nor kube-state-metrics report, only dcgm-exporter
+/// (the 143 pods in one day, in small): search's pods hold two H100s for 12 h (24
+/// GPU-h observed), busy 9; a sandbox's pod holds one for 6 h, busy 6; DCGM sees the rest of the
+/// four idle with no pod (96 − 30 = 66 GPU-h). Allocation is what the pod mapping names: search
+/// 24 GPU-h ($240.00), idle 15, never negative; the sandbox's 6 unattributed; 66 unallocated.
+#[test]
+fn where_only_dcgm_reports_the_pod_mapping_is_the_allocation() {
+    let mut input = one_day(IdleShare::Allocation);
+    input.capacity = BTreeMap::from([("h100".to_owned(), 4)]);
+    input.tokens.clear();
+    input.usage = vec![
+        usage("2026-11-01", "team-search", None, 9, 24),
+        usage("2026-11-01", "ml-sandbox", None, 6, 6),
+        usage("2026-11-01", "", None, 0, 66),
+    ];
+    let s = statement(&input, false);
+    let search = &s.teams[1];
+    assert_eq!(search.allocated_gpu_hours.to_string(), "24.000000");
+    assert_eq!(search.idle_gpu_hours.to_string(), "15.000000");
+    assert_eq!(search.cost_by_allocation_cents, 24_000);
+    let fleet = s.fleet.expect("the fleet");
+    assert_eq!(fleet.unattributed_allocated_gpu_hours.to_string(), "6.000000");
+    assert_eq!(fleet.unallocated_gpu_hours.to_string(), "66.000000");
+    assert_eq!(fleet.unobserved_gpu_hours.to_string(), "0.000000");
 }
