@@ -436,6 +436,10 @@ pub struct Statement {
     /// Per day, when asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub days: Vec<DayStatement>,
+    /// Namespaces that used GPUs without a team (their time is in the idle pool), largest
+    /// first; left out for callers who see only their own teams.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unattributed: Vec<UnattributedLine>,
     /// Months of the period that are closed (`YYYY-MM`): their figures are the frozen ones.
     #[serde(default)]
     pub closed_months: Vec<String>,
@@ -445,6 +449,14 @@ pub struct Statement {
     pub adjustments: Vec<Adjustment>,
     /// What a reader must know: rounding, days whose allocation was unknown, unpriced flavors.
     pub notes: Vec<String>,
+}
+
+/// A namespace no team owns, and the GPU time it was allocated and kept busy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnattributedLine {
+    pub namespace: String,
+    pub allocated_gpu_hours: Hours,
+    pub busy_gpu_hours: Hours,
 }
 
 /// A statement's period and choices as a query string or the command line gives them.
@@ -763,6 +775,13 @@ impl Ledger {
                 self.unobserved_days.len(),
             ));
         }
+        let unheld = self.whole.unheld_flavors();
+        if self.visible.is_none() && !unheld.is_empty() {
+            notes.push(format!(
+                "No team or namespace was allocated any of flavor(s) {} in the period: their capacity was idle with no owner (in the idle pool; no quota covers it, or none was used).",
+                unheld.join(", ")
+            ));
+        }
         if !self.unpriced.is_empty() {
             let flavors: Vec<&str> = self.unpriced.iter().map(String::as_str).collect();
             notes.push(format!(
@@ -779,6 +798,11 @@ impl Ledger {
             models: self.whole.model_lines(&self),
             fleet: self.whole.fleet_line(&self),
             days: Vec::new(),
+            unattributed: if self.visible.is_none() {
+                self.whole.unattributed_lines()
+            } else {
+                Vec::new()
+            },
             closed_months: Vec::new(),
             adjustments: Vec::new(),
             notes,
@@ -1061,6 +1085,10 @@ struct Totals {
     unallocated_value: i128,
     unobserved: i128,
     unobserved_value: i128,
+    /// Per namespace no team owns: allocated and busy GPU-µs.
+    unattributed_by_namespace: BTreeMap<String, (i128, i128)>,
+    /// Per flavor: the capacity priced and the GPU-µs allocated.
+    held_by_flavor: BTreeMap<String, (i128, i128)>,
 }
 
 /// Per flavor: the allocated and the observed GPU-µs.
@@ -1124,6 +1152,14 @@ impl Totals {
                 None => {
                     p.unattributed_allocated += allocated;
                     p.unattributed_busy += busy;
+                    if !u.namespace.is_empty() {
+                        let n = p
+                            .unattributed_by_namespace
+                            .entry(u.namespace.clone())
+                            .or_default();
+                        n.0 += allocated;
+                        n.1 += busy;
+                    }
                 }
             }
         }
@@ -1182,6 +1218,9 @@ impl Totals {
             p.capacity += capacity;
             p.capacity_value += capacity * r;
             let (allocated, observed) = seen.get(flavor.as_str()).copied().unwrap_or((0, 0));
+            let held = p.held_by_flavor.entry(flavor.clone()).or_default();
+            held.0 += capacity;
+            held.1 += allocated;
             p.unallocated_value += (capacity - allocated).max(0) * r;
             let unobserved = (capacity - observed).max(0);
             p.unobserved += unobserved;
@@ -1219,6 +1258,47 @@ impl Totals {
         self.unallocated_value += other.unallocated_value;
         self.unobserved += other.unobserved;
         self.unobserved_value += other.unobserved_value;
+        for (namespace, (allocated, busy)) in &other.unattributed_by_namespace {
+            let n = self
+                .unattributed_by_namespace
+                .entry(namespace.clone())
+                .or_default();
+            n.0 += allocated;
+            n.1 += busy;
+        }
+        for (flavor, (capacity, allocated)) in &other.held_by_flavor {
+            let h = self.held_by_flavor.entry(flavor.clone()).or_default();
+            h.0 += capacity;
+            h.1 += allocated;
+        }
+    }
+
+    /// The namespaces no team owns, largest use first.
+    fn unattributed_lines(&self) -> Vec<UnattributedLine> {
+        let mut lines: Vec<UnattributedLine> = self
+            .unattributed_by_namespace
+            .iter()
+            .filter(|(_, (allocated, busy))| *allocated > 0 || *busy > 0)
+            .map(|(namespace, (allocated, busy))| UnattributedLine {
+                namespace: namespace.clone(),
+                allocated_gpu_hours: Hours(*allocated),
+                busy_gpu_hours: Hours(*busy),
+            })
+            .collect();
+        lines.sort_by(|a, b| {
+            (b.busy_gpu_hours.0, b.allocated_gpu_hours.0)
+                .cmp(&(a.busy_gpu_hours.0, a.allocated_gpu_hours.0))
+        });
+        lines
+    }
+
+    /// Flavors with capacity in the period that no one was allocated any of.
+    fn unheld_flavors(&self) -> Vec<&str> {
+        self.held_by_flavor
+            .iter()
+            .filter(|(_, (capacity, allocated))| *capacity > 0 && *allocated == 0)
+            .map(|(flavor, _)| flavor.as_str())
+            .collect()
     }
 
     /// Observed capacity cost − the teams' cost by use, exact.

@@ -133,6 +133,43 @@ fn a_day_by_allocation_and_by_use() {
         "{:?}",
         s.notes
     );
+    // the sandbox is named: no team owns it, and its GPU-hour is in the idle pool
+    assert_eq!(
+        s.unattributed,
+        [UnattributedLine {
+            namespace: "ml-sandbox".into(),
+            allocated_gpu_hours: Hours(0),
+            busy_gpu_hours: Hours(H.into()),
+        }]
+    );
+    // a requester's statement names no other namespace
+    let mine = statement_for(
+        &one_day(IdleShare::Allocation),
+        false,
+        Some(&["search".to_owned()]),
+    );
+    assert!(mine.unattributed.is_empty());
+}
+
+/// A flavor no one was allocated any of in the period is named: its capacity is idle with no
+/// owner.
+#[test]
+fn capacity_no_one_held_is_named() {
+    let mut input = one_day(IdleShare::Allocation);
+    input.capacity.insert("a100".to_owned(), 1);
+    let s = statement(&input, false);
+    assert!(
+        s.notes.iter().any(|n| n
+            .contains("No team or namespace was allocated any of flavor(s) a100 in the period")),
+        "{:?}",
+        s.notes
+    );
+    assert!(
+        !statement(&one_day(IdleShare::Allocation), false)
+            .notes
+            .iter()
+            .any(|n| n.contains("No team or namespace"))
+    );
 }
 
 #[test]
@@ -934,7 +971,10 @@ fn where_only_dcgm_reports_the_pod_mapping_is_the_allocation() {
     assert_eq!(search.idle_gpu_hours.to_string(), "15.000000");
     assert_eq!(search.cost_by_allocation_cents, 24_000);
     let fleet = s.fleet.expect("the fleet");
-    assert_eq!(fleet.unattributed_allocated_gpu_hours.to_string(), "6.000000");
+    assert_eq!(
+        fleet.unattributed_allocated_gpu_hours.to_string(),
+        "6.000000"
+    );
     assert_eq!(fleet.unallocated_gpu_hours.to_string(), "66.000000");
     assert_eq!(fleet.unobserved_gpu_hours.to_string(), "0.000000");
 }

@@ -152,10 +152,17 @@ pub struct MigPlan {
     pub usable_memory_measured: bool,
     /// NVIDIA mig-parted configuration: one named config per distinct GPU layout.
     pub mig_parted_yaml: String,
-    /// The placement is inferred from the geometry, not read from a published table
+}
+
+impl MigPlan {
+    /// Whether its placement is inferred from the geometry, not read from a published table
     /// ([`catalogue::MigGeometry::placement_inferred`]).
-    #[serde(default)]
-    pub placement_inferred: bool,
+    pub fn placement_inferred(&self) -> bool {
+        catalogue::find(&self.gpu_model)
+            .ok()
+            .and_then(|m| m.mig.as_ref())
+            .is_some_and(|g| g.placement_inferred)
+    }
 }
 
 /// GPU models with MIG, as the catalogue names them.
@@ -234,7 +241,6 @@ pub fn plan_until(
         total_memory_slices: geometry.total_memory_slices,
         mig_parted_yaml: mig_parted(&gpus),
         usable_memory_measured: used.iter().all(|p| p.mem_measured),
-        placement_inferred: geometry.placement_inferred,
         lower_bound_gpus,
         gpus,
     })
@@ -578,7 +584,7 @@ mod tests {
             &[group("big", 40.0, 2), group("small", 20.0, 3)],
         )
         .expect("a layout");
-        assert!(layout.placement_inferred);
+        assert!(layout.placement_inferred());
         let placed: Vec<Vec<(String, u8)>> = layout
             .gpus
             .iter()

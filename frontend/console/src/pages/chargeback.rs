@@ -472,6 +472,15 @@ fn statement_view(s: Statement) -> impl IntoView {
             )}</p>
         }
     });
+    let unattributed = (!s.unattributed.is_empty()).then(|| {
+        let named: Vec<String> = s
+            .unattributed
+            .iter()
+            .map(|u| format!("{} ({} GPU-hours allocated, {} busy)", u.namespace,
+                u.allocated_gpu_hours.to_hundredths(), u.busy_gpu_hours.to_hundredths()))
+            .collect();
+        view! { <p data-test="unattributed">{format!("Namespaces using GPUs without a team (in the idle pool): {}.", named.join("; "))}</p> }
+    });
     let adjustments: Vec<_> = s
         .adjustments
         .iter()
@@ -505,6 +514,7 @@ fn statement_view(s: Statement) -> impl IntoView {
         <ul data-test="how-charged">{how}</ul>
         <p data-test="idle-pool">{idle_pool_words(s.idle, s.lend_credit_pct)}</p>
         {fleet}
+        {unattributed}
         {(!models.is_empty()).then(|| view! {
             <table class="statement" data-test="models">
                 <caption>"Per million tokens, input and output, by use and by allocation"</caption>

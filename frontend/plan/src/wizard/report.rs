@@ -275,6 +275,7 @@ fn MigLayouts(mig: Vec<FlavorMig>) -> impl IntoView {
         let body = match m.layout {
             Err(why) => view! { <p class="problem">{why}</p> }.into_any(),
             Ok(plan) => {
+                let inferred = plan.placement_inferred();
                 let mut layouts: Vec<(Vec<Instance>, usize)> = Vec::new();
                 for gpu in plan.gpus {
                     match layouts.iter_mut().find(|(i, _)| *i == gpu.instances) {
@@ -288,7 +289,7 @@ fn MigLayouts(mig: Vec<FlavorMig>) -> impl IntoView {
                     <p class="muted">{format!("{} GPUs ({} at least, by memory and compute slices); memory {}.{}",
                         layouts.iter().map(|(_, n)| n).sum::<usize>(), plan.lower_bound_gpus,
                         if plan.usable_memory_measured { "as the driver reports it" } else { "nominal" },
-                        if plan.placement_inferred { " Placement inferred from the slice geometry, not a published table." } else { "" })}</p>
+                        if inferred { " Placement inferred from the geometry (unpublished)." } else { "" })}</p>
                     {layouts.into_iter().take(SHOWN).map(|(instances, gpus)| view! {
                         <div class="mig-row">
                             <div class="mig-gpu" style=format!("grid-template-columns: repeat({slices}, 1fr)")>
