@@ -551,7 +551,9 @@ fn unused_quota(
 }
 
 /// The team's request in force with the flavor's whole-GPU line's nominal quota set by
-/// `change` (from its present one; `None`: no change worth a request), checked.
+/// `change` (from its present one; `None`: no change worth a request), checked. A rise the
+/// flavor's capacity cannot hold is capped at the most it can (the draft must itself pass the
+/// rules it will be checked by), and its justification says so.
 fn drafted(
     inputs: &Inputs,
     team: &str,
@@ -572,23 +574,30 @@ fn drafted(
     let Some(mut spec) = in_force.get(team).map(|a| a.spec.clone()) else {
         return (None, Vec::new());
     };
-    let Some(line) = spec
+    let Some(i) = spec
         .lines
-        .iter_mut()
-        .find(|l| l.flavor == flavor && l.resource == resource)
+        .iter()
+        .position(|l| l.flavor == flavor && l.resource == resource)
     else {
         return (None, Vec::new());
     };
-    let Some(nominal) = change(line.nominal) else {
+    let present = spec.lines[i].nominal;
+    let Some(wanted) = change(present) else {
         return (None, Vec::new());
     };
-    line.nominal = nominal;
-    line.lending_limit = line.lending_limit.map(|l| l.min(nominal));
-    spec.justification = format!("Re-plan finding: {why}.")
+    spec.starts_on = inputs.today;
+    let nominal = most_that_fits(inputs, team, &mut spec, i, present, wanted);
+    let capped = if nominal < wanted {
+        format!(
+            "; capped at {nominal} GPUs, what the flavor's capacity leaves (it asked for {wanted})"
+        )
+    } else {
+        String::new()
+    };
+    spec.justification = format!("Re-plan finding: {why}{capped}.")
         .chars()
         .take(crate::quota::MAX_JUSTIFICATION_CHARS)
         .collect();
-    spec.starts_on = inputs.today;
     let checked = inputs.world.check(team, &spec, inputs.today);
     let problems = checked
         .errors
@@ -596,6 +605,43 @@ fn drafted(
         .map(|e| format!("{}: {}", e.path, e.message))
         .collect();
     (Some(spec), problems)
+}
+
+/// Sets line `i`'s nominal quota to `wanted`, or where the rules refuse that line (a rise past
+/// the flavor's capacity), to the most between `present` and `wanted` they accept (found by
+/// bisection: at most ~log₂ of the rise checks); returns what it set.
+fn most_that_fits(
+    inputs: &Inputs,
+    team: &str,
+    spec: &mut QuotaSpec,
+    i: usize,
+    present: i64,
+    wanted: i64,
+) -> i64 {
+    let path = format!("lines[{i}].nominal");
+    let fits = |spec: &mut QuotaSpec, nominal: i64| {
+        let line = &mut spec.lines[i];
+        line.nominal = nominal;
+        line.lending_limit = line.lending_limit.map(|l| l.min(nominal));
+        let checked = inputs.world.check(team, spec, inputs.today);
+        checked.errors.iter().all(|e| e.path != path)
+    };
+    if wanted <= present || fits(spec, wanted) || !fits(spec, present) {
+        fits(spec, wanted);
+        return wanted;
+    }
+    // present fits, wanted does not
+    let (mut good, mut bad) = (present, wanted);
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        if fits(spec, mid) {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    fits(spec, good);
+    good
 }
 
 /// The nearest-rank percentile of sorted values.
@@ -1025,6 +1071,30 @@ mod tests {
         );
         assert!(f.draft_problems.is_empty(), "{:?}", f.draft_problems);
         assert_eq!(found.workloads_read, 21);
+    }
+
+    /// The draft must itself pass the rules: serving waits for 20 GPUs on average, but the
+    /// 64 H100s hold research's 32 and serving's 16, so 16 + 20 = 36 would put the nominal
+    /// quotas at 68; the draft asks for the 32 that fit (32 + 32 = 64) and says why.
+    #[test]
+    fn a_draft_past_the_flavors_capacity_is_capped_at_what_it_leaves() {
+        // 21 sixteen-GPU Workloads each waiting 600 minutes: 21 × 16 × 600 = 201,600
+        // GPU-minutes over the week's 10,080 = 20 GPUs waiting on average
+        let history: Vec<HistoryEntry> = (0..21)
+            .map(|i| recorded("serving", 16, i * 300, Some(600)))
+            .collect();
+        let found = review(&[], &history, 1);
+        let f = of(&found, Kind::Waiting)[0];
+        let draft = f.draft.as_ref().expect("a draft");
+        assert_eq!(draft.lines[0].nominal, 32);
+        assert!(f.draft_problems.is_empty(), "{:?}", f.draft_problems);
+        assert!(
+            draft.justification.ends_with(
+                "; capped at 32 GPUs, what the flavor's capacity leaves (it asked for 36)."
+            ),
+            "{}",
+            draft.justification
+        );
     }
 
     #[test]
