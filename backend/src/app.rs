@@ -166,7 +166,6 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .router
         .fallback(error::api_not_found)
         .layer(middleware::from_fn(refuse_nul_in_paths))
-        .layer(middleware::from_fn(strict_transport))
         // answers name people and carry the CSRF token: never kept by a cache
         .layer(SetResponseHeaderLayer::overriding(
             header::CACHE_CONTROL,
@@ -176,7 +175,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             state.clone(),
             auth::identify,
         ))
-        .with_state(state);
+        .with_state(state.clone());
 
     let index = Arc::new(settings.public_dir.join("index.html"));
     let spa = move |uri: Uri| {
@@ -233,6 +232,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             header::REFERRER_POLICY,
             HeaderValue::from_static("same-origin"),
         ))
+        .layer(middleware::from_fn_with_state(state, strict_transport))
 }
 
 /// What the console may load: its own scripts and the WASM they compile (no inline script),
@@ -251,13 +251,15 @@ async fn set_aside_client_request_id(mut request: Request, next: middleware::Nex
     next.run(request).await
 }
 
-/// Over https (TLS here, or a trusted proxy's `X-Forwarded-Proto`, as `auth::identify` read
-/// it), browsers are told to use https only for a year (HSTS).
-async fn strict_transport(request: Request, next: middleware::Next) -> Response {
-    let https = request
-        .extensions()
-        .get::<access::Scheme>()
-        .is_some_and(|s| s.0 == "https");
+/// Over https (TLS here, or a trusted proxy's `X-Forwarded-Proto`: [`auth::scheme`]), every
+/// response — the API's, the console's files, errors — tells browsers to use https only for a
+/// year (HSTS).
+async fn strict_transport(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: Request,
+    next: middleware::Next,
+) -> Response {
+    let https = auth::scheme(&state, &request) == "https";
     let mut response = next.run(request).await;
     if https {
         response.headers_mut().insert(

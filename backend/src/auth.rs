@@ -76,13 +76,23 @@ pub async fn identify(State(state): State<AppState>, mut request: Request, next:
         }
     }
     request.extensions_mut().insert(ClientAddr(address));
-    let scheme = if over_tls(&state, request.headers(), trusted_peer) {
+    let scheme = scheme(&state, &request);
+    request.extensions_mut().insert(Scheme(scheme));
+    next.run(request).await
+}
+
+/// `https` when the request came over TLS here or through a trusted proxy that says it did
+/// (`X-Forwarded-Proto`), else `http`.
+pub fn scheme(state: &AppState, request: &Request) -> &'static str {
+    let trusted_peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|c| state.auth.is_trusted(c.0.ip()));
+    if over_tls(state, request.headers(), trusted_peer) {
         "https"
     } else {
         "http"
-    };
-    request.extensions_mut().insert(Scheme(scheme));
-    next.run(request).await
+    }
 }
 
 fn client_address(peer: Option<IpAddr>, trusted_peer: bool, headers: &HeaderMap) -> String {

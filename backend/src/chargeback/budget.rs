@@ -99,7 +99,8 @@ pub async fn list(
 /// `POST /api/chargeback/holds/{id}/{action}`: an approver confirms a proposed hold (the
 /// reconciler, woken now, applies the team's ClusterQueue with `stopPolicy: Hold`), dismisses
 /// it, or releases a hold in force; audited. 409 when the hold is not in the state the action
-/// needs (two approvers at once: one wins).
+/// needs (two approvers at once: one wins). Four eyes: a member of the held team may not
+/// dismiss or release its hold (403).
 pub async fn decide_hold(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -113,6 +114,15 @@ pub async fn decide_hold(
     })?;
     let (from, to) = action.moves();
     let mut tx = state.pool.begin().await?;
+    let lifts = matches!(action, HoldAction::Dismiss | HoldAction::Release);
+    if lifts
+        && let Some(hold) = db::holds(&mut *tx, None, Some(id)).await?.pop()
+        && caller.teams.contains(&hold.team)
+    {
+        return Err(Error::Forbidden(
+            "you are a member of the held team; another approver must lift its hold (four eyes)",
+        ));
+    }
     if !db::move_hold(&mut *tx, id, from.name(), to.name(), caller.user_id).await? {
         let hold = db::holds(&mut *tx, None, Some(id)).await?.pop();
         return Err(match hold {

@@ -802,6 +802,28 @@ async fn api_answers_are_never_cached_and_https_asks_for_hsts(pool: PgPool) {
         assert_eq!(header(&reply, "strict-transport-security"), None, "{peer}");
         assert_eq!(header(&reply, "cache-control").as_deref(), Some("no-store"));
     }
+    // every response over https says so, not only the API's: the console's pages and files,
+    // and a file that is not there
+    for path in ["/quotas", "/pkg/no-such-file.js", "/favicon.svg"] {
+        let file = |peer: &str, proto: &str| {
+            let mut req = request_from(Method::GET, path, None, None, peer);
+            req.headers_mut()
+                .insert("x-forwarded-proto", proto.parse().expect("header"));
+            req
+        };
+        let https = send(&router, file("10.0.0.1:4000", "https")).await;
+        assert_eq!(
+            header(&https, "strict-transport-security").as_deref(),
+            Some("max-age=31536000"),
+            "{path}"
+        );
+        let spoofed = send(&router, file("192.168.7.7:4000", "https")).await;
+        assert_eq!(
+            header(&spoofed, "strict-transport-security"),
+            None,
+            "{path}"
+        );
+    }
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]

@@ -2057,6 +2057,12 @@ async fn a_budget_burnt_whole_holds_the_queue_once_an_approver_confirms(pool: Pg
         "only research is held"
     );
 
+    // four eyes: an approver in research may not lift research's hold
+    user(&pool, "rhea", &[Role::Approver], &["research"]).await;
+    let rhea = login(&rig.router, "rhea", PASSWORD).await;
+    let own = decide_hold(&rig, &rhea, hold, "release").await;
+    assert_eq!(own.status, StatusCode::FORBIDDEN, "{}", own.text());
+    assert!(own.text().contains("four eyes"), "{}", own.text());
     let released = decide_hold(&rig, &rig.alex, hold, "release").await;
     assert_eq!(released.status, StatusCode::OK, "{}", released.text());
     assert_eq!(released.json::<Hold>().released_by.as_deref(), Some("alex"));
