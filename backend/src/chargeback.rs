@@ -281,11 +281,16 @@ async fn reopen_month(
 ) -> Result<Json<Vec<ClosedMonth>>> {
     let month = month_of(&month)?;
     let reason = why.reason.trim();
+    let mut errors = Vec::new();
     if reason.is_empty() || reason.len() > 2000 {
-        return Err(Error::Invalid(vec![FieldError {
+        errors.push(FieldError {
             path: "reason".into(),
             message: "say why the month is reopened (up to 2,000 characters)".into(),
-        }]));
+        });
+    }
+    shared::common::validate::validate_visible_lines("reason", reason, &mut errors);
+    if !errors.is_empty() {
+        return Err(Error::Invalid(errors));
     }
     let mut tx = state.pool.begin().await?;
     if !db::reopen(&mut tx, month).await? {

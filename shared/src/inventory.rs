@@ -337,6 +337,7 @@ impl Inventory {
             if p.name.trim().is_empty() || p.name.len() > 100 {
                 errors.push(error(at("name"), "must be 1-100 characters".into()));
             }
+            crate::common::validate::validate_visible(&at("name"), &p.name, errors);
             if !self.models.iter().any(|m| m.name == p.gpu_model) {
                 errors.push(error(
                     at("gpu_model"),

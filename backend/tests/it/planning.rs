@@ -250,6 +250,21 @@ async fn planners_save_open_replace_duplicate_and_delete_scenarios(pool: PgPool)
     assert_eq!(saved.status, StatusCode::CREATED, "{}", saved.text());
     let saved: SavedScenario = saved.json();
     assert_eq!(saved.summary.name, "AWS, as today");
+    // a name with a character that does not show is refused, naming it
+    let hidden = call(
+        Method::POST,
+        "/api/scenarios".into(),
+        &alex,
+        Some(serde_json::json!({"name": "AWS\u{2028}today", "scenario": scenario})),
+    )
+    .await;
+    assert_eq!(
+        hidden.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        hidden.text()
+    );
+    assert!(hidden.text().contains("U+2028"), "{}", hidden.text());
     assert_eq!(saved.summary.owner, "alex");
     assert_eq!(
         saved.summary.version,

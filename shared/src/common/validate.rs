@@ -32,22 +32,52 @@ pub fn dns_label_from(text: &str) -> Option<String> {
 }
 
 /// Names people read in YAML, CSV and the audit log hold only what shows: no control
-/// characters, no bidirectional overrides or isolates (which make text read in another order
-/// than it is stored, CVE-2021-42574's "Trojan Source"), no zero-width characters.
+/// characters, no line or paragraph separators, no bidirectional overrides or isolates (which
+/// make text read in another order than it is stored, CVE-2021-42574's "Trojan Source"), no
+/// zero-width or invisible characters (joiners, the soft hyphen, invisible operators, Hangul
+/// fillers that pass for spaces, tag characters that spell hidden text).
 pub fn validate_visible(path: &str, text: &str, errors: &mut Vec<FieldError>) {
+    find_hidden(path, text, |_| false, errors);
+}
+
+/// [`validate_visible`] for texts of several lines (a justification): line breaks and tabs
+/// are allowed, nothing else that does not show.
+pub fn validate_visible_lines(path: &str, text: &str, errors: &mut Vec<FieldError>) {
+    find_hidden(path, text, |c| matches!(c, '\n' | '\r' | '\t'), errors);
+}
+
+/// The one rule of what does not show, less what `allowed` lets through.
+fn find_hidden(
+    path: &str,
+    text: &str,
+    allowed: impl Fn(char) -> bool,
+    errors: &mut Vec<FieldError>,
+) {
     let hidden = |c: char| {
         c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}')
             || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
             || matches!(
                 c,
-                '\u{200B}'..='\u{200F}' | '\u{061C}' | '\u{2060}' | '\u{FEFF}'
+                '\u{200B}'..='\u{200F}' | '\u{061C}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}'
             )
+            || matches!(
+                c,
+                '\u{00AD}'
+                    | '\u{034F}'
+                    | '\u{115F}'
+                    | '\u{1160}'
+                    | '\u{180E}'
+                    | '\u{3164}'
+                    | '\u{FFA0}'
+            )
+            || matches!(c, '\u{E0000}'..='\u{E007F}')
     };
-    if let Some(c) = text.chars().find(|&c| hidden(c)) {
+    if let Some(c) = text.chars().find(|&c| hidden(c) && !allowed(c)) {
         errors.push(FieldError {
             path: path.to_owned(),
             message: format!(
-                "holds U+{:04X}, a character that does not show or reorders the text; type the name again without it",
+                "holds U+{:04X}, a character that does not show or reorders the text; type it again without it",
                 u32::from(c)
             ),
         });
@@ -125,10 +155,29 @@ mod visible_tests {
             ("zero\u{200B}width", "U+200B"),
             ("bom\u{FEFF}", "U+FEFF"),
             ("line\nbreak", "U+000A"),
+            // what the third hardening round still found accepted
+            ("para\u{2028}graph", "U+2028"),
+            ("tag\u{E0041}", "U+E0041"),
+            ("filler\u{3164}", "U+3164"),
+            ("bell\u{7}", "U+0007"),
+            ("soft\u{AD}hyphen", "U+00AD"),
         ] {
             let message = check(text).unwrap_or_default();
             assert!(message.contains(code), "{text:?}: {message}");
         }
+        // several lines: breaks and tabs are text, the rest is not
+        let lines = |text: &str| {
+            let mut errors = Vec::new();
+            super::validate_visible_lines("justification", text, &mut errors);
+            errors.first().map(|e| e.message.clone())
+        };
+        assert_eq!(lines("Why:\n\t- a model\r\n- its data"), None);
+        assert!(
+            lines("hidden\u{202E}txet")
+                .unwrap_or_default()
+                .contains("U+202E")
+        );
+        assert!(lines("bell\u{7}").unwrap_or_default().contains("U+0007"));
     }
 }
 

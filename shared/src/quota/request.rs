@@ -310,14 +310,20 @@ pub struct Decision {
 
 impl Decision {
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
         let chars = self.comment.trim().chars().count();
         if chars == 0 || chars > MAX_JUSTIFICATION_CHARS {
-            return Err(vec![field(
+            errors.push(field(
                 "comment",
                 format!("say why, in 1-{MAX_JUSTIFICATION_CHARS} characters"),
-            )]);
+            ));
         }
-        Ok(())
+        crate::common::validate::validate_visible_lines("comment", &self.comment, &mut errors);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
     }
 }
 

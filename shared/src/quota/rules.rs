@@ -565,6 +565,14 @@ fn check_largest_job(spec: &QuotaSpec, in_cohort: bool, checked: &mut Checked) {
 }
 
 fn check_terms(spec: &QuotaSpec, in_cohort: bool, today: Day, checked: &mut Checked) {
+    if let Some(project) = &spec.project {
+        crate::common::validate::validate_visible("project", project, &mut checked.errors);
+    }
+    crate::common::validate::validate_visible_lines(
+        "justification",
+        &spec.justification,
+        &mut checked.errors,
+    );
     let project = spec.project.as_deref().map_or(0, |p| p.chars().count());
     if project > MAX_PROJECT_CHARS {
         checked.errors.push(field(

@@ -286,6 +286,13 @@ fn dates_and_justification_are_checked() {
     let wrong: Result<QuotaSpec, _> =
         serde_json::from_str(r#"{"lines": [], "justification": "x", "starts_on": "2026-02-30"}"#);
     assert!(wrong.is_err());
+    // what does not show is refused in both texts: a reversed justification (its lines stay
+    // lines), a bell in the project
+    let mut s = spec(&[("h100", 8, None, None)], TODAY);
+    s.justification = "Two runs:\n- pre-training\n- eval \u{202E}lanif".into();
+    s.project = Some("llama\u{7}".into());
+    let checked = w.check("research", &s, day(TODAY));
+    assert_eq!(paths(&checked.errors), ["project", "justification"]);
 }
 
 #[test]
