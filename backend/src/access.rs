@@ -68,6 +68,11 @@ pub struct ClientAddr(pub String);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IdentifyFailed;
 
+/// Set when the auth proxy vouched for someone gpufleet refuses (no mapped group, a local
+/// account's name): such requests get 403 with the reason, not a log-in prompt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Refused(pub &'static str);
+
 /// Per-route check, run after routing (so the path's `{team}` is known); see [`Access`].
 pub async fn authorize(access: Access, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
@@ -88,6 +93,9 @@ async fn check(access: Access, parts: &mut Parts) -> Result<()> {
     }
     if parts.extensions.get::<IdentifyFailed>().is_some() {
         return Err(Error::Unavailable);
+    }
+    if let Some(Refused(why)) = parts.extensions.get::<Refused>() {
+        return Err(Error::Forbidden(why));
     }
     let caller = parts
         .extensions

@@ -90,6 +90,24 @@ pub async fn provision(
         .filter(|t| !unknown.contains(t))
         .cloned()
         .collect();
+    if roles.is_empty() && teams.is_empty() {
+        tracing::warn!(
+            username,
+            "auth proxy: no group maps to a role or a team; refused"
+        );
+        return Err(Error::Forbidden(
+            "your groups at the sign-in proxy map to no role or team in gpufleet: ask an admin to map one",
+        ));
+    }
+    if db::is_local(pool, username).await? {
+        tracing::warn!(
+            username,
+            "auth proxy: the name is a local account's; refused"
+        );
+        return Err(Error::Forbidden(
+            "this name belongs to a local account, which the sign-in proxy cannot take over: an admin renames one of the two",
+        ));
+    }
     match db::get_user(pool, username).await? {
         Some(user) if user.disabled => {
             tracing::warn!(

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use shared::accounts::{LoginRequest, Me};
 
 use crate::{
-    access::{Access, Caller, ClientAddr, IdentifyFailed, Scheme},
+    access::{Access, Caller, ClientAddr, IdentifyFailed, Refused, Scheme},
     accounts::{self, db::UserRow},
     app::{Api, AppState},
     error::{Error, Result},
@@ -70,6 +70,10 @@ pub async fn identify(State(state): State<AppState>, mut request: Request, next:
             request.extensions_mut().insert(caller);
         }
         Ok(None) => {}
+        // the auth proxy's user, refused (no mapped group, a local account's name)
+        Err(Error::Forbidden(why)) => {
+            request.extensions_mut().insert(Refused(why));
+        }
         Err(err) => {
             tracing::error!(%err, "identifying the caller failed");
             request.extensions_mut().insert(IdentifyFailed);

@@ -53,6 +53,17 @@ pub async fn user_id(db: impl PgExecutor<'_>, username: &str) -> sqlx::Result<Op
         .await
 }
 
+/// Whether `username` is a local account (it has a password), not one the auth proxy made.
+pub async fn is_local(db: impl PgExecutor<'_>, username: &str) -> sqlx::Result<bool> {
+    Ok(sqlx::query_scalar!(
+        r#"select password_hash is not null as "local!" from users where username = $1"#,
+        username
+    )
+    .fetch_optional(db)
+    .await?
+    .unwrap_or(false))
+}
+
 pub async fn count_users(db: impl PgExecutor<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar!(r#"select count(*) as "count!" from users"#)
         .fetch_one(db)

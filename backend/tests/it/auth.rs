@@ -672,6 +672,34 @@ async fn the_auth_proxy_is_believed_only_from_trusted_addresses(pool: PgPool) {
         .json();
     assert_eq!((me.roles, me.teams), (vec![Role::Admin], vec![]));
 
+    // Someone in no mapped group gets nothing, and is told why; a proxy name that is a local
+    // account's (rita has a password) cannot take that account over, whatever its groups.
+    for (user, groups, why) in [
+        ("yan", "unrelated, team-nope", "map to no role or team"),
+        ("rita", "platform-admins", "belongs to a local account"),
+    ] {
+        let reply = send(&router, proxied("10.0.0.1:4000", user, groups)).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::FORBIDDEN,
+            "{user}: {}",
+            reply.text()
+        );
+        assert!(reply.text().contains(why), "{user}: {}", reply.text());
+    }
+    let roles: Vec<String> = sqlx::query_scalar(
+        "select r.role from user_roles r join users u on u.id = r.user_id where u.username = 'rita'",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("roles");
+    assert_eq!(roles, ["requester"]);
+    let yan: i64 = sqlx::query_scalar("select count(*) from users where username = 'yan'")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(yan, 0, "an unmapped user is not created");
+
     // The same headers from elsewhere are ignored, and logged.
     let reply = send(
         &router,
