@@ -79,7 +79,13 @@ pub async fn authorize(access: Access, request: Request, next: Next) -> Response
     if let Err(err) = check(access, &mut parts).await {
         return err.into_response();
     }
-    next.run(Request::from_parts(parts, body)).await
+    let user = parts.extensions.get::<Caller>().map(|c| c.user_id);
+    let request = next.run(Request::from_parts(parts, body));
+    match user {
+        // heavy work is counted against the user's share (`work`)
+        Some(user) => crate::work::as_user(user, request).await,
+        None => request.await,
+    }
 }
 
 async fn check(access: Access, parts: &mut Parts) -> Result<()> {

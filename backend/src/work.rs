@@ -2,7 +2,9 @@
 //! `compute` pool, password hashing on the `hashing` pool. Each pool runs at most `threads`
 //! jobs at once and lets at most `max_waiting` more wait; past that a request is refused at once
 //! (503 with `Retry-After`, 429 for log-ins) rather than queued without limit, so `/api/health`
-//! and light reads keep their share of the machine.
+//! and light reads keep their share of the machine. Each signed-in user holds at most half of a
+//! pool's places (running and waiting; [`as_user`] names the user for the request's task), so one
+//! user's loop of heavy requests gets 429 while another user's still finds a place.
 //!
 //! Invariants: a job's [`Interrupt`] fires when the request that started it is dropped (it
 //! timed out, or its client went away) or the server shuts down, and every computation checks
@@ -10,8 +12,10 @@
 //! job has really ended, so the bound holds even for abandoned jobs.
 
 use std::{
+    collections::HashMap,
+    future::Future,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
@@ -38,6 +42,16 @@ impl Deadline {
     }
 }
 
+tokio::task_local! {
+    /// The signed-in user whose request this task serves.
+    static USER: i64;
+}
+
+/// Runs `request` as `user`'s: the pools count its jobs against that user's share.
+pub async fn as_user<F: Future>(user: i64, request: F) -> F::Output {
+    USER.scope(user, request).await
+}
+
 /// One bounded pool.
 #[derive(Clone)]
 pub struct Pool {
@@ -47,6 +61,9 @@ pub struct Pool {
     max_waiting: usize,
     running: Arc<AtomicUsize>,
     shutdown: Arc<AtomicBool>,
+    /// Jobs each user holds (running or waiting), and the most one may.
+    held: Arc<Mutex<HashMap<i64, usize>>>,
+    per_user: usize,
 }
 
 /// What a full pool answers.
@@ -103,6 +120,8 @@ impl Pool {
             max_waiting,
             running: Arc::new(AtomicUsize::new(0)),
             shutdown: Arc::clone(shutdown),
+            held: Arc::default(),
+            per_user: (threads.max(1) + max_waiting).div_ceil(2),
         }
     }
 
@@ -118,6 +137,7 @@ impl Pool {
         T: Send + 'static,
         F: FnOnce(&dyn Interrupt) -> T + Send + 'static,
     {
+        let share = self.take_share()?;
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting + self.free_slots() {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
             return Err(self.busy());
@@ -137,13 +157,34 @@ impl Pool {
         self.running.fetch_add(1, Ordering::AcqRel);
         let running = Counted(Arc::clone(&self.running));
         let handle = tokio::task::spawn_blocking(move || {
-            // Both end with the job, not with the request.
-            let (_slot, _running) = (slot, running);
+            // They end with the job, not with the request.
+            let (_slot, _running, _share) = (slot, running, share);
             job(&*stop)
         });
         handle
             .await
             .map_err(|err| Error::Internal(format!("a background job failed: {err}")))
+    }
+
+    /// A place of the request's user's share, when a user is named; refused (429) when they
+    /// hold their share already.
+    fn take_share(&self) -> Result<Option<Share>> {
+        let Ok(user) = USER.try_with(|u| *u) else {
+            return Ok(None);
+        };
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = held.entry(user).or_default();
+        if *mine >= self.per_user {
+            return Err(Error::TooMany {
+                message: "you have as many heavy requests running or waiting as one user may; wait for one to finish",
+                retry_after_s: 1,
+            });
+        }
+        *mine += 1;
+        Ok(Some(Share {
+            held: Arc::clone(&self.held),
+            user,
+        }))
     }
 
     fn free_slots(&self) -> usize {
@@ -175,6 +216,24 @@ struct Abandon(Arc<Stop>);
 impl Drop for Abandon {
     fn drop(&mut self) {
         self.0.abandoned.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A user's place in a pool, given back when dropped.
+struct Share {
+    held: Arc<Mutex<HashMap<i64, usize>>>,
+    user: i64,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.user);
+            }
+        }
     }
 }
 
@@ -251,5 +310,38 @@ mod tests {
         work.stop_all();
         assert!(matches!(busy.await.expect("joined"), Ok(true)));
         assert!(waiting.await.expect("joined").is_ok());
+    }
+
+    /// One slot and two waiting places: a user holds at most two of the three, so another
+    /// user still finds the third, and runs once the first user's job ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_user_holds_at_most_half_of_a_pool() {
+        let pool = Work::new(1, 2, 1, 1).compute.clone();
+        let rita = |job: fn(&dyn Interrupt) -> bool| {
+            let pool = pool.clone();
+            tokio::spawn(as_user(7, async move { pool.run(job).await }))
+        };
+        let first = rita(spin);
+        while pool.running() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let second = rita(|_| true);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let third = as_user(7, pool.run(|_| true)).await;
+        assert!(matches!(third, Err(Error::TooMany { .. })), "rita's third");
+        let alex = tokio::spawn({
+            let pool = pool.clone();
+            as_user(8, async move { pool.run(|_| 42).await })
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        first.abort();
+        let alex = tokio::time::timeout(Duration::from_secs(5), alex)
+            .await
+            .expect("alex's job ran")
+            .expect("joined");
+        assert_eq!(alex.expect("ran"), 42);
+        assert!(second.await.expect("joined").expect("ran"));
+        // every place is given back
+        assert!(pool.held.lock().expect("lock").is_empty());
     }
 }

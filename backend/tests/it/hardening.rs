@@ -104,7 +104,7 @@ async fn a_full_pool_answers_503_and_health_keeps_answering(pool: PgPool) {
     let router = router_on(pool.clone(), work.clone(), HttpSettings::default());
     let session = planner(&pool, &router).await;
     let heavy = heavy_scenario();
-    let running = fill_pool(&work, &router, &session).await;
+    let running = fill_pool(&pool, &work, &router).await;
     // A third is refused at once, saying when to come back.
     let refused = send(&router, evaluate(&session, &heavy)).await;
     assert_eq!(
@@ -143,18 +143,70 @@ async fn a_full_pool_answers_503_and_health_keeps_answering(pool: PgPool) {
     stops_within(&work, Duration::from_secs(2)).await;
 }
 
-/// Fills a compute pool of one thread and one waiting place with heavy evaluations, one
-/// running and one waiting; their tasks, to abort.
+/// One user's loop of heavy requests cannot take the whole pool: with one thread and one
+/// waiting place, rita holds one (her second is 429, saying when to come back), and alex's
+/// request takes the other and is served once hers is done (abandoned here).
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn one_user_holds_at_most_half_of_the_compute_pool(pool: PgPool) {
+    let work = Work::new(1, 1, 2, 8);
+    let router = router_on(pool.clone(), work.clone(), HttpSettings::default());
+    let alex = planner(&pool, &router).await;
+    user(&pool, "rita", &[Role::Approver], &[]).await;
+    let rita = login(&router, "rita", crate::common::PASSWORD).await;
+    let heavy = heavy_scenario();
+    let first = tokio::spawn({
+        let (router, request) = (router.clone(), evaluate(&rita, &heavy));
+        async move { send(&router, request).await }
+    });
+    while work.compute.running() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let again = send(&router, evaluate(&rita, &heavy)).await;
+    assert_eq!(
+        again.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        again.text()
+    );
+    assert_eq!(
+        again
+            .headers
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    let mut light = heavy_scenario();
+    light.teams.truncate(1);
+    let theirs = tokio::spawn({
+        let (router, request) = (router.clone(), evaluate(&alex, &light));
+        async move { send(&router, request).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    first.abort();
+    let served = tokio::time::timeout(Duration::from_secs(60), theirs)
+        .await
+        .expect("alex's evaluation was served")
+        .expect("joined");
+    assert_eq!(served.status, StatusCode::OK, "{}", served.text());
+}
+
+/// Fills a compute pool of one thread and one waiting place with heavy evaluations of two
+/// users (one may hold half the pool), one running and one waiting; their tasks, to abort.
 async fn fill_pool(
+    pool: &PgPool,
     work: &Work,
     router: &Router,
-    session: &Session,
 ) -> Vec<tokio::task::JoinHandle<crate::common::Reply>> {
     let heavy = heavy_scenario();
     let mut running = Vec::new();
-    for _ in 0..2 {
-        let (router, request) = (router.clone(), evaluate(session, &heavy));
+    for name in ["filler-1", "filler-2"] {
+        user(pool, name, &[Role::Approver], &[]).await;
+        let session = login(router, name, crate::common::PASSWORD).await;
+        let (router, request) = (router.clone(), evaluate(&session, &heavy));
         running.push(tokio::spawn(async move { send(&router, request).await }));
+        while work.compute.running() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
     let started = Instant::now();
     while work.compute.running() == 0 {
@@ -901,8 +953,7 @@ async fn budgets_are_read_by_who_may_and_wait_for_the_compute_pool(pool: PgPool)
         teamless.text()
     );
     // The pool full (an evaluation running, one waiting): refused at once, not queued.
-    let session = planner(&pool, &router).await;
-    let running = fill_pool(&work, &router, &session).await;
+    let running = fill_pool(&pool, &work, &router).await;
     let asked = Instant::now();
     let refused = send(&router, request(Method::GET, path, Some(&fiona), None)).await;
     assert_eq!(
