@@ -551,17 +551,14 @@ async fn a_closed_month_never_changes(pool: PgPool) {
     );
     let post = |path: &str, who, body| request(Method::POST, path, Some(who), body);
     let november = "/api/chargeback/statement?from=2026-11-01&to=2026-11-30";
+    // fiona closes November with `body`
+    let close = |body: Value| {
+        let request = post("/api/chargeback/months/2026-11/close", &fiona, Some(body));
+        send(&app, request)
+    };
 
     // not before the ingest has passed the month's end
-    let early = send(
-        &app,
-        post(
-            "/api/chargeback/months/2026-11/close",
-            &fiona,
-            Some(json!({})),
-        ),
-    )
-    .await;
+    let early = close(json!({})).await;
     assert_eq!(early.status, StatusCode::CONFLICT, "{}", early.text());
     assert!(
         early.text().contains("only up to nothing yet"),
@@ -652,15 +649,7 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         .as_ref()
         .map(|f| f.unobserved_gpu_hours.to_string());
     assert_eq!(unobserved.as_deref(), Some("139224.000000"));
-    let asked = send(
-        &app,
-        post(
-            "/api/chargeback/months/2026-11/close",
-            &fiona,
-            Some(json!({})),
-        ),
-    )
-    .await;
+    let asked = close(json!({})).await;
     assert_eq!(asked.status, StatusCode::CONFLICT, "{}", asked.text());
     let body: Value = asked.json();
     assert_eq!(body["code"], "confirmation_required");
@@ -670,39 +659,20 @@ async fn a_closed_month_never_changes(pool: PgPool) {
         ),
         "{body}"
     );
-    let wrong = send(
-        &app,
-        post(
-            "/api/chargeback/months/2026-11/close",
-            &fiona,
-            Some(json!({"accept_unobserved_gpu_hours": "139223.000000"})),
-        ),
-    )
-    .await;
+    let wrong = close(json!({"accept_unobserved_gpu_hours": "139223.000000"})).await;
     assert_eq!(wrong.status, StatusCode::CONFLICT, "{}", wrong.text());
-    let closed = send(
-        &app,
-        post(
-            "/api/chargeback/months/2026-11/close",
-            &fiona,
-            Some(json!({"accept_unobserved_gpu_hours": "139224.000000"})),
-        ),
-    )
-    .await;
+    let closed = close(json!({"accept_unobserved_gpu_hours": "139224.000000"})).await;
     assert_eq!(closed.status, StatusCode::OK, "{}", closed.text());
     let months: Value = closed.json();
     assert_eq!(months[0]["month"], "2026-11");
     assert_eq!(months[0]["closed_by"], "fiona");
-    let again = send(
-        &app,
-        post(
-            "/api/chargeback/months/2026-11/close",
-            &fiona,
-            Some(json!({})),
-        ),
-    )
-    .await;
+    let again = close(json!({"accept_unobserved_gpu_hours": "139224.000000"})).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
+    assert!(
+        again.text().contains("2026-11 is closed already"),
+        "{}",
+        again.text()
+    );
 
     // the database itself refuses changes to the frozen figures
     for sql in [
