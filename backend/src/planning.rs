@@ -88,8 +88,14 @@ async fn load(state: &AppState, id: i64) -> Result<SavedScenario> {
     })
 }
 
+/// The scenario as stored, once `save` passes its rules and its name the one text rule (checked
+/// here, not in the shared `validate` the Plan page runs, whose download the rule would grow).
 fn body_of(save: &ScenarioSave) -> Result<String> {
-    save.validate().map_err(Error::Invalid)?;
+    let mut errors = save.validate().err().unwrap_or_default();
+    shared::common::validate::validate_visible("name", save.name.trim(), &mut errors);
+    if !errors.is_empty() {
+        return Err(Error::Invalid(errors));
+    }
     serde_json::to_string(&save.scenario).map_err(|err| Error::Internal(err.to_string()))
 }
 

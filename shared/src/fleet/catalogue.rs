@@ -88,35 +88,10 @@ pub struct MigGeometry {
     /// Most MIG instances one GPU can hold.
     pub max_instances: u8,
     pub profiles: Vec<MigProfile>,
-    /// The start slots were not published and are inferred from the geometry
-    /// ([`MigGeometry::infer_placement`]).
+    /// The start slots were not published: `mig_profiles.csv` holds them inferred from the
+    /// geometry (its `placement` column says `inferred`; `shared/data/README.md` says how).
     #[serde(default)]
     pub placement_inferred: bool,
-}
-
-impl MigGeometry {
-    /// Where NVIDIA publishes no placement table (the RTX PRO 6000: slice counts only), infers
-    /// it when the geometry leaves one consistent placement: every profile spans a power of
-    /// two of the memory slices and as many instances fit as its maximum says, so each must
-    /// start at a multiple of its size (1 slice at 0-3, 2 at 0 and 2, 4 at 0 on four slices —
-    /// the A30's published table, the same geometry).
-    fn infer_placement(&mut self) {
-        let total = self.total_memory_slices;
-        let unpublished = self.profiles.iter().all(|p| p.start_slots.is_empty());
-        let aligned = self.profiles.iter().all(|p| {
-            p.memory_slices.is_power_of_two()
-                && total.is_multiple_of(p.memory_slices)
-                && total / p.memory_slices >= p.max_instances
-        });
-        if !(unpublished && aligned) {
-            return;
-        }
-        for p in &mut self.profiles {
-            p.start_slots = (0..total).step_by(usize::from(p.memory_slices)).collect();
-            p.placement_slices = p.memory_slices;
-        }
-        self.placement_inferred = true;
-    }
 }
 
 /// One accelerator model.
@@ -233,7 +208,8 @@ pub fn known_names() -> String {
 }
 
 fn parse() -> Vec<AcceleratorModel> {
-    let mut profiles: Vec<(String, MigProfile, u8, u8)> = Vec::new();
+    // (model, profile, total compute slices, total memory slices, placement inferred)
+    let mut profiles: Vec<(String, MigProfile, u8, u8, bool)> = Vec::new();
     for line in MIG_PROFILES_CSV.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         let num = |i: usize| f.get(i).and_then(|v| v.parse::<u8>().ok());
@@ -267,6 +243,7 @@ fn parse() -> Vec<AcceleratorModel> {
             },
             total_c,
             total_m,
+            f.get(11) == Some(&"inferred"),
         ));
     }
     let models: Vec<AcceleratorModel> = ACCELERATORS_CSV
@@ -280,22 +257,18 @@ fn parse() -> Vec<AcceleratorModel> {
             let measured = f.get(3).and_then(|v| v.parse::<u32>().ok());
             let resource = (*f.get(4).filter(|r| !r.is_empty())?).to_owned();
             let device_name = f.get(5).filter(|d| !d.is_empty()).map(|d| (*d).to_owned());
-            let own: Vec<&(String, MigProfile, u8, u8)> =
+            let own: Vec<&(String, MigProfile, u8, u8, bool)> =
                 profiles.iter().filter(|(m, ..)| *m == name).collect();
-            let mig = own.first().map(|(_, _, total_c, total_m)| {
-                let mut geometry = MigGeometry {
-                    total_compute_slices: *total_c,
-                    total_memory_slices: *total_m,
-                    max_instances: own
-                        .iter()
-                        .map(|(_, p, ..)| p.max_instances)
-                        .max()
-                        .unwrap_or(0),
-                    profiles: own.iter().map(|(_, p, ..)| p.clone()).collect(),
-                    placement_inferred: false,
-                };
-                geometry.infer_placement();
-                geometry
+            let mig = own.first().map(|(_, _, total_c, total_m, _)| MigGeometry {
+                total_compute_slices: *total_c,
+                total_memory_slices: *total_m,
+                max_instances: own
+                    .iter()
+                    .map(|(_, p, ..)| p.max_instances)
+                    .max()
+                    .unwrap_or(0),
+                profiles: own.iter().map(|(_, p, ..)| p.clone()).collect(),
+                placement_inferred: own.iter().any(|p| p.4),
             });
             Some(AcceleratorModel {
                 name,

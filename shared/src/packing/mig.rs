@@ -572,6 +572,22 @@ mod tests {
                 .collect()
         };
         assert_eq!(slots("RTX-PRO-6000-96GB"), slots("A30-24GB"));
+        // the inference the file holds: every profile starts at each multiple of its size and
+        // so fits as many instances as its maximum says, the one consistent placement
+        let rtx = catalogue::find("RTX-PRO-6000-96GB").expect("model");
+        let geometry = rtx.mig.as_ref().expect("MIG");
+        for p in &geometry.profiles {
+            let aligned: Vec<u8> = (0..geometry.total_memory_slices)
+                .step_by(usize::from(p.memory_slices))
+                .collect();
+            assert_eq!(
+                (&p.start_slots, p.placement_slices),
+                (&aligned, p.memory_slices),
+                "{}",
+                p.name
+            );
+            assert!(aligned.len() >= usize::from(p.max_instances), "{}", p.name);
+        }
         let inferred = |model: &str| {
             let model = catalogue::find(model).expect("model");
             model.mig.as_ref().is_some_and(|g| g.placement_inferred)

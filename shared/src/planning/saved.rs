@@ -27,7 +27,6 @@ impl ScenarioSave {
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
         let mut errors = Vec::new();
         let name = self.name.trim();
-        crate::common::validate::validate_visible("name", name, &mut errors);
         if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
             errors.push(FieldError {
                 path: "name".into(),
