@@ -609,7 +609,8 @@ fn drafted(
 
 /// Sets line `i`'s nominal quota to `wanted`, or where the rules refuse that line (a rise past
 /// the flavor's capacity), to the most between `present` and `wanted` they accept (found by
-/// bisection: at most ~log₂ of the rise checks); returns what it set.
+/// bisection: at most ~log₂ of the rise checks) when that is a rise at all; returns what it
+/// set.
 fn most_that_fits(
     inputs: &Inputs,
     team: &str,
@@ -639,6 +640,12 @@ fn most_that_fits(
         } else {
             bad = mid;
         }
+    }
+    if good == present {
+        // no room at all: the draft asks for what it wants and its problems say why it does not
+        // fit (no draft is offered to save)
+        fits(spec, wanted);
+        return wanted;
     }
     fits(spec, good);
     good
@@ -1094,6 +1101,32 @@ mod tests {
             ),
             "{}",
             draft.justification
+        );
+        // with research at 48 nothing is left: the draft keeps the rise, and its problem says
+        // it does not fit
+        let mut world = world();
+        world.approved[0].spec.lines[0].nominal = 48;
+        let inputs = Inputs {
+            world: &world,
+            usage: &[],
+            queues: &[],
+            rules: FindingRules {
+                weeks: 1,
+                ..FindingRules::default()
+            },
+            today: day(TODAY),
+        };
+        let mut review = Review::new(&inputs);
+        for entry in &history {
+            review.add(entry);
+        }
+        let found = review.finish();
+        let f = of(&found, Kind::Waiting)[0];
+        assert_eq!(f.draft.as_ref().map(|d| d.lines[0].nominal), Some(36));
+        assert!(
+            f.draft_problems[0].contains("would add up to 84"),
+            "{:?}",
+            f.draft_problems
         );
     }
 
