@@ -25,6 +25,16 @@ pub enum Actor<'a> {
     Console,
 }
 
+impl Actor<'_> {
+    /// The user's id; `None` for the console.
+    pub fn user_id(&self) -> Option<i64> {
+        match self {
+            Actor::User(caller) => Some(caller.user_id),
+            Actor::Console => None,
+        }
+    }
+}
+
 /// One entry: `subject` names the object (`quota request 12`, `flavor h100`).
 #[allow(clippy::too_many_arguments)]
 pub async fn record(

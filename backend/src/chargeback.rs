@@ -183,6 +183,17 @@ pub async fn close(
         )));
     }
     let mut conn = pool.acquire().await?;
+    // closed already: said before anything is asked of the closer
+    if db::closed_months(&mut *conn)
+        .await?
+        .iter()
+        .any(|(m, ..)| *m == month)
+    {
+        return Err(Error::Conflict(format!(
+            "{} is closed already",
+            month.month_name()
+        )));
+    }
     let capacity = db::capacity(&mut *conn).await?;
     let live_rates = db::rates(&mut *conn).await?;
     let usage = db::usage_days(&mut *conn, month, end).await?;
@@ -226,11 +237,7 @@ pub async fn close(
         })
         .collect();
     let mut tx = pool.begin().await?;
-    let user = match actor {
-        Actor::User(caller) => Some(caller.user_id),
-        Actor::Console => None,
-    };
-    db::close(&mut tx, month, user, &usage, &tokens, &rates)
+    db::close(&mut tx, month, actor.user_id(), &usage, &tokens, &rates)
         .await
         .map_err(|err| match &err {
             sqlx::Error::Database(e) if e.is_unique_violation() => {
@@ -659,16 +666,12 @@ pub async fn put_rate(pool: &PgPool, flavor: &str, rate: &NewRate, actor: Actor<
     }
     // a day that has a rate already: the rate is corrected, and the audit shows the old one
     let before = db::rate_at(&mut *tx, flavor, rate.effective_from).await?;
-    let user = match actor {
-        Actor::User(caller) => Some(caller.user_id),
-        Actor::Console => None,
-    };
     db::set_rate(
         &mut *tx,
         flavor,
         rate.effective_from,
         rate.cents_per_gpu_hour,
-        user,
+        actor.user_id(),
     )
     .await?
     .ok_or(Error::NotFound)?;

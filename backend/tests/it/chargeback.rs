@@ -666,7 +666,7 @@ async fn a_closed_month_never_changes(pool: PgPool) {
     let months: Value = closed.json();
     assert_eq!(months[0]["month"], "2026-11");
     assert_eq!(months[0]["closed_by"], "fiona");
-    let again = close(json!({"accept_unobserved_gpu_hours": "139224.000000"})).await;
+    let again = close(json!({})).await;
     assert_eq!(again.status, StatusCode::CONFLICT);
     assert!(
         again.text().contains("2026-11 is closed already"),
