@@ -112,6 +112,12 @@ async fn main() {
             let _ = stopped.await;
         },
         work.clone(),
+        // Loopback stands for the bench's thousand clients: held to the cap, not to one
+        // address's share of it.
+        backend::Connections {
+            shared_addresses: vec!["127.0.0.0/8".parse().unwrap()],
+            ..backend::Connections::within(10_000, backend::server::raise_open_file_limit())
+        },
     ));
 
     // 1. Log-ins at saturation.

@@ -102,6 +102,22 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes (413 above it).
     #[arg(long, env = "GPUFLEET_BODY_LIMIT_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub body_limit_bytes: usize,
+    /// Open connections at most (fewer if the open-file limit holds fewer); past it only
+    /// health and log-in are served, on 16 more.
+    #[arg(long, env = "GPUFLEET_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Open connections from one client address at most (--trusted-proxies are not held to
+    /// it: every client comes through them).
+    #[arg(
+        long,
+        env = "GPUFLEET_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 256
+    )]
+    pub max_connections_per_address: usize,
+    /// Seconds a response may wait for its client to read any of it before the connection is
+    /// dropped.
+    #[arg(long, env = "GPUFLEET_WRITE_TIMEOUT_S", default_value_t = 30)]
+    pub write_timeout_s: u64,
     #[command(flatten)]
     pub auth: AuthArgs,
     #[command(flatten)]

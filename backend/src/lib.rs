@@ -18,6 +18,7 @@ pub mod password;
 pub mod planning;
 pub mod quota;
 pub mod retry;
+pub mod server;
 pub mod usage;
 pub mod work;
 
@@ -29,7 +30,8 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
-pub use app::{AppState, Connections, app, serve, serve_with};
+pub use app::{AppState, app};
+pub use server::{Connections, serve};
 
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");

@@ -77,6 +77,21 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
     let usage = std::sync::Arc::new(
         backend::usage::Usage::from_args(&args.usage).map_err(|err| anyhow::anyhow!("{err}"))?,
     );
+    anyhow::ensure!(
+        args.max_connections > 0
+            && args.max_connections_per_address > 0
+            && args.write_timeout_s > 0,
+        "--max-connections, --max-connections-per-address and --write-timeout-s must be at least 1"
+    );
+    let connections = backend::Connections {
+        per_address: args.max_connections_per_address,
+        shared_addresses: auth.trusted_proxies.clone(),
+        write_timeout: std::time::Duration::from_secs(args.write_timeout_s),
+        ..backend::Connections::within(
+            args.max_connections,
+            backend::server::raise_open_file_limit(),
+        )
+    };
     let state = app::AppState::with_auth(pool.clone(), auth)
         .with_cluster(cluster)
         .with_usage(usage.clone());
@@ -103,7 +118,14 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
     );
     let work = state.work.clone();
     let router = app(state, &settings);
-    app::serve(listener, router, app::shutdown_signal(), work).await?;
+    backend::serve(
+        listener,
+        router,
+        backend::server::shutdown_signal(),
+        work,
+        connections,
+    )
+    .await?;
     reconciler.abort();
     live.abort();
     budgets.abort();

@@ -68,7 +68,7 @@ pub fn dead_pool() -> PgPool {
         .expect("a well-formed url")
 }
 
-/// A public/ folder with a known index.html, so static routing is tested apart from the build.
+/// A public/ folder with a known index.html (and a 4 MiB wasm file), so static routing is tested apart from the build.
 /// Written once per test process: tests run in parallel and must never see it half-written.
 pub fn public_fixture() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -81,6 +81,17 @@ pub fn public_fixture() -> PathBuf {
         )
         .expect("write index");
         std::fs::write(dir.join("pkg/app.js"), "export default 1;").expect("write js");
+        // As large as the real one and as incompressible: bytes of an xorshift generator.
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let wasm: Vec<u8> = (0..4 << 20)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[0]
+            })
+            .collect();
+        std::fs::write(dir.join("pkg/gpufleet_bg.wasm"), wasm).expect("write wasm");
         dir
     })
     .clone()

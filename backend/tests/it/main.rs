@@ -11,6 +11,7 @@ mod chargeback;
 mod cli;
 mod cluster;
 mod conformance;
+mod connections;
 mod day_on_kueue;
 mod drive;
 mod hardening;
