@@ -58,6 +58,9 @@ impl Connections {
     /// Connections past `max` kept for `GET /api/health` and `POST /api/auth/login`, one
     /// request each.
     pub const LIFELINES: usize = 16;
+    /// How long a lifeline waits for its request: a monitor or a log-in sends it at once, and
+    /// a lifeline held idle keeps it from them.
+    pub const LIFELINE_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
 
     /// `max` connections at most, fewer when the open-file limit would not hold them and their
     /// lifelines; the other bounds at their defaults.
@@ -133,7 +136,13 @@ pub async fn serve(
         let socket = WriteDeadline::new(socket, connections.write_timeout);
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(connections.header_timeout)
+            .header_read_timeout(if lifeline {
+                connections
+                    .header_timeout
+                    .min(Connections::LIFELINE_HEADER_TIMEOUT)
+            } else {
+                connections.header_timeout
+            })
             .keep_alive(!lifeline)
             .serve_connection(hyper_util::rt::TokioIo::new(socket), service);
         let connection = graceful.watch(connection);
@@ -243,7 +252,7 @@ impl Gate {
     }
 
     fn admit(&self, ip: IpAddr) -> Result<Pass, Refusal> {
-        let address = self.count(ip)?;
+        let (address, others) = self.count(ip)?;
         if let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() {
             return Ok(Pass {
                 _slot: slot,
@@ -251,31 +260,37 @@ impl Gate {
                 lifeline: false,
             });
         }
-        let slot = Arc::clone(&self.lifelines)
-            .try_acquire_owned()
-            .map_err(|_| Refusal::AtTheCap(self.max))?;
+        // Lifelines are for addresses that hold nothing else: those filling the cap would
+        // take them from the monitor and the person logging in.
+        let lifeline = (others == 0)
+            .then(|| Arc::clone(&self.lifelines).try_acquire_owned().ok())
+            .flatten()
+            .ok_or(Refusal::AtTheCap(self.max))?;
         Ok(Pass {
-            _slot: slot,
+            _slot: lifeline,
             _address: address,
             lifeline: true,
         })
     }
 
-    /// Counts a connection from `ip`, unless it is a shared address.
-    fn count(&self, ip: IpAddr) -> Result<Option<Counted>, Refusal> {
+    /// Counts a connection from `ip`, unless it is a shared address; and how many others the
+    /// address holds (none for a shared one).
+    fn count(&self, ip: IpAddr) -> Result<(Option<Counted>, usize), Refusal> {
         if self.shared_addresses.iter().any(|net| net.contains(&ip)) {
-            return Ok(None);
+            return Ok((None, 0));
         }
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let count = open.entry(ip).or_default();
         if *count >= self.per_address {
             return Err(Refusal::FromOneAddress(self.per_address));
         }
+        let others = *count;
         *count += 1;
-        Ok(Some(Counted {
+        let counted = Counted {
             ip,
             open: Arc::clone(&self.open),
-        }))
+        };
+        Ok((Some(counted), others))
     }
 }
 

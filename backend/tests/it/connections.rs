@@ -107,37 +107,39 @@ async fn silent_slow_and_idle_connections_are_closed(pool: PgPool) {
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn past_the_connection_cap_and_its_lifelines_a_client_is_told_so(pool: PgPool) {
-    let connections = bounds(3);
-    let (addr, _stop) = served(&pool, connections).await;
+    let (addr, _stop) = served(&pool, bounds(3)).await;
     let mut held = Vec::new();
-    for _ in 0..3 + Connections::LIFELINES {
-        held.push(
-            tokio::net::TcpStream::connect(&addr)
-                .await
-                .expect("connect"),
-        );
+    for _ in 0..3 {
+        held.push(connect_from("127.0.0.1", &addr).await);
+    }
+    // Sixteen log-ins from sixteen addresses, their bodies never sent, hold the lifelines.
+    let unfinished = format!(
+        "POST /api/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    );
+    for n in 0..Connections::LIFELINES {
+        let mut log_in = connect_from(&format!("127.0.0.{}", 10 + n), &addr).await;
+        log_in
+            .write_all(unfinished.as_bytes())
+            .await
+            .expect("write");
+        held.push(log_in);
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut past = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    let mut answer = String::new();
-    tokio::time::timeout(Duration::from_secs(3), past.read_to_string(&mut answer))
-        .await
-        .expect("answered at once")
-        .expect("read");
-    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    assert!(answer.contains("retry-after: 5"), "{answer}");
-    let body: ApiError = serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("a body"))
-        .expect("the error contract");
-    assert_eq!(body.code, ErrorCode::Unavailable);
-    assert!(
-        body.message.contains("connections as it serves (3)"),
-        "{}",
-        body.message
-    );
+    // Past them, and from an address that holds others, a client is told at once.
+    for from in ["127.0.0.1", "127.0.0.99"] {
+        let answer = ask_from(from, &addr, &get(&addr, "/api/health")).await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("retry-after: 5"), "{answer}");
+        let body = error_of(&answer);
+        assert_eq!(body.code, ErrorCode::Unavailable);
+        assert!(
+            body.message.contains("connections as it serves (3)"),
+            "{}",
+            body.message
+        );
+    }
     // One held connection closes: a new one is served.
-    drop(held.pop());
+    drop(held.remove(0));
     tokio::time::sleep(Duration::from_millis(100)).await;
     let answer = ask_from("127.0.0.1", &addr, &get(&addr, "/api/health")).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -223,6 +225,8 @@ async fn one_address_cannot_fill_the_cap_and_health_and_log_in_answer_at_it(pool
     .await;
     assert!(log_in.starts_with("HTTP/1.1 200"), "{log_in}");
     assert!(log_in.contains("set-cookie: "), "{log_in}");
+    let from_a_filler = ask_from("127.0.0.2", &addr, &get(&addr, "/api/health")).await;
+    assert!(from_a_filler.starts_with("HTTP/1.1 503"), "{from_a_filler}");
     let other_route = ask_from("127.0.0.3", &addr, &get(&addr, "/api/auth/session")).await;
     assert!(other_route.starts_with("HTTP/1.1 503"), "{other_route}");
     assert!(other_route.contains("retry-after: 5"), "{other_route}");
