@@ -31,6 +31,27 @@ pub enum Access {
     TeamOr(&'static [Role]),
 }
 
+impl Access {
+    /// Who may call the route, in the words of `docs/api.md`'s route table (a test holds the
+    /// table to the router).
+    pub fn who(self) -> String {
+        let roles = |held: &[Role]| {
+            Role::ALL
+                .into_iter()
+                .filter(|r| held.contains(r))
+                .map(Role::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Self::Public => "anyone".to_owned(),
+            Self::SignedIn => "signed in".to_owned(),
+            Self::Roles(held) => roles(held),
+            Self::TeamOr(held) => format!("the team's members, {}", roles(held)),
+        }
+    }
+}
+
 /// The signed-in user behind a request.
 #[derive(Debug, Clone)]
 pub struct Caller {

@@ -328,3 +328,30 @@ async fn every_response_carries_the_security_headers_and_our_own_request_id(pool
         assert_eq!(id.len(), 36, "{uri}: {id}");
     }
 }
+
+/// docs/api.md's route table is the router's: one row per route, every route, and who may call
+/// it in [`backend::access::Access::who`]'s words.
+#[test]
+fn the_route_table_in_the_docs_is_the_routers() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md"))
+        .expect("docs/api.md");
+    let mut documented: Vec<(String, String)> = doc
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|row| {
+            let (route, rest) = row.split_once("` | ")?;
+            let (method, path) = route.split_once(" /api")?;
+            let who = rest.split(" | ").next()?;
+            let path = path.split('?').next()?;
+            Some((format!("{method} {path}"), who.to_owned()))
+        })
+        .collect();
+    let mut routed: Vec<(String, String)> = backend::app::api()
+        .rules()
+        .iter()
+        .map(|rule| (format!("{} {}", rule.method, rule.path), rule.access.who()))
+        .collect();
+    documented.sort();
+    routed.sort();
+    assert_eq!(documented, routed);
+}
