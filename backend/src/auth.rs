@@ -240,24 +240,28 @@ async fn login(
     // The attempt is counted before the password is checked, under locks on the account and
     // the address, so concurrent attempts cannot all slip under the limit.
     let limits = (MAX_FAILURES_PER_ACCOUNT, MAX_FAILURES_PER_ADDRESS);
-    let attempt = match db::reserve_attempt(&state.pool, &username, &address, window_s, limits)
-        .await?
-    {
-        db::Attempt::Reserved(id) => id,
-        db::Attempt::Locked => {
-            tracing::warn!(username, address, "log-in throttled");
-            return Err(Error::TooManyRequests {
-                retry_after_s: THROTTLE_WINDOW.as_secs(),
-            });
-        }
-        // not locked: as many attempts as the limit are in flight; one of them may be right
-        db::Attempt::Busy => {
-            return Err(Error::TooMany {
-                message: "other log-ins to this account are being checked; try again in 1 second",
-                retry_after_s: 1,
-            });
-        }
-    };
+    let attempt =
+        match db::reserve_attempt(&state.pool, &username, &address, window_s, limits).await? {
+            db::Attempt::Reserved(id) => id,
+            db::Attempt::Locked => {
+                tracing::warn!(username, address, "log-in throttled");
+                let wait = THROTTLE_WINDOW.as_secs();
+                return Err(Error::caller_limit(
+                    format!(
+                        "too many failed log-ins; try again in {}",
+                        crate::error::wait_in_words(wait)
+                    ),
+                    wait,
+                ));
+            }
+            // not locked: as many attempts as the limit are in flight; one of them may be right
+            db::Attempt::Busy => {
+                return Err(Error::caller_limit(
+                    "other log-ins to this account are being checked; try again in 1 second",
+                    1,
+                ));
+            }
+        };
     let credentials = db::credentials(&state.pool, &username).await?;
     let hash = credentials.as_ref().and_then(|c| c.password_hash.clone());
     let password = body.password;

@@ -24,28 +24,16 @@ pub enum Error {
     Unauthenticated(&'static str),
     #[error("forbidden: {0}")]
     Forbidden(&'static str),
-    #[error("too many requests")]
-    TooManyRequests { retry_after_s: u64 },
     #[error("a dependency is unavailable")]
     Unavailable,
-    /// The compute pool is full (see `work`).
-    #[error("busy")]
-    Busy { retry_after_s: u64 },
-    /// A cap on what one user may hold open (429 with `Retry-After`).
-    #[error("too many: {message}")]
-    TooMany {
-        message: &'static str,
+    /// A limit was reached: the caller's own (`429`) or the server's (`503`), with
+    /// `Retry-After`; the message says which limit and what to do.
+    #[error("throttled: {message}")]
+    Throttled {
+        whose: Whose,
+        message: String,
         retry_after_s: u64,
     },
-    /// A cap on what the server holds open in all (503 with `Retry-After`).
-    #[error("full: {message}")]
-    Full {
-        message: &'static str,
-        retry_after_s: u64,
-    },
-    /// The hashing pool is full: too many password checks at once.
-    #[error("too many password checks at once")]
-    HashingBusy { retry_after_s: u64 },
     #[error("not found")]
     NotFound,
     #[error("bad request: {0}")]
@@ -63,6 +51,35 @@ pub enum Error {
     Database(#[from] sqlx::Error),
     #[error("internal: {0}")]
     Internal(String),
+}
+
+/// Whose limit a [`Error::Throttled`] request reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whose {
+    /// The caller's own (failed log-ins, their share of a pool, their open streams): `429`.
+    Caller,
+    /// What the server holds in all: `503`.
+    Server,
+}
+
+impl Error {
+    /// The caller reached a limit of their own; `message` says what to do.
+    pub fn caller_limit(message: impl Into<String>, retry_after_s: u64) -> Self {
+        Self::Throttled {
+            whose: Whose::Caller,
+            message: message.into(),
+            retry_after_s,
+        }
+    }
+
+    /// The server holds as much as it serves; `message` says of what.
+    pub fn server_full(message: impl Into<String>, retry_after_s: u64) -> Self {
+        Self::Throttled {
+            whose: Whose::Server,
+            message: message.into(),
+            retry_after_s,
+        }
+    }
 }
 
 /// What a `gpufleet` command fails with: bad input (exit status 2; the message names the file,
@@ -111,30 +128,14 @@ impl Error {
         match self {
             Self::Unauthenticated(message) => ApiError::new(ErrorCode::Unauthenticated, *message),
             Self::Forbidden(message) => ApiError::new(ErrorCode::Forbidden, *message),
-            Self::TooManyRequests { retry_after_s } => ApiError::new(
-                ErrorCode::TooManyRequests,
-                format!(
-                    "too many failed log-ins; try again in {}",
-                    wait_in_words(*retry_after_s)
-                ),
-            ),
             Self::Unavailable => ApiError::from_code(ErrorCode::Unavailable),
-            Self::Busy { retry_after_s } => ApiError::new(
-                ErrorCode::Unavailable,
-                format!(
-                    "the server is busy with other planning work; try again in {}",
-                    wait_in_words(*retry_after_s)
-                ),
+            Self::Throttled { whose, message, .. } => ApiError::new(
+                match whose {
+                    Whose::Caller => ErrorCode::TooManyRequests,
+                    Whose::Server => ErrorCode::Unavailable,
+                },
+                message.clone(),
             ),
-            Self::HashingBusy { retry_after_s } => ApiError::new(
-                ErrorCode::TooManyRequests,
-                format!(
-                    "too many log-ins at once; try again in {}",
-                    wait_in_words(*retry_after_s)
-                ),
-            ),
-            Self::TooMany { message, .. } => ApiError::new(ErrorCode::TooManyRequests, *message),
-            Self::Full { message, .. } => ApiError::new(ErrorCode::Unavailable, *message),
             Self::NotFound => ApiError::from_code(ErrorCode::NotFound),
             Self::BadRequest(message) => ApiError::new(ErrorCode::BadRequest, message.clone()),
             Self::UnsupportedMediaType => ApiError::from_code(ErrorCode::UnsupportedMediaType),
@@ -159,7 +160,7 @@ impl Error {
 }
 
 /// `900` → "15 minutes", `1` → "1 second".
-fn wait_in_words(seconds: u64) -> String {
+pub fn wait_in_words(seconds: u64) -> String {
     let (n, unit) = if seconds >= 60 {
         (seconds.div_ceil(60), "minute")
     } else {
@@ -178,12 +179,7 @@ impl IntoResponse for Error {
         let mut response = StatusCode::from_u16(body.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             .into_response();
-        if let Self::TooManyRequests { retry_after_s }
-        | Self::Busy { retry_after_s }
-        | Self::HashingBusy { retry_after_s }
-        | Self::TooMany { retry_after_s, .. }
-        | Self::Full { retry_after_s, .. } = self
-        {
+        if let Self::Throttled { retry_after_s, .. } = self {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, retry_after_s.into());

@@ -175,10 +175,10 @@ impl Pool {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let mine = held.entry(user).or_default();
         if *mine >= self.per_user {
-            return Err(Error::TooMany {
-                message: "you have as many heavy requests running or waiting as one user may; wait for one to finish",
-                retry_after_s: 1,
-            });
+            return Err(Error::caller_limit(
+                "you have as many heavy requests running or waiting as one user may; wait for one to finish",
+                1,
+            ));
         }
         *mine += 1;
         Ok(Some(Share {
@@ -193,8 +193,13 @@ impl Pool {
 
     fn busy(&self) -> Error {
         match self.kind {
-            Kind::Compute => Error::Busy { retry_after_s: 1 },
-            Kind::Hashing => Error::HashingBusy { retry_after_s: 1 },
+            Kind::Compute => Error::server_full(
+                "the server is busy with other planning work; try again in 1 second",
+                1,
+            ),
+            Kind::Hashing => {
+                Error::caller_limit("too many log-ins at once; try again in 1 second", 1)
+            }
         }
     }
 }
@@ -289,7 +294,14 @@ mod tests {
         // One runs, one waits; a third is refused without waiting.
         let (first, second) = fill(&pool, |_| 7).await;
         let refused = pool.run(|_| 0).await;
-        assert!(matches!(refused, Err(Error::Busy { retry_after_s: 1 })));
+        assert!(matches!(
+            refused,
+            Err(Error::Throttled {
+                whose: crate::error::Whose::Server,
+                retry_after_s: 1,
+                ..
+            })
+        ));
         // Abandoning the first request fires its interrupt: the job ends, the slot frees, and
         // the waiting one runs.
         first.abort();
@@ -304,7 +316,10 @@ mod tests {
         let (busy, waiting) = fill(&hashing, |_| 1).await;
         assert!(matches!(
             hashing.run(|_| 0).await,
-            Err(Error::HashingBusy { .. })
+            Err(Error::Throttled {
+                whose: crate::error::Whose::Caller,
+                ..
+            })
         ));
         // A shutdown stops what still runs.
         work.stop_all();
@@ -328,7 +343,10 @@ mod tests {
         let second = rita(|_| true);
         tokio::time::sleep(Duration::from_millis(50)).await;
         let third = as_user(7, pool.run(|_| true)).await;
-        assert!(matches!(third, Err(Error::TooMany { .. })), "rita's third");
+        assert!(
+            matches!(third, Err(Error::Throttled { .. })),
+            "rita's third"
+        );
         let alex = tokio::spawn({
             let pool = pool.clone();
             as_user(8, async move { pool.run(|_| 42).await })

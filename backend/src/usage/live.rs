@@ -307,17 +307,17 @@ impl Seat {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let total: usize = open.values().sum();
         if total >= live.in_all {
-            return Err(Error::Full {
-                message: "the console has as many live views open as it serves; try again shortly",
-                retry_after_s: 30,
-            });
+            return Err(Error::server_full(
+                "the console has as many live views open as it serves; try again shortly",
+                30,
+            ));
         }
         let mine = open.entry(user).or_default();
         if *mine >= live.per_user {
-            return Err(Error::TooMany {
-                message: "you have as many live views open as one user may; close one (another tab or window)",
-                retry_after_s: 30,
-            });
+            return Err(Error::caller_limit(
+                "you have as many live views open as one user may; close one (another tab or window)",
+                30,
+            ));
         }
         *mine += 1;
         Ok(Seat {
