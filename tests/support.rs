@@ -70,6 +70,7 @@ impl Server {
                 live.abort();
             },
             work,
+            backend::Connections::within(10_000, backend::server::raise_open_file_limit()),
         ));
         Self {
             addr,

@@ -499,31 +499,11 @@ fn api_version_of(object: &Value) -> (String, String) {
 }
 
 fn now() -> String {
+    // Kubernetes stamps whole seconds.
     let seconds = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    rfc3339(seconds)
-}
-
-/// `2026-12-01T20:15:00Z` from seconds since the epoch (Howard Hinnant's civil-from-days).
-fn rfc3339(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
-    let rest = seconds % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    shared::common::utc::format_rfc3339(i64::try_from(seconds).unwrap_or(0) * 1_000)
 }
 
 fn shown_object(stored: &Stored) -> Value {
@@ -1573,14 +1553,6 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        // 2026-12-01 is 20,788 days after the epoch.
-        assert_eq!(rfc3339(20_788 * 86_400 + 3_723), "2026-12-01T01:02:03Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-    }
 
     #[test]
     fn applying_the_same_object_again_changes_nothing() {

@@ -34,16 +34,12 @@ impl Crd {
 
 macro_rules! crd_file {
     ($name:literal) => {
-        include_str!(concat!(
-            "../../../shared/tests/fixtures/crds/",
-            $name,
-            ".json"
-        ))
+        include_str!(concat!("../crds/", $name, ".json"))
     };
 }
 
 /// The Kueue CRDs (v0.19.2; the console only reads Workloads, which tests write as Kueue
-/// would) and KEDA's ScaledObject (v2.20.2), from `shared/tests/fixtures/crds/` (see its
+/// would) and KEDA's ScaledObject (v2.20.2), from `tests/kube-double/crds/` (see its
 /// README for the source).
 pub fn crds() -> Vec<Crd> {
     [
