@@ -53,15 +53,15 @@ pub async fn record(
     };
     sqlx::query!(
         "insert into audit_log (actor_id, actor, kind, action, subject, team, before, after)
-         values ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8::text::jsonb)",
+         values ($1, $2, $3, $4, $5, $6, $7, $8)",
         actor_id,
         actor,
         kind.as_str(),
         action,
         subject,
         team,
-        before.map(Value::to_string),
-        after.map(Value::to_string),
+        before,
+        after,
     )
     .execute(db)
     .await?;

@@ -368,10 +368,6 @@ fn team_of(world: &QuotaWorld, id: &ObjectRef) -> Option<String> {
 async fn record_seen(tx: &mut PgConnection, world: &QuotaWorld, seen: &[Seen]) -> Result<()> {
     let (mut kinds, mut namespaces, mut names) = (Vec::new(), Vec::new(), Vec::new());
     for s in seen {
-        let desired = s.desired.as_ref().map(Value::to_string);
-        let live = s.live.as_ref().map(Value::to_string);
-        let changes = to_json(&s.changes)?;
-        let conflicts = to_json(&s.conflicts)?;
         let team = team_of(world, &s.object);
         db::record(
             &mut *tx,
@@ -380,12 +376,12 @@ async fn record_seen(tx: &mut PgConnection, world: &QuotaWorld, seen: &[Seen]) -
                 namespace: &s.object.namespace,
                 name: &s.object.name,
                 team: team.as_deref(),
-                desired: desired.as_deref(),
-                live: live.as_deref(),
+                desired: s.desired.as_ref(),
+                live: s.live.as_ref(),
                 state: s.state.as_str(),
-                changes: &changes,
+                changes: &s.changes,
                 error: s.error.as_deref(),
-                conflicts: &conflicts,
+                conflicts: &s.conflicts,
                 applied: s.applied,
             },
         )
@@ -480,10 +476,6 @@ impl Summary {
             error,
         }
     }
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::Internal(e.to_string()))
 }
 
 /// Applies what changed or has not landed yet; reports drift; finds objects nobody approved.

@@ -90,13 +90,14 @@ async fn load(state: &AppState, id: i64) -> Result<SavedScenario> {
 
 /// The scenario as stored, once `save` passes its rules and its name the one text rule (checked
 /// here, not in the shared `validate` the Plan page runs, whose download the rule would grow).
-fn body_of(save: &ScenarioSave) -> Result<String> {
+fn check_save(save: &ScenarioSave) -> Result<()> {
     let mut errors = save.validate().err().unwrap_or_default();
     shared::common::validate::validate_visible("name", save.name.trim(), &mut errors);
-    if !errors.is_empty() {
-        return Err(Error::Invalid(errors));
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(errors))
     }
-    serde_json::to_string(&save.scenario).map_err(|err| Error::Internal(err.to_string()))
 }
 
 /// Only the owner or an admin changes a saved scenario.
@@ -131,13 +132,13 @@ async fn insert(
     save: &ScenarioSave,
     what: &str,
 ) -> Result<(StatusCode, Json<SavedScenario>)> {
-    let body = body_of(save)?;
+    check_save(save)?;
     let id = db::insert(
         &state.pool,
         save.name.trim(),
         caller.user_id,
         SCENARIO_VERSION as i32,
-        &body,
+        &save.scenario,
     )
     .await?;
     tracing::info!(id, by = caller.username, "{what}");
@@ -159,13 +160,13 @@ async fn replace(
 ) -> Result<Json<SavedScenario>> {
     let id = scenario_id(&id)?;
     check_owner(&state, &caller, id).await?;
-    let body = body_of(&save)?;
+    check_save(&save)?;
     if !db::update(
         &state.pool,
         id,
         save.name.trim(),
         SCENARIO_VERSION as i32,
-        &body,
+        &save.scenario,
     )
     .await?
     {

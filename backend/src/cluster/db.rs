@@ -3,9 +3,14 @@
 //! (`workload_history`, `workload_evictions`, `workload_recorder`). Times leave as RFC 3339 UTC text.
 
 use futures_util::stream::BoxStream;
+use serde_json::Value;
+use shared::cluster::FieldChange;
 use sqlx::{
     PgConnection, PgExecutor,
-    types::time::{Date, OffsetDateTime},
+    types::{
+        Json,
+        time::{Date, OffsetDateTime},
+    },
 };
 
 /// The session-level lock one reconciling replica holds for a run.
@@ -48,12 +53,12 @@ pub struct Seen<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
     pub team: Option<&'a str>,
-    pub desired: Option<&'a str>,
-    pub live: Option<&'a str>,
+    pub desired: Option<&'a Value>,
+    pub live: Option<&'a Value>,
     pub state: &'a str,
-    pub changes: &'a str,
+    pub changes: &'a [FieldChange],
     pub error: Option<&'a str>,
-    pub conflicts: &'a str,
+    pub conflicts: &'a [String],
     /// The apply landed in this run.
     pub applied: bool,
 }
@@ -62,8 +67,8 @@ pub async fn record(db: impl PgExecutor<'_>, seen: &Seen<'_>) -> sqlx::Result<()
     sqlx::query!(
         r#"insert into cluster_objects as o (kind, namespace, name, team_id, desired, live, state,
                                              changes, error, conflicts, applied_at, checked_at)
-           values ($1, $2, $3, (select id from teams where name = $4), $5::text::jsonb,
-                   $11::text::jsonb, $6, $7::text::jsonb, $8, $9::text::jsonb,
+           values ($1, $2, $3, (select id from teams where name = $4), $5,
+                   $11, $6, $7, $8, $9,
                    case when $10 then now() end, now())
            on conflict (kind, namespace, name) do update set
                team_id = excluded.team_id, desired = excluded.desired, live = excluded.live,
@@ -76,9 +81,9 @@ pub async fn record(db: impl PgExecutor<'_>, seen: &Seen<'_>) -> sqlx::Result<()
         seen.team,
         seen.desired,
         seen.state,
-        seen.changes,
+        Json(seen.changes) as _,
         seen.error,
-        seen.conflicts,
+        Json(seen.conflicts) as _,
         seen.applied,
         seen.live,
     )

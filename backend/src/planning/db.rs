@@ -1,7 +1,8 @@
 //! The planning SQL: saved scenarios (`scenarios`, owners from `users`). Times leave the
 //! database as RFC 3339 text in UTC.
 
-use sqlx::PgExecutor;
+use shared::planning::scenario::Scenario;
+use sqlx::{PgExecutor, types::Json};
 
 /// A stored row, the body (JSON text) still in its stored version.
 pub struct Row {
@@ -50,15 +51,15 @@ pub async fn insert(
     name: &str,
     owner_id: i64,
     schema_version: i32,
-    body: &str,
+    body: &Scenario,
 ) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
-        "insert into scenarios (name, owner_id, schema_version, body) values ($1, $2, $3, $4::text::jsonb)
+        "insert into scenarios (name, owner_id, schema_version, body) values ($1, $2, $3, $4)
          returning id",
         name,
         owner_id,
         schema_version,
-        body
+        Json(body) as _
     )
     .fetch_one(db)
     .await
@@ -70,14 +71,14 @@ pub async fn update(
     id: i64,
     name: &str,
     schema_version: i32,
-    body: &str,
+    body: &Scenario,
 ) -> sqlx::Result<bool> {
     let done = sqlx::query!(
-        "update scenarios set name = $2, schema_version = $3, body = $4::text::jsonb where id = $1",
+        "update scenarios set name = $2, schema_version = $3, body = $4 where id = $1",
         id,
         name,
         schema_version,
-        body
+        Json(body) as _
     )
     .execute(db)
     .await?;
