@@ -6,7 +6,6 @@ use anyhow::Context;
 use backend::{
     accounts, app,
     config::{Cli, Command, HttpSettings},
-    error::CliError,
     fleet, migrated_pool, packing, planning,
 };
 use clap::Parser;
@@ -51,13 +50,8 @@ async fn run() -> anyhow::Result<()> {
 }
 
 async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
-    let mut auth = args
-        .auth
-        .settings()
-        .map_err(|err: CliError| anyhow::anyhow!("{err}"))?;
-    let pool = migrated_pool(&args.db)
-        .await
-        .map_err(|err| anyhow::anyhow!("{err}"))?;
+    let mut auth = args.auth.settings()?;
+    let pool = migrated_pool(&args.db).await?;
     if auth.proxy.is_some() && args.auth.csrf_secret.is_none() {
         // every replica over this database derives the same CSRF tokens
         auth.csrf_secret =
@@ -74,9 +68,7 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         "serving the console"
     );
     let cluster = backend::cluster::from_args(&args.cluster).await?;
-    let usage = std::sync::Arc::new(
-        backend::usage::Usage::from_args(&args.usage).map_err(|err| anyhow::anyhow!("{err}"))?,
-    );
+    let usage = std::sync::Arc::new(backend::usage::Usage::from_args(&args.usage)?);
     anyhow::ensure!(
         args.max_connections > 0
             && args.max_connections_per_address > 0
@@ -109,8 +101,7 @@ async fn serve(args: backend::config::ServeArgs) -> anyhow::Result<()> {
         .map(|url| {
             backend::chargeback::budget::Webhook::new(url, std::time::Duration::from_secs(10))
         })
-        .transpose()
-        .map_err(|err| anyhow::anyhow!("{err}"))?;
+        .transpose()?;
     let budgets = backend::chargeback::budget::spawn(
         pool.clone(),
         webhook,

@@ -156,7 +156,9 @@ impl Usage {
         }
     }
 
-    pub fn from_args(args: &UsageArgs) -> Result<Self, String> {
+    /// The ingest the options describe; an option that cannot work is bad input.
+    pub fn from_args(args: &UsageArgs) -> Result<Self, crate::error::CliError> {
+        use crate::error::CliError;
         let Some(url) = &args.prometheus_url else {
             return Ok(Self::off());
         };
@@ -166,9 +168,12 @@ impl Usage {
             basic_auth: args.prometheus_basic_auth.clone(),
             ca_file: args.prometheus_ca_file.clone(),
             timeout: Duration::from_secs(args.prometheus_timeout_seconds.max(1)),
-        })?;
+        })
+        .map_err(CliError::Input)?;
         if ![1, 2, 4, 8, 16].contains(&args.usage_shards) {
-            return Err("GPUFLEET_USAGE_SHARDS is 1, 2, 4, 8 or 16".to_owned());
+            return Err(CliError::Input(
+                "GPUFLEET_USAGE_SHARDS is 1, 2, 4, 8 or 16".to_owned(),
+            ));
         }
         let usage = Self::new(
             prom,

@@ -42,6 +42,7 @@ use crate::{
     access::Caller,
     app::AppState,
     audit::{self, Actor},
+    error::CliError,
     error::{Error, Result},
     json::ApiJson,
     work::Deadline,
@@ -451,18 +452,20 @@ pub struct Webhook {
 }
 
 impl Webhook {
-    pub fn new(url: &str, timeout: Duration) -> std::result::Result<Webhook, String> {
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|err| format!("GPUFLEET_BUDGET_WEBHOOK_URL {url:?} is not a URL: {err}"))?;
+    pub fn new(url: &str, timeout: Duration) -> std::result::Result<Webhook, CliError> {
+        let uri: http::Uri = url.parse().map_err(|err| {
+            CliError::Input(format!(
+                "GPUFLEET_BUDGET_WEBHOOK_URL {url:?} is not a URL: {err}"
+            ))
+        })?;
         if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-            return Err(format!(
+            return Err(CliError::Input(format!(
                 "GPUFLEET_BUDGET_WEBHOOK_URL {url:?} must be an http:// or https:// URL with a host"
-            ));
+            )));
         }
         Ok(Webhook {
             url: uri,
-            client: crate::usage::prom::https_client(None, timeout)?,
+            client: crate::usage::prom::https_client(None, timeout).map_err(CliError::Failed)?,
             timeout,
         })
     }

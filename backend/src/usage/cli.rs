@@ -50,7 +50,7 @@ async fn ingest(
         )));
     }
     let sources = parse_sources(&sources)?;
-    let usage = Usage::from_args(&usage).map_err(CliError::Input)?;
+    let usage = Usage::from_args(&usage)?;
     let Some(prom) = usage.prometheus() else {
         return Err(CliError::Input(
             "no Prometheus to read: set GPUFLEET_PROMETHEUS_URL (or --prometheus-url)".to_owned(),
