@@ -20,7 +20,7 @@ use shared::{
 use wasm_bindgen::prelude::wasm_bindgen;
 
 /// Talc, not Rust's default dlmalloc: smaller in the bundle and as fast
-/// (docs/performance.md, "Download budgets").
+/// (docs/performance.md, "Download sizes").
 #[cfg(target_family = "wasm")]
 #[global_allocator]
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
