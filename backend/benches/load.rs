@@ -13,7 +13,8 @@
 //!    latency meanwhile;
 //! 5. 1,100 idle connections that send nothing: how many the server holds, whether
 //!    `/api/health` still answers beside them, and how long until the header-read timeout
-//!    closes them all.
+//!    closes them all;
+//! 6. the process's RSS once every client is gone, against its peak.
 //!
 //! Run: `DATABASE_URL=postgres://…/postgres cargo bench -p gpufleet-backend --bench load`.
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
@@ -54,11 +55,16 @@ fn post(addr: &str, path: &str, extra: &str, body: &str) -> String {
 }
 
 fn rss_kib() -> u64 {
+    status_kib("VmRSS:")
+}
+
+/// A `/proc/self/status` figure in KiB (`VmRSS:`, `VmHWM:` the peak).
+fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
@@ -339,6 +345,15 @@ async fn main() {
 
     // 5. Idle sockets.
     idle_sockets(&addr).await;
+
+    // 6. What the process keeps once every client is gone.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    println!(
+        "RSS once every client is gone: {} MiB (peak {} MiB); MALLOC_ARENA_MAX={}",
+        rss_kib() / 1024,
+        status_kib("VmHWM:") / 1024,
+        std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "unset".into()),
+    );
 
     let _ = stop_server.send(());
     server.await.unwrap().unwrap();

@@ -11,7 +11,10 @@ use axum::{
 };
 use serde_json::Value;
 use shared::audit::{self, Entry, Filter, Kind, Page};
-use sqlx::PgExecutor;
+use sqlx::{
+    PgExecutor,
+    types::{Json as SqlJson, time::OffsetDateTime},
+};
 
 use crate::{
     access::Caller,
@@ -70,14 +73,14 @@ pub async fn record(
 
 struct Row {
     id: i64,
-    at: String,
+    at: OffsetDateTime,
     actor: String,
     kind: String,
     action: String,
     subject: String,
     team: Option<String>,
-    before: Option<String>,
-    after: Option<String>,
+    before: Option<SqlJson<Value>>,
+    after: Option<SqlJson<Value>>,
     total: i64,
 }
 
@@ -89,8 +92,8 @@ async fn select(db: impl PgExecutor<'_>, f: &Filter, limit: i64, offset: i64) ->
     let to = f.to.map(crate::clock::date).transpose()?;
     let rows = sqlx::query_as!(
         Row,
-        r#"select id, to_char(at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "at!",
-                  actor, kind, action, subject, team, before::text, after::text,
+        r#"select id, at, actor, kind, action, subject, team,
+                  before as "before: SqlJson<Value>", after as "after: SqlJson<Value>",
                   count(*) over () as "total!"
            from audit_log
            where ($1::text is null or team = $1) and ($2::text is null or actor = $2)
@@ -113,18 +116,13 @@ async fn select(db: impl PgExecutor<'_>, f: &Filter, limit: i64, offset: i64) ->
 }
 
 fn entry(row: Row) -> Result<Entry> {
-    let json = |text: Option<String>| -> Result<Option<Value>> {
-        text.map(|t| serde_json::from_str(&t))
-            .transpose()
-            .map_err(|err| Error::Internal(format!("audit_log {} holds bad JSON: {err}", row.id)))
-    };
     Ok(Entry {
         kind: Kind::parse(&row.kind)
             .ok_or_else(|| Error::Internal(format!("audit_log holds kind {:?}", row.kind)))?,
-        before: json(row.before.clone())?,
-        after: json(row.after.clone())?,
+        before: row.before.map(|j| j.0),
+        after: row.after.map(|j| j.0),
         id: row.id,
-        at: row.at,
+        at: crate::clock::rfc3339(row.at),
         actor: row.actor,
         action: row.action,
         subject: row.subject,

@@ -78,6 +78,12 @@ pub fn unix_ms(at: sqlx::types::time::OffsetDateTime) -> i64 {
     i64::try_from(at.unix_timestamp_nanos().div_euclid(1_000_000)).unwrap_or(i64::MAX)
 }
 
+/// A `timestamptz` as the API shows instants: RFC 3339 in UTC, to the second
+/// (`2026-12-07T22:11:52Z`).
+pub fn rfc3339(at: sqlx::types::time::OffsetDateTime) -> String {
+    shared::common::utc::format_rfc3339(at.unix_timestamp().saturating_mul(1_000))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

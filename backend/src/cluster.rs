@@ -531,11 +531,8 @@ async fn apply_one(
         live: live.as_ref().map(model::without_server_fields),
         ..fresh
     };
-    let approved_changed = before
-        .and_then(|row| row.desired.as_deref())
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
-        .as_ref()
-        != Some(object);
+    let approved_changed =
+        before.and_then(|row| row.desired.as_ref()).map(|d| &d.0) != Some(object);
     let unsettled = before.is_none_or(|row| {
         matches!(
             ObjectState::parse(&row.state),
@@ -655,8 +652,8 @@ fn write_gitops(dir: &Path, desired: &[Value]) -> Vec<Seen> {
 async fn reconciler_status(db: impl sqlx::PgExecutor<'_>) -> Result<ReconcilerStatus> {
     let row = db::reconciler(db).await?;
     Ok(ReconcilerStatus {
-        last_run_at: row.last_run_at,
-        last_ok_at: row.last_ok_at,
+        last_run_at: row.last_run_at.map(clock::rfc3339),
+        last_ok_at: row.last_ok_at.map(clock::rfc3339),
         last_error: row.last_error,
         drift_count: i64::from(row.drift_count),
         failed_count: i64::from(row.failed_count),
@@ -712,28 +709,25 @@ fn object_status(row: db::ObjectRow) -> Result<ObjectStatus> {
     Ok(ObjectStatus {
         state: ObjectState::parse(&row.state)
             .ok_or_else(|| Error::Internal(format!("object state {:?}", row.state)))?,
-        changes: serde_json::from_str(&row.changes).map_err(|e| Error::Internal(e.to_string()))?,
-        conflicts: serde_json::from_str(&row.conflicts)
-            .map_err(|e| Error::Internal(e.to_string()))?,
+        changes: row.changes.0,
+        conflicts: row.conflicts.0,
         object: ObjectRef {
             kind: row.kind,
             namespace: row.namespace,
             name: row.name,
         },
-        desired_yaml: yaml_of(row.desired.as_deref())?,
-        live_yaml: yaml_of(row.live.as_deref())?,
+        desired_yaml: yaml_of(row.desired),
+        live_yaml: yaml_of(row.live),
         team: row.team,
         error: row.error,
-        applied_at: row.applied_at,
-        checked_at: Some(row.checked_at),
+        applied_at: row.applied_at.map(clock::rfc3339),
+        checked_at: Some(clock::rfc3339(row.checked_at)),
     })
 }
 
-fn yaml_of(stored: Option<&str>) -> Result<String> {
-    stored.map_or(Ok(String::new()), |text| {
-        serde_json::from_str::<Value>(text)
-            .map(|v| shared::common::yaml::to_yaml(&v))
-            .map_err(|e| Error::Internal(format!("a stored object does not read: {e}")))
+fn yaml_of(stored: Option<sqlx::types::Json<Value>>) -> String {
+    stored.map_or_else(String::new, |object| {
+        shared::common::yaml::to_yaml(&object.0)
     })
 }
 

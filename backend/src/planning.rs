@@ -69,8 +69,8 @@ fn summary(row: &db::Row) -> SavedSummary {
         name: row.name.clone(),
         owner: row.owner.clone(),
         version: u32::try_from(row.schema_version).unwrap_or(0),
-        created_at: row.created_at.clone(),
-        updated_at: row.updated_at.clone(),
+        created_at: crate::clock::rfc3339(row.created_at),
+        updated_at: crate::clock::rfc3339(row.updated_at),
     }
 }
 

@@ -600,6 +600,8 @@ mod db {
     };
     use sqlx::{PgExecutor, PgPool};
 
+    use crate::clock::rfc3339;
+
     pub fn budget(cents: Option<i64>, hours: Option<i64>, basis: &str, pct: &[i16]) -> Budget {
         Budget {
             limit: match (cents, hours) {
@@ -660,9 +662,7 @@ mod db {
     pub async fn alerts(db: &PgPool, month: Day) -> sqlx::Result<Vec<Alert>> {
         let rows = sqlx::query!(
             r#"select t.name, a.threshold_pct, a.crossing, a.body ->> 'text' as "text!",
-                      to_char(a.raised_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "raised_at!",
-                      to_char(a.delivered_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as delivered_at,
-                      a.attempts, a.last_error
+                      a.raised_at, a.delivered_at, a.attempts, a.last_error
                from budget_alerts a join teams t on t.id = a.team_id
                where a.month = $1 order by a.id"#,
             crate::clock::date(month)?,
@@ -680,8 +680,8 @@ mod db {
                     Crossing::Forecast
                 },
                 text: r.text,
-                raised_at: r.raised_at,
-                delivered_at: r.delivered_at,
+                raised_at: rfc3339(r.raised_at),
+                delivered_at: r.delivered_at.map(rfc3339),
                 attempts: r.attempts,
                 last_error: r.last_error,
             })
@@ -761,11 +761,8 @@ mod db {
         let month = month.map(crate::clock::date).transpose()?;
         let rows = sqlx::query!(
             r#"select h.id, t.name, to_char(h.month, 'YYYY-MM') as "month!", h.state, h.reason,
-                      to_char(h.proposed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "proposed_at!",
-                      d.username as "decided_by?",
-                      to_char(h.decided_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as decided_at,
-                      r.username as "released_by?",
-                      to_char(h.released_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as released_at
+                      h.proposed_at, d.username as "decided_by?", h.decided_at,
+                      r.username as "released_by?", h.released_at
                from queue_holds h join teams t on t.id = h.team_id
                     left join users d on d.id = h.decided_by
                     left join users r on r.id = h.released_by
@@ -786,11 +783,11 @@ mod db {
                 month: r.month,
                 state: HoldState::parse(&r.state).unwrap_or(HoldState::Proposed),
                 reason: r.reason,
-                proposed_at: r.proposed_at,
+                proposed_at: rfc3339(r.proposed_at),
                 decided_by: r.decided_by,
-                decided_at: r.decided_at,
+                decided_at: r.decided_at.map(rfc3339),
                 released_by: r.released_by,
-                released_at: r.released_at,
+                released_at: r.released_at.map(rfc3339),
             })
             .collect())
     }

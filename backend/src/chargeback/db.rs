@@ -12,7 +12,7 @@ use sqlx::{
     types::time::{Date, OffsetDateTime},
 };
 
-use crate::clock::{date, day};
+use crate::clock::{date, day, rfc3339};
 
 fn dates(days: impl Iterator<Item = Day>) -> sqlx::Result<Vec<Date>> {
     days.map(date).collect()
@@ -254,9 +254,7 @@ pub async fn closed_months(
     db: impl PgExecutor<'_>,
 ) -> sqlx::Result<Vec<(Day, String, Option<String>)>> {
     let rows = sqlx::query!(
-        r#"select c.month as "month!",
-                  to_char(c.closed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "closed_at!",
-                  u.username as "closed_by?"
+        r#"select c.month as "month!", c.closed_at, u.username as "closed_by?"
            from chargeback_closed_months c left join users u on u.id = c.closed_by
            order by c.month"#
     )
@@ -264,7 +262,7 @@ pub async fn closed_months(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| (day(r.month), r.closed_at, r.closed_by))
+        .map(|r| (day(r.month), rfc3339(r.closed_at), r.closed_by))
         .collect())
 }
 
@@ -345,13 +343,13 @@ pub async fn frozen_rates(
 /// Where the usage ingest stands: the earliest watermark of Kueue and DCGM, as a day; `None`
 /// before either has one.
 pub async fn ingested_until(db: impl PgExecutor<'_>) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar!(
-        r#"select to_char(min(watermark) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+    let until = sqlx::query_scalar!(
+        r#"select min(watermark)
            from usage_sources where source in ('kueue', 'dcgm') having count(watermark) = 2"#
     )
     .fetch_optional(db)
-    .await
-    .map(Option::flatten)
+    .await?;
+    Ok(until.flatten().map(rfc3339))
 }
 
 /// Freezes `month` (its first day): the month row, then every day's usage, tokens and
@@ -502,8 +500,7 @@ pub async fn drill_minutes(
     day: Day,
 ) -> sqlx::Result<Vec<DrillMinute>> {
     let rows = sqlx::query!(
-        r#"select to_char(minute at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "minute!",
-                  flavor, allocated_gpu_microseconds, busy_gpu_microseconds,
+        r#"select minute, flavor, allocated_gpu_microseconds, busy_gpu_microseconds,
                   observed_gpu_microseconds, fb_used_mib
            from usage_minutes
            where namespace = $1 and cluster_queue = ''
@@ -526,7 +523,7 @@ pub async fn drill_minutes(
                 sources.push("dcgm".to_owned());
             }
             DrillMinute {
-                minute: r.minute,
+                minute: rfc3339(r.minute),
                 flavor: r.flavor,
                 allocated_gpu_microseconds: r.allocated_gpu_microseconds,
                 busy_gpu_microseconds: r.busy_gpu_microseconds,

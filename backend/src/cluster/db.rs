@@ -1,6 +1,6 @@
 //! The cluster SQL: `cluster_objects` (what the reconciler last saw), `cluster_reconciler`
 //! (its last run), the apply columns of `quota_requests`, and the workload history
-//! (`workload_history`, `workload_evictions`, `workload_recorder`). Times leave as RFC 3339 UTC text.
+//! (`workload_history`, `workload_evictions`, `workload_recorder`).
 
 use futures_util::stream::BoxStream;
 use serde_json::Value;
@@ -21,23 +21,23 @@ pub struct ObjectRow {
     pub namespace: String,
     pub name: String,
     pub team: Option<String>,
-    pub desired: Option<String>,
-    pub live: Option<String>,
+    pub desired: Option<Json<Value>>,
+    pub live: Option<Json<Value>>,
     pub state: String,
-    pub changes: String,
+    pub changes: Json<Vec<FieldChange>>,
     pub error: Option<String>,
-    pub conflicts: String,
-    pub applied_at: Option<String>,
-    pub checked_at: String,
+    pub conflicts: Json<Vec<String>>,
+    pub applied_at: Option<OffsetDateTime>,
+    pub checked_at: OffsetDateTime,
 }
 
 pub async fn objects(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<ObjectRow>> {
     sqlx::query_as!(
         ObjectRow,
-        r#"select o.kind, o.namespace, o.name, t.name as "team?", o.desired::text as desired,
-                  o.live::text as live, o.state, o.changes::text as "changes!", o.error, o.conflicts::text as "conflicts!",
-                  to_char(o.applied_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "applied_at?",
-                  to_char(o.checked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "checked_at!"
+        r#"select o.kind, o.namespace, o.name, t.name as "team?",
+                  o.desired as "desired: Json<Value>", o.live as "live: Json<Value>", o.state,
+                  o.changes as "changes: Json<Vec<FieldChange>>", o.error,
+                  o.conflicts as "conflicts: Json<Vec<String>>", o.applied_at, o.checked_at
            from cluster_objects o left join teams t on t.id = o.team_id
            order by array_position(array['ResourceFlavor', 'Cohort', 'ClusterQueue', 'LocalQueue',
                                          'WorkloadPriorityClass'], o.kind),
@@ -112,8 +112,8 @@ pub async fn keep_only(
 }
 
 pub struct ReconcilerRow {
-    pub last_run_at: Option<String>,
-    pub last_ok_at: Option<String>,
+    pub last_run_at: Option<OffsetDateTime>,
+    pub last_ok_at: Option<OffsetDateTime>,
     pub last_error: Option<String>,
     pub drift_count: i32,
     pub failed_count: i32,
@@ -123,9 +123,7 @@ pub struct ReconcilerRow {
 pub async fn reconciler(db: impl PgExecutor<'_>) -> sqlx::Result<ReconcilerRow> {
     sqlx::query_as!(
         ReconcilerRow,
-        r#"select to_char(last_run_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as last_run_at,
-                  to_char(last_ok_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as last_ok_at,
-                  last_error, drift_count, failed_count, pending_count
+        r#"select last_run_at, last_ok_at, last_error, drift_count, failed_count, pending_count
            from cluster_reconciler"#
     )
     .fetch_one(db)

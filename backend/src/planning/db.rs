@@ -1,8 +1,10 @@
-//! The planning SQL: saved scenarios (`scenarios`, owners from `users`). Times leave the
-//! database as RFC 3339 text in UTC.
+//! The planning SQL: saved scenarios (`scenarios`, owners from `users`).
 
 use shared::planning::scenario::Scenario;
-use sqlx::{PgExecutor, types::Json};
+use sqlx::{
+    PgExecutor,
+    types::{Json, time::OffsetDateTime},
+};
 
 /// A stored row, the body (JSON text) still in its stored version.
 pub struct Row {
@@ -12,8 +14,8 @@ pub struct Row {
     pub owner_id: i64,
     pub schema_version: i32,
     pub body: String,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
 }
 
 /// The list, newest change first, without bodies.
@@ -22,8 +24,8 @@ pub async fn list(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<Row>> {
         Row,
         r#"select s.id, s.name, u.username as owner, s.owner_id, s.schema_version,
                   '' as "body!",
-                  to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "created_at!",
-                  to_char(s.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "updated_at!"
+                  s.created_at,
+                  s.updated_at
            from scenarios s join users u on u.id = s.owner_id
            order by s.updated_at desc, s.id desc"#
     )
@@ -35,8 +37,8 @@ pub async fn get(db: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<Row>> 
     sqlx::query_as!(
         Row,
         r#"select s.id, s.name, u.username as owner, s.owner_id, s.schema_version, s.body::text as "body!",
-                  to_char(s.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "created_at!",
-                  to_char(s.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "updated_at!"
+                  s.created_at,
+                  s.updated_at
            from scenarios s join users u on u.id = s.owner_id
            where s.id = $1"#,
         id

@@ -1,10 +1,13 @@
 //! The quota SQL: `flavors` (with their pools and models), the teams' queue columns,
-//! `quota_requests`. Times leave the database as RFC 3339 text in UTC; specs and settings are
+//! `quota_requests`. Specs and settings are
 //! jsonb, read into the shared types by sqlx's `Json`.
 
 use serde_json::Value;
 use shared::quota::{FlavorSettings, QuotaSpec};
-use sqlx::{PgExecutor, types::Json};
+use sqlx::{
+    PgExecutor,
+    types::{Json, time::OffsetDateTime},
+};
 
 pub struct FlavorRow {
     pub name: String,
@@ -130,13 +133,13 @@ pub struct RequestRow {
     pub spec: Json<QuotaSpec>,
     pub created_by: String,
     pub submitted_by_id: Option<i64>,
-    pub created_at: String,
-    pub updated_at: String,
-    pub submitted_at: Option<String>,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+    pub submitted_at: Option<OffsetDateTime>,
     pub decided_by: Option<String>,
-    pub decided_at: Option<String>,
+    pub decided_at: Option<OffsetDateTime>,
     pub comment: Option<String>,
-    pub applied_at: Option<String>,
+    pub applied_at: Option<OffsetDateTime>,
     pub apply_error: Option<String>,
     pub applied_to: Option<String>,
 }
@@ -152,14 +155,9 @@ pub async fn requests(
         RequestRow,
         r#"select r.id, t.name as team, r.state, r.version, r.spec as "spec!: Json<QuotaSpec>",
                   c.username as created_by, r.submitted_by as submitted_by_id,
-                  to_char(r.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "created_at!",
-                  to_char(r.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "updated_at!",
-                  to_char(r.submitted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "submitted_at?",
-                  d.username as "decided_by?",
-                  to_char(r.decided_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "decided_at?",
-                  r.comment,
-                  to_char(r.applied_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "applied_at?",
-                  r.apply_error, r.applied_to
+                  r.created_at, r.updated_at, r.submitted_at,
+                  d.username as "decided_by?", r.decided_at, r.comment,
+                  r.applied_at, r.apply_error, r.applied_to
            from quota_requests r
            join teams t on t.id = r.team_id
            join users c on c.id = r.created_by

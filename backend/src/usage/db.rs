@@ -14,6 +14,8 @@ use shared::usage::{
 };
 use sqlx::{PgConnection, PgExecutor, PgPool, Postgres, Transaction};
 
+use crate::clock::rfc3339;
+
 /// The session-level lock one ingesting replica holds for a run.
 const INGEST_LOCK: &str = "gpufleet.usage.ingest";
 
@@ -785,35 +787,48 @@ pub async fn drop_old_minutes(db: &PgPool, before_ms: i64) -> sqlx::Result<i32> 
 }
 
 pub async fn sources(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<SourceStatus>> {
-    sqlx::query_as!(
-        SourceStatus,
-        r#"select source,
-                  to_char(watermark at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "watermark?",
+    let rows = sqlx::query!(
+        r#"select source, watermark,
                   extract(epoch from now() - watermark)::bigint as "lag_seconds?",
-                  to_char(last_success_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "last_success_at?",
-                  last_error,
-                  to_char(last_error_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "last_error_at?",
-                  note
+                  last_success_at, last_error, last_error_at, note
            from usage_sources
            order by array_position(array['kueue', 'dcgm', 'vllm'], source)"#
     )
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| SourceStatus {
+            source: r.source,
+            watermark: r.watermark.map(rfc3339),
+            lag_seconds: r.lag_seconds,
+            last_success_at: r.last_success_at.map(rfc3339),
+            last_error: r.last_error,
+            last_error_at: r.last_error_at.map(rfc3339),
+            note: r.note,
+        })
+        .collect())
 }
 
 pub async fn open_gaps(db: impl PgExecutor<'_>) -> sqlx::Result<Vec<Gap>> {
-    sqlx::query_as!(
-        Gap,
-        r#"select source,
-                  to_char(from_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "from!",
-                  to_char(to_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "to!",
-                  error, attempts,
-                  to_char(first_failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "first_failed_at!",
-                  to_char(last_failed_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as "last_failed_at!"
+    let rows = sqlx::query!(
+        r#"select source, from_at, to_at, error, attempts, first_failed_at, last_failed_at
            from usage_gaps where resolved_at is null order by from_at, source"#
     )
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Gap {
+            source: r.source,
+            from: rfc3339(r.from_at),
+            to: rfc3339(r.to_at),
+            error: r.error,
+            attempts: r.attempts,
+            first_failed_at: rfc3339(r.first_failed_at),
+            last_failed_at: rfc3339(r.last_failed_at),
+        })
+        .collect())
 }
 
 /// Namespaces and queues no team owns, with usage in the last 7 days.
