@@ -386,9 +386,11 @@ pub struct Raised {
     pub holds: usize,
 }
 
-/// Raises this month's alerts: every threshold a budget's burn or forecast has crossed, once
-/// per budget as set; and proposes a hold for each team whose burn reached its whole budget,
-/// once per budget as set, unless the team has one proposed or in force.
+/// Raises this month's alerts, one per breach: the highest threshold a budget's burn has
+/// crossed, then the highest its forecast has, each unless this budget as set raised that
+/// threshold or a higher one already (a forecast's is covered by the burn's too), so a jump
+/// past several thresholds is one notice. Proposes a hold for each team whose burn reached its
+/// whole budget, once per budget as set, unless the team has one proposed or in force.
 pub async fn evaluate(pool: &PgPool, now_ms: i64) -> Result<Raised> {
     let month = Day::of_unix_seconds(now_ms.div_euclid(1000)).first_of_month();
     let budgets = read(pool, month, now_ms).await?;
@@ -398,7 +400,7 @@ pub async fn evaluate(pool: &PgPool, now_ms: i64) -> Result<Raised> {
             (Crossing::Actual, &line.crossed_pct),
             (Crossing::Forecast, &line.forecast_crossed_pct),
         ] {
-            for pct in crossed {
+            if let Some(pct) = crossed.iter().max() {
                 raised.alerts += db::raise(pool, month, line, *pct, crossing).await?;
             }
         }
@@ -688,7 +690,8 @@ mod db {
             .collect())
     }
 
-    /// Raises one alert unless this budget raised it already: 1 when new.
+    /// Raises one alert unless this budget raised it, or a higher threshold, already (of the
+    /// same crossing, or of its burn): 1 when new.
     pub async fn raise(
         db: &PgPool,
         month: Day,
@@ -699,7 +702,12 @@ mod db {
         let body = shared::chargeback::budget::alert_body(line, pct, crossing);
         let done = sqlx::query!(
             "insert into budget_alerts (team_id, month, limit_key, threshold_pct, crossing, body)
-             select id, $2, $3, $4, $5, $6 from teams where name = $1
+             select t.id, $2, $3, $4, $5, $6 from teams t
+             where t.name = $1
+               and not exists (select from budget_alerts a
+                               where a.team_id = t.id and a.month = $2 and a.limit_key = $3
+                                 and a.threshold_pct >= $4
+                                 and (a.crossing = $5 or a.crossing = 'actual'))
              on conflict do nothing",
             line.team,
             crate::clock::date(month)?,

@@ -802,6 +802,14 @@ fn Budgets() -> impl IntoView {
             }
         });
     };
+    // the teams a budget can be set for (finance and admins read them all)
+    let teams = LocalResource::new(move || async move {
+        if can_set {
+            api::get::<Vec<shared::accounts::Team>>("/api/teams").await.unwrap_or_default()
+        } else {
+            Vec::new()
+        }
+    });
     let (team, amount, unit, basis) = (
         RwSignal::new(String::new()),
         RwSignal::new(String::new()),
@@ -812,6 +820,13 @@ fn Budgets() -> impl IntoView {
         ev.prevent_default();
         let [team, month, amount, unit, basis] =
             [team, month, amount, unit, basis].map(|s| s.get_untracked());
+        if team.is_empty() {
+            failure.set(Some(ApiError::new(
+                shared::ErrorCode::Invalid,
+                "pick the team whose budget to set",
+            )));
+            return;
+        }
         let (path, new) = budget_put(&team, &month, (&amount, &unit, basis));
         spawn_local(async move {
             match api::send_no_content(Method::PUT, &path, Some(&new)).await {
@@ -831,7 +846,12 @@ fn Budgets() -> impl IntoView {
         <div inner_html=move || shown.get() on:click=decide/>
         {can_set.then(|| view! {
             <form class="period" data-test="set-budget" on:submit=save>
-                <label>"Team " <input name="team" on:change=field(team)/></label>
+                <label>"Team " <select name="team" on:change=field(team)>
+                    <option value="">"(pick a team)"</option>
+                    {move || teams.get().unwrap_or_default().into_iter()
+                        .map(|t| view! { <option value=t.name.clone()>{t.name.clone()}</option> })
+                        .collect_view()}
+                </select></label>
                 <label>" limit " <input name="amount" on:change=field(amount)/></label>
                 <label>" in " <select name="unit" on:change=field(unit)>
                     <option value="cents">"dollars"</option><option value="gpu_hours">"GPU-hours"</option>
