@@ -2596,7 +2596,8 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
 
     // research's 2026-11-10 drilled down to its minutes: by hand, the hour's 60 rows of 8 GPUs
     // allocated (480 GPU-s a minute) and 6 busy (360 GPU-s), from Kueue and DCGM; 8 allocated
-    // and 6 busy GPU-hours in the day's rollup.
+    // and 6 busy GPU-hours in the day's rollup, at the demo's $8.60 an H100 GPU-hour $68.80 by
+    // allocation and $51.60 busy.
     browser
         .set_value("[data-test=drill-form] input[name=day]", "2026-11-10")
         .await;
@@ -2607,7 +2608,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser
         .wait_for_text(
             "[data-test=drill-summary]",
-            "research (namespace team-research) on 2026-11-10: 60 minute rows, 6.000000 busy GPU-hours",
+            "research (namespace team-research) on 2026-11-10: 60 minute rows, 6.00 busy GPU-hours",
         )
         .await;
     let day = browser
@@ -2617,7 +2618,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .await
         .expect("text");
     assert!(
-        day.contains("h100-shared day rollup 8.000000 6.000000 8.000000"),
+        day.contains("h100-shared day rollup $8.60 8.00 $68.80 6.00 $51.60 8.00"),
         "{day}"
     );
     let minutes = browser

@@ -594,23 +594,22 @@ async fn drill(
     let Some(owner) = teams.iter().find(|t| t.name == team) else {
         return Err(Error::NotFound);
     };
-    let summary = |rows: Vec<UsageDay>| -> Vec<DrillDay> {
-        rows.into_iter()
-            .filter(|u| u.namespace == owner.namespace)
-            .map(|u| DrillDay {
-                flavor: u.flavor,
-                allocated_gpu_hours: u.allocated_gpu_us.map(|us| model::Hours(us.into())),
-                busy_gpu_hours: model::Hours(u.busy_gpu_us.into()),
-                observed_gpu_hours: model::Hours(u.observed_gpu_us.into()),
-            })
-            .collect()
-    };
+    let ours = |rows: Vec<UsageDay>| rows.into_iter().filter(|u| u.namespace == owner.namespace);
     let closed = db::closed_months(&mut *conn)
         .await?
         .iter()
         .any(|(month, _, _)| *month == day.first_of_month());
-    let frozen = summary(db::frozen_usage(&mut *conn, day, day.plus(1)).await?);
-    let rollups = summary(db::usage_days(&mut *conn, day, day.plus(1)).await?);
+    let frozen_rates = db::frozen_rates(&mut *conn, day, day.plus(1)).await?;
+    let frozen: Vec<DrillDay> = ours(db::frozen_usage(&mut *conn, day, day.plus(1)).await?)
+        .map(|u| {
+            let rate = frozen_rates.iter().find(|r| r.flavor == u.flavor);
+            DrillDay::priced(&u, rate.and_then(|r| r.cents_per_gpu_hour))
+        })
+        .collect();
+    let live_rates = db::rates(&mut *conn).await?;
+    let rollups: Vec<DrillDay> = ours(db::usage_days(&mut *conn, day, day.plus(1)).await?)
+        .map(|u| DrillDay::priced(&u, model::rate_on(&live_rates, &u.flavor, day)))
+        .collect();
     let minutes = db::drill_minutes(&mut *conn, &owner.namespace, day).await?;
     let mut notes = Vec::new();
     if minutes.is_empty() && !rollups.is_empty() {

@@ -923,13 +923,36 @@ pub struct Drill {
     pub notes: Vec<String>,
 }
 
-/// One flavor's figures for the day.
+/// One flavor's figures for the day, and what they cost at the day's rate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DrillDay {
     pub flavor: String,
     pub allocated_gpu_hours: Option<Hours>,
     pub busy_gpu_hours: Hours,
     pub observed_gpu_hours: Hours,
+    /// The rate in force that day (frozen at close for a closed month); `None` when the flavor
+    /// has none.
+    pub cents_per_gpu_hour: Option<i64>,
+    /// The allocated hours at that rate: the day's cost by allocation, before idle sharing.
+    pub allocated_cents: Option<i64>,
+    /// The busy hours at that rate.
+    pub busy_cents: Option<i64>,
+}
+
+impl DrillDay {
+    /// `usage`'s figures, priced at `rate` (cents per GPU-hour).
+    pub fn priced(usage: &UsageDay, rate: Option<i64>) -> DrillDay {
+        let at_rate = |us: i64| rate.map(|r| cents(i128::from(us) * i128::from(r)));
+        DrillDay {
+            flavor: usage.flavor.clone(),
+            allocated_gpu_hours: usage.allocated_gpu_us.map(|us| Hours(us.into())),
+            busy_gpu_hours: Hours(usage.busy_gpu_us.into()),
+            observed_gpu_hours: Hours(usage.observed_gpu_us.into()),
+            cents_per_gpu_hour: rate,
+            allocated_cents: usage.allocated_gpu_us.and_then(at_rate),
+            busy_cents: at_rate(usage.busy_gpu_us),
+        }
+    }
 }
 
 /// One minute row and the sources that wrote it.

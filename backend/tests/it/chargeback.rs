@@ -466,6 +466,11 @@ async fn a_days_statement_to_the_cent_for_each_role(pool: PgPool) {
     assert_eq!(drill.minutes[0].minute, "2026-11-10T00:00:00Z");
     assert_eq!(drill.rollups.len(), 1);
     assert_eq!(drill.rollups[0].busy_gpu_hours, research.busy_gpu_hours);
+    // its one flavor's day at the day's rate is the statement's cost by allocation
+    assert_eq!(
+        drill.rollups[0].allocated_cents,
+        Some(research.cost_by_allocation_cents)
+    );
     assert!(!drill.closed);
     let theirs = send(
         &app,

@@ -11,8 +11,8 @@ use shared::{
     ApiError,
     accounts::Role,
     chargeback::{
-        CloseMonth, ClosedMonth, Hours, IdleShare, ModelLine, Reopen, Statement, TeamLine,
-        budget::NewBudget,
+        CloseMonth, ClosedMonth, Drill, DrillDay, Hours, IdleShare, ModelLine, Reopen, Statement,
+        TeamLine, budget::NewBudget,
     },
     common::day::Day,
     common::money::{dollars, parse_dollars},
@@ -531,22 +531,31 @@ fn statement_view(s: Statement) -> impl IntoView {
     }
 }
 
-/// One team's day as the statement reads it, per flavor, and every minute row behind it with
-/// the sources that wrote it (`/api/chargeback/drill`): where a figure comes from.
+/// One team's day as the statement reads it, per flavor, with its cost at the day's rate, and
+/// every minute row behind it with the sources that wrote it (`/api/chargeback/drill`): where a
+/// figure comes from.
 #[component]
 fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
     let team = RwSignal::new(teams.first().cloned().unwrap_or_default());
     let day = RwSignal::new(day.to_string());
-    let shown = RwSignal::new(String::new());
+    let shown = RwSignal::new(None::<Drill>);
     let failure = RwSignal::new(None::<ApiError>);
     let load = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let path = format!(
             "/api/chargeback/drill?team={}&day={}",
-            team.get_untracked(),
-            day.get_untracked()
+            js_sys::encode_uri_component(&team.get_untracked()),
+            js_sys::encode_uri_component(&day.get_untracked())
         );
-        spawn_local(async move { show_html(&path, drill_html, shown, failure).await });
+        spawn_local(async move {
+            match api::get::<Drill>(&path).await {
+                Ok(drill) => {
+                    failure.set(None);
+                    shown.set(Some(drill));
+                }
+                Err(err) => failure.set(Some(err)),
+            }
+        });
     };
     view! {
         <h3>"Where a team's day comes from"</h3>
@@ -559,7 +568,77 @@ fn DrillDown(teams: Vec<String>, day: Day) -> impl IntoView {
             " " <button type="submit" data-test="show-drill">"Show the day"</button>
         </form>
         {move || failure.get().map(|error| view! { <ErrorBox error/> })}
-        <div inner_html=move || shown.get()/>
+        {move || shown.get().map(|drill| view! { <DrillView drill/> })}
+    }
+}
+
+/// A `Drill`: the summary, the day per flavor (hours to the hundredth, dollars at the day's
+/// rate), every minute row (GPU-seconds exactly), the notes.
+#[component]
+fn DrillView(drill: Drill) -> impl IntoView {
+    let busy: i128 = drill
+        .minutes
+        .iter()
+        .map(|m| i128::from(m.busy_gpu_microseconds.unwrap_or(0)))
+        .sum();
+    let closed = if drill.closed {
+        "; the month is closed, so the statement reads the frozen figures"
+    } else {
+        ""
+    };
+    let count = drill.minutes.len();
+    let day_rows = |rows: Vec<DrillDay>, read: &'static str| {
+        rows.into_iter()
+            .map(|r| {
+                let money = |cents: Option<i64>| cents.map_or("—".to_owned(), dollars);
+                view! {
+                    <tr>
+                        <td>{r.flavor}</td><td>{read}</td>
+                        <td class="num">{r.cents_per_gpu_hour.map_or("no rate".to_owned(), dollars)}</td>
+                        <td class="num">{r.allocated_gpu_hours.map_or("unknown".to_owned(), Hours::to_hundredths)}</td>
+                        <td class="num">{money(r.allocated_cents)}</td>
+                        <td class="num">{r.busy_gpu_hours.to_hundredths()}</td>
+                        <td class="num">{money(r.busy_cents)}</td>
+                        <td class="num">{r.observed_gpu_hours.to_hundredths()}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    let minute_rows = drill
+        .minutes
+        .into_iter()
+        .map(|m| {
+            view! {
+                <tr>
+                    <td>{m.minute}</td><td>{m.flavor}</td>
+                    <td class="num">{gpu_seconds(m.allocated_gpu_microseconds)}</td>
+                    <td class="num">{gpu_seconds(m.busy_gpu_microseconds)}</td>
+                    <td class="num">{gpu_seconds(m.observed_gpu_microseconds)}</td>
+                    <td class="num">{m.fb_used_mib.map_or("—".to_owned(), |v| v.to_string())}</td>
+                    <td>{m.sources.join(", ")}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <p data-test="drill-summary">
+            {format!("{} (namespace {}) on {}: {count} minute rows, {} busy GPU-hours in them{closed}.",
+                drill.team, drill.namespace, drill.day, Hours(busy).to_hundredths())}
+        </p>
+        <table class="statement" data-test="drill-day">
+            <thead><tr><th>"Flavor"</th><th>"Read"</th><th>"Rate per GPU-h"</th><th>"Allocated GPU-h"</th>
+                <th>"By allocation"</th><th>"Busy GPU-h"</th><th>"Busy at the rate"</th><th>"Observed GPU-h"</th></tr></thead>
+            <tbody>{day_rows(drill.rollups, "day rollup")}{day_rows(drill.frozen, "frozen at close")}</tbody>
+        </table>
+        <details><summary>{format!("Every minute row ({count})")}</summary>
+            <table class="statement" data-test="drill-minutes">
+                <thead><tr><th>"Minute (UTC)"</th><th>"Flavor"</th><th>"Allocated GPU-s"</th><th>"Busy GPU-s"</th>
+                    <th>"Observed GPU-s"</th><th>"Framebuffer MiB"</th><th>"Sources"</th></tr></thead>
+                <tbody>{minute_rows}</tbody>
+            </table>
+        </details>
+        <ul class="notes">{drill.notes.into_iter().map(|n| view! { <li>{n}</li> }).collect_view()}</ul>
     }
 }
 
@@ -569,75 +648,6 @@ fn gpu_seconds(us: Option<i64>) -> String {
         let (sign, abs) = (if us < 0 { "-" } else { "" }, us.unsigned_abs());
         format!("{sign}{}.{:06}", abs / 1_000_000, abs % 1_000_000)
     })
-}
-
-/// A `Drill` answer as HTML.
-fn drill_html(d: &JsValue) -> String {
-    let day_rows = |key: &str, read: &str| -> String {
-        js::each(d, key)
-            .iter()
-            .map(|r| {
-                let allocated = match js::text(&r, "allocated_gpu_hours") {
-                    unknown if unknown.is_empty() => "unknown".to_owned(),
-                    hours => hours,
-                };
-                format!(
-                    "<tr><td>{}</td><td>{read}</td><td class=\"num\">{allocated}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                    js::text(&r, "flavor"),
-                    js::text(&r, "busy_gpu_hours"),
-                    js::text(&r, "observed_gpu_hours"),
-                )
-            })
-            .collect()
-    };
-    // each row's microseconds are far below 2^53: exact as the browser's numbers
-    let micro = |m: &JsValue, key: &str| js::at(m, key).as_f64().map(|v| v as i64);
-    let minutes = js::each(d, "minutes");
-    let mut busy: i128 = 0;
-    let minute_rows: String = minutes
-        .iter()
-        .map(|m| {
-            busy += i128::from(micro(&m, "busy_gpu_microseconds").unwrap_or(0));
-            let sources: Vec<String> = js::each(&m, "sources").iter().filter_map(|s| s.as_string()).collect();
-            format!(
-                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                js::text(&m, "minute"),
-                js::text(&m, "flavor"),
-                gpu_seconds(micro(&m, "allocated_gpu_microseconds")),
-                gpu_seconds(micro(&m, "busy_gpu_microseconds")),
-                gpu_seconds(micro(&m, "observed_gpu_microseconds")),
-                micro(&m, "fb_used_mib").map_or("—".to_owned(), |v| v.to_string()),
-                js::escape(&sources.join(", ")),
-            )
-        })
-        .collect();
-    let notes: String = js::each(d, "notes")
-        .iter()
-        .map(|n| {
-            format!(
-                "<li>{}</li>",
-                js::escape(&n.as_string().unwrap_or_default())
-            )
-        })
-        .collect();
-    let closed = if js::at(d, "closed").is_truthy() {
-        "; the month is closed, so the statement reads the frozen figures"
-    } else {
-        ""
-    };
-    let count = minutes.length();
-    format!(
-        "<p data-test=\"drill-summary\">{} (namespace {}) on {}: {count} minute rows, {} busy GPU-hours in them{closed}.</p>\
-         <table class=\"statement\" data-test=\"drill-day\"><thead><tr><th>Flavor</th><th>Read</th><th>Allocated GPU-h</th><th>Busy GPU-h</th><th>Observed GPU-h</th></tr></thead><tbody>{}{}</tbody></table>\
-         <details><summary>Every minute row ({count})</summary><table class=\"statement\" data-test=\"drill-minutes\"><thead><tr><th>Minute (UTC)</th><th>Flavor</th><th>Allocated GPU-s</th><th>Busy GPU-s</th><th>Observed GPU-s</th><th>Framebuffer MiB</th><th>Sources</th></tr></thead><tbody>{minute_rows}</tbody></table></details>\
-         <ul class=\"notes\">{notes}</ul>",
-        js::text(d, "team"),
-        js::text(d, "namespace"),
-        js::text(d, "day"),
-        Hours(busy),
-        day_rows("rollups", "day rollup"),
-        day_rows("frozen", "frozen at close"),
-    )
 }
 
 /// The last minutes kept on the live chart.
@@ -805,7 +815,9 @@ fn Budgets() -> impl IntoView {
     // the teams a budget can be set for (finance and admins read them all)
     let teams = LocalResource::new(move || async move {
         if can_set {
-            api::get::<Vec<shared::accounts::Team>>("/api/teams").await.unwrap_or_default()
+            api::get::<Vec<shared::accounts::Team>>("/api/teams")
+                .await
+                .unwrap_or_default()
         } else {
             Vec::new()
         }
