@@ -128,15 +128,7 @@ async fn past_the_connection_cap_and_its_lifelines_a_client_is_told_so(pool: PgP
     // Past them, and from an address that holds others, a client is told at once.
     for from in ["127.0.0.1", "127.0.0.99"] {
         let answer = ask_from(from, &addr, &get(&addr, "/api/health")).await;
-        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-        assert!(answer.contains("retry-after: 5"), "{answer}");
-        let body = error_of(&answer);
-        assert_eq!(body.code, ErrorCode::Unavailable);
-        assert!(
-            body.message.contains("connections as it serves (3)"),
-            "{}",
-            body.message
-        );
+        refused_saying(&answer, "connections as it serves (3)");
     }
     // One held connection closes: a new one is served.
     drop(held.remove(0));
@@ -174,9 +166,15 @@ fn get(addr: &str, path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
 }
 
-fn error_of(answer: &str) -> ApiError {
-    serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("a body"))
-        .unwrap_or_else(|e| panic!("{e}: {answer}"))
+/// `answer` is a 503 with `Retry-After: 5` and the error contract's body, whose message says
+/// `says`.
+fn refused_saying(answer: &str, says: &str) {
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 5"), "{answer}");
+    let body: ApiError = serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("a body"))
+        .unwrap_or_else(|e| panic!("{e}: {answer}"));
+    assert_eq!(body.code, ErrorCode::Unavailable);
+    assert!(body.message.contains(says), "{}", body.message);
 }
 
 #[sqlx::test(migrator = "backend::MIGRATOR")]
@@ -194,14 +192,7 @@ async fn one_address_cannot_fill_the_cap_and_health_and_log_in_answer_at_it(pool
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Its third connection is refused, with the reason, while the server has room.
     let third = ask_from("127.0.0.1", &addr, &get(&addr, "/api/health")).await;
-    assert!(third.starts_with("HTTP/1.1 503"), "{third}");
-    let refused = error_of(&third);
-    assert_eq!(refused.code, ErrorCode::Unavailable);
-    assert!(
-        refused.message.contains("one address may (2)"),
-        "{}",
-        refused.message
-    );
+    refused_saying(&third, "one address may (2)");
     // Another address is served; then it fills the cap with the first.
     let other = ask_from("127.0.0.2", &addr, &get(&addr, "/api/health")).await;
     assert!(other.starts_with("HTTP/1.1 200"), "{other}");
@@ -226,16 +217,9 @@ async fn one_address_cannot_fill_the_cap_and_health_and_log_in_answer_at_it(pool
     assert!(log_in.starts_with("HTTP/1.1 200"), "{log_in}");
     assert!(log_in.contains("set-cookie: "), "{log_in}");
     let from_a_filler = ask_from("127.0.0.2", &addr, &get(&addr, "/api/health")).await;
-    assert!(from_a_filler.starts_with("HTTP/1.1 503"), "{from_a_filler}");
+    refused_saying(&from_a_filler, "one address may (2)");
     let other_route = ask_from("127.0.0.3", &addr, &get(&addr, "/api/auth/session")).await;
-    assert!(other_route.starts_with("HTTP/1.1 503"), "{other_route}");
-    assert!(other_route.contains("retry-after: 5"), "{other_route}");
-    assert!(
-        error_of(&other_route)
-            .message
-            .contains("only health and log-in"),
-        "{other_route}"
-    );
+    refused_saying(&other_route, "only health and log-in");
     // One held connection closes: the address's count and the cap give it back.
     drop(held.remove(0));
     tokio::time::sleep(Duration::from_millis(100)).await;
