@@ -832,13 +832,6 @@ fn Budgets() -> impl IntoView {
         ev.prevent_default();
         let [team, month, amount, unit, basis] =
             [team, month, amount, unit, basis].map(|s| s.get_untracked());
-        if team.is_empty() {
-            failure.set(Some(ApiError::new(
-                shared::ErrorCode::Invalid,
-                "pick the team whose budget to set",
-            )));
-            return;
-        }
         let (path, new) = budget_put(&team, &month, (&amount, &unit, basis));
         spawn_local(async move {
             match api::send_no_content(Method::PUT, &path, Some(&new)).await {
@@ -858,7 +851,7 @@ fn Budgets() -> impl IntoView {
         <div inner_html=move || shown.get() on:click=decide/>
         {can_set.then(|| view! {
             <form class="period" data-test="set-budget" on:submit=save>
-                <label>"Team " <select name="team" on:change=field(team)>
+                <label>"Team " <select name="team" required on:change=field(team)>
                     <option value="">"(pick a team)"</option>
                     {move || teams.get().unwrap_or_default().into_iter()
                         .map(|t| view! { <option value=t.name.clone()>{t.name.clone()}</option> })
