@@ -2384,10 +2384,26 @@ async fn gitops_mode_says_written_not_applied(pool: PgPool) {
     browser
         .wait_for_text("[data-test=queue-wait]", "GitOps mode: the console writes")
         .await;
+    // Where the files are on the server is the operators' to read, not a requester's.
+    let history = browser
+        .wait_for_text("[data-test=history]", "in the GitOps directory")
+        .await
+        .text()
+        .await
+        .expect("history");
+    let dir_text = dir.display().to_string();
+    assert!(!history.contains(&dir_text), "{history}");
     browser.goto(&server.url("/cluster")).await;
-    browser
-        .wait_for_text("[data-test=cluster-target]", "GitOps mode")
-        .await;
+    let target = browser
+        .wait_for_text(
+            "[data-test=cluster-target]",
+            "GitOps mode: approved quota is written as files",
+        )
+        .await
+        .text()
+        .await
+        .expect("target");
+    assert!(!target.contains(&dir_text), "{target}");
     let row = browser
         .wait_for_text(
             "[data-test=object-clusterqueue-research]",

@@ -409,15 +409,15 @@ async fn mark_landed(
             .filter(|s| team_of(world, &s.object).as_deref() == Some(team))
             .collect();
         let applied_to = match sink {
-            Sink::Gitops(dir) => {
+            // the directory is the Cluster page's to name, to those who run the cluster
+            Sink::Gitops(_) => {
                 let files: Vec<String> = queue
                     .iter()
                     .map(|s| model::gitops_file(&s.object))
                     .collect();
                 format!(
-                    "written to {} in {}, for Argo CD or Flux to apply (gpufleet does not apply it)",
+                    "written to {} in the GitOps directory, for Argo CD or Flux to apply (gpufleet does not apply it)",
                     files.join(" and "),
-                    dir.display()
                 )
             }
             _ => "applied to the cluster".to_owned(),
@@ -731,8 +731,29 @@ fn yaml_of(stored: Option<sqlx::types::Json<Value>>) -> String {
     })
 }
 
-async fn get_cluster(State(state): State<AppState>) -> Result<Json<ClusterView>> {
-    Ok(Json(view(&state).await?))
+async fn get_cluster(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<ClusterView>> {
+    let mut view = view(&state).await?;
+    if !caller.has_any(DECIDERS) {
+        view.target = for_readers(view.target);
+    }
+    Ok(Json(view))
+}
+
+/// The target as those who do not run the cluster see it: the mode, not where it is on the
+/// server (a directory, an API server, the console's identity), which stay empty.
+fn for_readers(target: Target) -> Target {
+    match target {
+        Target::Cluster { .. } => Target::Cluster {
+            server: String::new(),
+            context: String::new(),
+            identity: String::new(),
+        },
+        Target::Gitops { .. } => Target::Gitops { dir: String::new() },
+        Target::Off => Target::Off,
+    }
 }
 
 /// Runs now, waiting (briefly) for another replica's run to finish.

@@ -803,11 +803,27 @@ async fn gitops_mode_writes_one_valid_file_per_object_with_stable_bytes(pool: Pg
     assert!(landed.applied_at.is_some());
     assert_eq!(
         landed.applied_to,
-        Some(format!(
-            "written to clusterqueue-research.yaml and localqueue-team-research-research.yaml in {}, for Argo CD or Flux to apply (gpufleet does not apply it)",
-            gitops.display()
-        ))
+        Some(
+            "written to clusterqueue-research.yaml and localqueue-team-research-research.yaml in the GitOps directory, for Argo CD or Flux to apply (gpufleet does not apply it)"
+                .to_owned()
+        )
     );
+    // Where they went on the server is for those who run the cluster: the approver reads the
+    // directory, a requester the mode alone.
+    let target = |who| {
+        let rig = &rig;
+        async move {
+            call(rig, Method::GET, "/api/cluster", who, None)
+                .await
+                .json::<Value>()["target"]
+                .clone()
+        }
+    };
+    assert_eq!(
+        target(&rig.alex).await,
+        json!({"gitops": {"dir": gitops.display().to_string()}})
+    );
+    assert_eq!(target(&rig.rita).await, json!({"gitops": {"dir": ""}}));
     // The same files as a zip from the Cluster page.
     let reply = call(&rig, Method::GET, "/api/cluster/gitops.zip", &rig.sam, None).await;
     assert_eq!(reply.status, StatusCode::OK);

@@ -135,7 +135,11 @@ fn poster(
 
 /// Where approved quota goes, the Kueue API version, and the reconciler's last check.
 fn target_and_reconciler(v: &ClusterView) -> impl IntoView + use<> {
+    // where it is on the server is shown to those who run the cluster only (empty for others)
     let target = match &v.target {
+        Target::Cluster { server, .. } if server.is_empty() => {
+            "Applying approved quota to the cluster by server-side apply.".to_owned()
+        }
         Target::Cluster {
             server,
             context,
@@ -143,6 +147,9 @@ fn target_and_reconciler(v: &ClusterView) -> impl IntoView + use<> {
         } => format!(
             "Applying approved quota to {server} (context {context}) as {identity}, by server-side apply."
         ),
+        Target::Gitops { dir } if dir.is_empty() => {
+            "GitOps mode: approved quota is written as files, one per object, for Argo CD or Flux to apply.".to_owned()
+        }
         Target::Gitops { dir } => format!(
             "GitOps mode: approved quota is written to {dir}, one file per object, for Argo CD or Flux to apply."
         ),
