@@ -2211,12 +2211,13 @@ async fn the_workload_recorder_follows_kueue_by_watch_through_outages_bookmarks_
         admitted("research", "2026-11-30T08:04:00Z", preempted, 1),
     ));
     kueue(job("job-b", json!({})));
-    let seen = history_until(&rig, "job-a evicted and job-b", |h| {
+    // the recorder stores a change, then marks itself current: wait for both
+    history_until(&rig, "job-a evicted and job-b, by watch", |h| {
         named(h, "job-a").is_some_and(|w| w.evictions_seen.len() == 1)
             && named(h, "job-b").is_some()
+            && h.recorder.watched_at_ms.is_some()
     })
     .await;
-    assert!(seen.recorder.watched_at_ms.is_some(), "{:?}", seen.recorder);
     assert!(double.delete("Workload", Some("team-research"), "job-b"));
     history_until(&rig, "job-b gone", |h| {
         named(h, "job-b").is_some_and(|w| w.gone_at_ms.is_some())
