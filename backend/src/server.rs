@@ -5,7 +5,7 @@ use std::{
     collections::HashMap,
     future::Future,
     io,
-    net::IpAddr,
+    net::{IpAddr, SocketAddr},
     pin::Pin,
     sync::{Arc, Mutex},
     task::{Context, Poll},
@@ -18,6 +18,7 @@ use axum::{
     http::{Method, StatusCode, header},
     response::IntoResponse,
 };
+use hyper_util::server::graceful::GracefulShutdown;
 use ipnet::IpNet;
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
@@ -93,7 +94,7 @@ pub async fn serve(
         write_timeout_s = connections.write_timeout.as_secs_f64(),
         "accepting connections"
     );
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let graceful = GracefulShutdown::new();
     let gate = Gate::new(&connections);
     tokio::pin!(shutdown);
     loop {
@@ -109,49 +110,12 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let pass = match gate.admit(peer.ip()) {
-            Ok(pass) => pass,
+        match gate.admit(peer.ip()) {
+            Ok(pass) => serve_connection(socket, peer, pass, &router, &connections, &graceful),
             Err(refusal) => {
                 tokio::spawn(refuse(socket, refusal));
-                continue;
             }
-        };
-        let _ = socket.set_nodelay(true);
-        let router = router.clone();
-        let lifeline = pass.lifeline;
-        let service =
-            hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
-                request
-                    .extensions_mut()
-                    .insert(axum::extract::ConnectInfo(peer));
-                let request = request.map(axum::body::Body::new);
-                let router = router.clone();
-                async move {
-                    if lifeline && !is_lifeline(&request) {
-                        return Ok(Refusal::OnlyLifelines.response());
-                    }
-                    tower::ServiceExt::oneshot(router, request).await
-                }
-            });
-        let socket = WriteDeadline::new(socket, connections.write_timeout);
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(if lifeline {
-                connections
-                    .header_timeout
-                    .min(Connections::LIFELINE_HEADER_TIMEOUT)
-            } else {
-                connections.header_timeout
-            })
-            .keep_alive(!lifeline)
-            .serve_connection(hyper_util::rt::TokioIo::new(socket), service);
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(%err, %peer, "connection closed");
-            }
-            drop(pass);
-        });
+        }
     }
     tracing::info!("shutting down: stopping running jobs, finishing requests");
     work.stop_all();
@@ -162,6 +126,53 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// Serves one admitted connection in a task of its own, within `connections`' timeouts; a
+/// lifeline answers health and log-in only, once. `pass` is given back when it closes.
+fn serve_connection(
+    socket: TcpStream,
+    peer: SocketAddr,
+    pass: Pass,
+    router: &Router,
+    connections: &Connections,
+    graceful: &GracefulShutdown,
+) {
+    let _ = socket.set_nodelay(true);
+    let (router, lifeline) = (router.clone(), pass.lifeline);
+    let service = hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        let request = request.map(axum::body::Body::new);
+        let router = router.clone();
+        async move {
+            if lifeline && !is_lifeline(&request) {
+                return Ok(Refusal::OnlyLifelines.response());
+            }
+            tower::ServiceExt::oneshot(router, request).await
+        }
+    });
+    let header_timeout = if lifeline {
+        connections
+            .header_timeout
+            .min(Connections::LIFELINE_HEADER_TIMEOUT)
+    } else {
+        connections.header_timeout
+    };
+    let socket = WriteDeadline::new(socket, connections.write_timeout);
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(!lifeline)
+        .serve_connection(hyper_util::rt::TokioIo::new(socket), service);
+    let connection = graceful.watch(connection);
+    tokio::spawn(async move {
+        if let Err(err) = connection.await {
+            tracing::debug!(%err, %peer, "connection closed");
+        }
+        drop(pass);
+    });
 }
 
 /// Raises the soft open-file limit to the hard one (each connection is a file), and says
