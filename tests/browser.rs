@@ -2140,7 +2140,7 @@ async fn an_approval_reaches_the_cluster_and_drift_is_seen_and_cleared(pool: PgP
         .await;
     // Beside the objects, the check: search's pods for its approved GPUs would start.
     let admission = browser
-        .wait_for_text("[data-test=admission]", "search nvidia.com/gpu on")
+        .wait_for_text("[data-test=admission]", "search 1 nvidia.com/gpu on")
         .await
         .text()
         .await

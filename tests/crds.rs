@@ -306,20 +306,36 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
         subjects(&world),
         [
             (
-                "research nvidia.com/gpu on whole".to_owned(),
+                "research 1 nvidia.com/gpu on whole".to_owned(),
                 Admissible::Yes
             ),
             (
-                "research nvidia.com/mig-1g.10gb on sliced".to_owned(),
+                "research 1 nvidia.com/mig-1g.10gb on sliced".to_owned(),
                 Admissible::Yes
             ),
             (
-                "research nvidia.com/mig-2g.20gb on sliced".to_owned(),
+                "research 1 nvidia.com/mig-2g.20gb on sliced".to_owned(),
                 Admissible::Yes
             ),
-            ("solo nvidia.com/gpu on whole".to_owned(), Admissible::Yes),
+            ("solo 1 nvidia.com/gpu on whole".to_owned(), Admissible::Yes),
         ]
     );
+    // A team's declared largest job is checked too, on whole GPUs (not on MIG slices): 6 fits
+    // research's 4 nominal + 2 borrowed, 7 never can (Kueue admits a job whole).
+    for (largest, admissible) in [(6, Admissible::Yes), (7, Admissible::Never)] {
+        let mut declared = world.clone();
+        declared.approved[0].spec.largest_job_gpus = Some(largest);
+        let verdicts = subjects(&declared);
+        assert_eq!(verdicts.len(), 5, "{verdicts:#?}");
+        assert_eq!(
+            verdicts[1],
+            (
+                format!("research {largest} nvidia.com/gpu on whole (its largest job)"),
+                admissible
+            ),
+            "{verdicts:#?}"
+        );
+    }
     // A flavor that names its model by the catalogue's name selects nodes no GFD labels so
     // (an H100 SXM5 is NVIDIA-H100-80GB-HBM3); one that shares by HAMi asks for per-vGPU
     // memory these queues do not cover.

@@ -148,12 +148,26 @@ pub(crate) async fn submitted_lines(
     team: &str,
     lines: Value,
 ) -> (i64, i32) {
-    let spec = json!({
+    submitted_spec(rig, who, team, spec_of(lines)).await
+}
+
+/// A request's spec of `lines`, from 2026-01-01 on, for pre-training.
+pub(crate) fn spec_of(lines: Value) -> Value {
+    json!({
         "lines": lines,
         "checkpoint_interval_min": 20,
         "justification": "pre-training of the 8B model",
         "starts_on": "2026-01-01",
-    });
+    })
+}
+
+/// `spec` requested for `team` by `who` and submitted: its id and version.
+pub(crate) async fn submitted_spec(
+    rig: &Rig,
+    who: &Session,
+    team: &str,
+    spec: Value,
+) -> (i64, i32) {
     let reply = call(
         rig,
         Method::POST,
@@ -885,11 +899,11 @@ async fn the_demo_fleets_approved_pods_start_where_their_flavors_put_them(pool: 
         verdicts,
         [
             (
-                "research nvidia.com/gpu on h200-train".to_owned(),
+                "research 1 nvidia.com/gpu on h200-train".to_owned(),
                 Admissible::Yes
             ),
             (
-                "search nvidia.com/gpu on h100-shared".to_owned(),
+                "search 1 nvidia.com/gpu on h100-shared".to_owned(),
                 Admissible::Yes
             ),
         ],

@@ -70,8 +70,11 @@ impl QuotaWorld {
         )
     }
 
-    /// The pods [`QuotaWorld::admission`] puts through Kueue's rules, one per team and flavor
-    /// resource its quota in force on `day` holds.
+    /// The pods [`QuotaWorld::admission`] puts through Kueue's rules: per team and flavor
+    /// resource its quota in force on `day` holds, one asking one of it, and on whole GPUs one
+    /// more asking the team's declared largest job (`largest_job_gpus`, when over one): Kueue
+    /// admits a job whole, so the one that needs the most is the one that may never start. Each
+    /// subject names the count it asks.
     pub fn admission_trials(&self, day: Day) -> Vec<Trial> {
         let effective = self.effective_on(day);
         let mut trials = Vec::new();
@@ -83,37 +86,40 @@ impl QuotaWorld {
                 let Some(flavor) = self.flavors.iter().find(|f| f.name == line.flavor) else {
                     continue;
                 };
-                let node = flavor.node_labels();
-                let mut requests = vec![(line.resource.clone(), 1)];
                 let model = catalogue::find(&flavor.gpu_model).ok();
                 let hami = model
                     .and_then(HamiResources::of)
                     .filter(|_| flavor.settings.sharing == Some(Mechanism::HamiFractions));
-                if let (Some(hami), Some(card)) = (hami, model) {
-                    requests.push((hami.memory.clone(), i64::from(card.mem_mib / 2)));
-                    requests.extend(hami.cores.map(|c| (c, 50)));
-                }
-                requests.push(("cpu".to_owned(), 8_000));
-                requests.push(("memory".to_owned(), 64 << 30));
-                let mut node_selector = BTreeMap::new();
-                let labels = flavor.object().node_labels;
-                for key in node.keys() {
-                    if let Some(value) = labels.get(key) {
-                        node_selector.insert(key.clone(), value.clone());
+                let whole_gpus = flavor.settings.mig_layout.is_empty() && hami.is_none();
+                let largest = approved
+                    .spec
+                    .largest_job_gpus
+                    .filter(|&n| n > 1 && whole_gpus)
+                    .map(|n| (n, " (its largest job)"));
+                for (count, what) in [(1, "")].into_iter().chain(largest) {
+                    let mut requests = vec![(line.resource.clone(), i64::from(count))];
+                    if let (Some(hami), Some(card)) = (&hami, model) {
+                        requests.push((hami.memory.clone(), i64::from(card.mem_mib / 2)));
+                        requests.extend(hami.cores.clone().map(|c| (c, 50)));
                     }
+                    requests.push(("cpu".to_owned(), 8_000));
+                    requests.push(("memory".to_owned(), 64 << 30));
+                    trials.push(Trial {
+                        subject: format!(
+                            "{} {count} {} on {}{what}",
+                            team.team, line.resource, flavor.name
+                        ),
+                        pod: PodRequest {
+                            namespace: team.namespace.clone(),
+                            queue_name: Some(team.local_queue.clone()),
+                            requests,
+                            node_selector: selector(flavor),
+                            tolerations: Vec::new(),
+                        },
+                        node_labels: flavor.node_labels(),
+                        unshared: None,
+                    });
                 }
-                trials.push(Trial {
-                    subject: format!("{} {} on {}", team.team, line.resource, flavor.name),
-                    pod: PodRequest {
-                        namespace: team.namespace.clone(),
-                        queue_name: Some(team.local_queue.clone()),
-                        requests,
-                        node_selector,
-                        tolerations: Vec::new(),
-                    },
-                    node_labels: node,
-                    unshared: None,
-                });
             }
         }
         trials
@@ -192,4 +198,15 @@ impl QuotaWorld {
             ],
         }
     }
+}
+
+/// The node selector of a pod on `flavor`: its own labels for the keys GPU Feature Discovery
+/// writes on its nodes.
+fn selector(flavor: &Flavor) -> BTreeMap<String, String> {
+    let labels = flavor.object().node_labels;
+    flavor
+        .node_labels()
+        .keys()
+        .filter_map(|key| labels.get(key).map(|value| (key.clone(), value.clone())))
+        .collect()
 }
