@@ -255,9 +255,10 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
             serde_json::json!({"name": "research-lq", "namespace": "team-research"})
         );
     }
-    // Kueue's rule on the approved quota: research holds 4 whole GPUs and may borrow 2 more
-    // (the flavor's own toleration covers its taint); its MIG pods land on the sliced flavor;
-    // idle, with no quota in force, admits nothing.
+    // Kueue's rule on the approved quota: research holds 4 whole GPUs, and its borrowing limit
+    // of 2 borrows nothing, as no other queue of its cohort holds whole GPUs to lend (Kueue's
+    // "maximum capacity"; the flavor's own toleration covers its taint); its MIG pods land on
+    // the sliced flavor; idle, with no quota in force, admits nothing.
     use shared::kueue::PodRequest;
     let setup = world.kueue_setup(today);
     let pod = |team: &str, resource: &str, n: i64| PodRequest {
@@ -274,12 +275,12 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
         )
     };
     assert_eq!(
-        admits("research", "nvidia.com/gpu", 6),
+        admits("research", "nvidia.com/gpu", 4),
         Ok("whole".to_owned())
     );
     assert!(
-        admits("research", "nvidia.com/gpu", 7).is_err(),
-        "4 nominal + 2 borrowed"
+        admits("research", "nvidia.com/gpu", 5).is_err(),
+        "4 nominal, none to borrow"
     );
     assert_eq!(
         admits("research", "nvidia.com/mig-1g.10gb", 1),
@@ -320,9 +321,9 @@ fn approved_quota_renders_to_objects_the_real_crds_accept() {
             ("solo 1 nvidia.com/gpu on whole".to_owned(), Admissible::Yes),
         ]
     );
-    // A team's declared largest job is checked too, on whole GPUs (not on MIG slices): 6 fits
-    // research's 4 nominal + 2 borrowed, 7 never can (Kueue admits a job whole).
-    for (largest, admissible) in [(6, Admissible::Yes), (7, Admissible::Never)] {
+    // A team's declared largest job is checked too, on whole GPUs (not on MIG slices): 4 fits
+    // research's 4 nominal, 5 never can (Kueue admits a job whole).
+    for (largest, admissible) in [(4, Admissible::Yes), (5, Admissible::Never)] {
         let mut declared = world.clone();
         declared.approved[0].spec.largest_job_gpus = Some(largest);
         let verdicts = subjects(&declared);

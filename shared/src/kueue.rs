@@ -229,7 +229,7 @@ fn covering_flavors<'g>(
 fn flavor_refusal(
     flavor: &FlavorObject,
     pod: &PodRequest,
-    queue: &Queue,
+    (queue, queues): (&Queue, &[Queue]),
     wanted: &[(&String, i64)],
 ) -> Option<String> {
     if let Some((key, value)) = flavor
@@ -255,13 +255,19 @@ fn flavor_refusal(
             .quotas
             .iter()
             .find(|q| q.flavor == flavor.name && q.resource == **resource);
-        let nominal = quota.map_or(0, |q| q.nominal);
-        // In a cohort it may borrow up to its borrowing limit (none: no limit).
-        let ceiling = match (&queue.cohort, quota.and_then(|q| q.borrowing_limit)) {
-            (None, _) => Some(nominal),
-            (Some(_), limit) => limit.map(|b| nominal + b),
-        };
-        ceiling.is_some_and(|c| *amount > c)
+        // Kueue's maximum capacity on an idle cohort: the nominal quota and what the rest of the
+        // cohort may lend (each its lending limit, or all its nominal quota), up to the
+        // borrowing limit; in no cohort, the nominal quota.
+        let lent: i64 = queues
+            .iter()
+            .filter(|q| q.cohort.is_some() && q.cohort == queue.cohort)
+            .filter(|q| q.cluster_queue != queue.cluster_queue)
+            .flat_map(|q| &q.quotas)
+            .filter(|q| q.flavor == flavor.name && q.resource == **resource)
+            .map(|q| q.lending_limit.unwrap_or(q.nominal).min(q.nominal))
+            .sum();
+        let borrow = quota.and_then(|q| q.borrowing_limit).unwrap_or(lent);
+        *amount > quota.map_or(0, |q| q.nominal) + borrow.min(lent)
     });
     short.map(|(resource, amount)| {
         format!(
@@ -618,7 +624,7 @@ impl Setup {
             let Some(flavor) = self.flavors.iter().find(|f| f.name == *name) else {
                 continue;
             };
-            match flavor_refusal(flavor, pod, queue, &wanted) {
+            match flavor_refusal(flavor, pod, (queue, &self.queues), &wanted) {
                 Some(reason) => reasons.push(format!("flavor {name}: {reason}")),
                 None => return Ok(name.clone()),
             }

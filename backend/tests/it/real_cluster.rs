@@ -501,29 +501,25 @@ async fn would_pods_start_is_what_real_kueue_does_with_the_same_pod(pool: PgPool
         KueueVersion::V1beta2,
     )
     .await;
-    // research's declared largest job is tried too, on its whole GPUs: 32 of its 48 H200s
-    // (search declares none: a job larger than its cohort holds is where the check and Kueue
-    // still differ, docs/quota-and-cluster.md)
+    // each team's declared largest job is tried too, on its whole GPUs: research's 32 fits its
+    // 48 H200s; search's 24 is more than its cohort holds of H100s (16), with no borrowing
+    // limit: Kueue's "maximum capacity"
     let mut research = spec_of(json!([
         {"flavor": names.of("h200-train"), "resource": "nvidia.com/gpu", "nominal": 48},
         {"flavor": names.of("h100-mig"), "resource": "nvidia.com/mig-1g.10gb", "nominal": 14}]));
     research["largest_job_gpus"] = json!(32);
     approve_spec(&rig, &rig.rita, "research", research).await;
-    approve(
-        &rig,
-        &rig.sam,
-        "search",
-        json!([
+    let mut search = spec_of(json!([
         {"flavor": names.of("h100-shared"), "resource": "nvidia.com/gpu", "nominal": 16},
-        {"flavor": rtx, "resource": "nvidia.com/gpu", "nominal": 8}]),
-    )
-    .await;
+        {"flavor": rtx, "resource": "nvidia.com/gpu", "nominal": 8}]));
+    search["largest_job_gpus"] = json!(24);
+    approve_spec(&rig, &rig.sam, "search", search).await;
     let view = reconcile(&rig).await;
     let world = backend::quota::world(&mut pool.acquire().await.expect("conn"))
         .await
         .expect("world");
     let trials = world.admission_trials(backend::clock::today());
-    assert_eq!(trials.len(), 5);
+    assert_eq!(trials.len(), 6);
     assert_eq!(view.admission.len(), trials.len());
     let mut table = Vec::new();
     for (i, (trial, verdict)) in trials.iter().zip(&view.admission).enumerate() {
@@ -561,8 +557,15 @@ async fn would_pods_start_is_what_real_kueue_does_with_the_same_pod(pool: PgPool
         .collect();
     assert_eq!(
         refused,
-        [format!("search 1 nvidia.com/gpu on {rtx}")],
-        "the HAMi flavor's pod asks what no queue covers: {table:#?}"
+        [
+            format!(
+                "search 24 nvidia.com/gpu on {} (its largest job)",
+                names.of("h100-shared")
+            ),
+            format!("search 1 nvidia.com/gpu on {rtx}"),
+        ],
+        "search's largest job is more than its cohort holds; the HAMi flavor's pod asks what \
+         no queue covers: {table:#?}"
     );
 }
 
