@@ -19,6 +19,7 @@ pub mod planning;
 pub mod quota;
 pub mod retry;
 pub mod server;
+pub mod tally;
 pub mod usage;
 pub mod work;
 

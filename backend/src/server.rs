@@ -2,12 +2,11 @@
 //! address, how long a client may take to send or to read), and a graceful shutdown.
 
 use std::{
-    collections::HashMap,
     future::Future,
     io,
     net::{IpAddr, SocketAddr},
     pin::Pin,
-    sync::{Arc, Mutex},
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -27,7 +26,10 @@ use tokio::{
     time::Sleep,
 };
 
-use crate::work::Work;
+use crate::{
+    tally::{Place, Tally},
+    work::Work,
+};
 
 /// How long in-flight requests get once a shutdown begins; then the server stops anyway.
 pub const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
@@ -224,7 +226,7 @@ struct Gate {
     lifelines: Arc<Semaphore>,
     per_address: usize,
     shared_addresses: Vec<IpNet>,
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    open: Tally<IpAddr>,
 }
 
 /// Why a connection is refused.
@@ -240,14 +242,8 @@ enum Refusal {
 /// it closes.
 struct Pass {
     _slot: OwnedSemaphorePermit,
-    _address: Option<Counted>,
+    _address: Option<Place<IpAddr>>,
     lifeline: bool,
-}
-
-/// One connection in its address's count.
-struct Counted {
-    ip: IpAddr,
-    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 impl Gate {
@@ -258,7 +254,7 @@ impl Gate {
             lifelines: Arc::new(Semaphore::new(Connections::LIFELINES)),
             per_address: connections.per_address,
             shared_addresses: connections.shared_addresses.clone(),
-            open: Arc::default(),
+            open: Tally::default(),
         }
     }
 
@@ -286,34 +282,15 @@ impl Gate {
 
     /// Counts a connection from `ip`, unless it is a shared address; and how many others the
     /// address holds (none for a shared one).
-    fn count(&self, ip: IpAddr) -> Result<(Option<Counted>, usize), Refusal> {
+    fn count(&self, ip: IpAddr) -> Result<(Option<Place<IpAddr>>, usize), Refusal> {
         if self.shared_addresses.iter().any(|net| net.contains(&ip)) {
             return Ok((None, 0));
         }
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let count = open.entry(ip).or_default();
-        if *count >= self.per_address {
-            return Err(Refusal::FromOneAddress(self.per_address));
-        }
-        let others = *count;
-        *count += 1;
-        let counted = Counted {
-            ip,
-            open: Arc::clone(&self.open),
-        };
-        Ok((Some(counted), others))
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = open.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.ip);
-            }
-        }
+        let (place, others) = self
+            .open
+            .take(ip, self.per_address)
+            .ok_or(Refusal::FromOneAddress(self.per_address))?;
+        Ok((Some(place), others))
     }
 }
 

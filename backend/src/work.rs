@@ -12,10 +12,9 @@
 //! job has really ended, so the bound holds even for abandoned jobs.
 
 use std::{
-    collections::HashMap,
     future::Future,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
@@ -24,7 +23,10 @@ use std::{
 use shared::common::interrupt::Interrupt;
 use tokio::sync::Semaphore;
 
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    tally::{Place, Tally},
+};
 
 /// When the request that started a job must have ended: its arrival plus the request timeout
 /// (set on every request by `app`). The timeout layer bounds only the wait for a response's
@@ -62,7 +64,7 @@ pub struct Pool {
     running: Arc<AtomicUsize>,
     shutdown: Arc<AtomicBool>,
     /// Jobs each user holds (running or waiting), and the most one may.
-    held: Arc<Mutex<HashMap<i64, usize>>>,
+    held: Tally<i64>,
     per_user: usize,
 }
 
@@ -120,7 +122,7 @@ impl Pool {
             max_waiting,
             running: Arc::new(AtomicUsize::new(0)),
             shutdown: Arc::clone(shutdown),
-            held: Arc::default(),
+            held: Tally::default(),
             per_user: (threads.max(1) + max_waiting).div_ceil(2),
         }
     }
@@ -172,19 +174,13 @@ impl Pool {
         let Ok(user) = USER.try_with(|u| *u) else {
             return Ok(None);
         };
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let mine = held.entry(user).or_default();
-        if *mine >= self.per_user {
-            return Err(Error::caller_limit(
+        let (share, _) = self.held.take(user, self.per_user).ok_or_else(|| {
+            Error::caller_limit(
                 "you have as many heavy requests running or waiting as one user may; wait for one to finish",
                 1,
-            ));
-        }
-        *mine += 1;
-        Ok(Some(Share {
-            held: Arc::clone(&self.held),
-            user,
-        }))
+            )
+        })?;
+        Ok(Some(share))
     }
 
     fn free_slots(&self) -> usize {
@@ -225,22 +221,7 @@ impl Drop for Abandon {
 }
 
 /// A user's place in a pool, given back when dropped.
-struct Share {
-    held: Arc<Mutex<HashMap<i64, usize>>>,
-    user: i64,
-}
-
-impl Drop for Share {
-    fn drop(&mut self) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = held.get_mut(&self.user) {
-            *n -= 1;
-            if *n == 0 {
-                held.remove(&self.user);
-            }
-        }
-    }
-}
+type Share = Place<i64>;
 
 /// Decrements its counter when dropped (also when a job panics).
 struct Counted(Arc<AtomicUsize>);
@@ -360,6 +341,6 @@ mod tests {
         assert_eq!(alex.expect("ran"), 42);
         assert!(second.await.expect("joined").expect("ran"));
         // every place is given back
-        assert!(pool.held.lock().expect("lock").is_empty());
+        assert!(pool.held.is_empty());
     }
 }
