@@ -434,6 +434,7 @@ fn usage_findings(
 ) -> Vec<Finding> {
     let idle = i128::from(inputs.rules.idle_percent);
     let mut findings = Vec::new();
+    let mut unknown_quota = Vec::new();
     for (&(team, flavor), weeks) in by_team_flavor {
         let all = |f: &dyn Fn(&WeekUse) -> Option<(i64, i64)>| {
             weeks
@@ -458,9 +459,7 @@ fn usage_findings(
                 .flatten()
                 .any(|w| w.nominal_gpu_microseconds.is_some())
         {
-            problems.push(format!(
-                "{team} on {flavor}: Kueue's nominal quota or allocation is missing for part of the window: no unused-quota finding"
-            ));
+            unknown_quota.push(format!("{team} on {flavor}"));
         }
         let unused = all(&|w| Some((w.allocated_gpu_microseconds?, w.nominal_gpu_microseconds?)));
         if let Some(parts) = unused {
@@ -494,6 +493,12 @@ fn usage_findings(
                 scenario: Some(window),
             });
         }
+    }
+    if !unknown_quota.is_empty() {
+        problems.push(format!(
+            "Kueue's nominal quota or allocation is missing for part of the window, so no unused-quota finding for {}",
+            unknown_quota.join(", ")
+        ));
     }
     findings
 }
@@ -1001,6 +1006,19 @@ mod tests {
         let found = review(&usage, &[], 2);
         assert!(of(&found, Kind::UnusedQuota).is_empty());
         assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
+        // Two teams without the figures: one caveat naming both, not one each.
+        let mut both = usage.clone();
+        both.extend(usage.iter().map(|w| WeekUse {
+            team: "serving".into(),
+            ..w.clone()
+        }));
+        let found = review(&both, &[], 2);
+        assert_eq!(
+            found.problems,
+            [
+                "Kueue's nominal quota or allocation is missing for part of the window, so no unused-quota finding for research on h100, serving on h100"
+            ]
+        );
         // One of two weeks only: no finding either (every week of the window is needed).
         let found = review(&usage[..1], &[], 2);
         assert!(of(&found, Kind::UnusedQuota).is_empty());
