@@ -7,7 +7,7 @@
 //! Both answers are parsed by the browser (`api::get_js`) and shown as escaped HTML: the page
 //! carries no decoder and no view per cell for them (its download budget).
 
-use leptos::{prelude::*, task::spawn_local};
+use leptos::{prelude::*, task::spawn_local, wasm_split::wasm_split};
 use shared::{
     ApiError, ErrorCode,
     planning::{saved::SavedSummary, scenario::Scenario},
@@ -26,8 +26,19 @@ pub fn window_path(from: &str, to: &str) -> String {
 
 /// Starts from the scenario the server derives at `path` (`/api/plan/today`, or
 /// `/api/plan/from-history` for what the fleet did on some days), keeping where each figure
-/// came from in `derived` (as HTML).
+/// came from in `derived` (as HTML). Its code comes with the Plan page's rarer steps
+/// (`plan_steps`, fetched on the first call): a first look at a preset's results never needs it.
 pub fn start(
+    path: String,
+    start: Callback<(Scenario, Option<SavedSummary>)>,
+    derived: RwSignal<String>,
+    notice: RwSignal<Option<ApiError>>,
+) {
+    spawn_local(start_split(path, start, derived, notice));
+}
+
+#[wasm_split(plan_steps, wasm_split_path = ::leptos::wasm_split)]
+fn start_split(
     path: String,
     start: Callback<(Scenario, Option<SavedSummary>)>,
     derived: RwSignal<String>,
@@ -72,8 +83,14 @@ fn sources_html(d: &JsValue) -> String {
     out + "</ul></details>"
 }
 
-/// Replays the week of 7 days from `from` into `table` (as HTML), or says why not in `notice`.
+/// Replays the week of 7 days from `from` into `table` (as HTML), or says why not in `notice`;
+/// with the rarer steps too.
 pub fn replay(from: String, table: RwSignal<String>, notice: RwSignal<Option<ApiError>>) {
+    spawn_local(replay_split(from, table, notice));
+}
+
+#[wasm_split(plan_steps, wasm_split_path = ::leptos::wasm_split)]
+fn replay_split(from: String, table: RwSignal<String>, notice: RwSignal<Option<ApiError>>) {
     spawn_local(async move {
         match api::get_js(&format!("/api/plan/replay?from={from}")).await {
             Ok(r) => {
