@@ -2342,7 +2342,7 @@ async fn approver_holds_a_queue_past_its_budget(
 
 /// GitOps mode tells the truth: the demo's approved request for research is written to files
 /// for Argo CD or Flux, and neither the team's request nor the Cluster page says it is on the
-/// cluster.
+/// cluster until Kueue's own metrics show its quota (issue 57, point 11).
 #[sqlx::test(migrator = "backend::MIGRATOR")]
 async fn gitops_mode_says_written_not_applied(pool: PgPool) {
     backend::fleet::load_demo(&pool).await.expect("demo fleet");
@@ -2353,7 +2353,7 @@ async fn gitops_mode_says_written_not_applied(pool: PgPool) {
     assert!(backend::quota::load_demo(&pool).await.expect("demo quota"));
     let dir = std::env::temp_dir().join(format!("gpufleet-e2e-gitops-{}", std::process::id()));
     let cluster = backend::cluster::Cluster::gitops(dir.clone(), KueueVersion::V1beta2);
-    let server = Server::start_with_cluster(pool, std::sync::Arc::new(cluster)).await;
+    let server = Server::start_with_cluster(pool.clone(), std::sync::Arc::new(cluster)).await;
     let browser = Browser::start().await;
     browser.goto(&server.url("/")).await;
     log_in(&browser, "rita", PASSWORD).await;
@@ -2364,7 +2364,7 @@ async fn gitops_mode_says_written_not_applied(pool: PgPool) {
     browser
         .wait_for_text(
             "[data-test=history]",
-            "approved, in force; written to clusterqueue-research.yaml and localqueue-team-research-research.yaml in",
+            "approved, written, not yet seen on the cluster: written to clusterqueue-research.yaml and localqueue-team-research-research.yaml in",
         )
         .await;
     // A member reads their team's standing beside its quota: no use recorded today, and no
@@ -2393,6 +2393,19 @@ async fn gitops_mode_says_written_not_applied(pool: PgPool) {
         .expect("history");
     let dir_text = dir.display().to_string();
     assert!(!history.contains(&dir_text), "{history}");
+    // Argo CD applies the files: the usage ingest reads Kueue's nominal quota for research's
+    // ClusterQueue, 48 H200s (48 GPU-minutes a minute), in a minute after they were written.
+    reports_nominal(&pool, "research", "h200-train", 48).await;
+    browser.goto(&server.url("/quotas")).await;
+    browser
+        .wait_for_text(
+            "[data-test=history]",
+            "approved, in force; written to clusterqueue-research.yaml",
+        )
+        .await;
+    browser
+        .wait_for_text("[data-test=history]", "Kueue's metrics show it (")
+        .await;
     browser.goto(&server.url("/cluster")).await;
     let target = browser
         .wait_for_text(
@@ -2425,6 +2438,30 @@ async fn gitops_mode_says_written_not_applied(pool: PgPool) {
     browser.screenshot("cluster-gitops").await;
     browser.close().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A usage row as the ingest writes Kueue's `kueue_cluster_queue_nominal_quota` for `team`'s
+/// ClusterQueue on `flavor`: `gpus` whole GPUs, in the minute after this one.
+async fn reports_nominal(pool: &PgPool, team: &str, flavor: &str, gpus: i64) {
+    sqlx::query(
+        "select usage_ensure_partitions(now() - interval '1 day', now() + interval '1 day')",
+    )
+    .execute(pool)
+    .await
+    .expect("partitions");
+    sqlx::query(
+        "insert into usage_minutes (minute, namespace, cluster_queue, flavor, team_id,
+                                    nominal_gpu_microseconds)
+         select date_trunc('minute', now()) + interval '1 minute', namespace, cluster_queue, $2,
+                id, $3 * 60000000
+         from teams where name = $1",
+    )
+    .bind(team)
+    .bind(flavor)
+    .bind(gpus)
+    .execute(pool)
+    .await
+    .expect("a usage row");
 }
 
 /// Finance opens the Chargeback page, asks for November's statement, reads a team's figures,

@@ -135,6 +135,11 @@ impl Cluster {
         }
     }
 
+    /// Approved quota goes to GitOps files, which something else applies.
+    pub fn writes_files(&self) -> bool {
+        matches!(self.sink, Sink::Gitops(_))
+    }
+
     pub fn mode(&self) -> &'static str {
         match self.sink {
             Sink::Kube(_) => "cluster",

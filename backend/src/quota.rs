@@ -28,15 +28,17 @@ use shared::{
     accounts::Role,
     audit::Kind,
     chargeback::worth::{self, Review},
-    common::day::Day,
+    common::{day::Day, utc::format_rfc3339},
     kueue::KueueVersion,
     planning::replay::{WhatIf, WhatIfInput, WhatIfQuery},
     quota::{
-        Action, Approved, Decision, EditRequest, Flavor, FlavorEdit, NewRequest, QueueNames,
-        QuotaRequest, QuotaSpec, QuotaWorld, RequestView, State as RequestState, Submit, TeamQueue,
+        Action, Approved, Decision, EditRequest, Flavor, FlavorEdit, NewRequest, OnCluster,
+        QueueNames, QuotaRequest, QuotaSpec, QuotaWorld, RequestView, State as RequestState,
+        Submit, TeamQueue,
     },
+    usage::reported,
 };
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, types::time::OffsetDateTime};
 
 use crate::{
     access::{Access, Caller},
@@ -245,7 +247,33 @@ fn to_request(row: db::RequestRow, in_force: &BTreeSet<i64>) -> Result<QuotaRequ
         applied_at: row.applied_at.map(clock::rfc3339),
         applied_to: row.applied_to,
         apply_error: row.apply_error,
+        on_cluster: None,
     })
+}
+
+/// Whether Kueue's own metrics show a request in force that landed (applied, or written as
+/// GitOps files): one read of the usage rows for each such request.
+async fn on_cluster(
+    db: &mut PgConnection,
+    (world, writes_files): (&QuotaWorld, bool),
+    request: &mut QuotaRequest,
+    applied_at: Option<OffsetDateTime>,
+) -> Result<()> {
+    let Some(applied_at) = applied_at.filter(|_| request.in_force && request.apply_error.is_none())
+    else {
+        return Ok(());
+    };
+    let reported =
+        crate::usage::db::reported_nominal(&mut *db, &request.team, clock::unix_ms(applied_at))
+            .await?;
+    request.on_cluster = match reported::seen_from(&request.spec, &world.flavors, &reported) {
+        Some(ms) => Some(OnCluster::Reported {
+            as_of: format_rfc3339(ms),
+        }),
+        None if writes_files => Some(OnCluster::WrittenNotSeen),
+        None => None,
+    };
+    Ok(())
 }
 
 fn in_force(world: &QuotaWorld, today: Day) -> BTreeSet<i64> {
@@ -426,13 +454,17 @@ async fn list(
     let mut tx = state.pool.begin().await?;
     let world = world(&mut tx).await?;
     let rows = db::requests(&mut *tx, team, wanted.map(RequestState::as_str), None).await?;
-    tx.commit().await?;
     let live = in_force(&world, clock::today());
-    Ok(Json(
-        rows.into_iter()
-            .map(|row| to_request(row, &live))
-            .collect::<Result<_>>()?,
-    ))
+    let mut requests = Vec::with_capacity(rows.len());
+    for row in rows {
+        let applied_at = row.applied_at;
+        let mut request = to_request(row, &live)?;
+        let mode = (&world, state.cluster.writes_files());
+        on_cluster(&mut tx, mode, &mut request, applied_at).await?;
+        requests.push(request);
+    }
+    tx.commit().await?;
+    Ok(Json(requests))
 }
 
 async fn list_requests(

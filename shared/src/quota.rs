@@ -25,8 +25,8 @@ pub use flavor::{
     is_label_value,
 };
 pub use request::{
-    Action, Approved, DEFAULT_COHORT, Decision, EditRequest, FlavorEdit, NewRequest, QueueNames,
-    QuotaLine, QuotaRequest, QuotaSpec, RequestView, State, Submit, TeamQueue,
+    Action, Approved, DEFAULT_COHORT, Decision, EditRequest, FlavorEdit, NewRequest, OnCluster,
+    QueueNames, QuotaLine, QuotaRequest, QuotaSpec, RequestView, State, Submit, TeamQueue,
 };
 pub use rules::{Allocation, Checked, Impact, QuotaWorld, Side, TeamSide};
 

@@ -31,6 +31,7 @@ use crate::{common::utc::MINUTE_MS, fleet::catalogue};
 pub mod demo;
 pub mod neighbours;
 pub mod queues;
+pub mod reported;
 
 /// Busy time of whole GPUs, in percent (dcgm-exporter's default counters).
 pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
@@ -534,11 +535,16 @@ fn device_key(labels: &Labels) -> String {
 /// GPU, `nvidia.com/mig-<profile>` its profile's share of the flavor's GPU; `None` for
 /// resources that are not GPUs (cpu, memory, …).
 pub fn resource_share(resource: &str, flavor: Option<&FlavorFacts>) -> Option<(i64, i64)> {
+    share_of_gpu(resource, flavor.map(|f| f.gpu_model.as_str()))
+}
+
+/// [`resource_share`] on a GPU model (a catalogue name), when it is known.
+fn share_of_gpu(resource: &str, gpu_model: Option<&str>) -> Option<(i64, i64)> {
     if catalogue::device_resources().any(|r| r == resource) {
         return Some((1, 1));
     }
     let profile = resource.strip_prefix("nvidia.com/mig-")?;
-    Some(mig_share(profile, flavor.map(|f| f.gpu_model.as_str())))
+    Some(mig_share(profile, gpu_model))
 }
 
 /// Kueue's allocation per row, and the minutes in which Kueue reported anything at all (in the

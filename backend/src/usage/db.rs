@@ -978,3 +978,42 @@ pub async fn in_use(
         })
         .collect())
 }
+
+/// The usage rows' reach back from the newest minute held when reading what Kueue reports of a
+/// team's quota: older reports say nothing of the quota now.
+const REPORTED_WITHIN_MINUTES: i64 = 15;
+
+/// Kueue's nominal quota for `team`'s ClusterQueue, per flavor, in the newest minute read at or
+/// after `since_ms` and within [`REPORTED_WITHIN_MINUTES`] of the newest minute the ingest holds
+/// (`kueue_cluster_queue_nominal_quota`, as the ingest writes it into the rows).
+pub async fn reported_nominal(
+    db: impl PgExecutor<'_>,
+    team: &str,
+    since_ms: i64,
+) -> sqlx::Result<Vec<shared::usage::reported::ReportedNominal>> {
+    let rows = sqlx::query!(
+        r#"with newest as (select max(minute) as minute from usage_minutes)
+           select distinct on (u.flavor) u.flavor,
+                  (extract(epoch from u.minute) * 1000)::bigint as "minute_ms!",
+                  sum(u.nominal_gpu_microseconds)::bigint as "nominal!"
+           from usage_minutes u join teams t on t.id = u.team_id, newest
+           where t.name = $1 and u.nominal_gpu_microseconds is not null
+             and u.minute >= 'epoch'::timestamptz + $2::bigint * interval '1 millisecond'
+             and u.minute >= newest.minute - $3::bigint * interval '1 minute'
+           group by u.flavor, u.minute
+           order by u.flavor, u.minute desc"#,
+        team,
+        since_ms,
+        REPORTED_WITHIN_MINUTES
+    )
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| shared::usage::reported::ReportedNominal {
+            flavor: r.flavor,
+            minute_ms: r.minute_ms,
+            nominal_gpu_us: r.nominal,
+        })
+        .collect())
+}

@@ -276,6 +276,23 @@ pub struct QuotaRequest {
     /// written to.
     #[serde(default)]
     pub applied_to: Option<String>,
+    /// For an approved request in force that landed: whether Kueue's own metrics show it.
+    #[serde(default)]
+    pub on_cluster: Option<OnCluster>,
+}
+
+/// Whether Kueue holds an approved quota, in its own metrics (its nominal quota per flavor, read
+/// by the usage ingest): under GitOps the files are written, and only this says that Argo CD or
+/// Flux applied them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum OnCluster {
+    /// Kueue's nominal quota equals the approved one on every flavor, in the newest minute read
+    /// (RFC 3339 UTC).
+    Reported { as_of: String },
+    /// Written as GitOps files, and Kueue's metrics do not show it yet: approved, not yet in
+    /// force on the cluster.
+    WrittenNotSeen,
 }
 
 /// `POST /api/quota/teams/{team}/requests`: a new draft.

@@ -12,7 +12,7 @@ use leptos::{prelude::*, task::spawn_local};
 use shared::{
     accounts::{Me, Role},
     common::day::Day,
-    quota::{QuotaRequest, QuotaSpec, QuotaWorld, State},
+    quota::{OnCluster, QuotaRequest, QuotaSpec, QuotaWorld, State},
 };
 
 use crate::{api, auth::use_me, ui::ErrorBox};
@@ -349,14 +349,21 @@ pub fn spec_summary(spec: &QuotaSpec) -> String {
     }
 }
 
-/// A request's state in words; an approved one in force says whether it is on the cluster.
+/// A request's state in words; an approved one in force says whether it is on the cluster,
+/// and whether Kueue's own metrics show it.
 fn request_state(r: &QuotaRequest) -> String {
+    let landed = r.applied_to.as_deref().unwrap_or("applied");
     match (r.in_force, &r.applied_at, &r.apply_error) {
         (true, _, Some(error)) => format!("approved, in force; not on the cluster yet: {error}"),
-        (true, Some(at), None) => format!(
-            "approved, in force; {} {at}",
-            r.applied_to.as_deref().unwrap_or("applied")
-        ),
+        (true, Some(at), None) => match &r.on_cluster {
+            Some(OnCluster::WrittenNotSeen) => format!(
+                "approved, written, not yet seen on the cluster: {landed} {at}; Kueue's metrics do not show it yet"
+            ),
+            Some(OnCluster::Reported { as_of }) => {
+                format!("approved, in force; {landed} {at}; Kueue's metrics show it ({as_of})")
+            }
+            None => format!("approved, in force; {landed} {at}"),
+        },
         (true, None, None) => "approved, in force; applying…".to_owned(),
         _ => r.state.as_str().to_owned(),
     }
