@@ -2623,6 +2623,27 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     browser
         .wait_for_text("[data-test=fleet-line]", "$1,087,948.80")
         .await;
+    // On a 1366-pixel laptop the whole statement is in sight: no column hides past its box,
+    // in either of its tables.
+    browser
+        .client
+        .set_window_size(1366, 768)
+        .await
+        .expect("window size");
+    let (table, shown) = browser
+        .client
+        .execute(
+            "return ['statement', 'statement-hours'].map(n => document.querySelector(`[data-test=${n}]`)).reduce(([w, b], t) => [Math.max(w, t.scrollWidth), Math.min(b, t.parentElement.clientWidth)], [0, 1e9])",
+            vec![],
+        )
+        .await
+        .ok()
+        .and_then(|v| serde_json::from_value::<(i64, i64)>(v).ok())
+        .expect("widths");
+    assert!(
+        table <= shown,
+        "the statement is {table} px wide in a box of {shown} px at 1366 px"
+    );
     browser
         .wait_for_text(
             "[data-test=fleet-line]",
@@ -2777,8 +2798,11 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
     // its net lending, a fee of $8.60; search's row: 2 GPU-hours lent, credited $8.60
     let text = row.text().await.expect("text");
     assert!(text.contains("$8.60") && !text.contains("-$8.60"), "{text}");
-    let search = browser.wait_for_text("[data-team=search]", "-$8.60").await;
+    browser.wait_for_text("[data-team=search]", "-$8.60").await;
     // hours with two decimals on the page (the exact ones stay in the API and the CSV)
+    let search = browser
+        .wait_for_text("[data-test=statement-hours] [data-team=search]", "2.00")
+        .await;
     let text = search.text().await.expect("text");
     assert!(
         text.contains("2.00") && !text.contains("2.000000"),
@@ -2794,7 +2818,7 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .await
         .expect("style");
     assert_eq!(sticky, serde_json::json!("sticky"));
-    // fourteen columns on a laptop: the table scrolls in its own box, the page does not
+    // and the page never scrolls sideways on a laptop
     usable_by_keyboard_in_the_window(&browser).await;
     browser.screenshot("chargeback-lending").await;
 

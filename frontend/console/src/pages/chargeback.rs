@@ -420,24 +420,33 @@ fn idle_pool_words(idle: IdleShare, lend_credit_pct: u8) -> String {
     )
 }
 
-/// One team's line of the statement.
+/// One team's line of the statement: what it is charged, and on what basis.
 fn team_row(t: &TeamLine) -> impl IntoView + use<> {
     view! {
         <tr data-team=t.team.clone()>
             <td>{t.team.clone()}</td><td>{t.cost_centre.clone()}</td>
             <td class="num charge">{dollars(t.charge_cents)}</td>
-            <td class="num">{t.allocated_gpu_hours.to_hundredths()}</td>
-            <td class="num">{t.busy_gpu_hours.to_hundredths()}</td>
-            <td class="num">{t.idle_gpu_hours.to_hundredths()}</td>
-            <td class="num">{t.unobserved_allocated_gpu_hours.to_hundredths()}</td>
-            <td class="num">{t.utilisation_pct.clone().map(|u| format!("{u}%")).unwrap_or_default()}</td>
             <td class="num">{dollars(t.cost_by_allocation_cents)}</td>
             <td class="num">{dollars(t.cost_by_use_cents)}</td>
             <td class="num">{dollars(t.idle_cost_cents)}</td>
             <td class="num">{dollars(t.idle_share_cents)}</td>
+            <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
+        </tr>
+    }
+}
+
+/// One team's GPU-hours: what its charge is made of.
+fn hours_row(t: &TeamLine) -> impl IntoView + use<> {
+    view! {
+        <tr data-team=t.team.clone()>
+            <td>{t.team.clone()}</td>
+            <td class="num">{t.allocated_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.busy_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.utilisation_pct.clone().map(|u| format!("{u}%")).unwrap_or_default()}</td>
+            <td class="num">{t.idle_gpu_hours.to_hundredths()}</td>
+            <td class="num">{t.unobserved_allocated_gpu_hours.to_hundredths()}</td>
             <td class="num">{t.borrowed_gpu_hours.to_hundredths()}</td>
             <td class="num">{t.lent_gpu_hours.to_hundredths()}</td>
-            <td class="num">{dollars(t.lending_fee_cents - t.lending_credit_cents)}</td>
         </tr>
     }
 }
@@ -460,6 +469,7 @@ fn model_row(m: &ModelLine) -> impl IntoView + use<> {
 
 fn statement_view(s: Statement) -> impl IntoView {
     let rows: Vec<_> = s.teams.iter().map(team_row).collect();
+    let hours: Vec<_> = s.teams.iter().map(hours_row).collect();
     let fleet = s.fleet.clone().map(|f| {
         view! {
             <p data-test="fleet-line">{format!(
@@ -502,13 +512,21 @@ fn statement_view(s: Statement) -> impl IntoView {
         .collect();
     let models: Vec<_> = s.models.iter().map(model_row).collect();
     view! {
+        // Two tables of eight columns, money and then the hours it is made of: the whole
+        // statement in sight on a 1366-pixel laptop, where one of fifteen scrolled sideways.
         <div class="wide" tabindex="0" role="region" aria-label="The statement per team">
         <table class="statement" data-test="statement">
-            <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Charge"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th>
-                <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Utilisation"</th><th>"By allocation"</th>
-                <th>"By use"</th><th title="allocated and not busy, at the rate">"Own idle"</th><th title="its part of the idle pool">"Idle share"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th>
+            <thead><tr><th>"Team"</th><th>"Cost centre"</th><th>"Charge"</th><th>"By allocation"</th>
+                <th>"By use"</th><th title="allocated and not busy, at the rate">"Own idle"</th><th title="its part of the idle pool">"Idle share"</th>
                 <th title="paid for borrowing less credited for lending">"Lending, net"</th></tr></thead>
             <tbody>{rows}</tbody>
+        </table>
+        </div>
+        <div class="wide" tabindex="0" role="region" aria-label="GPU-hours per team">
+        <table class="statement" data-test="statement-hours">
+            <thead><tr><th>"Team"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th><th>"Utilisation"</th>
+                <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th></tr></thead>
+            <tbody>{hours}</tbody>
         </table>
         </div>
         <ul data-test="how-charged">{how}</ul>
