@@ -100,6 +100,12 @@ pub fn api() -> Api {
             show_request,
         )
         .route(
+            Method::POST,
+            "/quota/teams/{team}/preview",
+            team_or_admin,
+            preview_request,
+        )
+        .route(
             Method::PUT,
             "/quota/teams/{team}/requests/{id}",
             team_or_admin,
@@ -523,16 +529,70 @@ async fn show_request(
     let id = request_id(&id)?;
     let mut tx = state.pool.begin().await?;
     let (world, view) = view_in(&mut tx, &team, id).await?;
-    let rates = crate::chargeback::db::rates(&mut *tx).await?;
-    let this_hour = clock::now_ms() / HOUR_MS * HOUR_MS;
-    let in_use = crate::usage::db::in_use(&mut *tx, &team, this_hour, IN_USE_HOURS).await?;
+    let review = weighed(&mut tx, &world, view).await?;
     tx.commit().await?;
-    let spec = &view.request.spec;
-    Ok(Json(Review {
-        worth: worth::worth(&world.without(id), &team, spec, clock::today(), &rates),
+    Ok(Json(review))
+}
+
+/// `POST /api/quota/teams/{team}/preview`: what the approver will weigh for a spec before it
+/// is sent — the rules' verdict, what it is worth, the team's use today and the cohort impact —
+/// as `GET …/requests/{id}` answers for a saved one. Nothing is saved or audited.
+async fn preview_request(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(team): Path<String>,
+    ApiJson(new): ApiJson<NewRequest>,
+) -> Result<Json<Review>> {
+    let mut tx = state.pool.begin().await?;
+    let world = world(&mut tx).await?;
+    if world.team(&team).is_none() {
+        return Err(Error::NotFound);
+    }
+    check(&world, &team, &new.spec)?;
+    let now = format_rfc3339(clock::now_ms());
+    let unsent = QuotaRequest {
+        id: UNSENT,
+        team,
+        state: RequestState::Draft,
+        version: 0,
+        spec: new.spec,
+        created_by: caller.username,
+        created_at: now.clone(),
+        updated_at: now,
+        submitted_at: None,
+        decided_by: None,
+        decided_at: None,
+        comment: None,
+        in_force: false,
+        applied_at: None,
+        apply_error: None,
+        applied_to: None,
+        on_cluster: None,
+    };
+    let view = world.review(unsent, clock::today(), KueueVersion::default());
+    let review = weighed(&mut tx, &world, view).await?;
+    tx.commit().await?;
+    Ok(Json(review))
+}
+
+/// The id of a request not yet saved: ids are numbered from 1, so it names none.
+const UNSENT: i64 = 0;
+
+/// A request's view with what the approver weighs beside it: its worth at the flavors' rates
+/// against the team's quota in force (the request itself left out), and what the team used of
+/// its quota over the last day.
+async fn weighed(db: &mut PgConnection, world: &QuotaWorld, view: RequestView) -> Result<Review> {
+    let team = &view.request.team;
+    let rates = crate::chargeback::db::rates(&mut *db).await?;
+    let this_hour = clock::now_ms() / HOUR_MS * HOUR_MS;
+    let in_use = crate::usage::db::in_use(&mut *db, team, this_hour, IN_USE_HOURS).await?;
+    let others = world.without(view.request.id);
+    let worth = worth::worth(&others, team, &view.request.spec, clock::today(), &rates);
+    Ok(Review {
+        worth,
         in_use,
         view,
-    }))
+    })
 }
 
 /// `GET /api/quota/teams/{team}/requests/{id}/what-if?weeks=N`: the last N whole weeks' recorded

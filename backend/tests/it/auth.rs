@@ -103,6 +103,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "/quota/teams/{team}/requests",
         "requester@own admin",
     ),
+    ("POST", "/quota/teams/{team}/preview", "requester@own admin"),
     (
         "GET",
         "/quota/teams/{team}/requests/{id}",

@@ -1256,3 +1256,85 @@ async fn the_review_prices_the_request_and_shows_what_the_team_uses(pool: PgPool
     .await;
     assert_eq!(own.json::<Review>().worth, review.worth);
 }
+
+/// What the approver will weigh, before sending (issue 57, point 6): the same review for a spec
+/// not saved — 40 H100s for 10 days at $8.60 an hour, 8,256,000 cents, and a month of 30 days
+/// of it 40 × 24 h × 30 × 860 = 24,768,000 cents — with the cohort impact (h100-shared's 64:
+/// research 32 → 40 of its nominal total). Nothing is saved or audited; an invalid spec is a
+/// 422 at its field; another team's member may not ask.
+#[sqlx::test(migrator = "backend::MIGRATOR")]
+async fn a_requester_sees_what_the_approver_will_before_sending(pool: PgPool) {
+    let w = world(&pool).await;
+    grant(&w, "research", 32).await;
+    let today = backend::clock::today();
+    let mut asked = spec(h100(40));
+    asked["starts_on"] = json!(today.to_string());
+    asked["ends_on"] = json!(today.plus(9).to_string());
+    let counts = || async {
+        sqlx::query_as::<_, (i64, i64)>(
+            "select (select count(*) from quota_requests), (select count(*) from audit_log)",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("counts")
+    };
+    let before = counts().await;
+    let path = "/api/quota/teams/research/preview";
+    let reply = call(
+        &w,
+        Method::POST,
+        path,
+        &w.rita,
+        Some(json!({ "spec": asked })),
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let review: Review = reply.json();
+    assert_eq!(review.view.request.id, 0);
+    assert_eq!(
+        (review.worth.asked_cents, review.worth.asked_per_month_cents),
+        (8_256_000, 24_768_000)
+    );
+    assert_eq!(review.worth.in_force_cents, 6_604_800);
+    let h100 = review
+        .view
+        .impact
+        .iter()
+        .find(|i| i.flavor == "h100-shared")
+        .expect("h100-shared's impact");
+    assert_eq!(
+        (
+            h100.capacity,
+            h100.before.nominal_total,
+            h100.after.nominal_total
+        ),
+        (64, 32, 40)
+    );
+    assert_eq!(counts().await, before, "nothing saved, nothing audited");
+    asked["lines"][0]["nominal"] = json!(-1);
+    let reply = call(
+        &w,
+        Method::POST,
+        path,
+        &w.rita,
+        Some(json!({ "spec": asked })),
+    )
+    .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.text()
+    );
+    assert!(
+        error(&reply)
+            .fields
+            .iter()
+            .all(|f| f.path.starts_with("spec.")),
+        "{}",
+        reply.text()
+    );
+    let sam = login(&w.router, "sam", PASSWORD).await;
+    let reply = call(&w, Method::POST, path, &sam, Some(json!({ "spec": asked }))).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+}

@@ -40,6 +40,9 @@ pub struct Worth {
     pub runs_on: bool,
     pub flavors: Vec<FlavorWorth>,
     pub asked_cents: i64,
+    /// The quota asked for in a month of 30 days, on average over the days priced: what a team
+    /// budgets by the month.
+    pub asked_per_month_cents: i64,
     /// The same days under the team's quota in force without the request.
     pub in_force_cents: i64,
 }
@@ -115,11 +118,15 @@ pub fn worth(
         })
         .collect();
     flavors.retain(|f| f.asked_cents != 0 || f.in_force_cents != 0);
+    let asked_cents: i64 = flavors.iter().map(|f| f.asked_cents).sum();
+    let days = i64::from(to.days_since_epoch() - from.days_since_epoch()) + 1;
     Worth {
         from,
         to,
         runs_on: spec.ends_on.is_none_or(|end| end > to),
-        asked_cents: flavors.iter().map(|f| f.asked_cents).sum(),
+        asked_cents,
+        asked_per_month_cents: Fraction::new(i128::from(asked_cents) * 30, i128::from(days))
+            .rounded(),
         in_force_cents: flavors.iter().map(|f| f.in_force_cents).sum(),
         flavors,
     }
@@ -236,6 +243,8 @@ mod tests {
         assert_eq!((priced.from, priced.to), (day(TODAY), day(TODAY).plus(364)));
         assert!(priced.runs_on);
         assert_eq!(priced.asked_cents, 2 * 8_760 * 100);
+        // a month of it: 2 GPUs × 24 h × 30 days × $1.00 = $1,440.00
+        assert_eq!(priced.asked_per_month_cents, 2 * 24 * 30 * 100);
         assert_eq!(priced.in_force_cents, 24 * 100 * 24 * 100);
     }
 

@@ -166,7 +166,7 @@ fn Review(request: QuotaRequest, can_decide: bool, decided: Callback<()>) -> imp
 
 /// The rules' errors and warnings, what the quota is worth, what the team uses today, the
 /// cohort impact per flavor and each other team's consequence: from a `RequestView`.
-fn weighed_html(v: &JsValue, team: &str) -> String {
+pub(super) fn weighed_html(v: &JsValue, team: &str) -> String {
     let checked = js::at(v, "checked");
     let list = |key: &str, class: &str, test: &str| {
         let items: String = js::each(&checked, key)
@@ -227,8 +227,9 @@ fn worth_html(worth: &JsValue, team: &str) -> String {
         })
         .collect();
     format!(
-        r#"<h3>What it is worth</h3><p data-test="worth">Held all day, every day from {days}, at each flavor's rate per GPU-hour (a MIG instance at its share of a GPU): the quota asked for is worth {}; {team}'s quota in force, {} over the same days. A team is charged for what it uses, so this is the most it could cost.</p><table data-test="worth-table"><thead><tr><th>Flavor</th><th class="num">Rate per GPU-hour</th><th class="num">Quota in force</th><th class="num">Asked for</th></tr></thead><tbody>{rows}</tbody></table>"#,
+        r#"<h3>What it is worth</h3><p data-test="worth">Held all day, every day from {days}, at each flavor's rate per GPU-hour (a MIG instance at its share of a GPU): the quota asked for is worth {}, <span data-test="worth-per-month">{} a month</span> of 30 days; {team}'s quota in force, {} over the same days. A team is charged for what it uses, so this is the most it could cost.</p><table data-test="worth-table"><thead><tr><th>Flavor</th><th class="num">Rate per GPU-hour</th><th class="num">Quota in force</th><th class="num">Asked for</th></tr></thead><tbody>{rows}</tbody></table>"#,
         cents(worth, "asked_cents"),
+        cents(worth, "asked_per_month_cents"),
         cents(worth, "in_force_cents"),
     )
 }
