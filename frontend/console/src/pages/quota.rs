@@ -306,7 +306,7 @@ fn CurrentQuota(world: QuotaWorld, team: String) -> impl IntoView {
             <thead>
                 <tr>
                     <th>"Flavor"</th><th>"Resource"</th><th class="num">"Nominal"</th>
-                    <th class="num">"Borrowing limit"</th><th class="num">"Lending limit"</th>
+                    <th class="num">"May borrow up to"</th><th class="num">"May lend up to"</th>
                 </tr>
             </thead>
             <tbody>
@@ -321,7 +321,7 @@ fn CurrentQuota(world: QuotaWorld, team: String) -> impl IntoView {
                                 <td>{l.flavor.clone()}</td>
                                 <td>{unit(&l.resource)}</td>
                                 <td class="num">{l.nominal}</td>
-                                <td class="num">{limit(l.borrowing_limit, "none")}</td>
+                                <td class="num">{limit(l.borrowing_limit, "no limit")}</td>
                                 <td class="num">{limit(l.lending_limit, "all unused")}</td>
                             </tr>
                         }

@@ -16,6 +16,7 @@ use shared::{
 
 use super::{Editing, Notice, Sent, today, unit};
 use crate::{api, ui::ErrorBox};
+use gpufleet_web::js;
 
 /// The team's terms in force as the starting point (from today, open-ended, no justification),
 /// with a line for every flavor resource; a blank request when none is in force.
@@ -77,6 +78,8 @@ pub fn RequestForm(
         format!("Edit draft {}", d.id)
     });
     let editing_id = draft.as_ref().map(|d| (d.id, d.version));
+    // A saved draft's open end was confirmed when it was saved.
+    let open_end_meant = draft.is_some();
     let spec = RwSignal::new(draft.map_or_else(|| starting_spec(&world, &team, today), |d| d.spec));
     let world = StoredValue::new(world);
     let team = StoredValue::new(team);
@@ -103,17 +106,23 @@ pub fn RequestForm(
     };
     let problems = verdicts.problems();
     let blocked = move || sending.busy.get() || problems.with(|p| p.0 > 0);
+    // What the approver will weigh, for the spec as it was when asked: cleared by any change.
+    let preview = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        spec.track();
+        preview.set(String::new());
+    });
     view! {
         <h2 data-test="request-heading">{heading}</h2>
         <form data-test="request-form" on:submit=|ev| ev.prevent_default()>
             <p class="muted" data-test="request-help">
                 "A request replaces the team's whole quota from its start date: every flavor, a line left at 0 is none of it. "
                 "On its end date the team's quota goes back to its latest approved request whose dates still hold, or to none. "
-                "Borrowing limit: blank is no limit (the team may borrow all that the rest of its cohort lends), 0 is never borrow. "
-                "Lending limit: blank lends all the team leaves unused."
+                "Borrowing, blank: no limit (the team may borrow all that the rest of its cohort lends); 0: never borrow. "
+                "Lending, blank: all the team leaves unused; 0: never lend. Kueue's name for each answer is beside it."
             </p>
             <QuotaLines world spec/>
-            <Terms spec/>
+            <Terms spec open_end_meant/>
             <Warnings fields=Signal::derive(move || verdicts.checked.with(|c| c.warnings.clone()))/>
             <p data-test="request-problems" class=move || if problems.with(|p| p.0 == 0) { "ok" } else { "bad" }>
                 {move || problems.with(|(n, elsewhere)| {
@@ -126,10 +135,13 @@ pub fn RequestForm(
                 })}
             </p>
             {move || verdicts.server.get().filter(|e| e.fields.is_empty()).map(|error| view! { <ErrorBox error/> })}
+            <button type="button" data-test="preview-request" disabled=blocked on:click=move |_| sending.preview(preview)>"What the approver will see"</button>
+            " "
             <button type="button" data-test="save-draft" disabled=blocked on:click=move |_| sending.send(false)>"Save as draft"</button>
             " "
             <button type="button" data-test="submit-request" disabled=blocked on:click=move |_| sending.send(true)>"Submit for approval"</button>
             {editing_id.map(|_| view! { " " <button type="button" data-test="cancel-edit" on:click=move |_| editing.set(None)>"Cancel editing"</button> })}
+            <div data-test="request-preview" inner_html=preview></div>
         </form>
     }
 }
@@ -210,6 +222,26 @@ struct Sending {
 }
 
 impl Sending {
+    /// Asks the server what the approver will weigh for the spec as it is (`POST …/preview`:
+    /// nothing saved) and shows it as the approver's review shows it, into `into`.
+    fn preview(self, into: RwSignal<String>) {
+        let team = self.team.get_value();
+        let body = NewRequest {
+            spec: self.spec.get_untracked(),
+        };
+        let server = self.server;
+        spawn_local(async move {
+            let path = format!("/api/quota/teams/{team}/preview");
+            match api::send_js(Method::POST, &path, Some(&body)).await {
+                Ok(v) => into.set(format!(
+                    "<h3>What the approver will see</h3>{}",
+                    super::review::weighed_html(&v, &js::escape(&team))
+                )),
+                Err(err) => server.set(Some(err)),
+            }
+        });
+    }
+
     fn send(self, and_submit: bool) {
         let Sending {
             spec,
@@ -273,8 +305,8 @@ fn QuotaLines(world: StoredValue<QuotaWorld>, spec: RwSignal<QuotaSpec>) -> impl
         <table>
             <thead>
                 <tr>
-                    <th>"Flavor"</th><th>"Resource"</th><th>"Capacity"</th><th>"Nominal"</th>
-                    <th>"Borrowing limit"</th><th>"Lending limit"</th>
+                    <th>"Flavor"</th><th>"Unit"</th><th>"Capacity"</th><th>"We need (nominal quota)"</th>
+                    <th>"We may borrow up to (borrowingLimit)"</th><th>"Others may borrow ours, up to (lendingLimit)"</th>
                 </tr>
             </thead>
             <tbody>
@@ -307,7 +339,7 @@ fn QuotaLines(world: StoredValue<QuotaWorld>, spec: RwSignal<QuotaSpec>) -> impl
                                     {error_at(format!("lines[{i}].nominal"))}
                                 </td>
                                 <td>
-                                    <label class="sr-only" for=id("borrowing")>{format!("Borrowing limit of {}, blank for none", line.flavor)}</label>
+                                    <label class="sr-only" for=id("borrowing")>{format!("Most of {} to borrow: blank for no limit, 0 to never borrow", line.flavor)}</label>
                                     <Amount
                                         id=id("borrowing")
                                         path=format!("lines[{i}].borrowing_limit")
@@ -319,7 +351,7 @@ fn QuotaLines(world: StoredValue<QuotaWorld>, spec: RwSignal<QuotaSpec>) -> impl
                                     {error_at(format!("lines[{i}].borrowing_limit"))}
                                 </td>
                                 <td>
-                                    <label class="sr-only" for=id("lending")>{format!("Lending limit of {}, blank for all unused", line.flavor)}</label>
+                                    <label class="sr-only" for=id("lending")>{format!("Most of {} to lend: blank for all unused, 0 to never lend", line.flavor)}</label>
                                     <Amount
                                         id=id("lending")
                                         path=format!("lines[{i}].lending_limit")
@@ -344,39 +376,46 @@ fn kueue_terms(spec: RwSignal<QuotaSpec>) -> impl IntoView {
     view! {
         <Choice
             id="reclaim"
-            label="Reclaim lent quota (reclaimWithinCohort)"
-            help="When other teams borrow this team's unused quota and it wants it back: Never waits until their jobs end; LowerPriority evicts only their lower-priority jobs; Any evicts any of them."
-            options=&[(Reclaim::Never, "Never"), (Reclaim::LowerPriority, "LowerPriority"), (Reclaim::Any, "Any")]
+            label="When other teams borrowed our idle GPUs and we want them back"
+            help="Kueue's reclaimWithinCohort: Never, LowerPriority or Any."
+            options=&[
+                (Reclaim::Never, "wait until their jobs end (Never)"),
+                (Reclaim::LowerPriority, "stop their lower-priority jobs (LowerPriority)"),
+                (Reclaim::Any, "stop any of their jobs (Any)"),
+            ]
             selected=spec.with_untracked(|s| s.reclaim_within_cohort)
             set=Callback::new(move |v| spec.update(|s| s.reclaim_within_cohort = v))
         />
         <Choice
             id="within"
-            label="Preempt inside the queue (withinClusterQueue)"
-            help="May a new job of this team evict the team's own running jobs? Never; LowerPriority: only lower-priority ones; LowerOrNewerEqualPriority: those and newer jobs of the same priority."
+            label="May urgent work of ours push out our own running jobs?"
+            help="Kueue's withinClusterQueue: a job that does not fit our quota may evict our jobs of lower priority (LowerPriority), and also newer ones of its own priority (LowerOrNewerEqualPriority)."
             options=&[
-                (WithinQueue::Never, "Never"),
-                (WithinQueue::LowerPriority, "LowerPriority"),
-                (WithinQueue::LowerOrNewerEqualPriority, "LowerOrNewerEqualPriority"),
+                (WithinQueue::Never, "no (Never)"),
+                (WithinQueue::LowerPriority, "yes, our lower-priority jobs (LowerPriority)"),
+                (WithinQueue::LowerOrNewerEqualPriority, "yes, lower-priority and newer equal-priority jobs (LowerOrNewerEqualPriority)"),
             ]
             selected=spec.with_untracked(|s| s.within_cluster_queue)
             set=Callback::new(move |v| spec.update(|s| s.within_cluster_queue = v))
         />
         <Choice
             id="queueing"
-            label="Queueing strategy"
-            help="BestEffortFIFO: a job that does not fit yet lets the jobs behind it start; StrictFIFO: jobs start strictly in order, so a large one holds back the rest."
-            options=&[(Queueing::BestEffortFifo, "BestEffortFIFO"), (Queueing::StrictFifo, "StrictFIFO")]
+            label="When our next job does not fit yet"
+            help="Kueue's queueingStrategy. BestEffortFIFO: a job that does not fit yet lets the jobs behind it start; StrictFIFO: jobs start strictly in order, so a large one holds back the rest."
+            options=&[
+                (Queueing::BestEffortFifo, "let the jobs behind it start (BestEffortFIFO)"),
+                (Queueing::StrictFifo, "keep strict order (StrictFIFO)"),
+            ]
             selected=spec.with_untracked(|s| s.queueing)
             set=Callback::new(move |v| spec.update(|s| s.queueing = v))
         />
     }
 }
 
-/// Kueue's preemption and queueing terms, the checkpoint interval, the dates, the project,
-/// the largest job and the justification.
+/// Kueue's preemption and queueing terms, the checkpoint interval, the dates (an open end
+/// confirmed), the project, the largest job and the justification.
 #[component]
-fn Terms(spec: RwSignal<QuotaSpec>) -> impl IntoView {
+fn Terms(spec: RwSignal<QuotaSpec>, open_end_meant: bool) -> impl IntoView {
     view! {
         <div class="fields">
             {kueue_terms(spec)}
@@ -398,10 +437,11 @@ fn Terms(spec: RwSignal<QuotaSpec>) -> impl IntoView {
                 {error_at("starts_on".to_owned())}
             </p>
             <p>
-                <label for="ends-on">"Ends on (inclusive; blank for open-ended)"</label>
+                <label for="ends-on">"Ends on (inclusive, UTC; blank: until withdrawn)"</label>
                 <DayInput id="ends-on" path="ends_on" value=spec.with_untracked(|s| s.ends_on) optional=true set=Callback::new(move |d| spec.update(|s| s.ends_on = d))/>
                 {error_at("ends_on".to_owned())}
             </p>
+            <UntilWithdrawn spec meant=open_end_meant/>
             <p>
                 <label for="project">"Project (optional)"</label>
                 <input
@@ -481,6 +521,30 @@ fn has_field(path: &str) -> bool {
             .iter()
             .any(|f| path.ends_with(f)))
 }
+
+/// A quota with no end date holds until someone withdraws it, and is priced a year at a time:
+/// the requester says so, or the form counts a problem.
+#[component]
+fn UntilWithdrawn(spec: RwSignal<QuotaSpec>, meant: bool) -> impl IntoView {
+    let meant = RwSignal::new(meant);
+    let open = move || spec.with(|s| s.ends_on.is_none());
+    let bad = expect_context::<Verdicts>();
+    Effect::new(move |_| bad.mark(UNTIL_WITHDRAWN, open() && !meant.get()));
+    move || {
+        open().then(|| {
+            view! {
+                <p data-test="until-withdrawn">
+                    <input type="checkbox" id="until-withdrawn" prop:checked=meant on:change=move |ev| meant.set(event_target_checked(&ev))/>
+                    <label for="until-withdrawn">" Until withdrawn: the quota holds with no end date, and costs what the approver will see per year."</label>
+                    {move || (!meant.get()).then(|| view! { <span class="field-error" role="alert">" Tick it, or give an end date."</span> })}
+                </p>
+            }
+        })
+    }
+}
+
+/// The problem an open end not yet confirmed counts as (not a rule's path: the form's own).
+const UNTIL_WITHDRAWN: &str = "until_withdrawn";
 
 /// A whole number; blank is `None` when `optional`. Bad text is refused here, in words.
 #[component]
