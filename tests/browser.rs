@@ -367,6 +367,28 @@ async fn the_planning_wizard_walks_from_a_preset_to_saved_and_exported(pool: PgP
         .await
         .expect("the tick labels");
     assert_eq!(cut, serde_json::json!([]), "charts with a tick label cut");
+    // An axis title never covers its tick labels (issue 57, point 17: the simulated week's
+    // "preemptions", on its right-hand axis).
+    let covered = browser
+        .client
+        .execute(
+            "const over = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+             return [...document.querySelectorAll('.chart')].flatMap(c =>
+               [...c.querySelectorAll('[class^=g-][class$=title] text')].flatMap(title => {
+                 const t = title.getBoundingClientRect();
+                 return [...c.querySelectorAll('.xtick text, .ytick text, .y2tick text')]
+                   .filter(tick => over(t, tick.getBoundingClientRect()))
+                   .map(() => c.id + ': ' + title.textContent);
+               }));",
+            vec![],
+        )
+        .await
+        .expect("the axis titles");
+    assert_eq!(
+        covered,
+        serde_json::json!([]),
+        "axis titles over tick labels"
+    );
     browser.screenshot("plan-5-results").await;
     // Weights re-rank the options at once.
     type_into(&browser, "[data-path='weights.isolation'] input", "10").await;
@@ -1073,6 +1095,9 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
             "Mean busy (DCGM) {:.1}% {:.1}%",
             sizing.separate_pools.mean_busy_pct, sizing.shared_pool.mean_busy_pct
         ),
+        // what the Plan's cost per million tokens measures, beside Chargeback's per model
+        // (issue 57, point 17)
+        "The fleet's whole cost per million tokens served (training included".to_owned(),
     ] {
         browser.wait_for_text("[data-test=sizing]", &figure).await;
     }
@@ -1432,6 +1457,24 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=current-quota]", "No approved quota in force")
         .await;
     every_input_is_labelled(&browser).await;
+    // The form asks in a team's words, Kueue's beside them (issue 57, point 7); a request with
+    // no end date holds until withdrawn, and says so before it can be sent.
+    browser
+        .wait_for_text(
+            "label[for=within]",
+            "May urgent work of ours push out our own running jobs?",
+        )
+        .await;
+    browser
+        .wait_for_text("#reclaim", "stop their lower-priority jobs (LowerPriority)")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=until-withdrawn]",
+            "Tick it, or give an end date.",
+        )
+        .await;
+    browser.click_css("#until-withdrawn").await;
     // What a request does and which flavor is which hardware, in words (the demo inventory:
     // h100-mig is one node of H100s split 7 × 1g.10gb a GPU).
     browser
@@ -1515,6 +1558,31 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser
         .wait_for_text("[data-test=request-problems]", "Ready to send.")
         .await;
+    // Before sending, what the approver will see (issue 57, point 6): 24 H100s held all day
+    // for a month of 30 days at $8.60 an hour, 24 × 24 h × 30 × $8.60 = $148,608.00; the
+    // cohort's h100-shared assigned 40 → 64 of 64; the warning the approver will read.
+    browser.click_css("[data-test=preview-request]").await;
+    browser
+        .wait_for_text("[data-test=request-preview]", "$148,608.00 a month")
+        .await;
+    browser
+        .wait_for_text("[data-test=request-preview] [data-test=impact]", "40 → 64")
+        .await;
+    browser
+        .wait_for_text(
+            "[data-test=request-preview] [data-test=warnings]",
+            "whole capacity of 64",
+        )
+        .await;
+    browser
+        .client
+        .execute(
+            "document.querySelector('[data-test=request-preview] [data-test=worth]').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .expect("scroll");
+    browser.screenshot("quota-form-preview").await;
     // Saved as a draft first, then opened again from the history, edited and submitted.
     browser.click_css("[data-test=save-draft]").await;
     browser
@@ -1624,11 +1692,12 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
         .wait_for_text("[data-test=review] [data-test=warnings]", "whole capacity")
         .await;
     // What it is worth, by hand: open-ended, so its first year, 24 GPUs × 8,760 h × $8.60 (the
-    // demo inventory's H100 price) = $1,808,064.00, against research's nothing in force.
+    // demo inventory's H100 price) = $1,808,064.00, a month of 30 days of it 24 × 720 h ×
+    // $8.60 = $148,608.00, against research's nothing in force.
     browser
         .wait_for_text(
             "[data-test=worth]",
-            "worth $1,808,064.00; research's quota in force, $0.00",
+            "worth $1,808,064.00, $148,608.00 a month of 30 days; research's quota in force, $0.00",
         )
         .await;
     browser
@@ -1711,6 +1780,13 @@ async fn a_quota_request_goes_from_the_form_through_the_inbox_to_the_fleet_and_t
     browser.goto(&server.url("/fleet")).await;
     browser
         .wait_for_text("[data-test=flavor-h100-shared] summary", "h100-shared — 64")
+        .await;
+    // one pool, in words (issue 57, point 17: not "(1 pools)")
+    browser
+        .wait_for_text(
+            "[data-test=flavor-h100-shared] summary",
+            "h100-shared — 64 × H100-SXM5-80GB (1 pool)",
+        )
         .await;
     every_input_is_labelled(&browser).await;
     browser

@@ -318,6 +318,13 @@ fn the_adoption_plan_measures_first_and_names_what_each_step_needs() {
         needs.contains("mig-parted-h800.yaml") && needs.contains("hami-limits.yaml"),
         "{needs}"
     );
+    assert!(
+        bank.adoption[3]
+            .why
+            .starts_with("A queue with a nominal quota per flavor for each of the 10 teams,"),
+        "{}",
+        bank.adoption[3].why
+    );
     let needs = bank.adoption[3].needs.join(" | ");
     assert!(
         needs.contains("kueue.yaml") && needs.contains("keda.yaml"),

@@ -19,7 +19,7 @@ use leptos_router::hooks::{use_navigate, use_params_map};
 use shared::{
     ApiError, FieldError,
     common::day::Day,
-    common::label::Labelled,
+    common::label::{Labelled, count},
     planning::saved::{SavedScenario, SavedSummary},
     planning::scenario::Scenario,
     planning::{self, Evaluation},
@@ -429,7 +429,7 @@ fn StartStep(
                 view! {
                     <li>
                         <button type="button" data-test=format!("start-{name}") on:click=move |_| replace.run((preset(json), None))>{title}</button>
-                        <p class="muted">{format!("{gpus} GPUs, {teams} teams")}</p>
+                        <p class="muted">{format!("{}, {}", count(gpus, "GPU"), count(teams as u64, "team"))}</p>
                     </li>
                 }
             }).collect_view()}

@@ -54,10 +54,12 @@ impl Figure {
     }
 
     /// The figure with any layout, as plotly.js reads it. Each axis makes room for its tick
-    /// labels (`automargin`) unless the layout says otherwise: long category names are never cut.
+    /// labels (`automargin`) unless the layout says otherwise: long category names are never cut,
+    /// and a second y axis's title (on the right) never covers its ticks.
     pub fn with_layout(&self, mut layout: Value) -> String {
-        for axis in ["xaxis", "yaxis"] {
-            if layout[axis].get("automargin").is_none() {
+        let second = layout.get("yaxis2").is_some();
+        for axis in ["xaxis", "yaxis", "yaxis2"] {
+            if (axis != "yaxis2" || second) && layout[axis].get("automargin").is_none() {
                 layout[axis]["automargin"] = json!(true);
             }
         }

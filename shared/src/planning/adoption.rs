@@ -159,7 +159,10 @@ fn mechanisms(architecture: Architecture, isolation: &IsolationPlan, mig: &[Flav
 }
 
 fn queues(scenario: &Scenario, architecture: Architecture) -> Step {
-    let teams = scenario.teams.len();
+    let each = match scenario.teams.len() {
+        1 => "the team".to_owned(),
+        teams => format!("each of the {teams} teams"),
+    };
     let cohort = if scenario.quota.cohort {
         "in one cohort, so idle quota is lent and reclaimed"
     } else {
@@ -185,7 +188,7 @@ fn queues(scenario: &Scenario, architecture: Architecture) -> Step {
     Step {
         title: "Quotas and queues per team".to_owned(),
         why: format!(
-            "A queue with a nominal quota per flavor for each of the {teams} teams, {cohort}, through {how}; inference above training in priority, training checkpointing so reclaims cost minutes."
+            "A queue with a nominal quota per flavor for {each}, {cohort}, through {how}; inference above training in priority, training checkpointing so reclaims cost minutes."
         ),
         needs,
     }

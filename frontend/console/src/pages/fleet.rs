@@ -13,7 +13,10 @@ use shared::{
     accounts::Role,
     chargeback::{NewRate, Rate},
     cluster::DryRun,
-    common::money::{dollars, parse_dollars},
+    common::{
+        label::count,
+        money::{dollars, parse_dollars},
+    },
     fleet::Fleet,
     quota::{Allocation, Flavor, FlavorEdit, QueueNames, QuotaWorld, SettingsText, TeamQueue},
 };
@@ -338,7 +341,7 @@ fn FlavorForm(flavor: Flavor, saved: Callback<()>) -> impl IntoView {
     };
     view! {
         <details class="team" data-test=format!("flavor-{}", flavor.name)>
-            <summary>{format!("{} — {} × {} ({} pools)", flavor.name, flavor.gpus, flavor.gpu_model, flavor.pools.len())}</summary>
+            <summary>{format!("{} — {} × {} ({})", flavor.name, flavor.gpus, flavor.gpu_model, count(flavor.pools.len() as u64, "pool"))}</summary>
             <div class="row">
                 {area("labels", "Node labels", |t| t.node_labels.clone(), |t, v| t.node_labels = v)}
                 {area("taints", "Node taints", |t| t.node_taints.clone(), |t, v| t.node_taints = v)}

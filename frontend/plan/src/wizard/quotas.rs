@@ -11,7 +11,7 @@ use gpufleet_web::figure::Figure;
 use leptos::{prelude::*, task::spawn_local};
 use serde_json::json;
 use shared::{
-    common::day::Day,
+    common::{day::Day, label::count},
     planning::SuggestRequest,
     planning::scenario::Scenario,
     planning::simulate::{Simulation, TeamStats},
@@ -248,12 +248,12 @@ fn SuggestionTables(suggestion: QuotaSuggestion) -> impl IntoView {
     view! {
         <p data-test="suggestion-summary">
             {format!(
-                "Targets met: {} of {} teams today, {} with the suggestion. Fleet: allocated {:.1}% → {:.1}%, busy {:.1}% → {:.1}%, queue wait p95 {} → {}, {} → {} preemptions ({} simulated).",
-                suggestion.targets_met_today(), suggestion.teams.len(), suggestion.targets_met_suggested(),
+                "Targets met: {} of {} today, {} with the suggestion. Fleet: allocated {:.1}% → {:.1}%, busy {:.1}% → {:.1}%, queue wait p95 {} → {}, {} → {} preemptions ({} simulated).",
+                suggestion.targets_met_today(), count(suggestion.teams.len() as u64, "team"), suggestion.targets_met_suggested(),
                 today.allocated_pct.unwrap_or(0.0), after.allocated_pct.unwrap_or(0.0),
                 today.busy_pct.unwrap_or(0.0), after.busy_pct.unwrap_or(0.0),
                 wait(today), wait(after), today.preemptions, after.preemptions,
-                if suggestion.weeks_simulated == 1 { "1 week".to_owned() } else { format!("{} weeks", suggestion.weeks_simulated) },
+                count(u64::from(suggestion.weeks_simulated), "week"),
             )}
         </p>
         <table data-test="suggestion">

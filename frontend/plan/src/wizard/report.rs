@@ -180,7 +180,7 @@ fn sizing(evaluation: &Evaluation) -> impl IntoView + use<> {
                     {row("Mean busy (DCGM)", format!("{:.1}%", sep.mean_busy_pct), format!("{:.1}%", shared_pool.mean_busy_pct))}
                     {row("Idle GPU-hours a week", format!("{:.0}", sep.idle_gpu_hours_per_week), format!("{:.0}", shared_pool.idle_gpu_hours_per_week))}
                     {row("Cost a year", whole_dollars(sep.cost_cents_per_year), whole_dollars(shared_pool.cost_cents_per_year))}
-                    {row("Cost per million tokens", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
+                    {row("The fleet's whole cost per million tokens served (training included; Chargeback prices each model's own share)", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
                 </tbody>
             </table>
             <Chart id="utilisation-chart" plot=Box::new(move || Some(utilisation.clone()))/>
