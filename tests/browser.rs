@@ -962,20 +962,26 @@ async fn usable_by_keyboard_in_the_window(browser: &Browser) {
         serde_json::json!([]),
         "controls a keyboard cannot reach"
     );
-    let (page, window) = browser
-        .client
-        .execute(
-            "return [document.documentElement.scrollWidth, window.innerWidth]",
-            vec![],
-        )
-        .await
-        .ok()
-        .and_then(|v| serde_json::from_value::<(i64, i64)>(v).ok())
-        .expect("widths");
+    let (page, window) = two_widths(
+        browser,
+        "return [document.documentElement.scrollWidth, window.innerWidth]",
+    )
+    .await;
     assert!(
         page <= window,
         "the page is {page} px wide in a {window} px window"
     );
+}
+
+/// The two widths in pixels that `script` returns, as `[a, b]`.
+async fn two_widths(browser: &Browser, script: &str) -> (i64, i64) {
+    browser
+        .client
+        .execute(script, vec![])
+        .await
+        .ok()
+        .and_then(|v| serde_json::from_value::<(i64, i64)>(v).ok())
+        .expect("widths")
 }
 
 /// Records the page's layout shifts from its load on (`buffered`), for [`layout_shift_score`].
@@ -2706,16 +2712,11 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .set_window_size(1366, 768)
         .await
         .expect("window size");
-    let (table, shown) = browser
-        .client
-        .execute(
-            "return ['statement', 'statement-hours'].map(n => document.querySelector(`[data-test=${n}]`)).reduce(([w, b], t) => [Math.max(w, t.scrollWidth), Math.min(b, t.parentElement.clientWidth)], [0, 1e9])",
-            vec![],
-        )
-        .await
-        .ok()
-        .and_then(|v| serde_json::from_value::<(i64, i64)>(v).ok())
-        .expect("widths");
+    let (table, shown) = two_widths(
+        &browser,
+        "return ['statement', 'statement-hours'].map(n => document.querySelector(`[data-test=${n}]`)).reduce(([w, b], t) => [Math.max(w, t.scrollWidth), Math.min(b, t.parentElement.clientWidth)], [0, 1e9])",
+    )
+    .await;
     assert!(
         table <= shown,
         "the statement is {table} px wide in a box of {shown} px at 1366 px"

@@ -544,11 +544,7 @@ async fn preview_request(
     ApiJson(new): ApiJson<NewRequest>,
 ) -> Result<Json<Review>> {
     let mut tx = state.pool.begin().await?;
-    let world = world(&mut tx).await?;
-    if world.team(&team).is_none() {
-        return Err(Error::NotFound);
-    }
-    check(&world, &team, &new.spec)?;
+    let world = world_taking(&mut tx, &team, &new.spec).await?;
     let now = format_rfc3339(clock::now_ms());
     let unsent = QuotaRequest {
         id: UNSENT,
@@ -644,6 +640,17 @@ pub async fn stored_spec(db: &mut PgConnection, team: &str, id: i64) -> Result<Q
 }
 
 /// The rules' errors for `spec`, as a 422 with field paths under `spec`.
+/// The quota world, when `team` is in it and its rules take `spec` as a request of the team's
+/// (`404` for no such team, `422` at the spec's fields).
+async fn world_taking(db: &mut PgConnection, team: &str, spec: &QuotaSpec) -> Result<QuotaWorld> {
+    let world = world(db).await?;
+    if world.team(team).is_none() {
+        return Err(Error::NotFound);
+    }
+    check(&world, team, spec)?;
+    Ok(world)
+}
+
 fn check(world: &QuotaWorld, team: &str, spec: &QuotaSpec) -> Result<()> {
     let checked = world.check(team, spec, clock::today());
     if checked.errors.is_empty() {
@@ -691,11 +698,7 @@ async fn create_request(
     ApiJson(new): ApiJson<NewRequest>,
 ) -> Result<(StatusCode, Json<RequestView>)> {
     let mut tx = state.pool.begin().await?;
-    let world = world(&mut tx).await?;
-    if world.team(&team).is_none() {
-        return Err(Error::NotFound);
-    }
-    check(&world, &team, &new.spec)?;
+    world_taking(&mut tx, &team, &new.spec).await?;
     let spec = to_json(&new.spec)?;
     let id = db::insert_request(&mut *tx, &team, &spec, caller.user_id)
         .await?

@@ -1257,6 +1257,19 @@ async fn the_review_prices_the_request_and_shows_what_the_team_uses(pool: PgPool
     assert_eq!(own.json::<Review>().worth, review.worth);
 }
 
+/// Asks research's preview of `spec` as `who`.
+async fn preview(w: &World, who: &Session, spec: &Value) -> Reply {
+    let body = json!({ "spec": spec });
+    call(
+        w,
+        Method::POST,
+        "/api/quota/teams/research/preview",
+        who,
+        Some(body),
+    )
+    .await
+}
+
 /// What the approver will weigh, before sending (issue 57, point 6): the same review for a spec
 /// not saved — 40 H100s for 10 days at $8.60 an hour, 8,256,000 cents, and a month of 30 days
 /// of it 40 × 24 h × 30 × 860 = 24,768,000 cents — with the cohort impact (h100-shared's 64:
@@ -1279,15 +1292,7 @@ async fn a_requester_sees_what_the_approver_will_before_sending(pool: PgPool) {
         .expect("counts")
     };
     let before = counts().await;
-    let path = "/api/quota/teams/research/preview";
-    let reply = call(
-        &w,
-        Method::POST,
-        path,
-        &w.rita,
-        Some(json!({ "spec": asked })),
-    )
-    .await;
+    let reply = preview(&w, &w.rita, &asked).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     let review: Review = reply.json();
     assert_eq!(review.view.request.id, 0);
@@ -1312,14 +1317,7 @@ async fn a_requester_sees_what_the_approver_will_before_sending(pool: PgPool) {
     );
     assert_eq!(counts().await, before, "nothing saved, nothing audited");
     asked["lines"][0]["nominal"] = json!(-1);
-    let reply = call(
-        &w,
-        Method::POST,
-        path,
-        &w.rita,
-        Some(json!({ "spec": asked })),
-    )
-    .await;
+    let reply = preview(&w, &w.rita, &asked).await;
     assert_eq!(
         reply.status,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -1335,6 +1333,6 @@ async fn a_requester_sees_what_the_approver_will_before_sending(pool: PgPool) {
         reply.text()
     );
     let sam = login(&w.router, "sam", PASSWORD).await;
-    let reply = call(&w, Method::POST, path, &sam, Some(json!({ "spec": asked }))).await;
+    let reply = preview(&w, &sam, &asked).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
 }
