@@ -1101,6 +1101,12 @@ async fn expect_results(browser: &Browser, e: &Evaluation) {
             "Mean busy (DCGM) {:.1}% {:.1}%",
             sizing.separate_pools.mean_busy_pct, sizing.shared_pool.mean_busy_pct
         ),
+        // capacity no job held is "unallocated", never "idle" (issue 57, point 14)
+        format!(
+            "Unallocated GPU-hours a week {:.0} {:.0}",
+            sizing.separate_pools.unallocated_gpu_hours_per_week,
+            sizing.shared_pool.unallocated_gpu_hours_per_week
+        ),
         // what the Plan's cost per million tokens measures, beside Chargeback's per model
         // (issue 57, point 17)
         "The fleet's whole cost per million tokens served (training included".to_owned(),
@@ -2704,6 +2710,14 @@ async fn finance_reads_a_statement_downloads_its_csv_and_closes_the_month(pool: 
         .await;
     browser
         .wait_for_text("[data-test=fleet-line]", "$1,087,948.80")
+        .await;
+    // "Idle" means one thing on every page: allocated and not busy (issue 57, point 14).
+    browser.click_css("[data-test=glossary] summary").await;
+    browser
+        .wait_for_text(
+            "[data-test=glossary]",
+            "allocated GPU time the GPU was not working: allocated less busy.",
+        )
         .await;
     // On a 1366-pixel laptop the whole statement is in sight: no column hides past its box,
     // in either of its tables.

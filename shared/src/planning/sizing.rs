@@ -57,7 +57,9 @@ pub struct PoolSizing {
     pub mean_allocated_pct: f64,
     /// Mean GPUs really busy ÷ GPUs, in %.
     pub mean_busy_pct: f64,
-    pub idle_gpu_hours_per_week: f64,
+    /// Capacity no job held, in GPU-hours a week ("unallocated", never "idle": idle is
+    /// allocated and not busy; `shared::common::label::GLOSSARY`).
+    pub unallocated_gpu_hours_per_week: f64,
     /// GPU-hours a week of backlog work that found room.
     pub backlog_gpu_hours_per_week: f64,
     pub cost_cents_per_year: i64,
@@ -290,7 +292,7 @@ impl Week {
             gpus: self.gpus,
             mean_allocated_pct: pct(self.held_gpu_hours, capacity),
             mean_busy_pct: pct(self.busy_gpu_hours, capacity),
-            idle_gpu_hours_per_week: (capacity - self.held_gpu_hours).max(0.0),
+            unallocated_gpu_hours_per_week: (capacity - self.held_gpu_hours).max(0.0),
             backlog_gpu_hours_per_week: self.backlog_gpu_hours,
             cost_cents_per_year: self.cost_cents_per_year,
             cost_cents_per_million_tokens: (tokens_per_year > 0.0)

@@ -15,6 +15,7 @@ use shared::{
         TeamLine, budget::NewBudget,
     },
     common::day::Day,
+    common::label::{ALLOCATED, BUSY, GLOSSARY, IDLE, UNOBSERVED},
     common::money::{dollars, parse_dollars},
     usage::{
         UsageHealth,
@@ -524,11 +525,14 @@ fn statement_view(s: Statement) -> impl IntoView {
         </div>
         <div class="wide" tabindex="0" role="region" aria-label="GPU-hours per team">
         <table class="statement" data-test="statement-hours">
-            <thead><tr><th>"Team"</th><th>"Allocated GPU-h"</th><th>"Busy GPU-h"</th><th>"Utilisation"</th>
-                <th>"Idle GPU-h"</th><th>"Unobserved GPU-h"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th></tr></thead>
+            <thead><tr><th>"Team"</th><th title=ALLOCATED.1>"Allocated GPU-h"</th><th title=BUSY.1>"Busy GPU-h"</th><th>"Utilisation"</th>
+                <th title=IDLE.1>"Idle GPU-h"</th><th title=UNOBSERVED.1>"Unobserved GPU-h"</th><th>"Borrowed GPU-h"</th><th>"Lent GPU-h"</th></tr></thead>
             <tbody>{hours}</tbody>
         </table>
         </div>
+        <details data-test="glossary"><summary>"What the words mean"</summary>
+            <dl>{GLOSSARY.iter().map(|(word, what)| view! { <dt>{*word}</dt><dd>{*what}</dd> }).collect_view()}</dl>
+        </details>
         <ul data-test="how-charged">{how}</ul>
         <p data-test="idle-pool">{idle_pool_words(s.idle, s.lend_credit_pct)}</p>
         {fleet}

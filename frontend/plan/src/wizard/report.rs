@@ -6,7 +6,7 @@ use gpufleet_web::figure::Figure;
 use leptos::prelude::*;
 use serde_json::json;
 use shared::{
-    common::label::Labelled,
+    common::label::{Labelled, UNALLOCATED},
     common::money::{thousands, whole_dollars},
     packing::mig::Instance,
     planning::Evaluation,
@@ -178,7 +178,7 @@ fn sizing(evaluation: &Evaluation) -> impl IntoView + use<> {
                     {row("GPUs needed", sep.gpus.to_string(), shared_pool.gpus.to_string())}
                     {row("Mean allocated", format!("{:.1}%", sep.mean_allocated_pct), format!("{:.1}%", shared_pool.mean_allocated_pct))}
                     {row("Mean busy (DCGM)", format!("{:.1}%", sep.mean_busy_pct), format!("{:.1}%", shared_pool.mean_busy_pct))}
-                    {row("Idle GPU-hours a week", format!("{:.0}", sep.idle_gpu_hours_per_week), format!("{:.0}", shared_pool.idle_gpu_hours_per_week))}
+                    <tr title=UNALLOCATED.1><td>"Unallocated GPU-hours a week"</td><td class="num">{format!("{:.0}", sep.unallocated_gpu_hours_per_week)}</td><td class="num">{format!("{:.0}", shared_pool.unallocated_gpu_hours_per_week)}</td></tr>
                     {row("Cost a year", whole_dollars(sep.cost_cents_per_year), whole_dollars(shared_pool.cost_cents_per_year))}
                     {row("The fleet's whole cost per million tokens served (training included; Chargeback prices each model's own share)", cost_per_m(sep.cost_cents_per_million_tokens), cost_per_m(shared_pool.cost_cents_per_million_tokens))}
                 </tbody>
