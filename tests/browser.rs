@@ -3140,6 +3140,8 @@ async fn a_member_reads_their_own_team(pool: &PgPool, browser: &Browser) {
     browser
         .wait_for_text("[data-test=user-roles]", Role::Requester.label())
         .await;
+    // her landing page first, as a person sees it before choosing another
+    browser.wait_for_text("main h1", "Quotas").await;
     // what the page asks for from here on (finance's session asked for the closed months)
     browser
         .client
