@@ -461,11 +461,11 @@ async fn list(
     let world = world(&mut tx).await?;
     let rows = db::requests(&mut *tx, team, wanted.map(RequestState::as_str), None).await?;
     let live = in_force(&world, clock::today());
+    let mode = (&world, state.cluster.writes_files());
     let mut requests = Vec::with_capacity(rows.len());
     for row in rows {
         let applied_at = row.applied_at;
         let mut request = to_request(row, &live)?;
-        let mode = (&world, state.cluster.writes_files());
         on_cluster(&mut tx, mode, &mut request, applied_at).await?;
         requests.push(request);
     }
